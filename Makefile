@@ -1,0 +1,64 @@
+# torchneuron: every target does its own set-up (virtual environment, torch, build tools).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+TORCH_VERSION := 2.13.0
+export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: all build demo test test-cpp test-python test-sanitize bench clean
+
+all: build
+
+# System packages: GoogleTest and ccache from Debian when missing.
+.stamp-system:
+	@if ! dpkg -s libgtest-dev >/dev/null 2>&1 || ! command -v ccache >/dev/null; then \
+	  echo "== installing libgtest-dev and ccache (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev ccache >/dev/null; \
+	fi
+	@touch $@
+
+$(VENV)/.stamp-deps: pyproject.toml | .stamp-system
+	@echo "== setting up $(VENV) with torch==$(TORCH_VERSION)"
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PIP) install -q --disable-pip-version-check torch==$(TORCH_VERSION) numpy pytest \
+	  pybind11 cmake ninja setuptools wheel
+	@touch $@
+
+$(VENV)/.stamp-install: $(VENV)/.stamp-deps setup.py
+	@echo "== editable install of torchneuron (--no-build-isolation)"
+	@$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+	@touch $@
+
+build: $(VENV)/.stamp-install
+	@$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v -E "^(running|copying)|SetuptoolsDeprecationWarning|^\s*!!|^\s*\*+|setup.py install|^$$" || true
+	@test -f torchneuron/_C*.so || (echo "build failed: torchneuron/_C*.so missing" && exit 1)
+
+test-cpp: build
+	@echo "== C++ runtime tests"
+	@./build/runtime_tests --gtest_brief=1
+
+test-python: build
+	@echo "== Python tests"
+	@$(PY) -m pytest -q tests/python
+
+test: test-cpp test-python
+
+# AddressSanitizer + UBSan, then ThreadSanitizer, over the torch-free runtime tests.
+test-sanitize: .stamp-system
+	@for san in address thread; do \
+	  echo "== runtime tests under $$san sanitizer"; \
+	  cmake -S . -B build-$$san -G Ninja -DTORCHNEURON_BUILD_PYTHON=OFF \
+	    -DTORCHNEURON_SANITIZE=$$san -DCMAKE_BUILD_TYPE=Debug >/dev/null && \
+	  cmake --build build-$$san >/dev/null && \
+	  ./build-$$san/runtime_tests --gtest_brief=1 || exit 1; \
+	done
+
+demo: build
+	@$(PY) examples/demo.py
+
+bench: build
+	@$(PY) bench/bench_runtime.py
+
+clean:
+	rm -rf build build-address build-thread torchneuron/_C*.so

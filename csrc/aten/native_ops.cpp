@@ -1,0 +1,171 @@
+// Factories, metadata ops (views, resize_, set_) and data fills that run natively on neuron.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/full.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "aten/generator.h"
+#include "aten/native_ops.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/copy.h"
+#include "kernels/random.h"
+
+namespace torchneuron::aten {
+namespace {
+
+constexpr c10::DispatchKeySet kNeuronKeys(c10::DispatchKey::PrivateUse1);
+
+c10::Device target_device(std::optional<c10::Device> device) {
+  c10::Device resolved = device.value_or(c10::Device(c10::DeviceType::PrivateUse1));
+  TORCH_CHECK(resolved.type() == c10::DeviceType::PrivateUse1, "expected a neuron device, got ", resolved);
+  if (!resolved.has_index()) {
+    resolved.set_index(static_cast<c10::DeviceIndex>(runtime::current_device()));
+  }
+  runtime_call([&] { runtime::check_device_index(resolved.index()); });
+  return resolved;
+}
+
+void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
+              "neuron tensors must be strided, got layout ", *layout);
+  TORCH_CHECK(!pin_memory.value_or(false),
+              "pin_memory=True applies to CPU tensors only; neuron memory is device memory.");
+}
+
+}  // namespace
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_factory_options(layout, pin_memory);
+  const c10::DeviceGuard guard(target_device(device));
+  return at::detail::empty_generic(size, neuron_allocator(), kNeuronKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_factory_options(layout, pin_memory);
+  const c10::DeviceGuard guard(target_device(device));
+  return at::detail::empty_strided_generic(size, stride, neuron_allocator(), kNeuronKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  at::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  const size_t needed = static_cast<size_t>(
+      at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), self.storage_offset()));
+  if (needed > self.storage().nbytes()) {
+    // Grows through the hooks' resizePrivateUse1Bytes, which keeps the old bytes.
+    at::native::resize_bytes_nocuda(self.storage(), c10::SymInt(static_cast<int64_t>(needed)));
+  }
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
+                "Unsupported memory format for resize_: ", *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_storage_(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                         c10::IntArrayRef size, c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, storage_offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
+  at::OptionalIntArrayRef stride_opt =
+      stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
+  at::native::resize_impl_cpu_(self.unsafeGetTensorImpl(), size, stride_opt, /*resize_storage=*/false);
+  return self;
+}
+
+at::Tensor& set_source_storage_(at::Tensor& self, c10::Storage source) {
+  const int64_t elements = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage_(self, std::move(source), 0, {elements}, {});
+}
+
+at::Tensor& set_empty_(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, neuron_allocator(), /*resizable=*/true);
+  return set_storage_(self, std::move(empty), 0, {0}, {});
+}
+
+at::Tensor& fill_scalar_(at::Tensor& self, const c10::Scalar& value) {
+  if (self.numel() == 0) return self;
+  if (self.is_complex() || value.isComplex()) {
+    // Complex values take the host path: one staged element, broadcast by the copy.
+    self.copy_(at::full({}, value, self.options().device(c10::kCPU)));
+    return self;
+  }
+  kernels::FillValue fill;
+  if (value.isFloatingPoint()) {
+    fill.real = value.toDouble();
+  } else {
+    fill.is_integer = true;
+    fill.integer = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
+  }
+  const kernels::StridedView view = strided_view(self);
+  enqueue(self, "aten::fill_", describe_inputs({&self}), [view, fill] { kernels::fill(view, fill); });
+  return self;
+}
+
+at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  if (value.device().is_cpu()) return fill_scalar_(self, value.item());
+  self.copy_(value);  // broadcast on the device; no host round trip
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar_(self, 0); }
+
+namespace {
+
+template <typename Launch>
+at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Generator> generator,
+                        uint64_t words, Launch launch) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, got ",
+              self.scalar_type());
+  if (self.numel() == 0) return self;
+  auto* gen = at::get_generator_or_default<NeuronGeneratorImpl>(
+      generator, default_generator(self.device().index()));
+  runtime::PhiloxStream stream;
+  {
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    stream = gen->reserve(words);
+  }
+  const kernels::StridedView view = strided_view(self);
+  enqueue(self, op, describe_inputs({&self}), [view, stream, launch] { launch(view, stream); });
+  return self;
+}
+
+}  // namespace
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+              " > to=", to);
+  TORCH_CHECK(std::isfinite(to - from), "uniform_: range [", from, ", ", to, ") is not finite");
+  const kernels::StridedView view = strided_view(self);
+  return random_fill(self, "aten::uniform_", generator, kernels::uniform_words_needed(view),
+                     [from, to](const kernels::StridedView& v, runtime::PhiloxStream s) {
+                       kernels::uniform(v, s, from, to);
+                     });
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  const kernels::StridedView view = strided_view(self);
+  return random_fill(self, "aten::normal_", generator, kernels::normal_words_needed(view),
+                     [mean, std](const kernels::StridedView& v, runtime::PhiloxStream s) {
+                       kernels::normal(v, s, mean, std);
+                     });
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,45 @@
+// Native neuron implementations of ATen operators; register_ops.cpp maps schemas onto them.
+// Each checks its arguments on the host, allocates outputs, and enqueues a csrc/kernels kernel.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/Storage.h>
+
+#include <optional>
+
+namespace torchneuron::aten {
+
+// Factories.
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format);
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory);
+
+// Metadata: views, resize and set.
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset);
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format);
+at::Tensor& set_storage_(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                         c10::IntArrayRef size, c10::IntArrayRef stride);
+at::Tensor& set_source_storage_(at::Tensor& self, c10::Storage source);
+at::Tensor& set_empty_(at::Tensor& self);
+
+// Data.
+at::Tensor& fill_scalar_(at::Tensor& self, const c10::Scalar& value);
+at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value);
+at::Tensor& zero_(at::Tensor& self);
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator);
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator);
+
+// Copies between CPU and neuron and between neuron devices (copy_ reaches these).
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
+c10::Scalar local_scalar_dense(const at::Tensor& self);
+
+}  // namespace torchneuron::aten

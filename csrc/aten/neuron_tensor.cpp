@@ -1,0 +1,103 @@
+#include "aten/neuron_tensor.h"
+
+#include <c10/util/Exception.h>
+
+#include <sstream>
+
+namespace torchneuron::aten {
+
+void rethrow_runtime_error() {
+  try {
+    throw;
+  } catch (const runtime::OutOfMemoryError& e) {
+    C10_THROW_ERROR(OutOfMemoryError, e.what());
+  } catch (const runtime::DeviceFault& e) {
+    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, 1, e.what());
+  } catch (const runtime::InvalidArgument& e) {
+    C10_THROW_ERROR(ValueError, e.what());
+  } catch (const runtime::Error& e) {
+    C10_THROW_ERROR(Error, e.what());
+  }
+}
+
+bool has_kernel_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::kBool:
+    case c10::kByte:
+    case c10::kChar:
+    case c10::kShort:
+    case c10::kInt:
+    case c10::kLong:
+    case c10::kHalf:
+    case c10::kBFloat16:
+    case c10::kFloat:
+    case c10::kDouble:
+    case c10::kComplexFloat:
+    case c10::kComplexDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+kernels::DType to_kernel_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::kBool: return kernels::DType::kBool;
+    case c10::kByte: return kernels::DType::kUInt8;
+    case c10::kChar: return kernels::DType::kInt8;
+    case c10::kShort: return kernels::DType::kInt16;
+    case c10::kInt: return kernels::DType::kInt32;
+    case c10::kLong: return kernels::DType::kInt64;
+    case c10::kHalf: return kernels::DType::kFloat16;
+    case c10::kBFloat16: return kernels::DType::kBFloat16;
+    case c10::kFloat: return kernels::DType::kFloat32;
+    case c10::kDouble: return kernels::DType::kFloat64;
+    case c10::kComplexFloat: return kernels::DType::kComplex64;
+    case c10::kComplexDouble: return kernels::DType::kComplex128;
+    default:
+      TORCH_CHECK(false, "neuron kernels do not handle dtype ", type,
+                  "; convert the tensor to a supported dtype first.");
+  }
+}
+
+kernels::StridedView strided_view(const at::Tensor& tensor) {
+  TORCH_CHECK(tensor.dim() <= kernels::kMaxDims, "neuron kernels handle at most ",
+              kernels::kMaxDims, " dimensions, got a tensor with ", tensor.dim());
+  kernels::StridedView view;
+  view.data = tensor.data_ptr();
+  view.dtype = to_kernel_dtype(tensor.scalar_type());
+  view.ndim = static_cast<int>(tensor.dim());
+  for (int d = 0; d < view.ndim; ++d) {
+    view.sizes[d] = tensor.size(d);
+    view.strides[d] = tensor.stride(d);
+  }
+  return view;
+}
+
+std::string describe_inputs(std::initializer_list<const at::Tensor*> tensors) {
+  std::ostringstream out;
+  bool first = true;
+  for (const at::Tensor* tensor : tensors) {
+    if (!first) out << ", ";
+    first = false;
+    out << tensor->sizes() << " " << tensor->scalar_type() << " on " << tensor->device();
+  }
+  return out.str();
+}
+
+uint64_t enqueue(const at::Tensor& tensor, const char* op, std::string inputs,
+                 runtime::HardwareQueue::Kernel kernel) {
+  const int index = tensor.device().index();
+  return runtime_call([&] {
+    runtime::HardwareQueue& queue = runtime::device(index).queue();
+    return queue.submit(runtime::current_stream(index),
+                        runtime::LaunchInfo{op, std::move(inputs), runtime::capture_launch_site()},
+                        std::move(kernel));
+  });
+}
+
+void synchronize_device(int index) {
+  runtime_call([&] { runtime::device(index).synchronize(); });
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,52 @@
+// Shared helpers of the aten layer: the bridge from at::Tensor to the kernel library's
+// StridedView, enqueueing a kernel with launch information, and runtime error translation.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+
+#include <string>
+#include <utility>
+
+#include "kernels/strided.h"
+#include "runtime/device.h"
+#include "runtime/errors.h"
+
+namespace torchneuron::aten {
+
+// Throws the torch exception matching the runtime error being handled (call in a catch block).
+[[noreturn]] void rethrow_runtime_error();
+
+// Runs `body`, turning runtime errors into torch exceptions (torch.OutOfMemoryError,
+// torch.AcceleratorError, RuntimeError).
+template <typename F>
+decltype(auto) runtime_call(F&& body) {
+  try {
+    return body();
+  } catch (const runtime::Error&) {
+    rethrow_runtime_error();
+  }
+}
+
+kernels::DType to_kernel_dtype(c10::ScalarType type);
+bool has_kernel_dtype(c10::ScalarType type);
+
+// The view of a neuron (or CPU) tensor's memory that kernels take.
+kernels::StridedView strided_view(const at::Tensor& tensor);
+
+// "[4, 8] float32" for each tensor, for error messages.
+std::string describe_inputs(std::initializer_list<const at::Tensor*> tensors);
+
+// Enqueues `kernel` on the current stream of `tensor`'s device, recording who launched it.
+uint64_t enqueue(const at::Tensor& tensor, const char* op, std::string inputs,
+                 runtime::HardwareQueue::Kernel kernel);
+
+// The device allocator for neuron memory (c10::DeviceAllocator) and the pinned host allocator.
+c10::Allocator* neuron_allocator();
+c10::Allocator* pinned_host_allocator();
+bool is_pinned_host_pointer(const void* ptr);
+
+// Waits for the device's queue to reach every command submitted so far and raises its fault.
+void synchronize_device(int index);
+
+}  // namespace torchneuron::aten

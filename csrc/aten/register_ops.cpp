@@ -1,0 +1,43 @@
+// The registration table: which ATen operators run natively on neuron. Every operator not
+// listed here reaches the counted CPU fallback (cpu_fallback.cpp); this table is the one
+// source of truth for placement (torchneuron.native_ops() reads it back from the dispatcher).
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include "aten/native_ops.h"
+
+namespace torchneuron::aten {
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Factories.
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  // Metadata only: views share storage, nothing is enqueued.
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_));
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  m.impl("set_", TORCH_FN(set_empty_));
+  // Data.
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar_));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor_));
+  m.impl("zero_", TORCH_FN(zero_));
+  m.impl("uniform_", TORCH_FN(uniform_));
+  m.impl("normal_", TORCH_FN(normal_));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,130 @@
+#include "kernels/random.h"
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/half.h"
+#include "kernels/strided_loop.h"
+#include "runtime/errors.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+using runtime::PhiloxStream;
+
+// Reads consecutive 32-bit words of a Philox stream, one block computation per four words.
+class WordReader {
+ public:
+  explicit WordReader(PhiloxStream stream) : stream_(stream) {}
+  uint32_t next() {
+    if (used_ == 4) {
+      const uint64_t block = stream_.offset / 4 + block_index_++;
+      words_ = runtime::philox4x32(
+          {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0, 0}, stream_.seed);
+      used_ = 0;
+    }
+    return words_[used_++];
+  }
+  uint64_t next64() {
+    const uint64_t lo = next();
+    return (static_cast<uint64_t>(next()) << 32) | lo;
+  }
+
+ private:
+  PhiloxStream stream_;
+  uint64_t block_index_ = 0;
+  runtime::PhiloxBlock words_{};
+  int used_ = 4;
+};
+
+template <typename T>
+void store(char* out, double value) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    const T typed(static_cast<float>(value));
+    std::memcpy(out, &typed, sizeof(T));
+  } else {
+    const T typed = static_cast<T>(value);
+    std::memcpy(out, &typed, sizeof(T));
+  }
+}
+
+// Calls produce(out) for every element of dst in row-major order.
+template <typename Produce>
+void for_each_element(const StridedView& dst, Produce&& produce) {
+  if (dst.numel() == 0) return;
+  const CoalescedShape shape = coalesce(&dst, 1);
+  char* const base[1] = {static_cast<char*>(dst.data)};
+  for_each_run<1>(shape, base, [&](char* const* ptrs, int64_t n, const int64_t* strides) {
+    char* out = ptrs[0];
+    for (int64_t i = 0; i < n; ++i, out += strides[0]) produce(out);
+  });
+}
+
+template <typename F>
+void dispatch_floating(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat16: return f(Half{});
+    case DType::kBFloat16: return f(BFloat16{});
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    default:
+      throw runtime::KernelError(std::string("random kernels need a floating dtype, got ") +
+                                 dtype_name(dtype));
+  }
+}
+
+bool is_double(const StridedView& dst) { return dst.dtype == DType::kFloat64; }
+
+}  // namespace
+
+uint64_t uniform_words_needed(const StridedView& dst) {
+  return static_cast<uint64_t>(dst.numel()) * (is_double(dst) ? 2 : 1);
+}
+
+void uniform(const StridedView& dst, PhiloxStream stream, double from, double to) {
+  WordReader reader(stream);
+  const double range = to - from;
+  dispatch_floating(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for_each_element(dst, [&](char* out) {
+      const double unit = std::is_same_v<T, double> ? runtime::uint64_to_uniform_double(reader.next64())
+                                                    : runtime::uint32_to_uniform_float(reader.next());
+      store<T>(out, from + unit * range);
+    });
+  });
+}
+
+uint64_t normal_words_needed(const StridedView& dst) {
+  // Box-Muller turns two uniforms into two normals; an odd count still draws a full pair.
+  const uint64_t pairs = (static_cast<uint64_t>(dst.numel()) + 1) / 2;
+  return pairs * 2 * (is_double(dst) ? 2 : 1);
+}
+
+void normal(const StridedView& dst, PhiloxStream stream, double mean, double std) {
+  WordReader reader(stream);
+  const bool wide = is_double(dst);
+  dispatch_floating(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    double spare = 0.0;
+    bool has_spare = false;
+    for_each_element(dst, [&](char* out) {
+      if (has_spare) {
+        has_spare = false;
+        store<T>(out, mean + std * spare);
+        return;
+      }
+      const double u1 = wide ? runtime::uint64_to_uniform_double(reader.next64())
+                             : runtime::uint32_to_uniform_float(reader.next());
+      const double u2 = wide ? runtime::uint64_to_uniform_double(reader.next64())
+                             : runtime::uint32_to_uniform_float(reader.next());
+      const double radius = std::sqrt(-2.0 * std::log(1.0 - u1));  // 1 - u1 is never 0
+      const double angle = 2.0 * M_PI * u2;
+      spare = radius * std::sin(angle);
+      has_spare = true;
+      store<T>(out, mean + std * radius * std::cos(angle));
+    });
+  });
+}
+
+}  // namespace torchneuron::kernels

@@ -1,0 +1,184 @@
+// The pybind11 module torchneuron._C: device and queue control, fallback accounting, fault
+// injection for tests, and the Python launch-site capture used in device error messages.
+#include <Python.h>
+#include <frameobject.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <ATen/ops/empty.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "aten/cpu_fallback.h"
+#include "aten/generator.h"
+#include "runtime/device.h"
+#include "runtime/event.h"
+#include "runtime/errors.h"
+
+namespace py = pybind11;
+namespace rt = torchneuron::runtime;
+
+namespace torchneuron::python {
+namespace {
+
+// Source folders of torch and torchneuron: frames inside them are skipped so that an error
+// names the user's line, not a library line.
+std::vector<std::string>& library_prefixes() {
+  static auto* prefixes = new std::vector<std::string>();
+  return *prefixes;
+}
+
+bool is_library_file(const char* file) {
+  for (const std::string& prefix : library_prefixes()) {
+    if (std::strncmp(file, prefix.c_str(), prefix.size()) == 0) return true;
+  }
+  return false;
+}
+
+std::string format_site(PyFrameObject* frame) {
+  PyCodeObject* code = PyFrame_GetCode(frame);
+  const char* file = PyUnicode_AsUTF8(code->co_filename);
+  std::string site = std::string(file != nullptr ? file : "?") + ":" +
+                     std::to_string(PyFrame_GetLineNumber(frame));
+  Py_DECREF(code);
+  return site;
+}
+
+// The innermost Python frame outside torch and torchneuron, as "file:line".
+std::string python_launch_site() {
+  if (!Py_IsInitialized() || _Py_IsFinalizing() || PyGILState_GetThisThreadState() == nullptr) {
+    return {};
+  }
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  std::string site;
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  std::string innermost;
+  for (int depth = 0; frame != nullptr && depth < 64; ++depth) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    const bool library = file == nullptr || is_library_file(file);
+    Py_DECREF(code);
+    if (innermost.empty()) innermost = format_site(frame);
+    if (!library) {
+      site = format_site(frame);
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  PyErr_Clear();
+  PyGILState_Release(gil);
+  return site.empty() ? innermost : site;
+}
+
+aten::FallbackMode parse_mode(const std::string& mode) {
+  if (mode == "warn") return aten::FallbackMode::kWarn;
+  if (mode == "silent") return aten::FallbackMode::kSilent;
+  if (mode == "error") return aten::FallbackMode::kError;
+  throw rt::InvalidArgument("fallback mode must be 'warn', 'silent' or 'error', got '" + mode + "'");
+}
+
+const char* mode_name(aten::FallbackMode mode) {
+  switch (mode) {
+    case aten::FallbackMode::kWarn: return "warn";
+    case aten::FallbackMode::kSilent: return "silent";
+    case aten::FallbackMode::kError: return "error";
+  }
+  return "warn";
+}
+
+void register_exception_translators() {
+  py::module_ torch = py::module_::import("torch");
+  static py::object oom = torch.attr("OutOfMemoryError");
+  static py::object accelerator_error = torch.attr("AcceleratorError");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const rt::OutOfMemoryError& e) {
+      PyErr_SetString(oom.ptr(), e.what());
+    } catch (const rt::DeviceFault& e) {
+      PyErr_SetString(accelerator_error.ptr(), e.what());
+    } catch (const rt::InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const rt::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+}
+
+}  // namespace
+}  // namespace torchneuron::python
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torchneuron;
+  m.doc() = "torchneuron native extension: runtime control for the neuron device";
+  python::register_exception_translators();
+  rt::set_launch_site_provider(&python::python_launch_site);
+
+  m.def("_set_library_prefixes", [](std::vector<std::string> prefixes) {
+    python::library_prefixes() = std::move(prefixes);
+  });
+  m.def("_device_count", [] { return rt::device_count(); });
+  m.def("_is_initialized", [] { return rt::is_initialized(); });
+  m.def("_is_in_bad_fork", [] { return rt::in_bad_fork(); });
+  m.def("_hbm_capacity", [] { return rt::hbm_capacity_bytes(); });
+  m.def("_current_device", [] { return rt::current_device(); });
+  m.def("_set_device", [](int index) { rt::set_current_device(index); });
+  m.def("_synchronize", [](int index) { rt::device(index).synchronize(); },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_queue_depth", [](int index) { return rt::device(index).queue().depth(); });
+  m.def("_launch_blocking", [] { return rt::launch_blocking(); });
+  m.def("_set_launch_blocking", [](bool enabled) { rt::set_launch_blocking(enabled); });
+  m.def("_inject_fault", [](int index, const std::string& message) {
+    rt::Device& device = rt::device(index);
+    device.queue().submit(rt::current_stream(index),
+                          {"torchneuron.testing.inject_fault", "", rt::capture_launch_site()},
+                          [message] { throw rt::KernelError(message); });
+  });
+  auto generator = [](int index) {
+    rt::check_device_index(index);
+    return aten::default_generator(static_cast<c10::DeviceIndex>(index));
+  };
+  m.def("_manual_seed", [generator](int index, uint64_t seed) {
+    at::Generator gen = generator(index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  });
+  m.def("_seed", [generator](int index) {
+    at::Generator gen = generator(index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.seed();
+  });
+  m.def("_initial_seed", [generator](int index) { return generator(index).current_seed(); });
+  m.def("_get_rng_state", [generator](int index) {
+    at::Generator gen = generator(index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    at::Tensor state = gen.get_state();
+    return py::bytes(static_cast<const char*>(state.data_ptr()), static_cast<size_t>(state.numel()));
+  });
+  m.def("_set_rng_state", [generator](int index, const std::string& state) {
+    at::Generator gen = generator(index);
+    at::Tensor tensor = at::empty({static_cast<int64_t>(state.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(tensor.data_ptr(), state.data(), state.size());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(tensor);
+  });
+  // torch.Event.elapsed_time rejects subclasses as its argument; torch.neuron.Event times
+  // through the backend event handles that torch.Event exposes as event_id.
+  m.def("_event_elapsed_ms", [](uintptr_t start, uintptr_t end) {
+    if (start == 0 || end == 0) {
+      throw rt::InvalidArgument("elapsed_time needs both events recorded first; call record() on each.");
+    }
+    return reinterpret_cast<const rt::Event*>(start)->elapsed_ms(*reinterpret_cast<const rt::Event*>(end));
+  }, py::call_guard<py::gil_scoped_release>());
+  m.def("_fallback_counts", [] { return aten::fallback_counts(); });
+  m.def("_reset_fallback_counts", [] { aten::reset_fallback_counts(); });
+  m.def("_fallback_mode", [] { return std::string(python::mode_name(aten::fallback_mode())); });
+  m.def("_set_fallback_mode", [](const std::string& mode) { aten::set_fallback_mode(python::parse_mode(mode)); });
+}

@@ -1,0 +1,36 @@
+"""Builds torchneuron._C with CMake + Ninja; metadata lives in pyproject.toml."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class CMakeBuild(build_ext):
+    """Configures and builds the CMake project, then places _C next to the Python package."""
+
+    def build_extension(self, ext):
+        build_dir = os.path.join(ROOT, "build")
+        if not os.path.exists(os.path.join(build_dir, "build.ninja")):
+            subprocess.check_call(
+                ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja",
+                 f"-DPython3_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release"])
+        jobs = os.environ.get("TORCHNEURON_BUILD_JOBS", str(os.cpu_count() or 2))
+        subprocess.check_call(["cmake", "--build", build_dir, "-j", jobs])
+        built = [f for f in os.listdir(build_dir) if f.startswith("_C.") and f.endswith(".so")]
+        if not built:
+            raise RuntimeError(f"CMake finished but produced no _C extension in {build_dir}")
+        source = os.path.join(build_dir, built[0])
+        target = self.get_ext_fullpath(ext.name)
+        # Editable installs import from the source tree, so the module always lands there too.
+        for path in {os.path.abspath(target), os.path.join(ROOT, "torchneuron", built[0])}:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            shutil.copyfile(source, path)
+
+
+setup(ext_modules=[Extension("torchneuron._C", sources=[])], cmdclass={"build_ext": CMakeBuild})

@@ -1,0 +1,77 @@
+"""torchneuron: a native PyTorch backend for a Trainium-class device, simulated on the host CPU.
+
+Importing it (or just `import torch`, through the `torch.backends` entry point) registers the
+`neuron` device: tensors, modules and `torch.accelerator` code then run with device='neuron'.
+"""
+
+import os
+
+import torch
+
+_FALLBACK_MODES = ("warn", "silent", "error")
+_fallback_env = os.environ.get("TORCHNEURON_FALLBACK", "warn") or "warn"
+if _fallback_env not in _FALLBACK_MODES:
+    raise ValueError(
+        f"TORCHNEURON_FALLBACK={_fallback_env!r} is not a fallback mode; "
+        f"use one of {', '.join(_FALLBACK_MODES)}."
+    )
+
+from torchneuron import _C  # noqa: E402  (registers the C++ device, allocator and operators)
+from torchneuron import _dynamo_interface, neuron  # noqa: E402
+
+
+def _register():
+    """Renames PrivateUse1 to `neuron` and installs torch.neuron and the tensor methods."""
+    if torch._C._get_privateuse1_backend_name() == "neuron":
+        return
+    torch.utils.rename_privateuse1_backend("neuron")
+    torch._register_device_module("neuron", neuron)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    _C._set_library_prefixes(
+        [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep]
+    )
+    _dynamo_interface.register_when_dynamo_loads()
+
+
+_register()
+
+
+def _autoload():
+    """Entry point of the `torch.backends` group; importing this package did the work."""
+
+
+def fallback_report():
+    """Returns {ATen operator name: calls} for every operator that fell back to the CPU."""
+    return dict(_C._fallback_counts())
+
+
+def reset_fallback_report():
+    """Clears the counts that fallback_report() returns."""
+    _C._reset_fallback_counts()
+
+
+def fallback_mode():
+    """Returns the CPU fallback mode: 'warn', 'silent' or 'error'."""
+    return _C._fallback_mode()
+
+
+def set_fallback_mode(mode):
+    """Sets the CPU fallback mode: 'warn' (once per op), 'silent', or 'error' (raise instead)."""
+    if mode not in _FALLBACK_MODES:
+        raise ValueError(f"fallback mode must be one of {_FALLBACK_MODES}, got {mode!r}")
+    _C._set_fallback_mode(mode)
+
+
+def native_ops():
+    """Returns the sorted ATen operator names with a native neuron kernel, read from the dispatcher."""
+    names = torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
+    return sorted(name for name in names if name.startswith("aten::"))
+
+
+__all__ = [
+    "fallback_mode",
+    "fallback_report",
+    "native_ops",
+    "reset_fallback_report",
+    "set_fallback_mode",
+]
