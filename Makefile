@@ -42,10 +42,10 @@ test-python: build
 	@echo "== Python tests"
 	@$(PY) -m pytest -q tests/python
 
-test: test-cpp test-python
+test: test-cpp test-sanitize test-python
 
 # AddressSanitizer + UBSan, then ThreadSanitizer, over the torch-free runtime tests.
-test-sanitize: .stamp-system
+test-sanitize: $(VENV)/.stamp-deps
 	@for san in address thread; do \
 	  echo "== runtime tests under $$san sanitizer"; \
 	  cmake -S . -B build-$$san -G Ninja -DTORCHNEURON_BUILD_PYTHON=OFF \

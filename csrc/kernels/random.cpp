@@ -39,6 +39,24 @@ class WordReader {
 };
 
 template <typename T>
+double as_double(const T& typed) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<double>(static_cast<float>(typed));
+  } else {
+    return static_cast<double>(typed);
+  }
+}
+
+template <typename T>
+T to_typed(double value) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(value));
+  } else {
+    return static_cast<T>(value);
+  }
+}
+
+template <typename T>
 void store(char* out, double value) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     const T typed(static_cast<float>(value));
@@ -90,7 +108,10 @@ void uniform(const StridedView& dst, PhiloxStream stream, double from, double to
     for_each_element(dst, [&](char* out) {
       const double unit = std::is_same_v<T, double> ? runtime::uint64_to_uniform_double(reader.next64())
                                                     : runtime::uint32_to_uniform_float(reader.next());
-      store<T>(out, from + unit * range);
+      // Rounding to a narrow type can reach `to`; the range is half-open, so wrap to `from`.
+      T typed = to_typed<T>(from + unit * range);
+      if (range > 0 && as_double(typed) >= to) typed = to_typed<T>(from);
+      std::memcpy(out, &typed, sizeof(T));
     });
   });
 }

@@ -14,6 +14,7 @@ struct CachingAllocator::Block {
   size_t size;       // rounded size of this block
   size_t requested;  // what the caller asked for, while allocated
   PoolKind pool;
+  bool dedicated;  // carved from a segment sized for one large request
   bool allocated = false;
   Block* prev = nullptr;  // neighbours inside the same segment
   Block* next = nullptr;
@@ -123,14 +124,15 @@ void* CachingAllocator::allocate(size_t bytes, void** handle) {
 
 CachingAllocator::Block* CachingAllocator::find_free_block(size_t rounded) {
   FreeBlocks& pool = free_blocks(pool_kind_for(rounded));
-  Block key{nullptr, nullptr, rounded, 0, kSmallPool};
+  Block key{nullptr, nullptr, rounded, 0, kSmallPool, false};
   auto it = pool.lower_bound(&key);
+  // A mid-size request must not pin a whole segment that was sized for one large request.
+  while (it != pool.end() && rounded < kMinLargeAlloc && (*it)->dedicated &&
+         (*it)->is_whole_segment()) {
+    ++it;
+  }
   if (it == pool.end()) return nullptr;
   Block* block = *it;
-  // A mid-size request must not pin a huge dedicated segment.
-  if (rounded < kMinLargeAlloc && block->size >= kMinLargeAlloc && block->is_whole_segment()) {
-    return nullptr;
-  }
   pool.erase(it);
   if (block->is_split()) {
     update_stat(stats_.inactive_split, block->pool, -1);
@@ -146,7 +148,7 @@ CachingAllocator::Block* CachingAllocator::allocate_segment(size_t rounded) {
   char* base = static_cast<char*>(std::aligned_alloc(4096, size));
   if (base == nullptr) return nullptr;
   const PoolKind pool = pool_kind_for(rounded);
-  Block* block = new Block{this, base, size, 0, pool};
+  Block* block = new Block{this, base, size, 0, pool, rounded >= kMinLargeAlloc};
   segments_.emplace(base, Segment{block, size});
   update_stat(stats_.segment, pool, 1);
   update_stat(stats_.reserved_bytes, pool, static_cast<int64_t>(size));
@@ -158,7 +160,7 @@ CachingAllocator::Block* CachingAllocator::split(Block* block, size_t rounded) {
   const size_t remaining = block->size - rounded;
   const size_t min_remainder = block->pool == kSmallPool ? kMinBlockSize : kSmallSize + 1;
   if (remaining < min_remainder) return block;
-  Block* rest = new Block{this, block->ptr + rounded, remaining, 0, block->pool};
+  Block* rest = new Block{this, block->ptr + rounded, remaining, 0, block->pool, block->dedicated};
   rest->prev = block;
   rest->next = block->next;
   if (rest->next != nullptr) rest->next->prev = rest;

@@ -73,7 +73,7 @@ void HardwareQueue::run_worker() {
     if (pending_.empty()) return;  // stopping with nothing left
     Command command = std::move(pending_.front());
     pending_.pop_front();
-    const bool skip = fault_.has_value();
+    const bool skip = fault_.has_value() || command.seq <= skip_through_;
     lock.unlock();
     has_room_.notify_one();
 
@@ -133,8 +133,10 @@ void HardwareQueue::raise_pending_fault() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!fault_) return;
-    // Only clear once everything queued before the raise has drained (and been skipped).
+    // Work queued before the raise still belongs to the faulted run: it stays skipped even
+    // when the raise came from a stream or event sync that did not wait for it.
     fault.swap(fault_);
+    skip_through_ = next_seq_ - 1;
   }
   throw DeviceFault(*fault);
 }

@@ -91,6 +91,7 @@ class HardwareQueue {
   uint64_t next_seq_ = 1;
   std::atomic<uint64_t> completed_{0};
   std::optional<std::string> fault_;  // the earliest failure, until raised
+  uint64_t skip_through_ = 0;         // commands submitted before the last raise are skipped
   bool stopping_ = false;
   std::thread worker_;
 };

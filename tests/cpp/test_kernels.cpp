@@ -1,0 +1,257 @@
+// Tests for the data-movement kernels (strided, broadcast and dtype-converting copy; fill) and
+// for the 16-bit float types, against nested-loop references and known IEEE bit patterns.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/copy.h"
+#include "kernels/half.h"
+#include "kernels/strided.h"
+
+namespace k = torchneuron::kernels;
+
+namespace {
+
+k::StridedView view(void* data, k::DType dtype, std::vector<int64_t> sizes,
+                    std::vector<int64_t> strides) {
+  k::StridedView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.ndim = static_cast<int>(sizes.size());
+  for (int d = 0; d < v.ndim; ++d) {
+    v.sizes[d] = sizes[d];
+    v.strides[d] = strides[d];
+  }
+  return v;
+}
+
+uint16_t half_bits(float value) { return k::Half(value).bits; }
+uint16_t bf16_bits(float value) { return k::BFloat16(value).bits; }
+
+// Copies one float through the copy kernel into a one-element view of `dtype`.
+template <typename T>
+T copy_one(float value, k::DType dtype) {
+  T out{};
+  k::copy(view(&out, dtype, {1}, {1}), view(&value, k::DType::kFloat32, {1}, {1}));
+  return out;
+}
+
+}  // namespace
+
+TEST(Copy, TransposedViewMatchesNestedLoopReference) {
+  std::vector<float> src(3 * 4);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 0.5f * static_cast<float>(i) - 2.0f;
+  std::vector<double> dst(4 * 3, -1.0);
+  // src viewed as its transpose: sizes [4, 3], strides [1, 4]; dst contiguous float64.
+  k::copy(view(dst.data(), k::DType::kFloat64, {4, 3}, {3, 1}),
+          view(src.data(), k::DType::kFloat32, {4, 3}, {1, 4}));
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(dst[i * 3 + j], double(src[j * 4 + i])) << i << "," << j;
+  }
+}
+
+TEST(Copy, BroadcastStrideZeroIntoStridedDestinationLeavesGapsUntouched) {
+  const int32_t row[5] = {1, -2, 3, -4, 2147483647};
+  std::vector<int64_t> dst(4 * 10, 99);
+  // dst: every other column of a [4, 10] buffer; src: one row broadcast over 4 rows.
+  k::copy(view(dst.data(), k::DType::kInt64, {4, 5}, {10, 2}),
+          view(const_cast<int32_t*>(row), k::DType::kInt32, {4, 5}, {0, 1}));
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 10; ++j) {
+      const int64_t expected = j % 2 == 0 ? int64_t(row[j / 2]) : 99;
+      EXPECT_EQ(dst[i * 10 + j], expected) << i << "," << j;
+    }
+  }
+}
+
+TEST(Copy, PermutedThreeDimensionalViewWithUnitDims) {
+  // src storage [2, 3, 4]; view as [4, 1, 3, 2] with dims permuted (2, -, 1, 0).
+  std::vector<int16_t> src(24);
+  for (int i = 0; i < 24; ++i) src[i] = static_cast<int16_t>(i * 3 - 30);
+  std::vector<float> dst(24, 0.0f);
+  k::copy(view(dst.data(), k::DType::kFloat32, {4, 1, 3, 2}, {6, 999, 2, 1}),
+          view(src.data(), k::DType::kInt16, {4, 1, 3, 2}, {1, 77, 4, 12}));
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 3; ++b) {
+      for (int c = 0; c < 2; ++c) {
+        EXPECT_EQ(dst[a * 6 + b * 2 + c], float(src[c * 12 + b * 4 + a])) << a << b << c;
+      }
+    }
+  }
+}
+
+TEST(Copy, ScalarAndEmptyViews) {
+  double in = 2.75;
+  int32_t out = 0;
+  k::copy(view(&out, k::DType::kInt32, {}, {}), view(&in, k::DType::kFloat64, {}, {}));
+  EXPECT_EQ(out, 2);
+  float untouched = 5.0f;
+  k::copy(view(&untouched, k::DType::kFloat32, {0, 3}, {3, 1}),
+          view(&in, k::DType::kFloat64, {0, 3}, {3, 1}));
+  EXPECT_EQ(untouched, 5.0f);
+}
+
+TEST(Copy, ConvertsBetweenTypesAsTorchDoes) {
+  EXPECT_EQ(copy_one<int32_t>(-2.7f, k::DType::kInt32), -2);      // truncation toward zero
+  EXPECT_EQ(copy_one<uint8_t>(-1.0f, k::DType::kUInt8), 255);     // wraps through int64
+  EXPECT_EQ(copy_one<bool>(0.5f, k::DType::kBool), true);
+  EXPECT_EQ(copy_one<bool>(-0.0f, k::DType::kBool), false);
+  EXPECT_EQ(copy_one<uint16_t>(1.0f, k::DType::kFloat16), 0x3c00);
+  EXPECT_EQ(copy_one<uint16_t>(1.0f, k::DType::kBFloat16), 0x3f80);
+  const auto c = copy_one<std::complex<float>>(3.5f, k::DType::kComplex64);
+  EXPECT_EQ(c, std::complex<float>(3.5f, 0.0f));
+
+  const bool flags[3] = {true, false, true};
+  double as_double[3];
+  k::copy(view(as_double, k::DType::kFloat64, {3}, {1}),
+          view(const_cast<bool*>(flags), k::DType::kBool, {3}, {1}));
+  EXPECT_EQ(as_double[0], 1.0);
+  EXPECT_EQ(as_double[1], 0.0);
+
+  const uint16_t halves[2] = {0x3555, 0xfbff};  // 0.333251953125, -65504
+  int32_t as_int[2];
+  float as_float[2];
+  k::copy(view(as_float, k::DType::kFloat32, {2}, {1}),
+          view(const_cast<uint16_t*>(halves), k::DType::kFloat16, {2}, {1}));
+  k::copy(view(as_int, k::DType::kInt32, {2}, {1}),
+          view(const_cast<uint16_t*>(halves), k::DType::kFloat16, {2}, {1}));
+  EXPECT_EQ(as_float[0], 0.333251953125f);
+  EXPECT_EQ(as_float[1], -65504.0f);
+  EXPECT_EQ(as_int[0], 0);
+  EXPECT_EQ(as_int[1], -65504);
+
+  const std::complex<double> z(1.25, -3.5);
+  std::complex<float> zf;
+  k::copy(view(&zf, k::DType::kComplex64, {1}, {1}), view(const_cast<std::complex<double>*>(&z),
+                                                          k::DType::kComplex128, {1}, {1}));
+  EXPECT_EQ(zf, std::complex<float>(1.25f, -3.5f));
+  EXPECT_TRUE(k::copy_supported(k::DType::kComplex64, k::DType::kFloat32));
+  EXPECT_FALSE(k::copy_supported(k::DType::kFloat32, k::DType::kComplex64));
+  EXPECT_TRUE(k::copy_supported(k::DType::kBool, k::DType::kBFloat16));
+}
+
+TEST(Half, FloatToHalfKnownBitPatterns) {
+  EXPECT_EQ(half_bits(1.0f), 0x3c00);
+  EXPECT_EQ(half_bits(-2.0f), 0xc000);
+  EXPECT_EQ(half_bits(0.0f), 0x0000);
+  EXPECT_EQ(half_bits(-0.0f), 0x8000);
+  EXPECT_EQ(half_bits(65504.0f), 0x7bff);               // largest finite
+  EXPECT_EQ(half_bits(65519.99f), 0x7bff);              // just below the rounding boundary
+  EXPECT_EQ(half_bits(65520.0f), 0x7c00);               // rounds to infinity
+  EXPECT_EQ(half_bits(-1.0e6f), 0xfc00);
+  EXPECT_EQ(half_bits(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -25)), 0x0000);  // tie, rounds to even (zero)
+  EXPECT_EQ(half_bits(std::ldexp(1.5f, -25)), 0x0001);  // above the tie
+  EXPECT_EQ(half_bits(std::ldexp(3.0f, -25)), 0x0002);  // tie between 1 and 2 ulps -> even
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -24)), 0x03ff);
+  EXPECT_EQ(half_bits(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25)), 0x0400);  // tie -> even
+  EXPECT_EQ(half_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);        // tie -> even (down)
+  EXPECT_EQ(half_bits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);    // tie -> even (up)
+  EXPECT_EQ(half_bits(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);
+  EXPECT_EQ(half_bits(0.1f), 0x2e66);
+  const uint16_t nan = half_bits(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan & 0x7c00, 0x7c00);
+  EXPECT_NE(nan & 0x03ff, 0);
+  EXPECT_TRUE(std::isnan(float(k::Half(-std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(Half, HalfToFloatAndExhaustiveRoundTrip) {
+  EXPECT_EQ(k::Half::to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(k::Half::to_float(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(k::Half::to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(k::Half::to_float(0x7c00), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(k::Half::to_float(0x7e00)));
+  EXPECT_TRUE(std::signbit(k::Half::to_float(0x8000)));
+  EXPECT_EQ(k::Half::to_float(0x8001), -std::ldexp(1.0f, -24));
+  int mismatches = 0;
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const float value = k::Half::to_float(static_cast<uint16_t>(bits));
+    if (std::isnan(value)) continue;
+    if (k::Half::from_float(value) != static_cast<uint16_t>(bits)) ++mismatches;
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(BFloat16, KnownBitPatternsRoundingAndRoundTrip) {
+  EXPECT_EQ(bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_bits(-2.0f), 0xc000);
+  EXPECT_EQ(bf16_bits(-0.0f), 0x8000);
+  EXPECT_EQ(bf16_bits(k::bits_float(0x3f808000u)), 0x3f80);  // tie -> even (down)
+  EXPECT_EQ(bf16_bits(k::bits_float(0x3f818000u)), 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(bf16_bits(k::bits_float(0x3f808001u)), 0x3f81);  // above the tie
+  EXPECT_EQ(bf16_bits(k::bits_float(0x3f807fffu)), 0x3f80);  // below the tie
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::max()), 0x7f80);  // rounds to infinity
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::denorm_min()), 0x0000);
+  EXPECT_TRUE(std::isnan(float(k::BFloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(float(k::BFloat16(k::bits_float(0xff800001u)))));  // signalling NaN
+  EXPECT_EQ(float(k::BFloat16(3.140625f)), 3.140625f);
+  int mismatches = 0;
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const float value = k::bits_float(bits << 16);
+    if (std::isnan(value)) continue;
+    if (bf16_bits(value) != static_cast<uint16_t>(bits)) ++mismatches;
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(Fill, Int64IsExactAboveTwoToThe53) {
+  const int64_t values[] = {(int64_t{1} << 53) + 1, std::numeric_limits<int64_t>::max(),
+                            std::numeric_limits<int64_t>::min(), -((int64_t{1} << 60) + 3)};
+  for (int64_t value : values) {
+    std::vector<int64_t> buffer(12, 0);
+    // Every third element of a [2, 2] view with strides [6, 3].
+    k::fill(view(buffer.data(), k::DType::kInt64, {2, 2}, {6, 3}), {0.0, value, true});
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(buffer[i], i % 3 == 0 ? value : 0) << i;
+  }
+}
+
+TEST(Fill, RealValuesConvertPerDtype) {
+  std::vector<float> f(6, 0.0f);
+  k::fill(view(f.data(), k::DType::kFloat32, {2, 3}, {3, 1}), {0.1, 0, false});
+  for (float x : f) EXPECT_EQ(x, 0.1f);
+  uint16_t h[4] = {};
+  k::fill(view(h, k::DType::kFloat16, {4}, {1}), {65520.0, 0, false});
+  for (uint16_t x : h) EXPECT_EQ(x, 0x7c00);
+  uint16_t b[3] = {};
+  k::fill(view(b, k::DType::kBFloat16, {3}, {1}), {1.0, 0, false});
+  for (uint16_t x : b) EXPECT_EQ(x, 0x3f80);
+  int32_t i32[3] = {};
+  k::fill(view(i32, k::DType::kInt32, {3}, {1}), {-7.9, 0, false});
+  for (int32_t x : i32) EXPECT_EQ(x, -7);
+  int64_t i64 = 0;
+  k::fill(view(&i64, k::DType::kInt64, {}, {}), {-3.0, 0, false});
+  EXPECT_EQ(i64, -3);
+  bool flags[2] = {false, false};
+  k::fill(view(flags, k::DType::kBool, {2}, {1}), {0.0, 5, true});
+  EXPECT_TRUE(flags[0] && flags[1]);
+  double d[3] = {1, 1, 1};
+  k::fill(view(d, k::DType::kFloat64, {3}, {0}), {2.5, 0, false});  // broadcast view
+  EXPECT_EQ(d[0], 2.5);
+  EXPECT_EQ(d[1], 1.0);
+  std::complex<double> z[2];
+  k::fill(view(z, k::DType::kComplex128, {2}, {1}), {-1.5, 0, false});
+  EXPECT_EQ(z[1], std::complex<double>(-1.5, 0.0));
+}
+
+TEST(StridedView, SizesNamesAndContiguity) {
+  EXPECT_EQ(k::element_size(k::DType::kBool), 1u);
+  EXPECT_EQ(k::element_size(k::DType::kBFloat16), 2u);
+  EXPECT_EQ(k::element_size(k::DType::kComplex64), 8u);
+  EXPECT_EQ(k::element_size(k::DType::kComplex128), 16u);
+  EXPECT_STREQ(k::dtype_name(k::DType::kBFloat16), "bfloat16");
+  EXPECT_TRUE(k::is_complex(k::DType::kComplex128));
+  EXPECT_FALSE(k::is_complex(k::DType::kFloat64));
+  EXPECT_TRUE(view(nullptr, k::DType::kFloat32, {2, 3}, {3, 1}).is_contiguous());
+  EXPECT_TRUE(view(nullptr, k::DType::kFloat32, {2, 1, 3}, {3, 42, 1}).is_contiguous());
+  EXPECT_FALSE(view(nullptr, k::DType::kFloat32, {2, 3}, {1, 2}).is_contiguous());
+  EXPECT_EQ(view(nullptr, k::DType::kFloat32, {2, 0, 3}, {0, 3, 1}).numel(), 0);
+  EXPECT_EQ(view(nullptr, k::DType::kFloat32, {}, {}).numel(), 1);
+}

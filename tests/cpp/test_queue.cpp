@@ -1,0 +1,349 @@
+// Tests for the hardware queue (order, asynchrony, faults at sync, streams, launch blocking,
+// cross-queue waits, concurrent submitters) and for events (query, timing, errors, block).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/errors.h"
+#include "runtime/event.h"
+#include "runtime/hardware_queue.h"
+
+namespace rt = torchneuron::runtime;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Holds queue commands until opened; opens itself on destruction so a failed test never hangs.
+class Gate {
+ public:
+  ~Gate() { open(); }
+  void open() {
+    if (!opened_.exchange(true)) promise_.set_value();
+  }
+  rt::HardwareQueue::Kernel waiter() const {
+    return [f = future_] { f.wait(); };
+  }
+  std::shared_future<void> future() const { return future_; }
+
+ private:
+  std::promise<void> promise_;
+  std::shared_future<void> future_ = promise_.get_future().share();
+  std::atomic<bool> opened_{false};
+};
+
+rt::HardwareQueue::Kernel failing(const std::string& what) {
+  return [what] { throw rt::KernelError(what); };
+}
+
+std::string fault_message(const std::function<void()>& sync) {
+  try {
+    sync();
+  } catch (const rt::DeviceFault& e) {
+    return e.what();
+  }
+  return "<no fault>";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string test_site() { return "model.py:42"; }
+
+}  // namespace
+
+TEST(HardwareQueue, RunsCommandsInSubmissionOrder) {
+  rt::HardwareQueue q(0);
+  std::vector<int> order;
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_EQ(q.submit(rt::kDefaultStream, {"append", "", ""}, [&order, i] { order.push_back(i); }),
+              uint64_t(i + 1));
+  }
+  EXPECT_EQ(q.last_submitted(), 1000u);
+  q.synchronize();
+  ASSERT_EQ(order.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(q.depth(), 0u);
+}
+
+TEST(HardwareQueue, SubmitReturnsBeforeTheCommandRuns) {
+  rt::HardwareQueue q(0);
+  Gate gate;
+  std::atomic<bool> ran{false};
+  const uint64_t first = q.submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
+  const uint64_t second = q.submit(rt::kDefaultStream, {"flag", "", ""}, [&ran] { ran = true; });
+  EXPECT_FALSE(q.is_complete(first));
+  EXPECT_FALSE(q.is_complete(second));
+  EXPECT_FALSE(ran.load());
+  EXPECT_FALSE(q.stream_idle(rt::kDefaultStream));
+  gate.open();
+  q.wait_for(second);
+  EXPECT_TRUE(q.is_complete(first));
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(q.stream_idle(rt::kDefaultStream));
+}
+
+TEST(HardwareQueue, FaultIsRaisedAtSynchronizeWithOpInputsAndSite) {
+  rt::set_launch_site_provider(&test_site);
+  rt::HardwareQueue q(3);
+  const rt::LaunchInfo info{"aten::index_select", "[4, 8] float32, [3] int64",
+                            rt::capture_launch_site()};
+  const uint64_t seq = q.submit(rt::kDefaultStream, info, failing("index 9 is out of bounds"));
+  rt::set_launch_site_provider(nullptr);
+  EXPECT_EQ(rt::capture_launch_site(), "");
+  q.wait_for(seq);  // never raises
+  EXPECT_TRUE(q.has_pending_fault());
+  const std::string message = fault_message([&] { q.synchronize(); });
+  EXPECT_TRUE(contains(message, "neuron:3: 'aten::index_select' failed on the device")) << message;
+  EXPECT_TRUE(contains(message, "index 9 is out of bounds")) << message;
+  EXPECT_TRUE(contains(message, "inputs: [4, 8] float32, [3] int64")) << message;
+  EXPECT_TRUE(contains(message, "launched at: model.py:42")) << message;
+  EXPECT_FALSE(q.has_pending_fault());
+  EXPECT_NO_THROW(q.synchronize());
+
+  q.submit(rt::kDefaultStream, {"custom", "", ""}, [] { throw 42; });
+  const std::string unknown = fault_message([&] { q.synchronize(); });
+  EXPECT_TRUE(contains(unknown, "unknown exception")) << unknown;
+  EXPECT_TRUE(contains(unknown, "launched at: <not from Python>")) << unknown;
+}
+
+TEST(HardwareQueue, EarliestFaultWinsLaterCommandsAreSkippedAndTheDeviceRecovers) {
+  rt::HardwareQueue q(0);
+  std::atomic<int> ran{0};
+  q.submit(rt::kDefaultStream, {"op_first", "", ""}, failing("first failure"));
+  q.submit(7, {"after", "", ""}, [&ran] { ran += 1; });
+  q.submit(rt::kDefaultStream, {"op_second", "", ""}, failing("second failure"));
+  q.submit(rt::kDefaultStream, {"after", "", ""}, [&ran] { ran += 1; });
+  const std::string message = fault_message([&] { q.synchronize(); });
+  EXPECT_TRUE(contains(message, "op_first")) << message;
+  EXPECT_TRUE(contains(message, "first failure")) << message;
+  EXPECT_FALSE(contains(message, "second")) << message;
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_NO_THROW(q.synchronize());  // the second fault was skipped, never recorded
+  q.submit(rt::kDefaultStream, {"after", "", ""}, [&ran] { ran += 1; });
+  EXPECT_NO_THROW(q.synchronize());
+  EXPECT_EQ(ran.load(), 1);
+}
+
+// Work queued after a fault and before its raise is skipped, whichever sync point raises it.
+TEST(HardwareQueue, RaisingAtAStreamSyncStillSkipsWorkQueuedBeforeTheRaise) {
+  rt::HardwareQueue q(0);
+  Gate gate, hold;
+  std::atomic<int> ran{0};
+  // The worker releases a command's captures before moving on; this one's release blocks it
+  // until `hold` opens, right after it passed the faulty command.
+  const auto wait_then_delete = [f = hold.future()](int* p) {
+    f.wait();
+    delete p;
+  };
+  auto held = std::shared_ptr<int>(new int(0), wait_then_delete);
+  q.submit(3, {"gate", "", ""}, gate.waiter());
+  q.submit(1, {"faulty", "", ""}, failing("boom"));
+  q.submit(2, {"held", "", ""}, [&ran, held] { ran += 1; });
+  held.reset();
+  for (int i = 0; i < 10; ++i) q.submit(2, {"later", "", ""}, [&ran] { ran += 1; });
+  gate.open();
+  auto raised = std::async(std::launch::async,
+                           [&q] { return fault_message([&q] { q.synchronize_stream(1); }); });
+  raised.wait_for(1s);  // returns at once unless the raise first drains the queue
+  hold.open();
+  EXPECT_TRUE(contains(raised.get(), "'faulty' failed"));
+  q.synchronize();
+  EXPECT_EQ(ran.load(), 0) << "commands queued after the fault and before its raise ran";
+}
+
+TEST(HardwareQueue, SynchronizeStreamWaitsOnlyForThatStream) {
+  rt::HardwareQueue q(0);
+  Gate gate;
+  std::atomic<bool> ran{false};
+  q.submit(1, {"flag", "", ""}, [&ran] { ran = true; });
+  q.submit(2, {"gate", "", ""}, gate.waiter());
+  auto sync = std::async(std::launch::async, [&q] { q.synchronize_stream(1); });
+  const bool returned = sync.wait_for(5s) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "synchronize_stream(1) waited for stream 2";
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(q.stream_idle(1));
+  EXPECT_FALSE(q.stream_idle(2));
+  EXPECT_TRUE(q.stream_idle(99));  // a stream with no work
+  gate.open();
+  sync.get();
+  q.synchronize_stream(2);
+  EXPECT_TRUE(q.stream_idle(2));
+}
+
+TEST(HardwareQueue, LaunchBlockingWaitsAndRaisesAtSubmit) {
+  rt::HardwareQueue q(0);
+  rt::set_launch_blocking(true);
+  EXPECT_TRUE(rt::launch_blocking());
+  const uint64_t seq = q.submit(rt::kDefaultStream, {"noop", "", ""}, [] {});
+  EXPECT_TRUE(q.is_complete(seq));
+  EXPECT_THROW(q.submit(rt::kDefaultStream, {"faulty", "", ""}, failing("bad")), rt::DeviceFault);
+  rt::set_launch_blocking(false);
+  EXPECT_FALSE(q.has_pending_fault());
+  EXPECT_NO_THROW(q.synchronize());
+}
+
+TEST(HardwareQueue, SubmitWaitHoldsOneQueueUntilTheOtherCompletes) {
+  rt::HardwareQueue q0(0);
+  rt::HardwareQueue q1(1);
+  Gate gate;
+  std::atomic<bool> ran{false};
+  const uint64_t gated = q0.submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
+  q1.submit_wait(rt::kDefaultStream, q0, gated);
+  const uint64_t flag = q1.submit(rt::kDefaultStream, {"flag", "", ""}, [&ran] { ran = true; });
+  EXPECT_FALSE(q1.is_complete(flag));
+  EXPECT_FALSE(ran.load());
+  gate.open();
+  q1.synchronize();
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(q0.is_complete(gated));
+  EXPECT_EQ(q0.submit_wait(rt::kDefaultStream, q0, gated), q0.last_submitted());  // no-op
+}
+
+TEST(HardwareQueue, BoundedDepthBlocksSubmittersWithoutLosingCommands) {
+  rt::HardwareQueue q(0, 2);
+  Gate gate;
+  std::vector<int> order;
+  size_t max_depth = 0;
+  q.submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
+  std::thread producer([&] {
+    for (int i = 0; i < 50; ++i) {
+      q.submit(rt::kDefaultStream, {"append", "", ""}, [&, i] {
+        order.push_back(i);
+        max_depth = std::max(max_depth, q.depth());
+      });
+    }
+  });
+  gate.open();
+  producer.join();
+  q.synchronize();
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_LE(max_depth, 2u);
+}
+
+TEST(HardwareQueue, ManyThreadsSubmitToManyStreamsConcurrently) {
+  constexpr int kThreads = 8;
+  constexpr int kCommands = 300;
+  rt::HardwareQueue queues[2] = {rt::HardwareQueue(0), rt::HardwareQueue(1)};
+  std::vector<std::vector<int>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      rt::HardwareQueue& q = queues[t % 2];
+      const rt::StreamId stream = t + 1;
+      uint64_t previous = 0;
+      for (int i = 0; i < kCommands; ++i) {
+        const uint64_t seq =
+            q.submit(stream, {"append", "", ""}, [&seen, t, i] { seen[t].push_back(i); });
+        EXPECT_GT(seq, previous);
+        previous = seq;
+        EXPECT_EQ(q.last_submitted(stream), seq);
+      }
+      q.synchronize_stream(stream);
+      EXPECT_TRUE(q.stream_idle(stream));
+      EXPECT_EQ(seen[t].size(), size_t(kCommands));  // this thread's stream has drained
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& q : queues) q.synchronize();
+  EXPECT_EQ(queues[0].last_submitted(), uint64_t(kThreads / 2 * kCommands));
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(seen[t].size(), size_t(kCommands));
+    for (int i = 0; i < kCommands; ++i) EXPECT_EQ(seen[t][i], i);
+  }
+}
+
+TEST(HardwareQueue, DestructionRunsEveryQueuedCommand) {
+  auto count = std::make_shared<std::atomic<int>>(0);
+  {
+    rt::HardwareQueue q(0);
+    for (int i = 0; i < 100; ++i) {
+      q.submit(rt::kDefaultStream, {"count", "", ""}, [count] { *count += 1; });
+    }
+  }
+  EXPECT_EQ(count->load(), 100);
+  EXPECT_EQ(count.use_count(), 1);  // captured state was released
+}
+
+TEST(Event, QueryIsFalseUntilTheMarkerRuns) {
+  rt::Device& d = rt::device(0);
+  const rt::StreamId stream = d.new_stream();
+  rt::Event unrecorded(false);
+  EXPECT_TRUE(unrecorded.query());  // as in CUDA
+  EXPECT_NO_THROW(unrecorded.synchronize());
+  Gate gate;
+  d.queue().submit(stream, {"gate", "", ""}, gate.waiter());
+  rt::Event event(false);
+  event.record(0, stream);
+  EXPECT_TRUE(event.is_recorded());
+  EXPECT_EQ(event.device_index(), 0);
+  EXPECT_FALSE(event.query());
+  gate.open();
+  event.synchronize();
+  EXPECT_TRUE(event.query());
+}
+
+TEST(Event, ElapsedTimeCoversTheWorkBetweenTwoMarkers) {
+  rt::Device& d = rt::device(0);
+  const rt::StreamId stream = d.new_stream();
+  rt::Event start(true), end(true);
+  start.record(0, stream);
+  d.queue().submit(stream, {"busy", "", ""}, [] {
+    const auto until = std::chrono::steady_clock::now() + 2ms;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  });
+  end.record(0, stream);
+  const double ms = start.elapsed_ms(end);
+  EXPECT_GE(ms, 2.0);
+  EXPECT_LT(ms, 5000.0);
+  EXPECT_GE(end.elapsed_ms(end), 0.0);
+}
+
+TEST(Event, ElapsedTimeErrors) {
+  rt::Device& d = rt::device(0);
+  rt::Event untimed(false), timed(true), unrecorded(true);
+  untimed.record(0, rt::kDefaultStream);
+  timed.record(0, rt::kDefaultStream);
+  EXPECT_THROW(untimed.elapsed_ms(timed), rt::InvalidArgument);
+  EXPECT_THROW(timed.elapsed_ms(untimed), rt::InvalidArgument);
+  EXPECT_THROW(timed.elapsed_ms(unrecorded), rt::InvalidArgument);
+
+  d.queue().submit(rt::kDefaultStream, {"faulty", "", ""}, failing("bad"));
+  rt::Event skipped(true);
+  skipped.record(0, rt::kDefaultStream);
+  EXPECT_THROW(skipped.synchronize(), rt::DeviceFault);  // the marker came after the fault
+  EXPECT_THROW(timed.elapsed_ms(skipped), rt::InvalidArgument);
+  EXPECT_NO_THROW(d.synchronize());
+}
+
+TEST(Event, BlockMakesAnotherDeviceWaitForTheMarker) {
+  if (rt::device_count() < 2) GTEST_SKIP() << "needs two devices";
+  rt::Device& d0 = rt::device(0);
+  rt::Device& d1 = rt::device(1);
+  Gate gate;
+  std::atomic<bool> ran{false};
+  d0.queue().submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
+  rt::Event event(false);
+  event.record(0, rt::kDefaultStream);
+  event.block(1, rt::kDefaultStream);
+  const uint64_t flag =
+      d1.queue().submit(rt::kDefaultStream, {"flag", "", ""}, [&ran] { ran = true; });
+  EXPECT_FALSE(d1.queue().is_complete(flag));
+  EXPECT_FALSE(ran.load());
+  gate.open();
+  d1.synchronize();
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(event.query());
+  d0.synchronize();
+}
