@@ -43,7 +43,8 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
     const int index = runtime::current_device();
     runtime_call([&] {
       runtime::HardwareQueue& queue = runtime::device(index).queue();
-      queue.submit(runtime::current_stream(index), {"storage_copy", "", ""},
+      runtime::LaunchInfo info = runtime::LaunchInfo::named("storage_copy");
+      queue.submit(runtime::current_stream(index), std::move(info),
                    [dest, src, count] { std::memcpy(dest, src, count); });
       queue.synchronize();
     });

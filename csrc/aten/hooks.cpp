@@ -73,9 +73,10 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     if (keep > 0) {
       void* dst = fresh.get();
       const void* src = impl->data();
+      runtime::LaunchInfo info = runtime::LaunchInfo::named("storage_resize");
+      info.site = runtime::capture_launch_site();
       runtime_call([&] {
-        runtime::device(index).queue().submit(runtime::current_stream(index),
-                                              {"storage_resize", "", runtime::capture_launch_site()},
+        runtime::device(index).queue().submit(runtime::current_stream(index), std::move(info),
                                               [dst, src, keep] { std::memcpy(dst, src, keep); });
       });
     }

@@ -112,7 +112,7 @@ at::Tensor& fill_scalar_(at::Tensor& self, const c10::Scalar& value) {
     fill.integer = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
   }
   const kernels::StridedView view = strided_view(self);
-  enqueue(self, "aten::fill_", describe_inputs({&self}), [view, fill] { kernels::fill(view, fill); });
+  enqueue(self, "aten::fill_", {&self}, [view, fill] { kernels::fill(view, fill); });
   return self;
 }
 
@@ -142,7 +142,7 @@ at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Gene
     stream = gen->reserve(words);
   }
   const kernels::StridedView view = strided_view(self);
-  enqueue(self, op, describe_inputs({&self}), [view, stream, launch] { launch(view, stream); });
+  enqueue(self, op, {&self}, [view, stream, launch] { launch(view, stream); });
   return self;
 }
 

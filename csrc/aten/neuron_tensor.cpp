@@ -2,7 +2,7 @@
 
 #include <c10/util/Exception.h>
 
-#include <sstream>
+#include <algorithm>
 
 namespace torchneuron::aten {
 
@@ -74,25 +74,27 @@ kernels::StridedView strided_view(const at::Tensor& tensor) {
   return view;
 }
 
-std::string describe_inputs(std::initializer_list<const at::Tensor*> tensors) {
-  std::ostringstream out;
-  bool first = true;
-  for (const at::Tensor* tensor : tensors) {
-    if (!first) out << ", ";
-    first = false;
-    out << tensor->sizes() << " " << tensor->scalar_type() << " on " << tensor->device();
-  }
-  return out.str();
+runtime::TensorSummary summarize(const at::Tensor& tensor) {
+  runtime::TensorSummary summary;
+  summary.dtype = c10::toString(tensor.scalar_type());
+  summary.device = tensor.device().type() == c10::DeviceType::PrivateUse1 ? tensor.device().index() : -1;
+  summary.ndim = static_cast<int>(tensor.dim());
+  const int shown = std::min<int>(summary.ndim, static_cast<int>(summary.sizes.size()));
+  for (int d = 0; d < shown; ++d) summary.sizes[d] = tensor.size(d);
+  return summary;
 }
 
-uint64_t enqueue(const at::Tensor& tensor, const char* op, std::string inputs,
+uint64_t enqueue(const at::Tensor& tensor, const char* op,
+                 std::initializer_list<const at::Tensor*> inputs,
                  runtime::HardwareQueue::Kernel kernel) {
   const int index = tensor.device().index();
+  runtime::LaunchInfo info;
+  info.op = op;
+  for (const at::Tensor* input : inputs) info.add_input(summarize(*input));
+  info.site = runtime::capture_launch_site();
   return runtime_call([&] {
-    runtime::HardwareQueue& queue = runtime::device(index).queue();
-    return queue.submit(runtime::current_stream(index),
-                        runtime::LaunchInfo{op, std::move(inputs), runtime::capture_launch_site()},
-                        std::move(kernel));
+    return runtime::device(index).queue().submit(runtime::current_stream(index), std::move(info),
+                                                 std::move(kernel));
   });
 }
 

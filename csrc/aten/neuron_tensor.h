@@ -34,11 +34,10 @@ bool has_kernel_dtype(c10::ScalarType type);
 // The view of a neuron (or CPU) tensor's memory that kernels take.
 kernels::StridedView strided_view(const at::Tensor& tensor);
 
-// "[4, 8] float32" for each tensor, for error messages.
-std::string describe_inputs(std::initializer_list<const at::Tensor*> tensors);
-
-// Enqueues `kernel` on the current stream of `tensor`'s device, recording who launched it.
-uint64_t enqueue(const at::Tensor& tensor, const char* op, std::string inputs,
+// Enqueues `kernel` on the current stream of `tensor`'s device, recording the op (a static
+// string), its tensor arguments and the launching Python line for error messages.
+uint64_t enqueue(const at::Tensor& tensor, const char* op,
+                 std::initializer_list<const at::Tensor*> inputs,
                  runtime::HardwareQueue::Kernel kernel);
 
 // The device allocator for neuron memory (c10::DeviceAllocator) and the pinned host allocator.

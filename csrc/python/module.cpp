@@ -137,8 +137,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_launch_blocking", [](bool enabled) { rt::set_launch_blocking(enabled); });
   m.def("_inject_fault", [](int index, const std::string& message) {
     rt::Device& device = rt::device(index);
-    device.queue().submit(rt::current_stream(index),
-                          {"torchneuron.testing.inject_fault", "", rt::capture_launch_site()},
+    rt::LaunchInfo info = rt::LaunchInfo::named("torchneuron.testing.inject_fault");
+    info.site = rt::capture_launch_site();
+    device.queue().submit(rt::current_stream(index), std::move(info),
                           [message] { throw rt::KernelError(message); });
   });
   auto generator = [](int index) {

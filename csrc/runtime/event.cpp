@@ -10,7 +10,7 @@ namespace torchneuron::runtime {
 void Event::record(int device_index, StreamId stream) {
   HardwareQueue& queue = device(device_index).queue();
   auto timestamp = std::make_shared<std::atomic<int64_t>>(-1);
-  LaunchInfo info{"event_record", "", ""};
+  LaunchInfo info = LaunchInfo::named("event_record");
   if (enable_timing_) {
     seq_ = queue.submit(stream, std::move(info), [timestamp] {
       auto now = std::chrono::steady_clock::now().time_since_epoch();

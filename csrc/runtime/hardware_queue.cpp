@@ -1,5 +1,6 @@
 #include "runtime/hardware_queue.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -29,6 +30,25 @@ std::string capture_launch_site() {
 
 bool launch_blocking() { return g_launch_blocking.load(std::memory_order_relaxed); }
 void set_launch_blocking(bool enabled) { g_launch_blocking = enabled; }
+
+void LaunchInfo::add_input(const TensorSummary& summary) {
+  if (num_inputs < static_cast<int>(inputs.size())) inputs[num_inputs++] = summary;
+}
+
+std::string LaunchInfo::describe_inputs() const {
+  std::string text;
+  for (int i = 0; i < num_inputs; ++i) {
+    const TensorSummary& input = inputs[i];
+    if (i > 0) text += ", ";
+    text += "[";
+    const int shown = std::min<int>(input.ndim, static_cast<int>(input.sizes.size()));
+    for (int d = 0; d < shown; ++d) text += (d > 0 ? ", " : "") + std::to_string(input.sizes[d]);
+    if (input.ndim > shown) text += ", ...";
+    text += "] " + std::string(input.dtype) + " on " +
+            (input.device < 0 ? std::string("cpu") : "neuron:" + std::to_string(input.device));
+  }
+  return text;
+}
 
 HardwareQueue::HardwareQueue(int device_index, size_t max_depth)
     : device_index_(device_index), max_depth_(max_depth) {
@@ -63,7 +83,8 @@ uint64_t HardwareQueue::submit(StreamId stream, LaunchInfo info, Kernel kernel) 
 
 uint64_t HardwareQueue::submit_wait(StreamId stream, HardwareQueue& other, uint64_t seq) {
   if (&other == this) return last_submitted();  // one queue runs in order already
-  return submit(stream, LaunchInfo{"wait_event", "", ""}, [&other, seq] { other.wait_for(seq); });
+  LaunchInfo info = LaunchInfo::named("wait_event");
+  return submit(stream, std::move(info), [&other, seq] { other.wait_for(seq); });
 }
 
 void HardwareQueue::run_worker() {
@@ -99,7 +120,7 @@ void HardwareQueue::run_worker() {
 void HardwareQueue::record_fault(const Command& command, const char* what) {
   std::string message = "neuron:" + std::to_string(device_index_) + ": '" + command.info.op +
                         "' failed on the device: " + what;
-  if (!command.info.inputs.empty()) message += "\n  inputs: " + command.info.inputs;
+  if (command.info.num_inputs > 0) message += "\n  inputs: " + command.info.describe_inputs();
   message += "\n  launched at: " +
              (command.info.site.empty() ? std::string("<not from Python>") : command.info.site);
   message += "\n  Commands queued after it were skipped. Set NEURON_LAUNCH_BLOCKING=1 to raise "

@@ -2,6 +2,7 @@
 // All streams of a device share it; errors are recorded and re-raised at synchronization points.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -18,11 +19,30 @@ namespace torchneuron::runtime {
 using StreamId = int64_t;
 constexpr StreamId kDefaultStream = 0;
 
+// A tensor argument as an error message shows it. Filled on the launch path without any
+// formatting: the text is only built if the command fails.
+struct TensorSummary {
+  const char* dtype = "";  // a static name such as "float32"
+  int device = -1;         // neuron device index, -1 for the host
+  int ndim = 0;
+  std::array<int64_t, 6> sizes{};  // leading sizes; deeper ones print as "..."
+};
+
 // Who launched a command; formatted into the error message if the command fails.
 struct LaunchInfo {
-  std::string op;      // e.g. "aten::copy_"
-  std::string inputs;  // e.g. "[4, 8] float32"
-  std::string site;    // Python "file.py:12", empty when not launched from Python
+  const char* op = "";  // a static name such as "aten::copy_"
+  std::array<TensorSummary, 3> inputs{};
+  int num_inputs = 0;
+  std::string site;  // Python "file.py:12", empty when not launched from Python
+
+  static LaunchInfo named(const char* op) {
+    LaunchInfo info;
+    info.op = op;
+    return info;
+  }
+  void add_input(const TensorSummary& summary);
+  // "[4, 8] float32 on neuron:0, [3] int64 on cpu"
+  std::string describe_inputs() const;
 };
 
 // Returns the launching source location; installed by the Python module.

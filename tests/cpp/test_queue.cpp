@@ -65,7 +65,7 @@ TEST(HardwareQueue, RunsCommandsInSubmissionOrder) {
   rt::HardwareQueue q(0);
   std::vector<int> order;
   for (int i = 0; i < 1000; ++i) {
-    EXPECT_EQ(q.submit(rt::kDefaultStream, {"append", "", ""}, [&order, i] { order.push_back(i); }),
+    EXPECT_EQ(q.submit(rt::kDefaultStream, rt::LaunchInfo::named("append"), [&order, i] { order.push_back(i); }),
               uint64_t(i + 1));
   }
   EXPECT_EQ(q.last_submitted(), 1000u);
@@ -79,8 +79,8 @@ TEST(HardwareQueue, SubmitReturnsBeforeTheCommandRuns) {
   rt::HardwareQueue q(0);
   Gate gate;
   std::atomic<bool> ran{false};
-  const uint64_t first = q.submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
-  const uint64_t second = q.submit(rt::kDefaultStream, {"flag", "", ""}, [&ran] { ran = true; });
+  const uint64_t first = q.submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), gate.waiter());
+  const uint64_t second = q.submit(rt::kDefaultStream, rt::LaunchInfo::named("flag"), [&ran] { ran = true; });
   EXPECT_FALSE(q.is_complete(first));
   EXPECT_FALSE(q.is_complete(second));
   EXPECT_FALSE(ran.load());
@@ -95,8 +95,12 @@ TEST(HardwareQueue, SubmitReturnsBeforeTheCommandRuns) {
 TEST(HardwareQueue, FaultIsRaisedAtSynchronizeWithOpInputsAndSite) {
   rt::set_launch_site_provider(&test_site);
   rt::HardwareQueue q(3);
-  const rt::LaunchInfo info{"aten::index_select", "[4, 8] float32, [3] int64",
-                            rt::capture_launch_site()};
+  rt::LaunchInfo info;
+  info.op = "aten::index_select";
+  info.add_input({"float32", 0, 2, {4, 8}});
+  info.add_input({"int64", -1, 1, {3}});
+  info.add_input({"float32", 1, 8, {1, 2, 3, 4, 5, 6}});
+  info.site = rt::capture_launch_site();
   const uint64_t seq = q.submit(rt::kDefaultStream, info, failing("index 9 is out of bounds"));
   rt::set_launch_site_provider(nullptr);
   EXPECT_EQ(rt::capture_launch_site(), "");
@@ -105,12 +109,15 @@ TEST(HardwareQueue, FaultIsRaisedAtSynchronizeWithOpInputsAndSite) {
   const std::string message = fault_message([&] { q.synchronize(); });
   EXPECT_TRUE(contains(message, "neuron:3: 'aten::index_select' failed on the device")) << message;
   EXPECT_TRUE(contains(message, "index 9 is out of bounds")) << message;
-  EXPECT_TRUE(contains(message, "inputs: [4, 8] float32, [3] int64")) << message;
+  EXPECT_TRUE(contains(message,
+                       "inputs: [4, 8] float32 on neuron:0, [3] int64 on cpu, "
+                       "[1, 2, 3, 4, 5, 6, ...] float32 on neuron:1"))
+      << message;
   EXPECT_TRUE(contains(message, "launched at: model.py:42")) << message;
   EXPECT_FALSE(q.has_pending_fault());
   EXPECT_NO_THROW(q.synchronize());
 
-  q.submit(rt::kDefaultStream, {"custom", "", ""}, [] { throw 42; });
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("custom"), [] { throw 42; });
   const std::string unknown = fault_message([&] { q.synchronize(); });
   EXPECT_TRUE(contains(unknown, "unknown exception")) << unknown;
   EXPECT_TRUE(contains(unknown, "launched at: <not from Python>")) << unknown;
@@ -119,17 +126,17 @@ TEST(HardwareQueue, FaultIsRaisedAtSynchronizeWithOpInputsAndSite) {
 TEST(HardwareQueue, EarliestFaultWinsLaterCommandsAreSkippedAndTheDeviceRecovers) {
   rt::HardwareQueue q(0);
   std::atomic<int> ran{0};
-  q.submit(rt::kDefaultStream, {"op_first", "", ""}, failing("first failure"));
-  q.submit(7, {"after", "", ""}, [&ran] { ran += 1; });
-  q.submit(rt::kDefaultStream, {"op_second", "", ""}, failing("second failure"));
-  q.submit(rt::kDefaultStream, {"after", "", ""}, [&ran] { ran += 1; });
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("op_first"), failing("first failure"));
+  q.submit(7, rt::LaunchInfo::named("after"), [&ran] { ran += 1; });
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("op_second"), failing("second failure"));
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("after"), [&ran] { ran += 1; });
   const std::string message = fault_message([&] { q.synchronize(); });
   EXPECT_TRUE(contains(message, "op_first")) << message;
   EXPECT_TRUE(contains(message, "first failure")) << message;
   EXPECT_FALSE(contains(message, "second")) << message;
   EXPECT_EQ(ran.load(), 0);
   EXPECT_NO_THROW(q.synchronize());  // the second fault was skipped, never recorded
-  q.submit(rt::kDefaultStream, {"after", "", ""}, [&ran] { ran += 1; });
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("after"), [&ran] { ran += 1; });
   EXPECT_NO_THROW(q.synchronize());
   EXPECT_EQ(ran.load(), 1);
 }
@@ -146,11 +153,11 @@ TEST(HardwareQueue, RaisingAtAStreamSyncStillSkipsWorkQueuedBeforeTheRaise) {
     delete p;
   };
   auto held = std::shared_ptr<int>(new int(0), wait_then_delete);
-  q.submit(3, {"gate", "", ""}, gate.waiter());
-  q.submit(1, {"faulty", "", ""}, failing("boom"));
-  q.submit(2, {"held", "", ""}, [&ran, held] { ran += 1; });
+  q.submit(3, rt::LaunchInfo::named("gate"), gate.waiter());
+  q.submit(1, rt::LaunchInfo::named("faulty"), failing("boom"));
+  q.submit(2, rt::LaunchInfo::named("held"), [&ran, held] { ran += 1; });
   held.reset();
-  for (int i = 0; i < 10; ++i) q.submit(2, {"later", "", ""}, [&ran] { ran += 1; });
+  for (int i = 0; i < 10; ++i) q.submit(2, rt::LaunchInfo::named("later"), [&ran] { ran += 1; });
   gate.open();
   auto raised = std::async(std::launch::async,
                            [&q] { return fault_message([&q] { q.synchronize_stream(1); }); });
@@ -165,8 +172,8 @@ TEST(HardwareQueue, SynchronizeStreamWaitsOnlyForThatStream) {
   rt::HardwareQueue q(0);
   Gate gate;
   std::atomic<bool> ran{false};
-  q.submit(1, {"flag", "", ""}, [&ran] { ran = true; });
-  q.submit(2, {"gate", "", ""}, gate.waiter());
+  q.submit(1, rt::LaunchInfo::named("flag"), [&ran] { ran = true; });
+  q.submit(2, rt::LaunchInfo::named("gate"), gate.waiter());
   auto sync = std::async(std::launch::async, [&q] { q.synchronize_stream(1); });
   const bool returned = sync.wait_for(5s) == std::future_status::ready;
   EXPECT_TRUE(returned) << "synchronize_stream(1) waited for stream 2";
@@ -184,9 +191,9 @@ TEST(HardwareQueue, LaunchBlockingWaitsAndRaisesAtSubmit) {
   rt::HardwareQueue q(0);
   rt::set_launch_blocking(true);
   EXPECT_TRUE(rt::launch_blocking());
-  const uint64_t seq = q.submit(rt::kDefaultStream, {"noop", "", ""}, [] {});
+  const uint64_t seq = q.submit(rt::kDefaultStream, rt::LaunchInfo::named("noop"), [] {});
   EXPECT_TRUE(q.is_complete(seq));
-  EXPECT_THROW(q.submit(rt::kDefaultStream, {"faulty", "", ""}, failing("bad")), rt::DeviceFault);
+  EXPECT_THROW(q.submit(rt::kDefaultStream, rt::LaunchInfo::named("faulty"), failing("bad")), rt::DeviceFault);
   rt::set_launch_blocking(false);
   EXPECT_FALSE(q.has_pending_fault());
   EXPECT_NO_THROW(q.synchronize());
@@ -197,9 +204,9 @@ TEST(HardwareQueue, SubmitWaitHoldsOneQueueUntilTheOtherCompletes) {
   rt::HardwareQueue q1(1);
   Gate gate;
   std::atomic<bool> ran{false};
-  const uint64_t gated = q0.submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
+  const uint64_t gated = q0.submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), gate.waiter());
   q1.submit_wait(rt::kDefaultStream, q0, gated);
-  const uint64_t flag = q1.submit(rt::kDefaultStream, {"flag", "", ""}, [&ran] { ran = true; });
+  const uint64_t flag = q1.submit(rt::kDefaultStream, rt::LaunchInfo::named("flag"), [&ran] { ran = true; });
   EXPECT_FALSE(q1.is_complete(flag));
   EXPECT_FALSE(ran.load());
   gate.open();
@@ -214,10 +221,10 @@ TEST(HardwareQueue, BoundedDepthBlocksSubmittersWithoutLosingCommands) {
   Gate gate;
   std::vector<int> order;
   size_t max_depth = 0;
-  q.submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), gate.waiter());
   std::thread producer([&] {
     for (int i = 0; i < 50; ++i) {
-      q.submit(rt::kDefaultStream, {"append", "", ""}, [&, i] {
+      q.submit(rt::kDefaultStream, rt::LaunchInfo::named("append"), [&, i] {
         order.push_back(i);
         max_depth = std::max(max_depth, q.depth());
       });
@@ -244,7 +251,7 @@ TEST(HardwareQueue, ManyThreadsSubmitToManyStreamsConcurrently) {
       uint64_t previous = 0;
       for (int i = 0; i < kCommands; ++i) {
         const uint64_t seq =
-            q.submit(stream, {"append", "", ""}, [&seen, t, i] { seen[t].push_back(i); });
+            q.submit(stream, rt::LaunchInfo::named("append"), [&seen, t, i] { seen[t].push_back(i); });
         EXPECT_GT(seq, previous);
         previous = seq;
         EXPECT_EQ(q.last_submitted(stream), seq);
@@ -268,7 +275,7 @@ TEST(HardwareQueue, DestructionRunsEveryQueuedCommand) {
   {
     rt::HardwareQueue q(0);
     for (int i = 0; i < 100; ++i) {
-      q.submit(rt::kDefaultStream, {"count", "", ""}, [count] { *count += 1; });
+      q.submit(rt::kDefaultStream, rt::LaunchInfo::named("count"), [count] { *count += 1; });
     }
   }
   EXPECT_EQ(count->load(), 100);
@@ -282,7 +289,7 @@ TEST(Event, QueryIsFalseUntilTheMarkerRuns) {
   EXPECT_TRUE(unrecorded.query());  // as in CUDA
   EXPECT_NO_THROW(unrecorded.synchronize());
   Gate gate;
-  d.queue().submit(stream, {"gate", "", ""}, gate.waiter());
+  d.queue().submit(stream, rt::LaunchInfo::named("gate"), gate.waiter());
   rt::Event event(false);
   event.record(0, stream);
   EXPECT_TRUE(event.is_recorded());
@@ -298,7 +305,7 @@ TEST(Event, ElapsedTimeCoversTheWorkBetweenTwoMarkers) {
   const rt::StreamId stream = d.new_stream();
   rt::Event start(true), end(true);
   start.record(0, stream);
-  d.queue().submit(stream, {"busy", "", ""}, [] {
+  d.queue().submit(stream, rt::LaunchInfo::named("busy"), [] {
     const auto until = std::chrono::steady_clock::now() + 2ms;
     while (std::chrono::steady_clock::now() < until) {
     }
@@ -319,7 +326,7 @@ TEST(Event, ElapsedTimeErrors) {
   EXPECT_THROW(timed.elapsed_ms(untimed), rt::InvalidArgument);
   EXPECT_THROW(timed.elapsed_ms(unrecorded), rt::InvalidArgument);
 
-  d.queue().submit(rt::kDefaultStream, {"faulty", "", ""}, failing("bad"));
+  d.queue().submit(rt::kDefaultStream, rt::LaunchInfo::named("faulty"), failing("bad"));
   rt::Event skipped(true);
   skipped.record(0, rt::kDefaultStream);
   EXPECT_THROW(skipped.synchronize(), rt::DeviceFault);  // the marker came after the fault
@@ -333,12 +340,12 @@ TEST(Event, BlockMakesAnotherDeviceWaitForTheMarker) {
   rt::Device& d1 = rt::device(1);
   Gate gate;
   std::atomic<bool> ran{false};
-  d0.queue().submit(rt::kDefaultStream, {"gate", "", ""}, gate.waiter());
+  d0.queue().submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), gate.waiter());
   rt::Event event(false);
   event.record(0, rt::kDefaultStream);
   event.block(1, rt::kDefaultStream);
   const uint64_t flag =
-      d1.queue().submit(rt::kDefaultStream, {"flag", "", ""}, [&ran] { ran = true; });
+      d1.queue().submit(rt::kDefaultStream, rt::LaunchInfo::named("flag"), [&ran] { ran = true; });
   EXPECT_FALSE(d1.queue().is_complete(flag));
   EXPECT_FALSE(ran.load());
   gate.open();
