@@ -10,6 +10,11 @@ namespace {
 
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 
+// c10 passes index -1 for a bare "neuron" device: it means the current device.
+int resolve_index(c10::Device device) {
+  return device.index() < 0 ? runtime::current_device() : device.index();
+}
+
 c10::Stream make_stream(int device_index, runtime::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device_index)),
                      id);
@@ -42,20 +47,23 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getStream(c10::Device device) const override {
-    return make_stream(device.index(), runtime::current_stream(device.index()));
+    const int index = resolve_index(device);
+    return make_stream(index, runtime::current_stream(index));
   }
 
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return make_stream(device.index(), runtime::kDefaultStream);
+    return make_stream(resolve_index(device), runtime::kDefaultStream);
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*high_priority*/) const override {
-    return runtime_call([&] { return make_stream(device.index(), runtime::device(device.index()).pool_stream()); });
+    const int index = resolve_index(device);
+    return runtime_call([&] { return make_stream(index, runtime::device(index).pool_stream()); });
   }
 
   // One hardware queue serves all streams, so priorities cannot reorder work; accepted as given.
   c10::Stream getNewStream(c10::Device device, int /*priority*/) const override {
-    return runtime_call([&] { return make_stream(device.index(), runtime::device(device.index()).new_stream()); });
+    const int index = resolve_index(device);
+    return runtime_call([&] { return make_stream(index, runtime::device(index).new_stream()); });
   }
 
   c10::Stream exchangeStream(c10::Stream stream) const override {

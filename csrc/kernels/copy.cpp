@@ -2,6 +2,7 @@
 
 #include <complex>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/half.h"
@@ -44,6 +45,15 @@ struct IsComplex : std::false_type {};
 template <typename T>
 struct IsComplex<std::complex<T>> : std::true_type {};
 
+// Float-to-integer conversion with the result x86's cvtt* instructions give, without the
+// undefined behaviour of a plain cast.
+template <typename Int>
+inline Int truncate_like_x86(double value) {
+  constexpr double lower = -static_cast<double>(std::numeric_limits<Int>::min());  // 2^(bits-1)
+  if (!(value > -lower - 1.0 && value < lower)) return std::numeric_limits<Int>::min();
+  return static_cast<Int>(value);
+}
+
 // Float-like types go through float; the rest convert directly.
 template <typename T>
 using Arithmetic = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
@@ -62,8 +72,13 @@ inline Dst convert(Src value) {
     if constexpr (std::is_same_v<Dst, bool>) {
       return wide != Arithmetic<Src>(0);
     } else if constexpr (std::is_integral_v<Dst> && std::is_floating_point_v<Arithmetic<Src>>) {
-      // Through int64 so that negative values wrap into unsigned types as on x86 torch.
-      return static_cast<Dst>(static_cast<int64_t>(wide));
+      // As torch's CPU kernels on x86: truncate to int32 (int64 for int64), out-of-range and
+      // NaN give the minimum value, and narrower types keep the low bits.
+      if constexpr (sizeof(Dst) == 8) {
+        return static_cast<Dst>(truncate_like_x86<int64_t>(static_cast<double>(wide)));
+      } else {
+        return static_cast<Dst>(truncate_like_x86<int32_t>(static_cast<double>(wide)));
+      }
     } else {
       return Dst(static_cast<Arithmetic<Dst>>(wide));
     }

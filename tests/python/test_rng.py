@@ -1,0 +1,190 @@
+"""Random numbers on neuron: seeding and reproducibility, distributions, generators, RNG state save/restore."""
+
+import pytest
+import torch
+
+
+def offset_of(state):
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    return int.from_bytes(bytes(state[8:].tolist()), "little")
+
+
+def seed_of(state):
+    return int.from_bytes(bytes(state[:8].tolist()), "little")
+
+
+@pytest.mark.parametrize("fn", [torch.randn, torch.rand], ids=["randn", "rand"])
+def test_manual_seed_reproduces(fn):
+    torch.manual_seed(1234)
+    a = fn(1000, device="neuron").cpu()
+    b = fn(1000, device="neuron").cpu()
+    torch.manual_seed(1234)
+    a2 = fn(1000, device="neuron").cpu()
+    b2 = fn(1000, device="neuron").cpu()
+    assert torch.equal(a, a2) and torch.equal(b, b2)
+    assert not torch.equal(a, b)  # the sequence advances
+    torch.manual_seed(1235)
+    assert not torch.equal(fn(1000, device="neuron").cpu(), a)
+
+
+def test_manual_seed_reaches_every_device():
+    torch.manual_seed(7)
+    a0 = torch.randn(64, device="neuron:0").cpu()
+    a1 = torch.randn(64, device="neuron:1").cpu()
+    torch.manual_seed(7)
+    assert torch.equal(torch.randn(64, device="neuron:1").cpu(), a1)
+    assert torch.equal(torch.randn(64, device="neuron:0").cpu(), a0)
+    assert torch.neuron.initial_seed(0) == 7 and torch.neuron.initial_seed(1) == 7
+
+
+def test_neuron_manual_seed_only_current_device():
+    torch.neuron.manual_seed_all(11)
+    torch.neuron.manual_seed(12)
+    assert torch.neuron.initial_seed(0) == 12
+    assert torch.neuron.initial_seed(1) == 11
+
+
+def test_normal_statistics():
+    torch.manual_seed(0)
+    x = torch.randn(100_000, device="neuron").cpu()
+    assert x.dtype == torch.float32
+    assert abs(x.mean().item()) < 0.02
+    assert abs(x.std().item() - 1.0) < 0.02
+    assert (x > 3).float().mean().item() < 0.003  # P(z > 3) = 0.00135
+    y = torch.empty(100_000, device="neuron").normal_(mean=3.0, std=0.5).cpu()
+    assert abs(y.mean().item() - 3.0) < 0.01
+    assert abs(y.std().item() - 0.5) < 0.01
+
+
+def test_rand_range_and_uniformity():
+    torch.manual_seed(1)
+    x = torch.rand(100_000, device="neuron").cpu()
+    assert x.min().item() >= 0.0
+    assert x.max().item() < 1.0
+    assert abs(x.mean().item() - 0.5) < 0.01
+    counts = torch.histc(x, bins=10, min=0.0, max=1.0)
+    assert counts.min().item() > 9_500 and counts.max().item() < 10_500
+
+
+def test_uniform_range():
+    torch.manual_seed(2)
+    x = torch.empty(50_000, device="neuron").uniform_(-3.0, 5.0).cpu()
+    assert x.min().item() >= -3.0
+    assert x.max().item() < 5.0
+    assert x.min().item() < -2.9 and x.max().item() > 4.9
+    assert abs(x.mean().item() - 1.0) < 0.05
+    with pytest.raises(RuntimeError, match="from"):
+        torch.empty(3, device="neuron").uniform_(2.0, 1.0)
+
+
+def test_random_into_noncontiguous_view():
+    torch.manual_seed(3)
+    base = torch.zeros(100, 100, device="neuron")
+    base[:, ::2].uniform_(1.0, 2.0)
+    host = base.cpu()
+    assert torch.equal(host[:, 1::2], torch.zeros(100, 50))
+    assert host[:, ::2].min().item() >= 1.0 and host[:, ::2].max().item() < 2.0
+
+
+def test_generator_object():
+    g = torch.Generator(device="neuron")
+    assert g.device == torch.device("neuron:0")
+    g.manual_seed(5)
+    assert g.initial_seed() == 5
+    default_state = torch.neuron.get_rng_state()
+    a = torch.randn(500, device="neuron", generator=g).cpu()
+    g2 = torch.Generator(device="neuron").manual_seed(5)
+    b = torch.randn(500, device="neuron", generator=g2).cpu()
+    assert torch.equal(a, b)
+    # Drawing from a private generator leaves the default one alone.
+    assert torch.equal(torch.neuron.get_rng_state(), default_state)
+    # Its state can be saved and restored.
+    state = g.get_state()
+    c = torch.rand(100, device="neuron", generator=g).cpu()
+    g.set_state(state)
+    assert torch.equal(torch.rand(100, device="neuron", generator=g).cpu(), c)
+    g1 = torch.Generator(device="neuron:1").manual_seed(5)
+    assert g1.device == torch.device("neuron:1")
+    assert torch.equal(torch.randn(500, device="neuron:1", generator=g1).cpu(), a)
+
+
+def test_get_rng_state_format_and_restore():
+    torch.neuron.manual_seed(99)
+    state = torch.neuron.get_rng_state()
+    assert state.dtype == torch.uint8
+    assert state.device.type == "cpu"
+    assert state.shape == (16,)
+    assert seed_of(state) == 99
+    assert offset_of(state) == 0
+    a = torch.randn(300, device="neuron").cpu()
+    b = torch.rand(7, device="neuron").cpu()
+    torch.neuron.set_rng_state(state)
+    assert torch.equal(torch.randn(300, device="neuron").cpu(), a)
+    assert torch.equal(torch.rand(7, device="neuron").cpu(), b)
+
+
+def test_rng_state_per_device():
+    torch.neuron.manual_seed_all(21)
+    states = torch.neuron.get_rng_state_all()
+    assert len(states) == torch.neuron.device_count()
+    a = torch.randn(10, device="neuron:1").cpu()
+    assert offset_of(torch.neuron.get_rng_state("neuron:1")) > 0
+    assert offset_of(torch.neuron.get_rng_state(0)) == 0
+    torch.neuron.set_rng_state_all(states)
+    assert torch.equal(torch.randn(10, device="neuron:1").cpu(), a)
+
+
+@pytest.mark.parametrize("numel", [1, 3, 4, 5, 100, 1001])
+@pytest.mark.parametrize("fn", [torch.randn, torch.rand], ids=["randn", "rand"])
+def test_offset_advances_in_multiples_of_four(fn, numel):
+    torch.neuron.manual_seed(0)
+    before = offset_of(torch.neuron.get_rng_state())
+    fn(numel, device="neuron")
+    after = offset_of(torch.neuron.get_rng_state())
+    assert after > before
+    assert after % 4 == 0
+    assert after - before >= numel  # at least one 32-bit Philox word per float32 sample
+    fn(numel, device="neuron")
+    assert offset_of(torch.neuron.get_rng_state()) == after + (after - before)
+
+
+def test_state_with_offset_not_multiple_of_four_is_rejected():
+    state = torch.neuron.get_rng_state().clone()
+    state[8] = 6
+    with pytest.raises(RuntimeError, match="multiple of 4"):
+        torch.neuron.set_rng_state(state)
+
+
+def test_fork_rng():
+    torch.manual_seed(5)
+    with torch.random.fork_rng(devices=[0], device_type="neuron"):
+        torch.randn(100, device="neuron")
+    a = torch.randn(10, device="neuron").cpu()
+    torch.manual_seed(5)
+    assert torch.equal(torch.randn(10, device="neuron").cpu(), a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_low_and_double_precision_random(dtype):
+    torch.manual_seed(4)
+    n = 100_000
+    x = torch.rand(n, dtype=dtype, device="neuron")
+    assert x.dtype == dtype
+    host = x.cpu()
+    assert host.min().item() >= 0.0
+    assert host.max().item() < 1.0
+    assert abs(host.double().mean().item() - 0.5) < 0.01
+    y = torch.randn(n, dtype=dtype, device="neuron").cpu()
+    assert y.dtype == dtype
+    assert abs(y.double().mean().item()) < 0.02
+    assert abs(y.double().std().item() - 1.0) < 0.02
+    torch.manual_seed(4)
+    assert torch.equal(torch.rand(n, dtype=dtype, device="neuron").cpu(), host)
+    if dtype == torch.float64:
+        # Double samples use the full mantissa, not float32 values widened.
+        assert not torch.equal(host, host.float().double())
+
+
+def test_random_on_integer_tensor_rejected():
+    with pytest.raises(RuntimeError):
+        torch.empty(4, dtype=torch.int32, device="neuron").normal_()
