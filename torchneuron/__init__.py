@@ -9,12 +9,23 @@ import os
 import torch
 
 _FALLBACK_MODES = ("warn", "silent", "error")
-_fallback_env = os.environ.get("TORCHNEURON_FALLBACK", "warn") or "warn"
-if _fallback_env not in _FALLBACK_MODES:
-    raise ValueError(
-        f"TORCHNEURON_FALLBACK={_fallback_env!r} is not a fallback mode; "
-        f"use one of {', '.join(_FALLBACK_MODES)}."
-    )
+
+
+def _check_environment():
+    """Rejects malformed TORCHNEURON_* settings before the runtime reads them."""
+    mode = os.environ.get("TORCHNEURON_FALLBACK", "warn") or "warn"
+    if mode not in _FALLBACK_MODES:
+        raise ValueError(
+            f"TORCHNEURON_FALLBACK={mode!r} is not a fallback mode; "
+            f"use one of {', '.join(_FALLBACK_MODES)}."
+        )
+    for name, low, high in (("TORCHNEURON_NUM_DEVICES", 0, 64), ("TORCHNEURON_HBM_GB", 1, 1 << 20)):
+        value = os.environ.get(name, "")
+        if value and not (value.isdigit() and low <= int(value) <= high):
+            raise ValueError(f"{name}={value!r} must be a whole number from {low} to {high}.")
+
+
+_check_environment()
 
 from torchneuron import _C  # noqa: E402  (registers the C++ device, allocator and operators)
 from torchneuron import _dynamo_interface, neuron  # noqa: E402

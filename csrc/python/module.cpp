@@ -132,7 +132,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", [](int index) { rt::set_current_device(index); });
   m.def("_synchronize", [](int index) { rt::device(index).synchronize(); },
         py::call_guard<py::gil_scoped_release>());
-  m.def("_queue_depth", [](int index) { return rt::device(index).queue().depth(); });
   m.def("_launch_blocking", [] { return rt::launch_blocking(); });
   m.def("_set_launch_blocking", [](bool enabled) { rt::set_launch_blocking(enabled); });
   m.def("_inject_fault", [](int index, const std::string& message) {

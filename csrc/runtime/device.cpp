@@ -68,6 +68,10 @@ size_t hbm_capacity_bytes() noexcept {
 }
 
 void check_device_index(int index) {
+  if (device_count() == 0) {
+    throw InvalidArgument("no neuron devices are configured (TORCHNEURON_NUM_DEVICES=0); set it "
+                          "to 1 or more to use device index " + std::to_string(index) + ".");
+  }
   if (index < 0 || index >= device_count()) {
     throw InvalidArgument("neuron device index " + std::to_string(index) +
                           " is out of range: this process has " + std::to_string(device_count()) +

@@ -217,3 +217,27 @@ def test_dynamo_device_interface():
     event.record()
     event.synchronize()
     assert event.query()
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [("TORCHNEURON_NUM_DEVICES", "two"), ("TORCHNEURON_NUM_DEVICES", "65"), ("TORCHNEURON_HBM_GB", "0")],
+)
+def test_malformed_device_settings_fail_at_import(run_python, variable, value):
+    result = run_python("import torch", env={variable: value})
+    assert result.returncode != 0
+    assert f"{variable}={value!r} must be a whole number" in result.stderr
+
+
+def test_zero_devices_gives_a_clear_error(run_python):
+    code = (
+        "import torch\n"
+        "assert not torch.neuron.is_available() and torch.neuron.device_count() == 0\n"
+        "try:\n"
+        "    torch.ones(1, device='neuron')\n"
+        "except ValueError as e:\n"
+        "    print('ERR', e)\n"
+    )
+    result = run_python(code, env={"TORCHNEURON_NUM_DEVICES": "0"})
+    assert result.returncode == 0, result.stderr
+    assert "no neuron devices are configured (TORCHNEURON_NUM_DEVICES=0)" in result.stdout
