@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 TORCH_VERSION := 2.13.0
 export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all build demo test test-cpp test-python test-sanitize bench clean
+.PHONY: all build demo test test-cpp test-python test-sanitize bench conformance clean
 
 all: build
 
@@ -38,9 +38,10 @@ test-cpp: build
 	@echo "== C++ runtime tests"
 	@./build/runtime_tests --gtest_brief=1
 
+# The conformance CI subset (a fixed list of OpInfos) runs here and fails on regressions.
 test-python: build
-	@echo "== Python tests"
-	@$(PY) -m pytest -q tests/python
+	@echo "== Python tests (with the conformance CI subset)"
+	@TORCHNEURON_CONFORMANCE_CI=1 $(PY) -m pytest -q tests/python
 
 test: test-cpp test-sanitize test-python
 
@@ -56,6 +57,9 @@ test-sanitize: $(VENV)/.stamp-deps
 
 demo: build
 	@$(PY) examples/demo.py
+
+conformance: build
+	@$(PY) -m torchneuron.conformance --jobs 2 --output conformance.json --markdown conformance.md
 
 bench: build
 	@$(PY) bench/bench_runtime.py

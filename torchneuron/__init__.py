@@ -6,7 +6,14 @@ Importing it (or just `import torch`, through the `torch.backends` entry point) 
 
 import os
 
-import torch
+
+def _autoload():
+    """Entry point of the `torch.backends` group; importing this package did the work."""
+
+
+# Defined before `import torch`: when this package is imported first (python -m
+# torchneuron.tool), torch's autoload re-enters it while it is still partly initialized.
+import torch  # noqa: E402
 
 _FALLBACK_MODES = ("warn", "silent", "error")
 
@@ -45,10 +52,6 @@ def _register():
 
 
 _register()
-
-
-def _autoload():
-    """Entry point of the `torch.backends` group; importing this package did the work."""
 
 
 def fallback_report():

@@ -241,3 +241,10 @@ def test_zero_devices_gives_a_clear_error(run_python):
     result = run_python(code, env={"TORCHNEURON_NUM_DEVICES": "0"})
     assert result.returncode == 0, result.stderr
     assert "no neuron devices are configured (TORCHNEURON_NUM_DEVICES=0)" in result.stdout
+
+
+def test_importing_torchneuron_before_torch_works(run_python):
+    # `python -m torchneuron.<tool>` imports the package first; torch's autoload re-enters it.
+    result = run_python("import torchneuron, torch; print(torch.ones(2, device='neuron').cpu())")
+    assert result.returncode == 0, result.stderr
+    assert "tensor([1., 1.])" in result.stdout

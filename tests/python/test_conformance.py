@@ -1,0 +1,188 @@
+"""Tests for the OpInfo conformance tool (torchneuron/conformance.py)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from torchneuron import conformance
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BASELINE = os.path.join(REPO_ROOT, "tests", "python", "conformance_baseline.json")
+
+# Small OpInfo-like ops for the harness tests; imported by the spawned workers via --extra-ops.
+_FAKE_OPS = textwrap.dedent(
+    """
+    import time
+    import torch
+
+    class Sample:
+        def __init__(self, t):
+            self.input, self.args, self.kwargs = t, (), {}
+
+    class FakeOp:
+        variant_test_name = ""
+        supports_autograd = False
+
+        def __init__(self, name, fn):
+            self.name, self.fn = name, fn
+
+        def supported_dtypes(self, device):
+            return {torch.float32}
+
+        def sample_inputs(self, device, dtype, requires_grad=False):
+            yield Sample(torch.arange(4, dtype=dtype, device=device))
+
+        def __call__(self, x, *args, **kwargs):
+            return self.fn(x)
+
+    def _wrong(x):
+        return x + 1 if x.device.type == "neuron" else x
+
+    def _raise(x):
+        if x.device.type == "neuron":
+            raise ValueError("fake op failed on neuron")
+        return x
+
+    def _sleep(x):
+        if x.device.type == "neuron":
+            time.sleep(60)
+        return x
+
+    def _crash(x):
+        if x.device.type == "neuron":
+            import os
+            os._exit(3)
+        return x
+
+    OPS = [FakeOp("fake_wrong", _wrong), FakeOp("fake_raise", _raise),
+           FakeOp("fake_sleep", _sleep), FakeOp("fake_crash", _crash),
+           FakeOp("fake_ok", lambda x: x * 2)]
+    """
+)
+
+
+def _env(extra_path=None):
+    """Environment for the tool's subprocess: repo on the path, backend loaded by the package."""
+    env = dict(os.environ)
+    env["TORCHNEURON_FALLBACK"] = "silent"
+    paths = [REPO_ROOT] + ([str(extra_path)] if extra_path else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    return env
+
+
+def _run_tool(tmp_path, *args, extra_path=None, timeout=600):
+    """Runs `python -m torchneuron.conformance` and returns (process, report dict)."""
+    out = tmp_path / "conf.json"
+    cmd = [sys.executable, "-m", "torchneuron.conformance", "--output", str(out),
+           "--markdown", str(tmp_path / "conf.md"), *args]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(extra_path), capture_output=True,
+                          text=True, timeout=timeout)
+    report = json.loads(out.read_text()) if out.exists() else None
+    return proc, report
+
+
+def _by_key(report):
+    return {(e["op"], e["dtype"]): e for e in report["entries"]}
+
+
+def test_small_run_statuses_and_placement(tmp_path):
+    proc, report = _run_tool(tmp_path, "--ops", "add,abs,sum", "--dtype", "float32",
+                             "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    entries = _by_key(report)
+    assert set(entries) == {("add", "float32"), ("abs", "float32"), ("sum", "float32")}
+    for entry in entries.values():
+        assert entry["status"] == "pass", entry
+        assert entry["samples"] > 0
+    assert any(name.startswith("aten::add.") for name in entries[("add", "float32")]["fallback"])
+    assert any(name.startswith("aten::abs") for name in entries[("abs", "float32")]["fallback"])
+    assert report["totals"]["pass"] == 3 and report["totals"]["total"] == 3
+    md = (tmp_path / "conf.md").read_text()
+    assert "Most frequent fallback ops" in md and "aten::add." in md
+
+
+def test_compare_detects_wrong_values():
+    expected = torch.tensor([1.0, 2.0, 3.0])
+    assert conformance.compare(expected.clone(), expected, "float32") is None
+    assert conformance.compare(expected + 0.5, expected, "float32") is not None
+    assert conformance.max_abs_error(expected + 0.5, expected) == pytest.approx(0.5)
+    # bfloat16 tolerance is looser, int64 exact
+    assert conformance.compare(expected * (1 + 1e-3), expected, "bfloat16") is None
+    ints = torch.tensor([1, 2, 3])
+    assert conformance.compare(ints + 1, ints, "int64") is not None
+
+
+def _load_fake_ops(tmp_path, monkeypatch):
+    (tmp_path / "fake_conformance_ops.py").write_text(_FAKE_OPS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    return {op.name: op for op in importlib.import_module("fake_conformance_ops").OPS}
+
+
+def test_wrong_result_is_mismatch_and_raise_is_error(tmp_path, monkeypatch):
+    ops = _load_fake_ops(tmp_path, monkeypatch)
+    wrong = conformance.run_entry(ops["fake_wrong"], "float32", grad=False)
+    assert wrong["status"] == "mismatch"
+    assert wrong["max_abs_err"] == pytest.approx(1.0)
+    raised = conformance.run_entry(ops["fake_raise"], "float32", grad=False)
+    assert raised["status"] == "error"
+    assert raised["detail"].startswith("ValueError: fake op failed on neuron")
+    skipped = conformance.run_entry(ops["fake_ok"], "int64", grad=False)
+    assert skipped["status"] == "skipped" and "not supported" in skipped["detail"]
+
+
+def test_timeout_is_error_and_run_continues(tmp_path):
+    (tmp_path / "fake_conformance_ops.py").write_text(_FAKE_OPS)
+    proc, report = _run_tool(
+        tmp_path, "--extra-ops", "fake_conformance_ops:OPS",
+        "--ops", "fake_sleep,fake_ok,fake_crash,fake_raise", "--dtype", "float32", "--jobs", "1",
+        "--timeout", "3", extra_path=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    entries = _by_key(report)
+    assert entries[("fake_sleep", "float32")]["status"] == "error"
+    assert "timeout" in entries[("fake_sleep", "float32")]["detail"]
+    assert entries[("fake_ok", "float32")]["status"] == "pass"
+    assert entries[("fake_crash", "float32")]["status"] == "error"
+    assert "worker died" in entries[("fake_crash", "float32")]["detail"]
+    assert entries[("fake_raise", "float32")]["status"] == "error"
+
+
+def test_regressions_reported():
+    entries = [{"op": "add", "dtype": "float32", "status": "mismatch", "detail": "x"},
+               {"op": "abs", "dtype": "float32", "status": "pass", "detail": ""}]
+    baseline = {"add|float32": "pass", "abs|float32": "pass", "sum|float32": "pass"}
+    lost = conformance.regressions(entries, baseline)
+    assert len(lost) == 1 and lost[0].startswith("add|float32")
+
+
+def test_check_regressions_exits_nonzero(tmp_path):
+    (tmp_path / "fake_conformance_ops.py").write_text(_FAKE_OPS)
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"fake_wrong|float32": "pass", "fake_ok|float32": "pass"}))
+    proc, report = _run_tool(
+        tmp_path, "--extra-ops", "fake_conformance_ops:OPS", "--ops", "fake_wrong,fake_ok",
+        "--dtype", "float32", "--baseline", str(baseline), "--check-regressions",
+        extra_path=tmp_path, timeout=300)
+    assert proc.returncode == 1
+    assert "REGRESSION fake_wrong|float32" in proc.stdout
+    assert "fake_ok|float32" not in proc.stdout.split("conformance:")[0]
+
+
+def test_ci_ops_exist_and_are_enough():
+    ops = conformance.all_ops()
+    assert len(conformance.CI_OPS) >= 60
+    assert [name for name in conformance.CI_OPS if name not in ops] == []
+
+
+@pytest.mark.skipif(os.environ.get("TORCHNEURON_CONFORMANCE_CI") != "1",
+                    reason="set TORCHNEURON_CONFORMANCE_CI=1 to run the CI conformance subset")
+def test_ci_subset_has_no_regressions(tmp_path):
+    proc, report = _run_tool(tmp_path, "--ci", "--jobs", "2", "--baseline", BASELINE,
+                             "--check-regressions", timeout=900)
+    assert report is not None, proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr

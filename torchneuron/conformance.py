@@ -1,0 +1,560 @@
+"""OpInfo conformance sweep: runs PyTorch's OpInfo samples on CPU and on `neuron` and compares them.
+
+Usage:
+    python -m torchneuron.conformance --ci --jobs 2
+    python -m torchneuron.conformance --ops add,abs,sum --dtype float32 --no-grad
+    python -m torchneuron.conformance --ci --baseline tests/python/conformance_baseline.json \
+        --check-regressions
+
+Each (OpInfo, dtype) entry is run in a spawned worker process (never fork: the device runtime does
+not survive a fork), so a hang (`--timeout` seconds per entry) or a crash is recorded as an error
+and the worker is replaced. An entry's status is one of pass | mismatch | error | skipped.
+
+Placement: around the neuron run the fallback counters are reset and read back, so `fallback` lists
+every ATen op (with calls) that fell back to the CPU. `native` lists the ATen ops that a
+TorchDispatchMode saw during the neuron run and that have a PrivateUse1 registration and did not
+fall back. "Native share" in the summary is the share of run entries (pass or mismatch) whose
+neuron run had zero fallbacks; it says nothing about how much of the work ran natively otherwise.
+
+OpInfo names with a variant are keyed `name.variant` (e.g. `max.reduction_with_dim`); `--ops name`
+selects every variant of `name`.
+"""
+
+import argparse
+import importlib
+import itertools
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+import types
+from multiprocessing.connection import wait as mp_wait
+
+DTYPES = ("float32", "bfloat16", "int64")
+TOLERANCES = {"float32": (1e-5, 1.3e-6), "bfloat16": (1e-2, 1.6e-2), "int64": (0.0, 0.0)}
+MAX_SAMPLES = 8
+# Random ops: CPU and device generators differ, so values cannot be compared.
+NONDETERMINISTIC = {
+    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "normal", "uniform",
+    "multinomial", "rand_like", "randint_like", "randn_like", "empty", "empty_like",
+    "empty_strided", "new_empty", "new_empty_strided", "empty_permuted", "nn.functional.dropout",
+    "nn.functional.dropout2d", "nn.functional.dropout3d", "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout", "nn.functional.rrelu", "randint", "randn", "rand",
+    "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d", "svd_lowrank",
+    "pca_lowrank",
+}
+
+CI_OPS = (
+    # pointwise unary
+    "abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "floor",
+    "ceil", "sign", "reciprocal", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu",
+    # pointwise binary / ternary
+    "add", "sub", "mul", "div.no_rounding_mode", "pow", "maximum", "minimum", "eq", "lt", "ge",
+    "where", "clamp", "atan2", "remainder", "lerp",
+    # reductions
+    "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "max.reduction_with_dim", "var",
+    "std", "logsumexp", "cumsum", "all", "any",
+    # matmul family
+    "mm", "bmm", "matmul", "addmm", "mv", "dot", "nn.functional.linear", "einsum",
+    # indexing
+    "index_select", "gather", "scatter", "index_add", "masked_fill", "take", "__getitem__",
+    "index_put", "nn.functional.embedding",
+    # shape
+    "reshape", "view", "permute", "transpose", "cat", "stack", "squeeze", "unsqueeze", "flatten",
+    "expand", "narrow", "split", "t", "flip", "roll", "tril", "triu", "contiguous", "clone",
+    # softmax / norm
+    "softmax", "log_softmax", "nn.functional.layer_norm", "nn.functional.normalize",
+    "nn.functional.cross_entropy",
+    # factory-like
+    "zeros_like", "ones_like", "full_like", "arange", "new_zeros", "new_full", "fill",
+)
+
+_OP_CACHE = {}
+
+
+def _import_op_db():
+    """Imports OpInfo's op_db, stubbing `expecttest` (a test-only dependency) when it is missing."""
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        stub = types.ModuleType("expecttest")
+        stub.TestCase = type("TestCase", (), {})
+        sys.modules["expecttest"] = stub
+    from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
+
+
+def op_key(op):
+    """Returns the entry name of an OpInfo: `name` or `name.variant_test_name`."""
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def all_ops(extra=None):
+    """Returns {entry name: OpInfo} for op_db plus the ops from an optional `module:attr` spec."""
+    if extra in _OP_CACHE:
+        return _OP_CACHE[extra]
+    ops = {}
+    for op in _import_op_db():
+        ops.setdefault(op_key(op), op)
+    if extra:
+        mod, _, attr = extra.partition(":")
+        for op in getattr(importlib.import_module(mod), attr or "OPS"):
+            ops[op_key(op)] = op
+    _OP_CACHE[extra] = ops
+    return ops
+
+
+def select_ops(ops, names=None, limit=None):
+    """Returns the entry names to run: those matching `names` (exact or base name), first `limit`."""
+    keys = list(ops)
+    if names:
+        wanted = []
+        for name in names:
+            hits = [k for k in keys if k == name] or [k for k in keys if ops[k].name == name]
+            if not hits:
+                raise SystemExit(f"conformance: unknown OpInfo name {name!r}")
+            wanted.extend(h for h in hits if h not in wanted)
+        keys = wanted
+    return keys[:limit] if limit else keys
+
+
+def _to_device(tree, device, requires_grad=False):
+    """Copies every tensor in a nested list/tuple/dict to `device`, keeping requires_grad leaves."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def move(x):
+        """Copies one leaf."""
+        if not isinstance(x, torch.Tensor):
+            return x
+        y = x.detach().to(device, copy=True)
+        if requires_grad and x.requires_grad and (y.is_floating_point() or y.is_complex()):
+            y.requires_grad_(True)
+        return y
+    return tree_map(move, tree)
+
+
+def _leaves(tree):
+    """Returns the tensor leaves of a nested output."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+    return [x for x in tree_leaves(tree) if isinstance(x, torch.Tensor)]
+
+
+def max_abs_error(actual, expected):
+    """Returns the largest finite absolute difference between matching tensor leaves (or None)."""
+    import torch
+    worst = None
+    for a, e in zip(_leaves(actual), _leaves(expected)):
+        if a.shape != e.shape or a.numel() == 0:
+            continue
+        if a.is_complex() or e.is_complex():
+            a, e = torch.view_as_real(a.resolve_conj()), torch.view_as_real(e.resolve_conj())
+        diff = (a.double() - e.double()).abs()
+        diff = diff[torch.isfinite(diff)]
+        if diff.numel():
+            worst = max(worst or 0.0, diff.max().item())
+    return worst
+
+
+def compare(actual, expected, dtype):
+    """Compares a device result (already on CPU) with the CPU one; returns None or an error string."""
+    import torch
+    atol, rtol = TOLERANCES.get(dtype, (1e-5, 1.3e-6))
+    try:
+        torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True,
+                                   check_device=False)
+    except (AssertionError, TypeError, ValueError, RuntimeError) as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def _grads(op, sample, device):
+    """Runs op on `device` copies of sample and returns (output, grads of sum of float outputs)."""
+    import torch
+    inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), device, True)
+    out = op(inp, *args, **kwargs)
+    leaves = [x for x in _leaves((inp, args, kwargs)) if x.requires_grad]
+    outs = [o for o in _leaves(out) if o.requires_grad and o.grad_fn is not None]
+    if not leaves or not outs:
+        return out, None
+    loss = sum(o.float().sum() for o in outs)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return out, [g if g is None else g.detach() for g in grads]
+
+
+class _Placement:
+    """Collects which ATen ops ran natively or fell back while active."""
+
+    def __init__(self):
+        import torchneuron
+        from torch.utils._python_dispatch import TorchDispatchMode
+        self.tn = torchneuron
+        self.native_regs = set(torchneuron.native_ops())
+        self.seen = set()
+        self.fallback = {}
+        seen = self.seen
+
+        class _Seen(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+                seen.add("aten::" + func.name().split("::")[-1])
+                return func(*args, **(kwargs or {}))
+        self.mode = _Seen()
+
+    def __enter__(self):
+        self.tn.reset_fallback_report()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.mode.__exit__(*exc)
+        for name, calls in self.tn.fallback_report().items():
+            self.fallback[name] = self.fallback.get(name, 0) + calls
+        return False
+
+    def native(self):
+        """Returns sorted ops seen in dispatch that have a neuron registration and never fell back."""
+        return sorted(n for n in self.seen if n in self.native_regs and n not in self.fallback)
+
+
+def _run_sample(op, sample, dtype, grad, place):
+    """Runs one sample; returns ('pass'|'mismatch'|'error'|'skipped', detail, max_abs_err)."""
+    import torch
+    from torch.utils._pytree import tree_map
+    to_cpu = (lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x)
+    try:
+        if grad:
+            exp_out, exp_grads = _grads(op, sample, "cpu")
+        else:
+            inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), "cpu")
+            exp_out, exp_grads = op(inp, *args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001
+        return "skipped", f"CPU reference raised {type(exc).__name__}", None
+    try:
+        with place:
+            if grad:
+                out, grads = _grads(op, sample, "neuron")
+            else:
+                inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), "neuron")
+                out, grads = op(inp, *args, **kwargs), None
+            out, grads = tree_map(to_cpu, out), tree_map(to_cpu, grads)
+    except Exception as exc:  # noqa: BLE001
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return "error", f"{type(exc).__name__}: {first}", None
+    exp_out = tree_map(to_cpu, exp_out)
+    why = compare(out, exp_out, dtype)
+    if why is None and grad and exp_grads is not None:
+        why = compare(grads, exp_grads, dtype)
+        if why is not None:
+            return "mismatch", "grad: " + why, max_abs_error(grads, exp_grads)
+    if why is not None:
+        return "mismatch", why, max_abs_error(out, exp_out)
+    return "pass", "", None
+
+
+def _merge(entry, status, detail, err):
+    """Folds one sample's result into an entry: error > mismatch > pass > skipped."""
+    rank = {"skipped": 0, "pass": 1, "mismatch": 2, "error": 3}
+    if rank[status] > rank[entry["status"]]:
+        entry["status"], entry["detail"] = status, detail
+    if status == "mismatch" and err is not None:
+        entry["max_abs_err"] = max(entry.get("max_abs_err") or 0.0, err)
+    if status == "skipped" and not entry["detail"]:
+        entry["detail"] = detail
+
+
+def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES):
+    """Runs one (OpInfo, dtype) entry in this process and returns its record."""
+    import torch
+    dtype = getattr(torch, dtype_name)
+    entry = {"op": op_key(op), "dtype": dtype_name, "status": "skipped", "detail": "",
+             "max_abs_err": None, "samples": 0, "fallback": {}, "native": []}
+    if op.name in NONDETERMINISTIC:
+        entry["detail"] = "random op (values not comparable)"
+        return entry
+    if dtype not in op.supported_dtypes("cpu"):
+        entry["detail"] = "dtype not supported on CPU"
+        return entry
+    place = _Placement()
+    phases = [False] + ([True] if grad and dtype_name == "float32" and op.supports_autograd else [])
+    for with_grad in phases:
+        torch.manual_seed(0)
+        try:
+            samples = list(itertools.islice(
+                op.sample_inputs("cpu", dtype, requires_grad=with_grad), max_samples))
+        except Exception as exc:  # noqa: BLE001
+            _merge(entry, "skipped", f"sample generation raised {type(exc).__name__}", None)
+            continue
+        for sample in samples:
+            status, detail, err = _run_sample(op, sample, dtype_name, with_grad, place)
+            entry["samples"] += status != "skipped"
+            _merge(entry, status, detail, err)
+    if entry["status"] == "skipped" and not entry["detail"]:
+        entry["detail"] = "no samples"
+    if entry["status"] in ("pass", "mismatch", "error"):
+        entry["detail"] = entry["detail"] if entry["status"] != "pass" else ""
+    entry["fallback"], entry["native"] = dict(sorted(place.fallback.items())), place.native()
+    return entry
+
+
+def _worker(conn, extra, grad):
+    """Worker loop: receives (op key, dtype) tasks over `conn` and sends back entry records."""
+    import warnings
+    import torchneuron
+    warnings.simplefilter("ignore")
+    torchneuron.set_fallback_mode("silent")
+    ops = all_ops(extra)
+    conn.send("ready")
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        key, dtype = task
+        try:
+            entry = run_entry(ops[key], dtype, grad)
+        except BaseException as exc:  # noqa: BLE001
+            entry = {"op": key, "dtype": dtype, "status": "error", "max_abs_err": None,
+                     "detail": f"{type(exc).__name__}: {str(exc)[:300]} (in harness)",
+                     "samples": 0, "fallback": {}, "native": [],
+                     "trace": traceback.format_exc()[-2000:]}
+        conn.send(entry)
+
+
+class _Slot:
+    """One worker process with its pipe, the task it runs and that task's deadline."""
+
+    def __init__(self, ctx, extra, grad):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, extra, grad), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task, self.deadline, self.ready = None, None, False
+
+    def kill(self):
+        """Ends the worker process."""
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+
+def _fail(task, detail):
+    """Returns an error record for a task whose worker timed out or died."""
+    return {"op": task[0], "dtype": task[1], "status": "error", "detail": detail,
+            "max_abs_err": None, "samples": 0, "fallback": {}, "native": []}
+
+
+def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None):
+    """Runs (op key, dtype) tasks in `jobs` spawned workers; returns the entry records in order."""
+    ctx = mp.get_context("spawn")
+    pending, results = list(tasks), {}
+    slots = [_Slot(ctx, extra, grad) for _ in range(max(1, min(jobs, len(tasks))))]
+    startup = 300.0
+    for slot in slots:
+        slot.deadline = time.monotonic() + startup
+    try:
+        while len(results) < len(tasks):
+            for i, slot in enumerate(slots):
+                if slot.ready and slot.task is None and pending:
+                    slot.task = pending.pop(0)
+                    slot.deadline = time.monotonic() + timeout
+                    slot.conn.send(slot.task)
+            now = time.monotonic()
+            ready = mp_wait([s.conn for s in slots] + [s.proc.sentinel for s in slots],
+                            timeout=max(0.05, min(s.deadline for s in slots) - now))
+            for i, slot in enumerate(slots):
+                record = None
+                if slot.conn in ready:
+                    try:
+                        msg = slot.conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    if msg == "ready":
+                        slot.ready = True
+                        continue
+                    record = msg
+                if record is None and slot.proc.sentinel not in ready and \
+                        time.monotonic() < slot.deadline:
+                    continue
+                if record is None:
+                    dead = not slot.proc.is_alive() or slot.proc.sentinel in ready
+                    why = (f"worker died (exit code {slot.proc.exitcode})" if dead
+                           else f"timeout after {timeout:g} s")
+                    task = slot.task
+                    slot.kill()
+                    slots[i] = _Slot(ctx, extra, grad)
+                    slots[i].deadline = time.monotonic() + startup
+                    if task is None:
+                        raise RuntimeError(f"conformance worker failed to start: {why}")
+                    record = _fail(task, why)
+                else:
+                    slot.task, slot.deadline = None, time.monotonic() + 1e9
+                results[(record["op"], record["dtype"])] = record
+                if on_result:
+                    on_result(record, len(results), len(tasks))
+    finally:
+        for slot in slots:
+            try:
+                slot.conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+            slot.kill()
+    return [results[t] for t in tasks]
+
+
+def totals(entries):
+    """Returns counts by status plus pass rate and zero-fallback share of run entries."""
+    counts = {s: 0 for s in ("pass", "mismatch", "error", "skipped")}
+    for e in entries:
+        counts[e["status"]] += 1
+    ran = [e for e in entries if e["status"] in ("pass", "mismatch")]
+    tested = len(entries) - counts["skipped"]
+    counts["total"] = len(entries)
+    counts["pass_rate"] = round(counts["pass"] / tested, 4) if tested else None
+    counts["zero_fallback_share"] = (
+        round(sum(not e["fallback"] for e in ran) / len(ran), 4) if ran else None)
+    return counts
+
+
+def top_fallbacks(entries, n=20):
+    """Returns [(aten op, entries using it, calls)] for the n most frequent fallback ops."""
+    agg = {}
+    for e in entries:
+        for name, calls in e.get("fallback", {}).items():
+            k, c = agg.get(name, (0, 0))
+            agg[name] = (k + 1, c + calls)
+    return sorted(((k, v[0], v[1]) for k, v in agg.items()), key=lambda r: (-r[1], -r[2], r[0]))[:n]
+
+
+def markdown(entries, elapsed=None):
+    """Returns the Markdown summary of a run."""
+    t = totals(entries)
+    lines = ["# torchneuron OpInfo conformance", ""]
+    if elapsed is not None:
+        lines += [f"Run time: {elapsed:.1f} s", ""]
+    lines += ["| status | entries |", "| --- | --- |"]
+    lines += [f"| {s} | {t[s]} |" for s in ("pass", "mismatch", "error", "skipped", "total")]
+    rate = "n/a" if t["pass_rate"] is None else f"{100 * t['pass_rate']:.1f}%"
+    share = "n/a" if t["zero_fallback_share"] is None else f"{100 * t['zero_fallback_share']:.1f}%"
+    lines += ["", f"Pass rate (of entries not skipped): {rate}",
+              f"Native share (entries that ran, pass or mismatch, with zero CPU fallbacks): {share}",
+              "", "## Most frequent fallback ops", "", "| aten op | entries | calls |",
+              "| --- | --- | --- |"]
+    lines += [f"| `{n}` | {k} | {c} |" for n, k, c in top_fallbacks(entries)]
+    bad = [e for e in entries if e["status"] in ("mismatch", "error")]
+    bad.sort(key=lambda e: (e["status"] != "mismatch", -(e.get("max_abs_err") or 0.0), e["op"]))
+    lines += ["", "## Worst mismatches and errors", "", "| op | dtype | status | max abs err | detail |",
+              "| --- | --- | --- | --- | --- |"]
+    for e in bad[:20]:
+        err = "" if e.get("max_abs_err") is None else f"{e['max_abs_err']:.3g}"
+        detail = e["detail"].replace("|", "\\|")[:160]
+        lines.append(f"| {e['op']} | {e['dtype']} | {e['status']} | {err} | {detail} |")
+    return "\n".join(lines) + "\n"
+
+
+def regressions(entries, baseline):
+    """Returns ['op|dtype: was pass, now X'] for baseline passes that no longer pass in this run."""
+    now = {f"{e['op']}|{e['dtype']}": e for e in entries}
+    out = []
+    for key, status in sorted(baseline.items()):
+        if status == "pass" and key in now and now[key]["status"] != "pass":
+            e = now[key]
+            out.append(f"{key}: was pass, now {e['status']} {e['detail']}".rstrip())
+    return out
+
+
+def _progress(counts):
+    """Returns an on_result callback that prints a progress line to stderr."""
+    tty = sys.stderr.isatty()
+
+    def show(record, done, total):
+        """Prints one progress line."""
+        counts[record["status"]] = counts.get(record["status"], 0) + 1
+        width = len(str(total))
+        line = (f"[{done:>{width}}/{total}] {record['op'][:32]:<32} {record['dtype']:<8} "
+                f"pass={counts.get('pass', 0)} mismatch={counts.get('mismatch', 0)} "
+                f"error={counts.get('error', 0)} skipped={counts.get('skipped', 0)}")
+        sys.stderr.write(("\r" + line + "\x1b[K") if tty else line + "\n")
+        sys.stderr.flush()
+    return show
+
+
+def parse_args(argv=None):
+    """Parses the command line."""
+    p = argparse.ArgumentParser(prog="python -m torchneuron.conformance", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ops", help="comma-separated OpInfo names")
+    p.add_argument("--ops-file", help="file with OpInfo names, one a line (# comments)")
+    p.add_argument("--ci", action="store_true", help="run the fixed CI_OPS subset")
+    p.add_argument("--dtype", default=",".join(DTYPES), help="comma-separated dtypes")
+    p.add_argument("--no-grad", action="store_true", help="skip the autograd comparison")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per (op, dtype) entry")
+    p.add_argument("--limit", type=int, help="run only the first N ops")
+    p.add_argument("--output", default="conformance.json", help="JSON report path")
+    p.add_argument("--markdown", default="conformance.md", help="Markdown summary path")
+    p.add_argument("--baseline", help="baseline JSON {op|dtype: status}")
+    p.add_argument("--check-regressions", action="store_true",
+                   help="exit 1 when a baseline pass no longer passes")
+    p.add_argument("--write-baseline", help="also write {op|dtype: status} to this path")
+    p.add_argument("--extra-ops", help=argparse.SUPPRESS)  # module:attr with OpInfo-like test ops
+    return p.parse_args(argv)
+
+
+def _names(args):
+    """Returns the requested OpInfo names, or None for all of op_db."""
+    names = []
+    if args.ci:
+        names += CI_OPS
+    if args.ops:
+        names += [n.strip() for n in args.ops.split(",") if n.strip()]
+    if args.ops_file:
+        with open(args.ops_file) as f:
+            names += [ln.split("#")[0].strip() for ln in f if ln.split("#")[0].strip()]
+    return names or None
+
+
+def main(argv=None):
+    """Command-line entry point; returns the process exit code."""
+    args = parse_args(argv)
+    dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
+    for d in dtypes:
+        if d not in TOLERANCES:
+            raise SystemExit(f"conformance: unsupported dtype {d!r}; choose from {DTYPES}")
+    if args.check_regressions and not args.baseline:
+        raise SystemExit("conformance: --check-regressions needs --baseline")
+    keys = select_ops(all_ops(args.extra_ops), _names(args), args.limit)
+    tasks = [(k, d) for k in keys for d in dtypes]
+    start, counts = time.monotonic(), {}
+    entries = run_tasks(tasks, args.jobs, args.timeout, not args.no_grad, args.extra_ops,
+                        _progress(counts))
+    elapsed = time.monotonic() - start
+    sys.stderr.write("\n")
+    report = {"totals": totals(entries), "elapsed_s": round(elapsed, 1), "dtypes": dtypes,
+              "grad": not args.no_grad, "entries": entries}
+    with open(args.output, "w") as f:
+        json.dump(report, f, indent=1)
+    with open(args.markdown, "w") as f:
+        f.write(markdown(entries, elapsed))
+    if args.write_baseline:
+        with open(args.write_baseline, "w") as f:
+            json.dump({f"{e['op']}|{e['dtype']}": e["status"] for e in entries}, f, indent=1,
+                      sort_keys=True)
+    t = report["totals"]
+    print(f"conformance: {t['total']} entries in {elapsed:.1f} s: pass={t['pass']} "
+          f"mismatch={t['mismatch']} error={t['error']} skipped={t['skipped']} "
+          f"-> {args.output}, {args.markdown}")
+    if args.check_regressions:
+        with open(args.baseline) as f:
+            lost = regressions(entries, json.load(f))
+        for line in lost:
+            print("REGRESSION " + line)
+        if lost:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
