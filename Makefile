@@ -18,10 +18,10 @@ all: build
 	fi
 	@touch $@
 
-$(VENV)/.stamp-deps: pyproject.toml | .stamp-system
+$(VENV)/.stamp-deps: pyproject.toml Makefile | .stamp-system
 	@echo "== setting up $(VENV) with torch==$(TORCH_VERSION)"
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PIP) install -q --disable-pip-version-check torch==$(TORCH_VERSION) numpy pytest \
+	@$(PIP) install -q --disable-pip-version-check torch==$(TORCH_VERSION) numpy pytest expecttest \
 	  pybind11 cmake ninja setuptools wheel
 	@touch $@
 
