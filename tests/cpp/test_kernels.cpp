@@ -12,23 +12,12 @@
 #include "kernels/copy.h"
 #include "kernels/half.h"
 #include "kernels/strided.h"
+#include "strided_view_util.h"
 
 namespace k = torchneuron::kernels;
 
 namespace {
 
-k::StridedView view(void* data, k::DType dtype, std::vector<int64_t> sizes,
-                    std::vector<int64_t> strides) {
-  k::StridedView v;
-  v.data = data;
-  v.dtype = dtype;
-  v.ndim = static_cast<int>(sizes.size());
-  for (int d = 0; d < v.ndim; ++d) {
-    v.sizes[d] = sizes[d];
-    v.strides[d] = strides[d];
-  }
-  return v;
-}
 
 uint16_t half_bits(float value) { return k::Half(value).bits; }
 uint16_t bf16_bits(float value) { return k::BFloat16(value).bits; }

@@ -13,24 +13,13 @@
 #include "kernels/random.h"
 #include "runtime/errors.h"
 #include "runtime/philox.h"
+#include "strided_view_util.h"
 
 namespace k = torchneuron::kernels;
 namespace rt = torchneuron::runtime;
 
 namespace {
 
-k::StridedView view(void* data, k::DType dtype, std::vector<int64_t> sizes,
-                    std::vector<int64_t> strides) {
-  k::StridedView v;
-  v.data = data;
-  v.dtype = dtype;
-  v.ndim = static_cast<int>(sizes.size());
-  for (int d = 0; d < v.ndim; ++d) {
-    v.sizes[d] = sizes[d];
-    v.strides[d] = strides[d];
-  }
-  return v;
-}
 
 k::StridedView flat(void* data, k::DType dtype, int64_t n) { return view(data, dtype, {n}, {1}); }
 
