@@ -159,10 +159,23 @@ def max_abs_error(actual, expected):
     return worst
 
 
+def _output_tolerances(expected, dtype):
+    """(atol, rtol) for the loosest dtype among the reference's outputs: an int64 sample of an
+    op with float outputs (cos, atan2) is compared as float32, not exactly."""
+    import torch
+    by_dtype = {torch.float32: TOLERANCES["float32"], torch.bfloat16: TOLERANCES["bfloat16"],
+                torch.float16: (1e-3, 1e-3), torch.float64: (1e-7, 1e-7),
+                torch.complex64: TOLERANCES["float32"], torch.complex128: (1e-7, 1e-7)}
+    found = [by_dtype[t.dtype] for t in _leaves(expected) if t.dtype in by_dtype]
+    if not found:
+        return TOLERANCES.get(dtype, (1e-5, 1.3e-6))
+    return max(a for a, _ in found), max(r for _, r in found)
+
+
 def compare(actual, expected, dtype):
     """Compares a device result (already on CPU) with the CPU one; returns None or an error string."""
     import torch
-    atol, rtol = TOLERANCES.get(dtype, (1e-5, 1.3e-6))
+    atol, rtol = _output_tolerances(expected, dtype)
     try:
         torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True,
                                    check_device=False)
@@ -299,35 +312,56 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES):
     return entry
 
 
-def _worker(conn, extra, grad):
-    """Worker loop: receives (op key, dtype) tasks over `conn` and sends back entry records."""
-    import warnings
-    import torchneuron
-    warnings.simplefilter("ignore")
-    torchneuron.set_fallback_mode("silent")
-    ops = all_ops(extra)
+class OpInfoRunner:
+    """Runs (op key, dtype) tasks in a worker: the conformance tool's task runner for run_tasks."""
+
+    def __init__(self, extra=None, grad=True):
+        self.extra, self.grad, self.ops = extra, grad, None
+
+    def setup(self):
+        """Prepares a fresh worker process: quiet fallbacks, OpInfo database loaded."""
+        import warnings
+        import torchneuron
+        warnings.simplefilter("ignore")
+        torchneuron.set_fallback_mode("silent")
+        self.ops = all_ops(self.extra)
+
+    def run(self, task):
+        """Runs one task and returns its record."""
+        key, dtype = task
+        return run_entry(self.ops[key], dtype, self.grad)
+
+    def failed(self, task, detail, trace=None):
+        """Returns the error record of a task that raised, timed out or killed its worker."""
+        record = {"op": task[0], "dtype": task[1], "status": "error", "detail": detail,
+                  "max_abs_err": None, "samples": 0, "fallback": {}, "native": []}
+        if trace:
+            record["trace"] = trace
+        return record
+
+
+def _worker(conn, runner):
+    """Worker loop: receives tasks over `conn` and sends back `runner`'s records."""
+    runner.setup()
     conn.send("ready")
     while True:
         task = conn.recv()
         if task is None:
             return
-        key, dtype = task
         try:
-            entry = run_entry(ops[key], dtype, grad)
+            entry = runner.run(task)
         except BaseException as exc:  # noqa: BLE001
-            entry = {"op": key, "dtype": dtype, "status": "error", "max_abs_err": None,
-                     "detail": f"{type(exc).__name__}: {str(exc)[:300]} (in harness)",
-                     "samples": 0, "fallback": {}, "native": [],
-                     "trace": traceback.format_exc()[-2000:]}
+            entry = runner.failed(task, f"{type(exc).__name__}: {str(exc)[:300]} (in harness)",
+                                  traceback.format_exc()[-2000:])
         conn.send(entry)
 
 
 class _Slot:
     """One worker process with its pipe, the task it runs and that task's deadline."""
 
-    def __init__(self, ctx, extra, grad):
+    def __init__(self, ctx, runner):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, extra, grad), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, runner), daemon=True)
         self.proc.start()
         child.close()
         self.task, self.deadline, self.ready = None, None, False
@@ -340,17 +374,17 @@ class _Slot:
         self.conn.close()
 
 
-def _fail(task, detail):
-    """Returns an error record for a task whose worker timed out or died."""
-    return {"op": task[0], "dtype": task[1], "status": "error", "detail": detail,
-            "max_abs_err": None, "samples": 0, "fallback": {}, "native": []}
+def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None, runner=None):
+    """Runs tasks in `jobs` spawned workers; returns their records in task order.
 
-
-def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None):
-    """Runs (op key, dtype) tasks in `jobs` spawned workers; returns the entry records in order."""
+    `runner` (picklable; default OpInfoRunner(extra, grad)) has setup(), run(task) -> record and
+    failed(task, detail, trace=None) -> record. A task that times out or kills its worker gets
+    failed()'s record and the worker is replaced; on_result(record, done, total) sees each record.
+    """
+    runner = runner if runner is not None else OpInfoRunner(extra, grad)
     ctx = mp.get_context("spawn")
-    pending, results = list(tasks), {}
-    slots = [_Slot(ctx, extra, grad) for _ in range(max(1, min(jobs, len(tasks))))]
+    pending, results = list(enumerate(tasks)), {}
+    slots = [_Slot(ctx, runner) for _ in range(max(1, min(jobs, len(tasks))))]
     startup = 300.0
     for slot in slots:
         slot.deadline = time.monotonic() + startup
@@ -360,7 +394,7 @@ def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None
                 if slot.ready and slot.task is None and pending:
                     slot.task = pending.pop(0)
                     slot.deadline = time.monotonic() + timeout
-                    slot.conn.send(slot.task)
+                    slot.conn.send(slot.task[1])
             now = time.monotonic()
             ready = mp_wait([s.conn for s in slots] + [s.proc.sentinel for s in slots],
                             timeout=max(0.05, min(s.deadline for s in slots) - now))
@@ -378,20 +412,22 @@ def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None
                 if record is None and slot.proc.sentinel not in ready and \
                         time.monotonic() < slot.deadline:
                     continue
+                task = slot.task
                 if record is None:
                     dead = not slot.proc.is_alive() or slot.proc.sentinel in ready
+                    if dead:
+                        slot.proc.join(5)  # reap it, so exitcode is known
                     why = (f"worker died (exit code {slot.proc.exitcode})" if dead
                            else f"timeout after {timeout:g} s")
-                    task = slot.task
                     slot.kill()
-                    slots[i] = _Slot(ctx, extra, grad)
+                    slots[i] = _Slot(ctx, runner)
                     slots[i].deadline = time.monotonic() + startup
                     if task is None:
-                        raise RuntimeError(f"conformance worker failed to start: {why}")
-                    record = _fail(task, why)
+                        raise RuntimeError(f"worker failed to start: {why}")
+                    record = runner.failed(task[1], why)
                 else:
                     slot.task, slot.deadline = None, time.monotonic() + 1e9
-                results[(record["op"], record["dtype"])] = record
+                results[task[0]] = record
                 if on_result:
                     on_result(record, len(results), len(tasks))
     finally:
@@ -401,7 +437,7 @@ def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None
             except (OSError, BrokenPipeError):
                 pass
             slot.kill()
-    return [results[t] for t in tasks]
+    return [results[i] for i in range(len(tasks))]
 
 
 def totals(entries):

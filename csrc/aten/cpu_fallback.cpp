@@ -78,9 +78,9 @@ void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack& s
               "). Move the CPU tensor with .to('neuron').");
 }
 
-void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const std::string name = full_name(op);
-  check_same_device(op, *stack, name);
+}  // namespace
+
+void note_cpu_fallback(const std::string& name) {
   const FallbackMode mode = g_mode.load(std::memory_order_relaxed);
   TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::kError, "'", name,
                               "' has no native neuron kernel, and TORCHNEURON_FALLBACK=error "
@@ -96,10 +96,14 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
                "(copied to the host, run there, copied back). This warning is shown once per "
                "operator; torchneuron.fallback_report() counts every call.");
   }
-  at::native::cpu_fallback(op, stack);
 }
 
-}  // namespace
+void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = full_name(op);
+  check_same_device(op, *stack, name);
+  note_cpu_fallback(name);
+  at::native::cpu_fallback(op, stack);
+}
 
 FallbackMode fallback_mode() { return g_mode.load(); }
 void set_fallback_mode(FallbackMode mode) { g_mode = mode; }

@@ -2,11 +2,25 @@
 // run by ATen and copied back; each is counted and, by default, warned about once.
 #pragma once
 
+#include <ATen/core/stack.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 
+namespace c10 {
+class OperatorHandle;
+}
+
 namespace torchneuron::aten {
+
+// The boxed fallback itself: counted, warned, device-checked, then run by ATen on the CPU.
+// Native kernels call it (through at::native::call_fallback_fn) for cases they do not cover.
+void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Accounts for one call of `name` run on the CPU by an explicit host route (an operator the
+// boxed fallback cannot take): raises in error mode, counts it, warns once in warn mode.
+void note_cpu_fallback(const std::string& name);
 
 enum class FallbackMode { kWarn, kSilent, kError };
 

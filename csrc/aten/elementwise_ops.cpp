@@ -1,0 +1,873 @@
+// Pointwise ATen operators on neuron: ATen's TensorIterator does broadcasting, type promotion
+// and output allocation on the host, csrc/kernels/elementwise runs the loop on the queue.
+// Cases the kernels do not cover (complex, odd output dtypes) take the counted CPU fallback.
+// Registrations for these operators live at the end of this file, generated with the kernels.
+#include <ATen/Dispatch.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/abs_ops.h>
+#include <ATen/ops/acos_ops.h>
+#include <ATen/ops/acosh_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/asin_ops.h>
+#include <ATen/ops/asinh_ops.h>
+#include <ATen/ops/atan2_ops.h>
+#include <ATen/ops/atan_ops.h>
+#include <ATen/ops/atanh_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/bitwise_or_ops.h>
+#include <ATen/ops/bitwise_xor_ops.h>
+#include <ATen/ops/ceil_ops.h>
+#include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/cos_ops.h>
+#include <ATen/ops/cosh_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/erf_ops.h>
+#include <ATen/ops/erfc_ops.h>
+#include <ATen/ops/exp2_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/expm1_ops.h>
+#include <ATen/ops/floor_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/isnan_ops.h>
+#include <ATen/ops/le_ops.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/log10_ops.h>
+#include <ATen/ops/log1p_ops.h>
+#include <ATen/ops/log2_ops.h>
+#include <ATen/ops/log_ops.h>
+#include <ATen/ops/logical_and_ops.h>
+#include <ATen/ops/logical_not_ops.h>
+#include <ATen/ops/logical_or_ops.h>
+#include <ATen/ops/logical_xor_ops.h>
+#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/round_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/sign_ops.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_ops.h>
+#include <ATen/ops/sinh_ops.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/tan_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/trunc_ops.h>
+#include <ATen/ops/where_ops.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "aten/cpu_fallback.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/elementwise.h"
+
+// ATen/Operators.h defines these too, but includes every operator's header.
+#ifndef ATEN_OP
+#define ATEN_OP(op_name) at::_ops::op_name
+#define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
+#endif
+
+namespace torchneuron::aten {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::OpScalar;
+using kernels::TernaryOp;
+using kernels::UnaryOp;
+
+// Lays out a built TensorIterator for the kernels. Returns false when a kernel cannot take it
+// (too many dims or operands, a host operand that is not a scalar, a complex or unknown dtype).
+// Writes a host scalar into `bytes` as `dtype`; TensorIterator leaves CPU scalars unpromoted.
+void store_scalar(const c10::Scalar& value, c10::ScalarType dtype, unsigned char* bytes) {
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "store_scalar", [&] {
+    const scalar_t typed = value.to<scalar_t>();
+    std::memcpy(bytes, &typed, sizeof(scalar_t));
+  });
+}
+
+// `scalar_dtype` is what host scalar operands are converted to (the inputs' common dtype).
+bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
+             c10::ScalarType scalar_dtype = c10::ScalarType::Undefined) {
+  const int ndim = iter.ndim();
+  const int ntensors = iter.ntensors();
+  if (ndim > kernels::kMaxDims || ntensors > kernels::kMaxOperands) return false;
+  args.ndim = ndim;
+  args.num_operands = ntensors;
+  const at::IntArrayRef shape = iter.shape();  // innermost first
+  for (int d = 0; d < ndim; ++d) args.sizes[d] = shape[ndim - 1 - d];
+  for (int k = 0; k < ntensors; ++k) {
+    const bool host_scalar = iter.device(k).type() != c10::DeviceType::PrivateUse1 && iter.is_cpu_scalar(k);
+    const c10::ScalarType dtype = host_scalar && scalar_dtype != c10::ScalarType::Undefined ? scalar_dtype : iter.dtype(k);
+    if (!has_kernel_dtype(dtype) || c10::isComplexType(dtype)) return false;
+    args.dtypes[k] = to_kernel_dtype(dtype);
+    const at::IntArrayRef strides = iter.strides(k);
+    for (int d = 0; d < ndim; ++d) args.strides[k][d] = strides[ndim - 1 - d];
+    if (iter.device(k).type() == c10::DeviceType::PrivateUse1) {
+      args.data[k] = static_cast<char*>(iter.data_ptr(k));
+    } else if (host_scalar) {
+      // The host scalar is read now; its memory may be gone when the kernel runs.
+      args.is_scalar[k] = true;
+      store_scalar(at::Tensor(iter.tensor_base(k)).item(), dtype, args.scalar_bytes[k].data());
+      for (int d = 0; d < ndim; ++d) args.strides[k][d] = 0;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+OpScalar to_op_scalar(const c10::Scalar& value) {
+  OpScalar scalar;
+  scalar.real = value.toDouble();
+  scalar.integer = value.isFloatingPoint() ? static_cast<int64_t>(scalar.real) : value.toLong();
+  return scalar;
+}
+
+// Enqueues the kernel and writes back outputs that TensorIterator computed in a temporary.
+template <typename Kernel>
+void launch(at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
+            Kernel kernel) {
+  if (iter.numel() > 0) {
+    const at::Tensor output(iter.output_base());
+    const at::Tensor input(iter.input_base(0));
+    enqueue(output, op, {&input}, [args, kernel] { kernel(args); });
+  }
+  iter.cast_outputs();
+}
+
+// Predicates read their input as is and write bool; other unary ops compute in the output's
+// dtype (unary_float_op gives integer inputs a float output).
+bool launch_unary(at::TensorIteratorBase& iter, UnaryOp op, const char* name, bool bool_output) {
+  kernels::ElementwiseArgs args;
+  if (!to_args(iter, args)) return false;
+  const kernels::DType input = bool_output ? args.dtypes[1] : args.dtypes[0];
+  const kernels::DType output = bool_output ? kernels::DType::kBool : input;
+  if (!kernels::unary_supported(op, input)) return false;
+  launch(iter, name, args, [op, input, output](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, input, output, 1, [op](const kernels::ElementwiseArgs& b) { kernels::unary(op, b); });
+  });
+  return true;
+}
+
+bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, bool bool_output,
+                   OpScalar alpha = {1.0, 1}) {
+  kernels::ElementwiseArgs args;
+  if (!has_kernel_dtype(iter.common_dtype()) || !to_args(iter, args, iter.common_dtype())) return false;
+  const kernels::DType input = to_kernel_dtype(iter.common_dtype());
+  const kernels::DType output = bool_output ? kernels::DType::kBool : input;
+  if (!kernels::binary_supported(op, input)) return false;
+  launch(iter, name, args, [op, alpha, input, output](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, input, output, 1, [op, alpha](const kernels::ElementwiseArgs& b) { kernels::binary(op, b, alpha); });
+  });
+  return true;
+}
+
+bool launch_ternary(at::TensorIteratorBase& iter, TernaryOp op, const char* name, OpScalar alpha) {
+  kernels::ElementwiseArgs args;
+  if (!to_args(iter, args, iter.dtype(0))) return false;
+  const bool where = op == TernaryOp::kWhere;
+  if (where && args.dtypes[1] != kernels::DType::kBool) return false;
+  const kernels::DType dtype = args.dtypes[0];
+  if (!kernels::ternary_supported(op, dtype)) return false;
+  launch(iter, name, args, [op, alpha, dtype, where](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, where ? 2 : 1,
+                         [op, alpha](const kernels::ElementwiseArgs& b) { kernels::ternary(op, b, alpha); });
+  });
+  return true;
+}
+
+at::Tensor wrap(const c10::Scalar& value) { return c10::scalar_to_tensor(value).set_requires_grad(false); }
+
+at::Tensor wrapped(const c10::Scalar& value) {
+  at::Tensor tensor = c10::scalar_to_tensor(value);
+  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return tensor;
+}
+
+void check_alpha(c10::ScalarType dtype, const c10::Scalar& alpha) {
+  TORCH_CHECK(!alpha.isBoolean() || dtype == c10::ScalarType::Bool,
+              "Boolean alpha only supported for Boolean results.");
+  TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype) || alpha.isIntegral(true),
+              "For integral input tensors, argument alpha must not be a floating point number.");
+}
+
+void check_sub(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.scalar_type() != c10::kBool || other.scalar_type() != c10::kBool,
+              "Subtraction, the `-` operator, with two bool tensors is not supported. "
+              "Use the `^` or `logical_xor()` operator instead.");
+  TORCH_CHECK(self.scalar_type() != c10::kBool && other.scalar_type() != c10::kBool,
+              "Subtraction, the `-` operator, with a bool tensor is not supported. "
+              "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+
+}  // namespace
+
+// Qualified calls (eltwise::x_out) keep ADL from also finding at::x_out.
+namespace eltwise {
+
+// ---- unary ---------------------------------------------------------------------------------
+// name: ATen op; KOP: kernel op; ITER: TensorIterator factory (unary_op keeps the dtype,
+// unary_float_op promotes integers to float).
+#define NEURON_UNARY(name, KOP, ITER)                                                          \
+  at::Tensor name##_functional(const at::Tensor& self) {                                        \
+    at::TensorBase out;                                                                        \
+    auto iter = at::TensorIterator::ITER(out, self);                                           \
+    if (!launch_unary(iter, KOP, "aten::" #name, false)) {                                     \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(name)>::call(self);    \
+    }                                                                                          \
+    return iter.output();                                                                      \
+  }                                                                                            \
+  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& result) {                         \
+    at::TensorBase out = result;                                                               \
+    auto iter = at::TensorIterator::ITER(out, self);                                           \
+    if (!launch_unary(iter, KOP, "aten::" #name ".out", false)) {                              \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, result); \
+    }                                                                                          \
+    return result;                                                                             \
+  }                                                                                            \
+  at::Tensor& name##_inplace(at::Tensor& self) { return eltwise::name##_out(self, self); }
+
+NEURON_UNARY(abs, UnaryOp::kAbs, unary_op)
+NEURON_UNARY(neg, UnaryOp::kNeg, unary_op)
+NEURON_UNARY(sign, UnaryOp::kSign, unary_op)
+NEURON_UNARY(bitwise_not, UnaryOp::kBitwiseNot, unary_op)
+NEURON_UNARY(floor, UnaryOp::kFloor, unary_op)
+NEURON_UNARY(ceil, UnaryOp::kCeil, unary_op)
+NEURON_UNARY(round, UnaryOp::kRound, unary_op)
+NEURON_UNARY(trunc, UnaryOp::kTrunc, unary_op)
+NEURON_UNARY(reciprocal, UnaryOp::kReciprocal, unary_float_op)
+NEURON_UNARY(sqrt, UnaryOp::kSqrt, unary_float_op)
+NEURON_UNARY(rsqrt, UnaryOp::kRsqrt, unary_float_op)
+NEURON_UNARY(exp, UnaryOp::kExp, unary_float_op)
+NEURON_UNARY(exp2, UnaryOp::kExp2, unary_float_op)
+NEURON_UNARY(expm1, UnaryOp::kExpm1, unary_float_op)
+NEURON_UNARY(log, UnaryOp::kLog, unary_float_op)
+NEURON_UNARY(log2, UnaryOp::kLog2, unary_float_op)
+NEURON_UNARY(log10, UnaryOp::kLog10, unary_float_op)
+NEURON_UNARY(log1p, UnaryOp::kLog1p, unary_float_op)
+NEURON_UNARY(sin, UnaryOp::kSin, unary_float_op)
+NEURON_UNARY(cos, UnaryOp::kCos, unary_float_op)
+NEURON_UNARY(tan, UnaryOp::kTan, unary_float_op)
+NEURON_UNARY(asin, UnaryOp::kAsin, unary_float_op)
+NEURON_UNARY(acos, UnaryOp::kAcos, unary_float_op)
+NEURON_UNARY(atan, UnaryOp::kAtan, unary_float_op)
+NEURON_UNARY(sinh, UnaryOp::kSinh, unary_float_op)
+NEURON_UNARY(cosh, UnaryOp::kCosh, unary_float_op)
+NEURON_UNARY(tanh, UnaryOp::kTanh, unary_float_op)
+NEURON_UNARY(asinh, UnaryOp::kAsinh, unary_float_op)
+NEURON_UNARY(acosh, UnaryOp::kAcosh, unary_float_op)
+NEURON_UNARY(atanh, UnaryOp::kAtanh, unary_float_op)
+NEURON_UNARY(sigmoid, UnaryOp::kSigmoid, unary_float_op)
+NEURON_UNARY(erf, UnaryOp::kErf, unary_float_op)
+NEURON_UNARY(erfc, UnaryOp::kErfc, unary_float_op)
+NEURON_UNARY(silu, UnaryOp::kSilu, unary_op)
+#undef NEURON_UNARY
+
+at::Tensor relu_functional(const at::Tensor& self) {
+  at::TensorBase out;
+  auto iter = at::TensorIterator::unary_op(out, self);
+  if (!launch_unary(iter, UnaryOp::kRelu, "aten::relu", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(relu)>::call(self);
+  }
+  return iter.output();
+}
+
+at::Tensor& relu_inplace(at::Tensor& self) {
+  at::TensorBase out = self;
+  auto iter = at::TensorIterator::unary_op(out, self);
+  if (!launch_unary(iter, UnaryOp::kRelu, "aten::relu_", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(relu_)>::call(self);
+  }
+  return self;
+}
+
+at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& result) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh",
+              "approximate argument must be either none or tanh.");
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::unary_op(out, self);
+  const UnaryOp op = approximate == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGeluErf;
+  if (!launch_unary(iter, op, "aten::gelu", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(gelu, out)>::call(self, approximate, result);
+  }
+  return result;
+}
+
+at::Tensor gelu_functional(const at::Tensor& self, c10::string_view approximate) {
+  at::Tensor result = at::empty_like(self);
+  return eltwise::gelu_out(self, approximate, result);
+}
+
+at::Tensor& gelu_inplace(at::Tensor& self, c10::string_view approximate) {
+  return eltwise::gelu_out(self, approximate, self);
+}
+
+#define NEURON_PREDICATE(name, KOP)                                                             \
+  at::Tensor& name##_out(const at::Tensor& self, at::Tensor& result) {                         \
+    at::TensorBase out = result;                                                               \
+    auto iter = at::TensorIteratorConfig()                                                     \
+                    .add_output(out)                                                           \
+                    .add_const_input(self)                                                     \
+                    .check_all_same_dtype(false)                                               \
+                    .allow_cpu_scalars(true)                                                   \
+                    .build();                                                                  \
+    if (!launch_unary(iter, KOP, "aten::" #name, true)) {                                      \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, result); \
+    }                                                                                          \
+    return result;                                                                             \
+  }                                                                                            \
+  at::Tensor name##_functional(const at::Tensor& self) {                                        \
+    at::Tensor result = at::empty_like(self, self.options().dtype(at::kBool));                  \
+    return eltwise::name##_out(self, result);                                                           \
+  }
+
+NEURON_PREDICATE(logical_not, UnaryOp::kLogicalNot)
+#undef NEURON_PREDICATE
+
+at::Tensor isnan_functional(const at::Tensor& self) {
+  at::Tensor result = at::empty_like(self, self.options().dtype(at::kBool));
+  at::TensorBase out = result;
+  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).check_all_same_dtype(false)
+                  .allow_cpu_scalars(true).build();
+  if (!launch_unary(iter, UnaryOp::kIsNan, "aten::isnan", true)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(isnan)>::call(self);
+  }
+  return result;
+}
+
+at::Tensor& logical_not_inplace(at::Tensor& self) { return eltwise::logical_not_out(self, self); }
+
+// ---- binary --------------------------------------------------------------------------------
+
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
+                    at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, self, other);
+  check_alpha(iter.common_dtype(), alpha);
+  if (!launch_binary(iter, BinaryOp::kAdd, "aten::add", false, to_op_scalar(alpha))) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(add, out)>::call(self, other, alpha, result);
+  }
+  return result;
+}
+
+at::Tensor add_functional(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  at::TensorBase out;
+  auto iter = at::TensorIterator::binary_op(out, self, other);
+  check_alpha(iter.common_dtype(), alpha);
+  if (!launch_binary(iter, BinaryOp::kAdd, "aten::add", false, to_op_scalar(alpha))) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(add, Tensor)>::call(self, other, alpha);
+  }
+  return iter.output();
+}
+
+at::Tensor& add_inplace(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return eltwise::add_out(self, other, alpha, self);
+}
+
+at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
+                    at::Tensor& result) {
+  check_sub(self, other);
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, self, other);
+  check_alpha(iter.common_dtype(), alpha);
+  if (!launch_binary(iter, BinaryOp::kSub, "aten::sub", false, to_op_scalar(alpha))) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sub, out)>::call(self, other, alpha, result);
+  }
+  return result;
+}
+
+at::Tensor sub_functional(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  check_sub(self, other);
+  at::TensorBase out;
+  auto iter = at::TensorIterator::binary_op(out, self, other);
+  check_alpha(iter.common_dtype(), alpha);
+  if (!launch_binary(iter, BinaryOp::kSub, "aten::sub", false, to_op_scalar(alpha))) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sub, Tensor)>::call(self, other, alpha);
+  }
+  return iter.output();
+}
+
+at::Tensor& sub_inplace(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return eltwise::sub_out(self, other, alpha, self);
+}
+
+// name: ATen op with overloads name.Tensor / name.out / name_.Tensor; ITER: TensorIterator
+// factory; BOOL_OUT: comparisons write bool.
+#define NEURON_BINARY(name, KOP, ITER, BOOL_OUT, FUNCTIONAL_OVERLOAD)                         \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) { \
+    at::TensorBase out = result;                                                               \
+    auto iter = at::TensorIterator::ITER(out, self, other);                                    \
+    if (!launch_binary(iter, KOP, "aten::" #name, BOOL_OUT)) {                                 \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, other, result); \
+    }                                                                                          \
+    return result;                                                                             \
+  }                                                                                            \
+  at::Tensor name##_functional(const at::Tensor& self, const at::Tensor& other) {              \
+    at::TensorBase out;                                                                        \
+    auto iter = at::TensorIterator::ITER(out, self, other);                                    \
+    if (!launch_binary(iter, KOP, "aten::" #name, BOOL_OUT)) {                                 \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, FUNCTIONAL_OVERLOAD>::call(self, other); \
+    }                                                                                          \
+    return iter.output();                                                                      \
+  }                                                                                            \
+  at::Tensor& name##_inplace(at::Tensor& self, const at::Tensor& other) {                      \
+    return eltwise::name##_out(self, other, self);                                                      \
+  }
+
+NEURON_BINARY(mul, BinaryOp::kMul, binary_op, false, ATEN_OP2(mul, Tensor))
+NEURON_BINARY(div, BinaryOp::kDiv, binary_float_op, false, ATEN_OP2(div, Tensor))
+NEURON_BINARY(maximum, BinaryOp::kMaximum, binary_op, false, ATEN_OP(maximum))
+NEURON_BINARY(minimum, BinaryOp::kMinimum, binary_op, false, ATEN_OP(minimum))
+NEURON_BINARY(atan2, BinaryOp::kAtan2, binary_float_op, false, ATEN_OP(atan2))
+NEURON_BINARY(logical_and, BinaryOp::kLogicalAnd, comparison_op, true, ATEN_OP(logical_and))
+NEURON_BINARY(logical_or, BinaryOp::kLogicalOr, comparison_op, true, ATEN_OP(logical_or))
+NEURON_BINARY(logical_xor, BinaryOp::kLogicalXor, comparison_op, true, ATEN_OP(logical_xor))
+#undef NEURON_BINARY
+
+#define NEURON_BITWISE(name, KOP)                                                               \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) { \
+    at::TensorBase out = result;                                                               \
+    auto iter = at::TensorIterator::binary_op(out, self, other);                               \
+    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                    \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor_out)>::call(self, other, result); \
+    }                                                                                          \
+    return result;                                                                             \
+  }                                                                                            \
+  at::Tensor name##_functional(const at::Tensor& self, const at::Tensor& other) {              \
+    at::TensorBase out;                                                                        \
+    auto iter = at::TensorIterator::binary_op(out, self, other);                               \
+    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                    \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor)>::call(self, other); \
+    }                                                                                          \
+    return iter.output();                                                                      \
+  }                                                                                            \
+  at::Tensor& name##_inplace(at::Tensor& self, const at::Tensor& other) {                      \
+    return eltwise::name##_out(self, other, self);                                                      \
+  }
+
+NEURON_BITWISE(bitwise_and, BinaryOp::kBitwiseAnd)
+NEURON_BITWISE(bitwise_or, BinaryOp::kBitwiseOr)
+NEURON_BITWISE(bitwise_xor, BinaryOp::kBitwiseXor)
+#undef NEURON_BITWISE
+
+at::Tensor& pow_out(const at::Tensor& self, const at::Tensor& exponent, at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, self, exponent);
+  if (!launch_binary(iter, BinaryOp::kPow, "aten::pow", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(pow, Tensor_Tensor_out)>::call(self, exponent, result);
+  }
+  return result;
+}
+
+at::Tensor pow_functional(const at::Tensor& self, const at::Tensor& exponent) {
+  at::TensorBase out;
+  auto iter = at::TensorIterator::binary_op(out, self, exponent);
+  if (!launch_binary(iter, BinaryOp::kPow, "aten::pow", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(pow, Tensor_Tensor)>::call(self, exponent);
+  }
+  return iter.output();
+}
+
+at::Tensor& pow_scalar_out(const at::Tensor& self, const c10::Scalar& exponent, at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, self, wrapped(exponent));
+  if (!launch_binary(iter, BinaryOp::kPow, "aten::pow", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(pow, Tensor_Scalar_out)>::call(self, exponent, result);
+  }
+  return result;
+}
+
+at::Tensor pow_scalar_functional(const at::Tensor& self, const c10::Scalar& exponent) {
+  at::TensorBase out;
+  auto iter = at::TensorIterator::binary_op(out, self, wrapped(exponent));
+  if (!launch_binary(iter, BinaryOp::kPow, "aten::pow", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(pow, Tensor_Scalar)>::call(self, exponent);
+  }
+  return iter.output();
+}
+
+// Comparisons: name.Tensor, name.Scalar and their out / in-place forms.
+#define NEURON_COMPARE(name, KOP)                                                               \
+  at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) { \
+    at::TensorBase out = result;                                                               \
+    auto iter = at::TensorIterator::comparison_op(out, self, other);                           \
+    if (!launch_binary(iter, KOP, "aten::" #name, true)) {                                     \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor_out)>::call(self, other, result); \
+    }                                                                                          \
+    return result;                                                                             \
+  }                                                                                            \
+  at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                  \
+    at::TensorBase out;                                                                        \
+    auto iter = at::TensorIterator::comparison_op(out, self, other);                           \
+    if (!launch_binary(iter, KOP, "aten::" #name, true)) {                                     \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor)>::call(self, other); \
+    }                                                                                          \
+    return iter.output();                                                                      \
+  }                                                                                            \
+  at::Tensor& name##_scalar_out(const at::Tensor& self, const c10::Scalar& other, at::Tensor& result) { \
+    return eltwise::name##_tensor_out(self, wrapped(other), result);                                     \
+  }                                                                                            \
+  at::Tensor name##_scalar(const at::Tensor& self, const c10::Scalar& other) {                 \
+    return name##_tensor(self, wrapped(other));                                                \
+  }                                                                                            \
+  at::Tensor& name##_tensor_inplace(at::Tensor& self, const at::Tensor& other) {               \
+    return eltwise::name##_tensor_out(self, other, self);                                               \
+  }                                                                                            \
+  at::Tensor& name##_scalar_inplace(at::Tensor& self, const c10::Scalar& other) {              \
+    return eltwise::name##_tensor_out(self, wrapped(other), self);                                      \
+  }
+
+NEURON_COMPARE(eq, BinaryOp::kEq)
+NEURON_COMPARE(ne, BinaryOp::kNe)
+NEURON_COMPARE(lt, BinaryOp::kLt)
+NEURON_COMPARE(le, BinaryOp::kLe)
+NEURON_COMPARE(gt, BinaryOp::kGt)
+NEURON_COMPARE(ge, BinaryOp::kGe)
+#undef NEURON_COMPARE
+
+// Backward ops: out = f(grad, saved), in the grad's dtype.
+#define NEURON_BACKWARD(name, KOP, OUT_OVERLOAD)                                                \
+  at::Tensor& name##_out(const at::Tensor& grad, const at::Tensor& saved, at::Tensor& result) { \
+    at::TensorBase out = result;                                                               \
+    auto iter = at::TensorIterator::binary_op(out, grad, saved);                               \
+    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                    \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, OUT_OVERLOAD)>::call(grad, saved, result); \
+    }                                                                                          \
+    return result;                                                                             \
+  }                                                                                            \
+  at::Tensor name##_functional(const at::Tensor& grad, const at::Tensor& saved) {              \
+    at::TensorBase out;                                                                        \
+    auto iter = at::TensorIterator::binary_op(out, grad, saved);                               \
+    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                    \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(name)>::call(grad, saved); \
+    }                                                                                          \
+    return iter.output();                                                                      \
+  }
+
+NEURON_BACKWARD(sigmoid_backward, BinaryOp::kSigmoidBackward, grad_input)
+NEURON_BACKWARD(tanh_backward, BinaryOp::kTanhBackward, grad_input)
+NEURON_BACKWARD(silu_backward, BinaryOp::kSiluBackward, grad_input)
+#undef NEURON_BACKWARD
+
+at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                   const c10::Scalar& threshold, at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, grad, self);
+  if (!launch_binary(iter, BinaryOp::kThresholdBackward, "aten::threshold_backward", false,
+                     to_op_scalar(threshold))) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(threshold_backward, grad_input)>::call(
+        grad, self, threshold, result);
+  }
+  return result;
+}
+
+at::Tensor threshold_backward_functional(const at::Tensor& grad, const at::Tensor& self,
+                                         const c10::Scalar& threshold) {
+  at::TensorBase out;
+  auto iter = at::TensorIterator::binary_op(out, grad, self);
+  if (!launch_binary(iter, BinaryOp::kThresholdBackward, "aten::threshold_backward", false,
+                     to_op_scalar(threshold))) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(threshold_backward)>::call(grad, self, threshold);
+  }
+  return iter.output();
+}
+
+at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate,
+                              at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, grad, self);
+  const BinaryOp op = approximate == "tanh" ? BinaryOp::kGeluTanhBackward : BinaryOp::kGeluErfBackward;
+  if (!launch_binary(iter, op, "aten::gelu_backward", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(gelu_backward, grad_input)>::call(
+        grad, self, approximate, result);
+  }
+  return result;
+}
+
+at::Tensor gelu_backward_functional(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate) {
+  at::Tensor result = at::empty_like(grad);
+  return eltwise::gelu_backward_out(grad, self, approximate, result);
+}
+
+// ---- ternary and clamp ---------------------------------------------------------------------
+
+at::Tensor& where_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
+                      at::Tensor& result) {
+  const c10::ScalarType dtype = at::result_type(self, other);
+  at::TensorBase out = result;
+  at::Tensor cond = condition.scalar_type() == c10::kBool ? condition : condition.to(c10::kBool);
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .allow_cpu_scalars(true)
+                  .add_output(out)
+                  .add_const_input(cond)
+                  .add_owned_const_input(self.scalar_type() == dtype ? self : self.to(dtype))
+                  .add_owned_const_input(other.scalar_type() == dtype ? other : other.to(dtype))
+                  .build();
+  if (!launch_ternary(iter, TernaryOp::kWhere, "aten::where", {})) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(where, self_out)>::call(
+        condition, self, other, result);
+  }
+  return result;
+}
+
+at::Tensor where_functional(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  const c10::ScalarType dtype = at::result_type(self, other);
+  at::Tensor result = at::empty({0}, self.options().dtype(dtype));
+  return eltwise::where_out(condition, self, other, result);
+}
+
+at::Tensor& masked_fill_scalar_inplace(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
+  TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  at::TensorBase out = self;
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .allow_cpu_scalars(true)
+                  .resize_outputs(false)
+                  .add_output(out)
+                  .add_const_input(mask)
+                  .add_owned_const_input(wrap(value).to(self.scalar_type()))
+                  .add_const_input(self)
+                  .build();
+  if (!launch_ternary(iter, TernaryOp::kWhere, "aten::masked_fill_", {})) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Scalar)>::call(self, mask, value);
+  }
+  return self;
+}
+
+at::Tensor& masked_fill_tensor_inplace(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  if (value.device().is_cpu()) return masked_fill_scalar_inplace(self, mask, value.item());
+  return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Tensor)>::call(self, mask, value);
+}
+
+#define NEURON_POINTWISE3(name, KOP)                                                            \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,    \
+                         const c10::Scalar& value, at::Tensor& result) {                       \
+    at::TensorBase out = result;                                                               \
+    auto iter = at::TensorIteratorConfig()                                                     \
+                    .add_output(out)                                                           \
+                    .add_const_input(self)                                                     \
+                    .add_const_input(t1)                                                       \
+                    .add_const_input(t2)                                                       \
+                    .allow_cpu_scalars(true)                                                   \
+                    .promote_inputs_to_common_dtype(true)                                      \
+                    .cast_common_dtype_to_outputs(true)                                        \
+                    .enforce_safe_casting_to_output(true)                                      \
+                    .build();                                                                  \
+    if (!launch_ternary(iter, KOP, "aten::" #name, to_op_scalar(value))) {                     \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, t1, t2, value, result); \
+    }                                                                                          \
+    return result;                                                                             \
+  }                                                                                            \
+  at::Tensor name##_functional(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, \
+                               const c10::Scalar& value) {                                     \
+    const auto dtype = c10::promoteTypes(at::result_type(self, t1), at::result_type(self, t2)); \
+    at::Tensor result = at::empty({0}, self.options().dtype(dtype));                            \
+    return eltwise::name##_out(self, t1, t2, value, result);                                            \
+  }                                                                                            \
+  at::Tensor& name##_inplace(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,      \
+                             const c10::Scalar& value) {                                       \
+    return eltwise::name##_out(self, t1, t2, value, self);                                              \
+  }
+
+NEURON_POINTWISE3(addcmul, TernaryOp::kAddcmul)
+NEURON_POINTWISE3(addcdiv, TernaryOp::kAddcdiv)
+#undef NEURON_POINTWISE3
+
+at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
+                            at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIteratorConfig()
+                  .allow_cpu_scalars(true)
+                  .add_output(out)
+                  .add_const_input(self)
+                  .add_const_input(end)
+                  .add_const_input(weight)
+                  .build();
+  if (!launch_ternary(iter, TernaryOp::kLerp, "aten::lerp", {})) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(lerp, Tensor_out)>::call(self, end, weight, result);
+  }
+  return result;
+}
+
+at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight,
+                            at::Tensor& result) {
+  return eltwise::lerp_tensor_out(self, end, wrapped(weight).to(self.scalar_type()), result);
+}
+
+at::Tensor lerp_tensor_functional(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  at::Tensor result = at::empty({0}, self.options());
+  return eltwise::lerp_tensor_out(self, end, weight, result);
+}
+
+at::Tensor lerp_scalar_functional(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+  at::Tensor result = at::empty({0}, self.options());
+  return eltwise::lerp_scalar_out(self, end, weight, result);
+}
+
+at::Tensor& lerp_tensor_inplace(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  return eltwise::lerp_tensor_out(self, end, weight, self);
+}
+
+at::Tensor& lerp_scalar_inplace(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
+  return eltwise::lerp_scalar_out(self, end, weight, self);
+}
+
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
+                      const std::optional<c10::Scalar>& max, at::Tensor& result) {
+  TORCH_CHECK(min.has_value() || max.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::unary_op(out, self);
+  kernels::ElementwiseArgs args;
+  const bool ok = to_args(iter, args) && args.dtypes[0] == args.dtypes[1] &&
+                  args.dtypes[1] != kernels::DType::kBool && !kernels::is_complex(args.dtypes[1]) &&
+                  !(at::isIntegralType(self.scalar_type(), true) &&
+                    ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint())));
+  if (!ok) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(clamp, out)>::call(self, min, max, result);
+  }
+  const OpScalar lo = min ? to_op_scalar(*min) : OpScalar{};
+  const OpScalar hi = max ? to_op_scalar(*max) : OpScalar{};
+  const bool has_lo = min.has_value();
+  const bool has_hi = max.has_value();
+  launch(iter, "aten::clamp", args, [=](const kernels::ElementwiseArgs& a) { kernels::clamp(a, has_lo, lo, has_hi, hi); });
+  return result;
+}
+
+at::Tensor clamp_functional(const at::Tensor& self, const std::optional<c10::Scalar>& min,
+                            const std::optional<c10::Scalar>& max) {
+  at::Tensor result = at::empty({0}, self.options());
+  return eltwise::clamp_out(self, min, max, result);
+}
+
+at::Tensor& clamp_inplace(at::Tensor& self, const std::optional<c10::Scalar>& min,
+                          const std::optional<c10::Scalar>& max) {
+  return eltwise::clamp_out(self, min, max, self);
+}
+
+}  // namespace eltwise
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace eltwise;
+#define REGISTER_UNARY(name)                           \
+  m.impl(#name, TORCH_FN(name##_functional));          \
+  m.impl(#name ".out", TORCH_FN(name##_out));          \
+  m.impl(#name "_", TORCH_FN(name##_inplace));
+  REGISTER_UNARY(abs) REGISTER_UNARY(neg) REGISTER_UNARY(sign) REGISTER_UNARY(bitwise_not)
+  REGISTER_UNARY(floor) REGISTER_UNARY(ceil) REGISTER_UNARY(round) REGISTER_UNARY(trunc)
+  REGISTER_UNARY(reciprocal) REGISTER_UNARY(sqrt) REGISTER_UNARY(rsqrt) REGISTER_UNARY(exp)
+  REGISTER_UNARY(exp2) REGISTER_UNARY(expm1) REGISTER_UNARY(log) REGISTER_UNARY(log2)
+  REGISTER_UNARY(log10) REGISTER_UNARY(log1p) REGISTER_UNARY(sin) REGISTER_UNARY(cos)
+  REGISTER_UNARY(tan) REGISTER_UNARY(asin) REGISTER_UNARY(acos) REGISTER_UNARY(atan)
+  REGISTER_UNARY(sinh) REGISTER_UNARY(cosh) REGISTER_UNARY(tanh) REGISTER_UNARY(asinh)
+  REGISTER_UNARY(acosh) REGISTER_UNARY(atanh) REGISTER_UNARY(sigmoid) REGISTER_UNARY(erf)
+  REGISTER_UNARY(erfc) REGISTER_UNARY(silu) REGISTER_UNARY(gelu) REGISTER_UNARY(logical_not)
+#undef REGISTER_UNARY
+  m.impl("relu", TORCH_FN(relu_functional));
+  m.impl("relu_", TORCH_FN(relu_inplace));
+  m.impl("isnan", TORCH_FN(isnan_functional));
+
+  m.impl("add.Tensor", TORCH_FN(add_functional));
+  m.impl("add.out", TORCH_FN(add_out));
+  m.impl("add_.Tensor", TORCH_FN(add_inplace));
+  m.impl("sub.Tensor", TORCH_FN(sub_functional));
+  m.impl("sub.out", TORCH_FN(sub_out));
+  m.impl("sub_.Tensor", TORCH_FN(sub_inplace));
+  m.impl("mul.Tensor", TORCH_FN(mul_functional));
+  m.impl("mul.out", TORCH_FN(mul_out));
+  m.impl("mul_.Tensor", TORCH_FN(mul_inplace));
+  m.impl("div.Tensor", TORCH_FN(div_functional));
+  m.impl("div.out", TORCH_FN(div_out));
+  m.impl("div_.Tensor", TORCH_FN(div_inplace));
+#define REGISTER_BINARY_PLAIN(name)                  \
+  m.impl(#name, TORCH_FN(name##_functional));        \
+  m.impl(#name ".out", TORCH_FN(name##_out));
+  REGISTER_BINARY_PLAIN(maximum) REGISTER_BINARY_PLAIN(minimum)
+#undef REGISTER_BINARY_PLAIN
+#define REGISTER_BINARY(name)                        \
+  m.impl(#name, TORCH_FN(name##_functional));        \
+  m.impl(#name ".out", TORCH_FN(name##_out));        \
+  m.impl(#name "_", TORCH_FN(name##_inplace));
+  REGISTER_BINARY(atan2) REGISTER_BINARY(logical_and) REGISTER_BINARY(logical_or)
+  REGISTER_BINARY(logical_xor)
+#undef REGISTER_BINARY
+#define REGISTER_BITWISE(name)                               \
+  m.impl(#name ".Tensor", TORCH_FN(name##_functional));      \
+  m.impl(#name ".Tensor_out", TORCH_FN(name##_out));         \
+  m.impl(#name "_.Tensor", TORCH_FN(name##_inplace));
+  REGISTER_BITWISE(bitwise_and) REGISTER_BITWISE(bitwise_or) REGISTER_BITWISE(bitwise_xor)
+#undef REGISTER_BITWISE
+  m.impl("pow.Tensor_Tensor", TORCH_FN(pow_functional));
+  m.impl("pow.Tensor_Tensor_out", TORCH_FN(pow_out));
+  m.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar_functional));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(pow_scalar_out));
+#define REGISTER_COMPARE(name)                                    \
+  m.impl(#name ".Tensor", TORCH_FN(name##_tensor));               \
+  m.impl(#name ".Tensor_out", TORCH_FN(name##_tensor_out));       \
+  m.impl(#name ".Scalar", TORCH_FN(name##_scalar));               \
+  m.impl(#name ".Scalar_out", TORCH_FN(name##_scalar_out));       \
+  m.impl(#name "_.Tensor", TORCH_FN(name##_tensor_inplace));      \
+  m.impl(#name "_.Scalar", TORCH_FN(name##_scalar_inplace));
+  REGISTER_COMPARE(eq) REGISTER_COMPARE(ne) REGISTER_COMPARE(lt) REGISTER_COMPARE(le)
+  REGISTER_COMPARE(gt) REGISTER_COMPARE(ge)
+#undef REGISTER_COMPARE
+  m.impl("sigmoid_backward", TORCH_FN(sigmoid_backward_functional));
+  m.impl("sigmoid_backward.grad_input", TORCH_FN(sigmoid_backward_out));
+  m.impl("tanh_backward", TORCH_FN(tanh_backward_functional));
+  m.impl("tanh_backward.grad_input", TORCH_FN(tanh_backward_out));
+  m.impl("silu_backward", TORCH_FN(silu_backward_functional));
+  m.impl("silu_backward.grad_input", TORCH_FN(silu_backward_out));
+  m.impl("threshold_backward", TORCH_FN(threshold_backward_functional));
+  m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
+  m.impl("gelu_backward", TORCH_FN(gelu_backward_functional));
+  m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
+  m.impl("where.self", TORCH_FN(where_functional));
+  m.impl("where.self_out", TORCH_FN(where_out));
+  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_inplace));
+  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor_inplace));
+  m.impl("addcmul", TORCH_FN(addcmul_functional));
+  m.impl("addcmul.out", TORCH_FN(addcmul_out));
+  m.impl("addcmul_", TORCH_FN(addcmul_inplace));
+  m.impl("addcdiv", TORCH_FN(addcdiv_functional));
+  m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
+  m.impl("addcdiv_", TORCH_FN(addcdiv_inplace));
+  m.impl("lerp.Scalar", TORCH_FN(lerp_scalar_functional));
+  m.impl("lerp.Scalar_out", TORCH_FN(lerp_scalar_out));
+  m.impl("lerp_.Scalar", TORCH_FN(lerp_scalar_inplace));
+  m.impl("lerp.Tensor", TORCH_FN(lerp_tensor_functional));
+  m.impl("lerp.Tensor_out", TORCH_FN(lerp_tensor_out));
+  m.impl("lerp_.Tensor", TORCH_FN(lerp_tensor_inplace));
+  m.impl("clamp", TORCH_FN(clamp_functional));
+  m.impl("clamp.out", TORCH_FN(clamp_out));
+  m.impl("clamp_", TORCH_FN(clamp_inplace));
+}
+
+}  // namespace torchneuron::aten

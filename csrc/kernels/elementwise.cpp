@@ -1,0 +1,608 @@
+#include "kernels/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/copy.h"
+#include "kernels/half.h"
+#include "kernels/parallel.h"
+#include "runtime/errors.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+constexpr int64_t kGrain = 32768;
+
+// Half types compute in float, as torch's CPU kernels do; the rest in their own type.
+template <typename T>
+struct ComputeOf {
+  using type = T;
+};
+template <>
+struct ComputeOf<Half> {
+  using type = float;
+};
+template <>
+struct ComputeOf<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using Compute = typename ComputeOf<T>::type;
+
+template <typename T>
+inline Compute<T> load(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return static_cast<Compute<T>>(value);
+}
+
+template <typename T, typename V>
+inline void store(char* p, V value) {
+  const T typed = static_cast<T>(static_cast<Compute<T>>(value));
+  std::memcpy(p, &typed, sizeof(T));
+}
+
+// Walks elements [begin, end) of the row-major index space, one innermost run at a time.
+template <int N, typename Inner>
+void run_range(const ElementwiseArgs& a, char* const* base, int64_t begin, int64_t end,
+               Inner&& inner) {
+  const int nd = a.ndim;
+  if (nd == 0) {
+    const int64_t zero[N] = {};
+    char* ptrs[N];
+    for (int k = 0; k < N; ++k) ptrs[k] = base[k];
+    inner(ptrs, int64_t{1}, zero);
+    return;
+  }
+  int64_t index[kMaxDims];
+  int64_t rest = begin;
+  for (int d = nd - 1; d >= 0; --d) {
+    index[d] = rest % a.sizes[d];
+    rest /= a.sizes[d];
+  }
+  char* ptrs[N];
+  int64_t inner_strides[N];
+  for (int k = 0; k < N; ++k) {
+    ptrs[k] = base[k];
+    for (int d = 0; d < nd; ++d) ptrs[k] += index[d] * a.strides[k][d];
+    inner_strides[k] = a.strides[k][nd - 1];
+  }
+  int64_t remaining = end - begin;
+  while (remaining > 0) {
+    const int64_t n = std::min(a.sizes[nd - 1] - index[nd - 1], remaining);
+    inner(ptrs, n, inner_strides);
+    remaining -= n;
+    if (remaining == 0) return;
+    for (int k = 0; k < N; ++k) ptrs[k] += n * inner_strides[k];
+    index[nd - 1] += n;
+    for (int d = nd - 1; d > 0 && index[d] == a.sizes[d]; --d) {
+      index[d] = 0;
+      ++index[d - 1];
+      for (int k = 0; k < N; ++k) ptrs[k] += a.strides[k][d - 1] - a.sizes[d] * a.strides[k][d];
+    }
+  }
+}
+
+// Splits the operands' index space over the compute engines.
+template <int N, typename Inner>
+void drive(const ElementwiseArgs& a, Inner&& inner) {
+  char* base[N];
+  for (int k = 0; k < N; ++k) {
+    base[k] = a.is_scalar[k] ? const_cast<char*>(reinterpret_cast<const char*>(a.scalar_bytes[k].data()))
+                             : a.data[k];
+  }
+  parallel_for(a.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    run_range<N>(a, base, begin, end, inner);
+  });
+}
+
+// out[i] = f(in_1[i], ..., in_K[i]): Out and In are storage types, f works on Compute<In>.
+template <typename Out, typename In, int K, typename F>
+void map(const ElementwiseArgs& a, F f) {
+  drive<K + 1>(a, [&](char* const* p, int64_t n, const int64_t* s) {
+    bool dense = s[0] == static_cast<int64_t>(sizeof(Out));
+    for (int k = 1; k <= K; ++k) dense = dense && (s[k] == sizeof(In) || s[k] == 0);
+    if (dense) {
+      auto* out = reinterpret_cast<Out*>(p[0]);
+      const In* in[K];
+      int64_t step[K];
+      for (int k = 0; k < K; ++k) {
+        in[k] = reinterpret_cast<const In*>(p[k + 1]);
+        step[k] = s[k + 1] == 0 ? 0 : 1;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (K == 1) {
+          out[i] = static_cast<Out>(static_cast<Compute<Out>>(f(static_cast<Compute<In>>(in[0][i * step[0]]))));
+        } else if constexpr (K == 2) {
+          out[i] = static_cast<Out>(static_cast<Compute<Out>>(f(static_cast<Compute<In>>(in[0][i * step[0]]),
+                                                                static_cast<Compute<In>>(in[1][i * step[1]]))));
+        } else {
+          out[i] = static_cast<Out>(static_cast<Compute<Out>>(f(static_cast<Compute<In>>(in[0][i * step[0]]),
+                                                                static_cast<Compute<In>>(in[1][i * step[1]]),
+                                                                static_cast<Compute<In>>(in[2][i * step[2]]))));
+        }
+      }
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (K == 1) {
+        store<Out>(p[0] + i * s[0], f(load<In>(p[1] + i * s[1])));
+      } else if constexpr (K == 2) {
+        store<Out>(p[0] + i * s[0], f(load<In>(p[1] + i * s[1]), load<In>(p[2] + i * s[2])));
+      } else {
+        store<Out>(p[0] + i * s[0],
+                   f(load<In>(p[1] + i * s[1]), load<In>(p[2] + i * s[2]), load<In>(p[3] + i * s[3])));
+      }
+    }
+  });
+}
+
+template <typename F>
+void dispatch_all(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kBool: return f(bool{});
+    case DType::kUInt8: return f(uint8_t{});
+    case DType::kInt8: return f(int8_t{});
+    case DType::kInt16: return f(int16_t{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    case DType::kFloat16: return f(Half{});
+    case DType::kBFloat16: return f(BFloat16{});
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    default:
+      throw runtime::KernelError(std::string("elementwise kernels do not handle ") + dtype_name(dtype));
+  }
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32 ||
+         dtype == DType::kFloat64;
+}
+bool is_integral_or_bool(DType dtype) { return !is_floating(dtype) && !is_complex(dtype); }
+
+template <typename C>
+inline C sigmoid(C x) {
+  return C(1) / (C(1) + std::exp(-x));
+}
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kGeluBeta = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluKappa = 0.044715;
+
+template <typename T>
+void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
+  using C = Compute<T>;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (op == UnaryOp::kBitwiseNot) return map<T, T, 1>(a, [](C x) { return !x; });
+    throw runtime::KernelError("unary op is not supported for bool");
+  } else {
+  switch (op) {
+    case UnaryOp::kAbs: return map<T, T, 1>(a, [](C x) -> C { if constexpr (std::is_unsigned_v<C>) return x; else return x < C(0) ? C(-x) : x; });
+    case UnaryOp::kNeg: return map<T, T, 1>(a, [](C x) { return C(-x); });
+    case UnaryOp::kSign: return map<T, T, 1>(a, [](C x) { return C((C(0) < x) - (x < C(0))); });
+    case UnaryOp::kRelu: return map<T, T, 1>(a, [](C x) { return x > C(0) ? x : C(0); });
+    case UnaryOp::kBitwiseNot:
+      if constexpr (std::is_integral_v<T>) return map<T, T, 1>(a, [](C x) { return C(~x); });
+      break;
+    default:
+      break;
+  }
+  }
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (op) {
+      case UnaryOp::kReciprocal: return map<T, T, 1>(a, [](C x) { return C(1) / x; });
+      case UnaryOp::kSqrt: return map<T, T, 1>(a, [](C x) { return std::sqrt(x); });
+      case UnaryOp::kRsqrt: return map<T, T, 1>(a, [](C x) { return C(1) / std::sqrt(x); });
+      case UnaryOp::kExp: return map<T, T, 1>(a, [](C x) { return std::exp(x); });
+      case UnaryOp::kExp2: return map<T, T, 1>(a, [](C x) { return std::exp2(x); });
+      case UnaryOp::kExpm1: return map<T, T, 1>(a, [](C x) { return std::expm1(x); });
+      case UnaryOp::kLog: return map<T, T, 1>(a, [](C x) { return std::log(x); });
+      case UnaryOp::kLog2: return map<T, T, 1>(a, [](C x) { return std::log2(x); });
+      case UnaryOp::kLog10: return map<T, T, 1>(a, [](C x) { return std::log10(x); });
+      case UnaryOp::kLog1p: return map<T, T, 1>(a, [](C x) { return std::log1p(x); });
+      case UnaryOp::kSin: return map<T, T, 1>(a, [](C x) { return std::sin(x); });
+      case UnaryOp::kCos: return map<T, T, 1>(a, [](C x) { return std::cos(x); });
+      case UnaryOp::kTan: return map<T, T, 1>(a, [](C x) { return std::tan(x); });
+      case UnaryOp::kAsin: return map<T, T, 1>(a, [](C x) { return std::asin(x); });
+      case UnaryOp::kAcos: return map<T, T, 1>(a, [](C x) { return std::acos(x); });
+      case UnaryOp::kAtan: return map<T, T, 1>(a, [](C x) { return std::atan(x); });
+      case UnaryOp::kSinh: return map<T, T, 1>(a, [](C x) { return std::sinh(x); });
+      case UnaryOp::kCosh: return map<T, T, 1>(a, [](C x) { return std::cosh(x); });
+      case UnaryOp::kTanh: return map<T, T, 1>(a, [](C x) { return std::tanh(x); });
+      case UnaryOp::kAsinh: return map<T, T, 1>(a, [](C x) { return std::asinh(x); });
+      case UnaryOp::kAcosh: return map<T, T, 1>(a, [](C x) { return std::acosh(x); });
+      case UnaryOp::kAtanh: return map<T, T, 1>(a, [](C x) { return std::atanh(x); });
+      case UnaryOp::kSigmoid: return map<T, T, 1>(a, [](C x) { return sigmoid(x); });
+      case UnaryOp::kErf: return map<T, T, 1>(a, [](C x) { return std::erf(x); });
+      case UnaryOp::kErfc: return map<T, T, 1>(a, [](C x) { return std::erfc(x); });
+      case UnaryOp::kFloor: return map<T, T, 1>(a, [](C x) { return std::floor(x); });
+      case UnaryOp::kCeil: return map<T, T, 1>(a, [](C x) { return std::ceil(x); });
+      case UnaryOp::kRound: return map<T, T, 1>(a, [](C x) { return std::nearbyint(x); });
+      case UnaryOp::kTrunc: return map<T, T, 1>(a, [](C x) { return std::trunc(x); });
+      case UnaryOp::kSilu: return map<T, T, 1>(a, [](C x) { return x * sigmoid(x); });
+      case UnaryOp::kGeluErf:
+        return map<T, T, 1>(a, [](C x) { return x * C(0.5) * (C(1) + std::erf(x * C(kSqrt1_2))); });
+      case UnaryOp::kGeluTanh:
+        return map<T, T, 1>(a, [](C x) {
+          return C(0.5) * x * (C(1) + std::tanh(C(kGeluBeta) * (x + C(kGeluKappa) * x * x * x)));
+        });
+      default:
+        break;
+    }
+  }
+  throw runtime::KernelError("unary op is not supported for this dtype");
+}
+
+template <typename T>
+void predicate_typed(UnaryOp op, const ElementwiseArgs& a) {
+  using C = Compute<T>;
+  switch (op) {
+    case UnaryOp::kLogicalNot: return map<bool, T, 1>(a, [](C x) { return x == C(0); });
+    case UnaryOp::kIsNan:
+      return map<bool, T, 1>(a, [](C x) { if constexpr (std::is_floating_point_v<C>) return std::isnan(x); else return false; });
+    case UnaryOp::kIsInf:
+      return map<bool, T, 1>(a, [](C x) { if constexpr (std::is_floating_point_v<C>) return std::isinf(x); else return false; });
+    case UnaryOp::kIsFinite:
+      return map<bool, T, 1>(a, [](C x) { if constexpr (std::is_floating_point_v<C>) return std::isfinite(x); else return true; });
+    default:
+      throw runtime::KernelError("not a predicate");
+  }
+}
+
+bool is_predicate(UnaryOp op) {
+  return op == UnaryOp::kLogicalNot || op == UnaryOp::kIsNan || op == UnaryOp::kIsInf ||
+         op == UnaryOp::kIsFinite;
+}
+
+}  // namespace
+
+int64_t ElementwiseArgs::numel() const {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; ++d) n *= sizes[d];
+  return n;
+}
+
+bool unary_supported(UnaryOp op, DType dtype) {
+  if (is_complex(dtype)) return false;
+  switch (op) {
+    case UnaryOp::kAbs:
+    case UnaryOp::kNeg:
+    case UnaryOp::kSign:
+    case UnaryOp::kRelu:
+      return dtype != DType::kBool;
+    case UnaryOp::kBitwiseNot:
+      return is_integral_or_bool(dtype);
+    case UnaryOp::kLogicalNot:
+    case UnaryOp::kIsNan:
+    case UnaryOp::kIsInf:
+    case UnaryOp::kIsFinite:
+      return true;
+    default:
+      return is_floating(dtype);
+  }
+}
+
+void unary(UnaryOp op, const ElementwiseArgs& args) {
+  if (args.numel() == 0) return;
+  dispatch_all(args.dtypes[1], [&](auto tag) {
+    using T = decltype(tag);
+    if (is_predicate(op)) {
+      predicate_typed<T>(op, args);
+    } else {
+      unary_typed<T>(op, args);
+    }
+  });
+}
+
+}  // namespace torchneuron::kernels
+
+namespace torchneuron::kernels {
+namespace {
+
+template <typename T>
+Compute<T> scalar_as(OpScalar s) {
+  if constexpr (std::is_floating_point_v<Compute<T>>) {
+    return static_cast<Compute<T>>(s.real);
+  } else {
+    return static_cast<Compute<T>>(s.integer);
+  }
+}
+
+bool writes_bool(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kEq:
+    case BinaryOp::kNe:
+    case BinaryOp::kLt:
+    case BinaryOp::kLe:
+    case BinaryOp::kGt:
+    case BinaryOp::kGe:
+    case BinaryOp::kLogicalAnd:
+    case BinaryOp::kLogicalOr:
+    case BinaryOp::kLogicalXor:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename T>
+void compare_typed(BinaryOp op, const ElementwiseArgs& a) {
+  using C = Compute<T>;
+  switch (op) {
+    case BinaryOp::kEq: return map<bool, T, 2>(a, [](C x, C y) { return x == y; });
+    case BinaryOp::kNe: return map<bool, T, 2>(a, [](C x, C y) { return x != y; });
+    case BinaryOp::kLt: return map<bool, T, 2>(a, [](C x, C y) { return x < y; });
+    case BinaryOp::kLe: return map<bool, T, 2>(a, [](C x, C y) { return x <= y; });
+    case BinaryOp::kGt: return map<bool, T, 2>(a, [](C x, C y) { return x > y; });
+    case BinaryOp::kGe: return map<bool, T, 2>(a, [](C x, C y) { return x >= y; });
+    case BinaryOp::kLogicalAnd: return map<bool, T, 2>(a, [](C x, C y) { return x != C(0) && y != C(0); });
+    case BinaryOp::kLogicalOr: return map<bool, T, 2>(a, [](C x, C y) { return x != C(0) || y != C(0); });
+    case BinaryOp::kLogicalXor: return map<bool, T, 2>(a, [](C x, C y) { return (x != C(0)) != (y != C(0)); });
+    default:
+      throw runtime::KernelError("not a comparison");
+  }
+}
+
+template <typename T>
+void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
+  using C = Compute<T>;
+  const C scale = scalar_as<T>(alpha);
+  if constexpr (std::is_same_v<T, bool>) {
+    switch (op) {
+      case BinaryOp::kAdd: return map<T, T, 2>(a, [](C x, C y) { return x || y; });
+      case BinaryOp::kMul: return map<T, T, 2>(a, [](C x, C y) { return x && y; });
+      case BinaryOp::kMaximum: return map<T, T, 2>(a, [](C x, C y) { return x || y; });
+      case BinaryOp::kMinimum: return map<T, T, 2>(a, [](C x, C y) { return x && y; });
+      case BinaryOp::kBitwiseAnd: return map<T, T, 2>(a, [](C x, C y) { return x && y; });
+      case BinaryOp::kBitwiseOr: return map<T, T, 2>(a, [](C x, C y) { return x || y; });
+      case BinaryOp::kBitwiseXor: return map<T, T, 2>(a, [](C x, C y) { return x != y; });
+      default:
+        throw runtime::KernelError("binary op is not supported for bool");
+    }
+  } else {
+    switch (op) {
+      case BinaryOp::kAdd: return map<T, T, 2>(a, [scale](C x, C y) { return C(x + scale * y); });
+      case BinaryOp::kSub: return map<T, T, 2>(a, [scale](C x, C y) { return C(x - scale * y); });
+      case BinaryOp::kMul: return map<T, T, 2>(a, [](C x, C y) { return C(x * y); });
+      case BinaryOp::kMaximum:
+        return map<T, T, 2>(a, [](C x, C y) {
+          if constexpr (std::is_floating_point_v<C>) {
+            if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<C>::quiet_NaN();
+          }
+          return std::max(x, y);
+        });
+      case BinaryOp::kMinimum:
+        return map<T, T, 2>(a, [](C x, C y) {
+          if constexpr (std::is_floating_point_v<C>) {
+            if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<C>::quiet_NaN();
+          }
+          return std::min(x, y);
+        });
+      default:
+        break;
+    }
+    if constexpr (std::is_integral_v<C>) {
+      switch (op) {
+        case BinaryOp::kBitwiseAnd: return map<T, T, 2>(a, [](C x, C y) { return C(x & y); });
+        case BinaryOp::kBitwiseOr: return map<T, T, 2>(a, [](C x, C y) { return C(x | y); });
+        case BinaryOp::kBitwiseXor: return map<T, T, 2>(a, [](C x, C y) { return C(x ^ y); });
+        default:
+          break;
+      }
+    } else {
+      switch (op) {
+        case BinaryOp::kDiv: return map<T, T, 2>(a, [](C x, C y) { return x / y; });
+        case BinaryOp::kAtan2: return map<T, T, 2>(a, [](C x, C y) { return std::atan2(x, y); });
+        case BinaryOp::kPow: return map<T, T, 2>(a, [](C x, C y) { return std::pow(x, y); });
+        case BinaryOp::kThresholdBackward:
+          return map<T, T, 2>(a, [scale](C grad, C x) { return x <= scale ? C(0) : grad; });
+        case BinaryOp::kSigmoidBackward:
+          return map<T, T, 2>(a, [](C grad, C y) { return grad * (C(1) - y) * y; });
+        case BinaryOp::kTanhBackward:
+          return map<T, T, 2>(a, [](C grad, C y) { return grad * (C(1) - y * y); });
+        case BinaryOp::kSiluBackward:
+          return map<T, T, 2>(a, [](C grad, C x) {
+            const C s = sigmoid(x);
+            return grad * s * (C(1) + x * (C(1) - s));
+          });
+        case BinaryOp::kGeluErfBackward:
+          return map<T, T, 2>(a, [](C grad, C x) {
+            const C cdf = C(0.5) * (C(1) + std::erf(x * C(kSqrt1_2)));
+            const C pdf = std::exp(C(-0.5) * x * x) * C(kGeluBeta * 0.5);
+            return grad * (cdf + x * pdf);
+          });
+        case BinaryOp::kGeluTanhBackward:
+          return map<T, T, 2>(a, [](C grad, C x) {
+            const C x_sq = x * x;
+            const C inner = C(kGeluBeta) * (x + C(kGeluKappa) * x_sq * x);
+            const C tanh_inner = std::tanh(inner);
+            const C left_derivative = C(0.5) * (C(1) + tanh_inner);
+            const C right_derivative = C(0.5) * x * (C(1) - tanh_inner * tanh_inner) * C(kGeluBeta) *
+                                       (C(1) + C(3 * kGeluKappa) * x_sq);
+            return grad * (left_derivative + right_derivative);
+          });
+        default:
+          break;
+      }
+    }
+    throw runtime::KernelError("binary op is not supported for this dtype");
+  }
+}
+
+}  // namespace
+
+bool binary_supported(BinaryOp op, DType dtype) {
+  if (is_complex(dtype)) return false;
+  if (writes_bool(op)) return true;
+  switch (op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kMul:
+    case BinaryOp::kMaximum:
+    case BinaryOp::kMinimum:
+      return true;
+    case BinaryOp::kSub:
+      return dtype != DType::kBool;
+    case BinaryOp::kBitwiseAnd:
+    case BinaryOp::kBitwiseOr:
+    case BinaryOp::kBitwiseXor:
+      return is_integral_or_bool(dtype);
+    default:
+      return is_floating(dtype);
+  }
+}
+
+void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
+  if (args.numel() == 0) return;
+  dispatch_all(args.dtypes[1], [&](auto tag) {
+    using T = decltype(tag);
+    if (writes_bool(op)) {
+      compare_typed<T>(op, args);
+    } else {
+      arithmetic_typed<T>(op, args, alpha);
+    }
+  });
+}
+
+bool ternary_supported(TernaryOp op, DType dtype) {
+  if (is_complex(dtype)) return false;
+  switch (op) {
+    case TernaryOp::kWhere:
+      return true;
+    case TernaryOp::kAddcmul:
+      return dtype != DType::kBool;
+    default:
+      return is_floating(dtype);
+  }
+}
+
+void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
+  if (args.numel() == 0) return;
+  if (op == TernaryOp::kWhere) {
+    // The condition is bool; the values share the output's dtype, copied bitwise.
+    dispatch_all(args.dtypes[0], [&](auto tag) {
+      using T = decltype(tag);
+      drive<4>(args, [](char* const* p, int64_t n, const int64_t* s) {
+        for (int64_t i = 0; i < n; ++i) {
+          bool cond;
+          std::memcpy(&cond, p[1] + i * s[1], 1);
+          std::memcpy(p[0] + i * s[0], (cond ? p[2] + i * s[2] : p[3] + i * s[3]), sizeof(T));
+        }
+      });
+    });
+    return;
+  }
+  dispatch_all(args.dtypes[1], [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    if constexpr (!std::is_same_v<T, bool>) {
+      const C value = scalar_as<T>(alpha);
+      switch (op) {
+        case TernaryOp::kAddcmul:
+          return map<T, T, 3>(args, [value](C self, C t1, C t2) { return C(self + value * t1 * t2); });
+        case TernaryOp::kAddcdiv:
+          if constexpr (std::is_floating_point_v<C>) {
+            return map<T, T, 3>(args, [value](C self, C t1, C t2) { return self + value * t1 / t2; });
+          }
+          break;
+        case TernaryOp::kLerp:
+          if constexpr (std::is_floating_point_v<C>) {
+            return map<T, T, 3>(args, [](C self, C end, C weight) {
+              return std::abs(weight) < C(0.5) ? self + weight * (end - self)
+                                               : end - (end - self) * (C(1) - weight);
+            });
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    throw runtime::KernelError("ternary op is not supported for this dtype");
+  });
+}
+
+void clamp(const ElementwiseArgs& args, bool has_lo, OpScalar lo, bool has_hi, OpScalar hi) {
+  if (args.numel() == 0) return;
+  dispatch_all(args.dtypes[1], [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    if constexpr (std::is_same_v<T, bool>) {
+      throw runtime::KernelError("clamp is not supported for bool");
+    } else {
+      const C low = scalar_as<T>(lo);
+      const C high = scalar_as<T>(hi);
+      map<T, T, 1>(args, [=](C x) {
+        if constexpr (std::is_floating_point_v<C>) {
+          if (std::isnan(x)) return x;
+        }
+        if (has_lo) x = std::max(x, low);
+        if (has_hi) x = std::min(x, high);
+        return x;
+      });
+    }
+  });
+}
+
+}  // namespace torchneuron::kernels
+
+namespace torchneuron::kernels {
+namespace {
+
+StridedView view_of(const ElementwiseArgs& a, char* data, DType dtype,
+                    const std::array<int64_t, kMaxDims>& byte_strides) {
+  StridedView view;
+  view.data = data;
+  view.dtype = dtype;
+  view.ndim = a.ndim;
+  const auto size = static_cast<int64_t>(element_size(dtype));
+  for (int d = 0; d < a.ndim; ++d) {
+    view.sizes[d] = a.sizes[d];
+    view.strides[d] = byte_strides[d] / size;
+  }
+  return view;
+}
+
+std::array<int64_t, kMaxDims> dense_byte_strides(const ElementwiseArgs& a, DType dtype) {
+  std::array<int64_t, kMaxDims> strides{};
+  int64_t stride = static_cast<int64_t>(element_size(dtype));
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= a.sizes[d];
+  }
+  return strides;
+}
+
+}  // namespace
+
+void with_dtypes(const ElementwiseArgs& args, DType input_dtype, DType output_dtype, int first_input,
+                 const std::function<void(const ElementwiseArgs&)>& body) {
+  ElementwiseArgs a = args;
+  const auto numel = static_cast<size_t>(a.numel());
+  std::vector<std::vector<char>> buffers;
+  for (int k = first_input; k < a.num_operands; ++k) {
+    if (a.dtypes[k] == input_dtype || a.is_scalar[k]) continue;
+    buffers.emplace_back(numel * element_size(input_dtype));
+    const auto strides = dense_byte_strides(a, input_dtype);
+    copy(view_of(a, buffers.back().data(), input_dtype, strides), view_of(a, a.data[k], a.dtypes[k], a.strides[k]));
+    a.data[k] = buffers.back().data();
+    a.strides[k] = strides;
+    a.dtypes[k] = input_dtype;
+  }
+  if (a.dtypes[0] == output_dtype) {
+    body(a);
+    return;
+  }
+  const StridedView output = view_of(a, a.data[0], a.dtypes[0], a.strides[0]);
+  std::vector<char> staging(numel * element_size(output_dtype));
+  a.data[0] = staging.data();
+  a.strides[0] = dense_byte_strides(a, output_dtype);
+  a.dtypes[0] = output_dtype;
+  body(a);
+  copy(output, view_of(a, staging.data(), output_dtype, a.strides[0]));
+}
+
+}  // namespace torchneuron::kernels

@@ -1,0 +1,78 @@
+// Pointwise kernels: unary, binary and ternary maps over up to four same-shaped strided
+// operands (output first), as the aten layer lays them out after broadcasting and promotion.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+
+#include "kernels/strided.h"
+
+namespace torchneuron::kernels {
+
+constexpr int kMaxOperands = 4;
+
+struct ElementwiseArgs {
+  int ndim = 0;
+  std::array<int64_t, kMaxDims> sizes{};  // outermost first
+  int num_operands = 0;                   // operand 0 is the output
+  std::array<char*, kMaxOperands> data{};
+  std::array<std::array<int64_t, kMaxDims>, kMaxOperands> strides{};  // in bytes
+  std::array<DType, kMaxOperands> dtypes{};
+  // A host scalar operand travels by value inside the command (its stride is 0).
+  std::array<std::array<unsigned char, 16>, kMaxOperands> scalar_bytes{};
+  std::array<bool, kMaxOperands> is_scalar{};
+
+  int64_t numel() const;
+};
+
+enum class UnaryOp : uint8_t {
+  kAbs, kNeg, kSign, kReciprocal, kSqrt, kRsqrt, kExp, kExp2, kExpm1, kLog, kLog2, kLog10,
+  kLog1p, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
+  kSigmoid, kErf, kErfc, kFloor, kCeil, kRound, kTrunc, kRelu, kSilu, kGeluErf, kGeluTanh,
+  kBitwiseNot, kLogicalNot, kIsNan, kIsInf, kIsFinite,
+};
+
+enum class BinaryOp : uint8_t {
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kAtan2, kPow,
+  kEq, kNe, kLt, kLe, kGt, kGe,
+  kLogicalAnd, kLogicalOr, kLogicalXor, kBitwiseAnd, kBitwiseOr, kBitwiseXor,
+  // Gradients: grad (operand 1) times the derivative at the saved value (operand 2).
+  kThresholdBackward, kSigmoidBackward, kTanhBackward, kSiluBackward, kGeluErfBackward,
+  kGeluTanhBackward,
+};
+
+enum class TernaryOp : uint8_t {
+  kWhere,     // out = cond ? a : b  (operands: out, cond, a, b)
+  kAddcmul,   // out = self + alpha * t1 * t2
+  kAddcdiv,   // out = self + alpha * t1 / t2
+  kLerp,      // out = self + weight * (end - self)  (weight is operand 3)
+};
+
+// Scalar parameter of an op (alpha, threshold), held exactly for integer dtypes.
+struct OpScalar {
+  double real = 0.0;
+  int64_t integer = 0;
+};
+
+bool unary_supported(UnaryOp op, DType dtype);
+bool binary_supported(BinaryOp op, DType dtype);
+bool ternary_supported(TernaryOp op, DType dtype);
+
+// out = op(a). Output dtype equals the input's, or bool for predicates.
+void unary(UnaryOp op, const ElementwiseArgs& args);
+// out = op(a, b) (kAdd/kSub: a + alpha * b). Inputs share a dtype; comparisons and logical
+// ops write bool.
+void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha);
+void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha);
+
+// Runs `body` on a copy of `args` whose inputs (from `first_input` on) are `input_dtype` and
+// whose output is `output_dtype`: mismatched operands go through temporary buffers, as the
+// device sees mixed dtypes that TensorIterator only casts for CPU tensors.
+void with_dtypes(const ElementwiseArgs& args, DType input_dtype, DType output_dtype, int first_input,
+                 const std::function<void(const ElementwiseArgs&)>& body);
+
+// Clamps to [lo, hi]; either bound may be absent.
+void clamp(const ElementwiseArgs& args, bool has_lo, OpScalar lo, bool has_hi, OpScalar hi);
+
+}  // namespace torchneuron::kernels

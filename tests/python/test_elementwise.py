@@ -1,0 +1,146 @@
+"""Native pointwise kernels against CPU PyTorch: broadcasting, promotion, host scalars, out=,
+in-place, strided and large (multi-threaded) inputs, and that none of them fall back."""
+
+import pytest
+import torch
+
+import torchneuron
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.uint8]
+
+
+def sample(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 3).to(dtype)
+    return torch.randint(0, 20, shape, generator=g).to(dtype)
+
+
+def assert_same(device_result, cpu_result):
+    actual = device_result.cpu()
+    assert actual.dtype == cpu_result.dtype and actual.shape == cpu_result.shape
+    if cpu_result.is_floating_point():
+        tol = {torch.bfloat16: 1e-2, torch.float16: 1e-3}.get(cpu_result.dtype, 1e-6)
+        torch.testing.assert_close(actual, cpu_result, atol=tol, rtol=tol, equal_nan=True)
+    else:
+        assert torch.equal(actual, cpu_result)
+
+
+@pytest.fixture
+def no_fallback():
+    torchneuron.reset_fallback_report()
+    yield
+    assert torchneuron.fallback_report() == {}
+
+
+BINARY = [
+    lambda a, b: a + b,
+    lambda a, b: torch.add(a, b, alpha=2),
+    lambda a, b: a - b,
+    lambda a, b: a * b,
+    lambda a, b: torch.maximum(a, b),
+    lambda a, b: torch.minimum(a, b),
+    lambda a, b: a == b,
+    lambda a, b: a < b,
+    lambda a, b: a >= b,
+    lambda a, b: torch.logical_and(a, b),
+    lambda a, b: torch.where(a > b, a, b),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("index", range(len(BINARY)))
+def test_binary_broadcast(dtype, index, no_fallback):
+    op = BINARY[index]
+    if dtype == torch.uint8 and index in (2,):
+        pytest.skip("uint8 subtraction wraps the same on both; covered by int types")
+    a, b = sample((4, 1, 5), dtype, 1), sample((3, 1), dtype, 2)
+    assert_same(op(a.to("neuron"), b.to("neuron")), op(a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("name", ["exp", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt", "sin", "erf",
+                                  "floor", "round", "relu", "neg", "abs", "reciprocal"])
+def test_unary_float(dtype, name, no_fallback):
+    x = sample((6, 7), dtype, 3)
+    if name in ("sqrt", "rsqrt", "log1p"):
+        x = x.abs()
+    op = getattr(torch, name)
+    assert_same(op(x.to("neuron")), op(x))
+
+
+def test_mixed_dtypes_and_host_scalars_promote_like_cpu(no_fallback):
+    f = sample((5,), torch.float32)
+    d = sample((5,), torch.float64, 1)
+    i = sample((5,), torch.int64, 2)
+    cases = [
+        (lambda x, y, z: x + y, (f, d, i)),       # float32 + float64 -> float64
+        (lambda x, y, z: z * 2.5, (f, d, i)),     # int64 * python float -> float32
+        (lambda x, y, z: z / 4, (f, d, i)),       # true division of ints -> float32
+        (lambda x, y, z: x + z, (f, d, i)),       # float32 + int64 -> float32
+        (lambda x, y, z: z.exp(), (f, d, i)),     # unary float op on ints
+        (lambda x, y, z: x ** 2, (f, d, i)),
+        (lambda x, y, z: z > 3.5, (f, d, i)),
+        (lambda x, y, z: x.clamp(-1, 1), (f, d, i)),
+        (lambda x, y, z: torch.where(x > 0, x, 0.0), (f, d, i)),
+        (lambda x, y, z: x.masked_fill(x > 0, -2.0), (f, d, i)),
+    ]
+    for op, args in cases:
+        assert_same(op(*[t.to("neuron") for t in args]), op(*args))
+
+
+def test_out_and_inplace_forms(no_fallback):
+    a, b = sample((4, 6), torch.float32), sample((6,), torch.float32, 1)
+    out = torch.empty(4, 6, device="neuron")
+    torch.mul(a.to("neuron"), b.to("neuron"), out=out)
+    assert_same(out, a * b)
+    wider = torch.empty(4, 6, dtype=torch.float64, device="neuron")  # safe cast of the result
+    torch.add(a.to("neuron"), b.to("neuron"), out=wider)
+    assert_same(wider, torch.add(a, b, out=torch.empty(4, 6, dtype=torch.float64)))
+    x = a.to("neuron")
+    x.mul_(b.to("neuron")).add_(1.0).tanh_()
+    assert_same(x, (a * b + 1.0).tanh())
+    view = a.to("neuron")
+    view[:, ::2].zero_()
+    view.t()[1:3].sigmoid_()
+    expected = a.clone()
+    expected[:, ::2] = 0
+    expected.t()[1:3].sigmoid_()
+    assert_same(view, expected)
+
+
+def test_large_inputs_split_across_engines(no_fallback):
+    a, b = sample((513, 1031), torch.float32), sample((1031,), torch.float32, 1)
+    assert_same((a.to("neuron") * b.to("neuron")).sin(), (a * b).sin())
+    t = a.t()
+    assert_same(t.to("neuron") + 1, t + 1)
+
+
+def test_training_backward_ops_are_native(no_fallback):
+    x = sample((8, 5), torch.float32)
+    results = []
+    for device in ("cpu", "neuron"):
+        leaf = x.detach().to(device).requires_grad_()
+        y = torch.nn.functional.gelu(leaf).tanh() * torch.sigmoid(leaf) + torch.relu(leaf) + torch.nn.functional.silu(leaf)
+        y.backward(torch.ones_like(y))
+        results.append((y.detach(), leaf.grad))
+    assert_same(results[1][0], results[0][0])
+    assert_same(results[1][1], results[0][1])
+
+
+def test_bad_inputs_raise_like_cpu():
+    b = torch.ones(3, dtype=torch.bool, device="neuron")
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
+        b - b
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.ones(3, device="neuron").add_(torch.ones(2, 3, device="neuron"))
+    i = torch.ones(3, dtype=torch.int64, device="neuron")
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+        torch.add(i, i, alpha=0.5)
+
+
+def test_complex_falls_back_and_is_counted():
+    torchneuron.reset_fallback_report()
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    assert torch.equal((z.to("neuron") * 2).cpu(), z * 2)
+    assert any(name.startswith("aten::mul") for name in torchneuron.fallback_report())
