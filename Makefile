@@ -4,9 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 TORCH_VERSION := 2.13.0
+TRANSFORMERS_VERSION := 5.24.0
 export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all build demo test test-cpp test-python test-sanitize bench conformance clean
+.PHONY: all build demo test test-cpp test-python test-sanitize bench conformance sweep clean
 
 all: build
 
@@ -23,6 +24,10 @@ $(VENV)/.stamp-deps: pyproject.toml Makefile | .stamp-system
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PIP) install -q --disable-pip-version-check torch==$(TORCH_VERSION) numpy pytest expecttest \
 	  pybind11 cmake ninja setuptools wheel
+	@# transformers without its dependency resolution, so that it cannot replace torch.
+	@$(PIP) install -q --disable-pip-version-check --no-deps transformers==$(TRANSFORMERS_VERSION)
+	@$(PIP) install -q --disable-pip-version-check 'huggingface-hub>=1.31.0,<3.0' \
+	  'tokenizers>=0.23.1,<0.24.0' 'safetensors>=0.8.0' 'regex>=2025.10.22' 'pyyaml>=5.1' 'tqdm>=4.60' typer
 	@touch $@
 
 $(VENV)/.stamp-install: $(VENV)/.stamp-deps setup.py
@@ -38,10 +43,13 @@ test-cpp: build
 	@echo "== C++ runtime tests"
 	@./build/runtime_tests --gtest_brief=1
 
-# The conformance CI subset (a fixed list of OpInfos) runs here and fails on regressions.
+# The conformance CI subset (a fixed list of OpInfos) runs here and fails on regressions;
+# the model sweep runs its 5-model CI subset.
 test-python: build
 	@echo "== Python tests (with the conformance CI subset)"
 	@TORCHNEURON_CONFORMANCE_CI=1 $(PY) -m pytest -q tests/python
+	@echo "== model sweep, CI subset"
+	@$(PY) -m torchneuron.sweep --ci --jobs 2 --output build/sweep-ci.json --markdown build/sweep-ci.md
 
 test: test-cpp test-sanitize test-python
 
@@ -60,6 +68,9 @@ demo: build
 
 conformance: build
 	@$(PY) -m torchneuron.conformance --jobs 2 --output conformance.json --markdown conformance.md
+
+sweep: build
+	@$(PY) -m torchneuron.sweep --jobs 2 --timeout 120 --output sweep.json --markdown sweep.md
 
 bench: build
 	@$(PY) bench/bench_runtime.py

@@ -1,0 +1,130 @@
+"""Tests for the transformers model sweep (torchneuron/sweep.py)."""
+
+import json
+import os
+import subprocess
+import sys
+from unittest import mock
+
+import pytest
+
+from torchneuron import sweep
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _env():
+    """Environment for the tool's subprocess: repo on the path, quiet fallbacks, offline hub."""
+    env = dict(os.environ)
+    env["TORCHNEURON_FALLBACK"] = "silent"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_two_tiny_models_pass_with_fallbacks(tmp_path):
+    pytest.importorskip("transformers")
+    out, md = tmp_path / "sweep.json", tmp_path / "sweep.md"
+    cmd = [sys.executable, "-m", "torchneuron.sweep", "--models", "bert,gpt2", "--jobs", "1",
+           "--output", str(out), "--markdown", str(md)]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "[2/2]" in proc.stderr  # the progress line
+    report = json.loads(out.read_text())
+    rows = {r["model"]: r for r in report["models"]}
+    assert set(rows) == {"bert", "gpt2"}
+    for row in rows.values():
+        assert row["load"] == "pass", row
+        assert row["forward"] == "pass", row
+        assert row["forward_max_err"] is not None and row["forward_max_err"] < sweep.ATOL
+        assert row["backward"] in ("pass", "mismatch"), row
+        assert row["backward_max_err"] is not None
+        assert row["fallback"] and all(n.startswith("aten::") for n in row["fallback"])
+        assert row["compile"] in ("n/a", "pass", "mismatch", "error")
+        if row["compile"] == "n/a":
+            assert row["reasons"]["compile"] == "backend not built yet"
+    assert report["totals"]["models"] == 2 and report["totals"]["built"] == 2
+    text = md.read_text()
+    assert "| bert |" in text and "| gpt2 |" in text and "Most used fallback ops" in text
+
+
+def test_shrinker_shrinks_nested_text_config():
+    pytest.importorskip("transformers")
+    from transformers import CLIPConfig
+    config = sweep.tiny_config(CLIPConfig)
+    for sub in (config.text_config, config.vision_config):
+        assert sub.num_hidden_layers <= 2
+        assert sub.hidden_size == 32
+        assert sub.hidden_size % sub.num_attention_heads == 0
+        assert sub.intermediate_size <= 64
+    assert config.text_config.vocab_size <= 128
+    assert config.text_config.max_position_embeddings <= 64
+    assert config.vision_config.image_size == 32
+
+
+def test_shrinker_keeps_head_dim_consistent_and_token_ids_in_vocab():
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig
+    config = sweep.tiny_config(LlamaConfig)
+    assert config.num_hidden_layers == 2 and config.hidden_size == 32
+    assert config.num_attention_heads % config.num_key_value_heads == 0
+    assert config.head_dim * config.num_attention_heads == config.hidden_size
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        token = getattr(config, name)
+        assert token is None or token < config.vocab_size
+
+
+def test_shrinker_without_transformers_objects():
+    class Config:
+        sub_configs = {}
+
+        def __init__(self):
+            self.num_hidden_layers, self.hidden_size, self.vocab_size = 12, 768, 30522
+            self.layer_types = ["full"] * 12
+            self.eos_token_id, self.pad_token_id, self.use_cache = 30000, 0, True
+
+    pytest.importorskip("transformers")
+    out = sweep.shrink_overrides(Config())
+    assert out["num_hidden_layers"] == 2 and out["hidden_size"] == 32
+    assert out["layer_types"] == ["full", "full"]
+    assert out["vocab_size"] == 128 and out["eos_token_id"] == 127
+    assert "pad_token_id" not in out and "use_cache" not in out
+
+
+def test_unknown_model_type_is_skipped_with_reason():
+    pytest.importorskip("transformers")
+    row = sweep.run_model("no_such_model_type")
+    assert row["status"] == "skipped" and row["load"] == "skipped"
+    assert "unknown model type" in row["reasons"]["load"]
+    for column in ("forward", "backward", "compile"):
+        assert row[column] == "skipped" and row["reasons"][column]
+
+
+def test_model_that_fails_to_build_is_recorded():
+    pytest.importorskip("transformers")
+    with mock.patch.object(sweep, "tiny_config", side_effect=ValueError("bad config")):
+        row = sweep.run_model("bert")
+    assert row["status"] == "skipped"
+    assert row["reasons"]["load"].endswith("ValueError: bad config")
+    assert row["time_s"] is not None
+
+
+def test_failed_worker_row_is_an_error_with_reason():
+    row = sweep.SweepRunner().failed("bert", "timeout after 1 s")
+    assert row["status"] == "error" and row["model"] == "bert"
+    assert all(row[c] == "error" and row["reasons"][c] == "timeout after 1 s"
+               for c in sweep.COLUMNS)
+    assert sweep.totals([row])["error"] == 1
+    assert "timeout after 1 s" in sweep.markdown([row])
+
+
+def test_compare_tensors_reports_mismatch_and_max_error():
+    import torch
+    expected = {"out.logits": torch.zeros(2, 3)}
+    why, err = sweep.compare_tensors({"out.logits": torch.full((2, 3), 1e-6)}, expected)
+    assert why is None and err == pytest.approx(1e-6)
+    why, err = sweep.compare_tensors({"out.logits": torch.full((2, 3), 0.5)}, expected)
+    assert "6/6 elements differ" in why and err == pytest.approx(0.5)
+    why, _ = sweep.compare_tensors({}, expected)
+    assert "missing on neuron" in why
