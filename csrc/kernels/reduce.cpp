@@ -1,0 +1,214 @@
+#include "kernels/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/half.h"
+#include "kernels/parallel.h"
+#include "runtime/errors.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+constexpr int64_t kGrain = 16384;
+
+bool is_floating(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32 ||
+         dtype == DType::kFloat64;
+}
+
+template <typename F>
+void dispatch_real(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kBool: return f(bool{});
+    case DType::kUInt8: return f(uint8_t{});
+    case DType::kInt8: return f(int8_t{});
+    case DType::kInt16: return f(int16_t{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    case DType::kFloat16: return f(Half{});
+    case DType::kBFloat16: return f(BFloat16{});
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    default:
+      throw runtime::KernelError(std::string("reductions do not handle ") + dtype_name(dtype));
+  }
+}
+
+template <typename T>
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+
+template <typename T>
+inline Acc<T> load_acc(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<double>(static_cast<float>(value));
+  } else {
+    return static_cast<Acc<T>>(value);
+  }
+}
+
+template <typename Out, typename A>
+inline void store_out(char* p, A value) {
+  Out typed;
+  if constexpr (std::is_same_v<Out, Half> || std::is_same_v<Out, BFloat16>) {
+    typed = Out(static_cast<float>(value));
+  } else if constexpr (std::is_same_v<Out, bool>) {
+    typed = value != A(0);
+  } else {
+    typed = static_cast<Out>(value);
+  }
+  std::memcpy(p, &typed, sizeof(Out));
+}
+
+template <typename A>
+struct Reducer {
+  ReduceOp op;
+  A identity() const {
+    switch (op) {
+      case ReduceOp::kProd: return A(1);
+      case ReduceOp::kMax:
+        return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
+      case ReduceOp::kMin:
+        return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
+      default: return A(0);
+    }
+  }
+  A combine(A acc, A value) const {
+    switch (op) {
+      case ReduceOp::kProd: return acc * value;
+      case ReduceOp::kMax:
+        if constexpr (std::is_floating_point_v<A>) {
+          if (std::isnan(acc) || std::isnan(value)) return std::numeric_limits<A>::quiet_NaN();
+        }
+        return std::max(acc, value);
+      case ReduceOp::kMin:
+        if constexpr (std::is_floating_point_v<A>) {
+          if (std::isnan(acc) || std::isnan(value)) return std::numeric_limits<A>::quiet_NaN();
+        }
+        return std::min(acc, value);
+      default: return acc + value;
+    }
+  }
+};
+
+// The reduced part of `in`: sizes and byte strides of its trailing dimensions.
+struct ReducedShape {
+  int ndim = 0;
+  int64_t sizes[kMaxDims];
+  int64_t strides[kMaxDims];
+  int64_t numel = 1;
+};
+
+// Folds elements [begin, end) of the reduced index space that starts at `base`.
+template <typename T>
+Acc<T> fold(const Reducer<Acc<T>>& r, const char* base, const ReducedShape& shape, int64_t begin,
+            int64_t end) {
+  Acc<T> acc = r.identity();
+  if (shape.ndim == 0) return begin < end ? r.combine(acc, load_acc<T>(base)) : acc;
+  const int last = shape.ndim - 1;
+  int64_t index[kMaxDims];
+  int64_t rest = begin;
+  for (int d = last; d >= 0; --d) {
+    index[d] = rest % shape.sizes[d];
+    rest /= shape.sizes[d];
+  }
+  const char* p = base;
+  for (int d = 0; d <= last; ++d) p += index[d] * shape.strides[d];
+  int64_t remaining = end - begin;
+  const int64_t stride = shape.strides[last];
+  while (remaining > 0) {
+    const int64_t n = std::min(shape.sizes[last] - index[last], remaining);
+    for (int64_t i = 0; i < n; ++i) acc = r.combine(acc, load_acc<T>(p + i * stride));
+    remaining -= n;
+    if (remaining == 0) break;
+    p += n * stride;
+    index[last] += n;
+    for (int d = last; d > 0 && index[d] == shape.sizes[d]; --d) {
+      index[d] = 0;
+      ++index[d - 1];
+      p += shape.strides[d - 1] - shape.sizes[d] * shape.strides[d];
+    }
+  }
+  return acc;
+}
+
+// Byte offset of output element `linear` (row-major over `sizes`) under `strides` (elements).
+int64_t offset_of(int64_t linear, int ndim, const int64_t* sizes, const int64_t* strides, size_t item) {
+  int64_t offset = 0;
+  for (int d = ndim - 1; d >= 0; --d) {
+    offset += (linear % sizes[d]) * strides[d];
+    linear /= sizes[d];
+  }
+  return offset * static_cast<int64_t>(item);
+}
+
+template <typename T, typename Out>
+void reduce_typed(ReduceOp op, const StridedView& out, const StridedView& in, int reduced_dims) {
+  using A = Acc<T>;
+  const Reducer<A> r{op};
+  const int kept = in.ndim - reduced_dims;
+  ReducedShape shape;
+  shape.ndim = reduced_dims;
+  for (int d = 0; d < reduced_dims; ++d) {
+    shape.sizes[d] = in.sizes[kept + d];
+    shape.strides[d] = in.strides[kept + d] * static_cast<int64_t>(sizeof(T));
+    shape.numel *= shape.sizes[d];
+  }
+  const int64_t outputs = out.numel();
+  auto finish = [&](A acc) {
+    if (op == ReduceOp::kMean) return static_cast<A>(acc / static_cast<A>(shape.numel));
+    return acc;
+  };
+  const char* in_base = static_cast<const char*>(in.data);
+  char* out_base = static_cast<char*>(out.data);
+  if (outputs == 1 && shape.numel > kGrain) {
+    // One output: partial folds over chunks of the reduced range, combined in chunk order.
+    const int64_t chunks = std::min<int64_t>(compute_threads() * 4, shape.numel / kGrain);
+    const int64_t chunk = (shape.numel + chunks - 1) / chunks;
+    std::vector<A> partial(static_cast<size_t>(chunks), r.identity());
+    parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        partial[c] = fold<T>(r, in_base, shape, c * chunk, std::min(shape.numel, (c + 1) * chunk));
+      }
+    });
+    A acc = r.identity();
+    for (A value : partial) acc = r.combine(acc, value);
+    store_out<Out>(out_base, finish(acc));
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, shape.numel));
+  parallel_for(outputs, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const char* src = in_base + offset_of(i, kept, in.sizes.data(), in.strides.data(), sizeof(T));
+      char* dst = out_base + offset_of(i, out.ndim, out.sizes.data(), out.strides.data(), sizeof(Out));
+      store_out<Out>(dst, finish(fold<T>(r, src, shape, 0, shape.numel)));
+    }
+  });
+}
+
+}  // namespace
+
+bool reduce_supported(ReduceOp op, DType in, DType out) {
+  if (is_complex(in) || is_complex(out)) return false;
+  if (op == ReduceOp::kMean) return is_floating(in) && is_floating(out);
+  return true;
+}
+
+void reduce(ReduceOp op, const StridedView& out, const StridedView& in, int reduced_dims) {
+  if (out.numel() == 0) return;
+  dispatch_real(in.dtype, [&](auto in_tag) {
+    using T = decltype(in_tag);
+    dispatch_real(out.dtype, [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      reduce_typed<T, Out>(op, out, in, reduced_dims);
+    });
+  });
+}
+
+}  // namespace torchneuron::kernels

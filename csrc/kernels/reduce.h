@@ -1,0 +1,17 @@
+// Reductions over the trailing dimensions of a strided view: sum, mean, prod, max, min.
+// The aten layer permutes the reduced dimensions to the end; the leading ones match the output.
+#pragma once
+
+#include "kernels/strided.h"
+
+namespace torchneuron::kernels {
+
+enum class ReduceOp : uint8_t { kSum, kMean, kProd, kMax, kMin };
+
+bool reduce_supported(ReduceOp op, DType in, DType out);
+
+// out[i...] = op over in[i..., r...] for the last `reduced_dims` dimensions of `in`. Floating
+// inputs accumulate in double, integers in int64; max/min propagate NaN.
+void reduce(ReduceOp op, const StridedView& out, const StridedView& in, int reduced_dims);
+
+}  // namespace torchneuron::kernels

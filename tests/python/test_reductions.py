@@ -1,0 +1,91 @@
+"""Native reductions against CPU PyTorch: dims, keepdim, dtype promotion, strided inputs,
+large (multi-threaded) inputs, NaN and infinity propagation, empty inputs and errors."""
+
+import pytest
+import torch
+
+import torchneuron
+
+
+def sample(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-5, 20, shape, generator=g).to(dtype)
+
+
+def assert_same(device_result, cpu_result, atol=1e-5, rtol=1.3e-6):
+    actual = device_result.cpu()
+    assert actual.dtype == cpu_result.dtype and actual.shape == cpu_result.shape
+    if cpu_result.is_floating_point():
+        if cpu_result.dtype in (torch.bfloat16, torch.float16):
+            atol = rtol = 1e-2
+        torch.testing.assert_close(actual, cpu_result, atol=atol, rtol=rtol, equal_nan=True)
+    else:
+        assert torch.equal(actual, cpu_result)
+
+
+@pytest.fixture
+def no_fallback():
+    torchneuron.reset_fallback_report()
+    yield
+    assert torchneuron.fallback_report() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32, torch.bool], ids=str)
+@pytest.mark.parametrize("dim", [None, 0, 1, -1, (0, 2), (2, 0)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_amax_amin(dtype, dim, keepdim, no_fallback):
+    x = sample((4, 5, 6), dtype) if dtype != torch.bool else sample((4, 5, 6), torch.int64) > 3
+    d = x.to("neuron")
+    kwargs = {} if dim is None else {"dim": dim, "keepdim": keepdim}
+    assert_same(d.sum(**kwargs), x.sum(**kwargs))
+    if dtype != torch.bool:
+        dims = dim if dim is not None else ()
+        assert_same(d.amax(dim=dims, keepdim=keepdim), x.amax(dim=dims, keepdim=keepdim))
+        assert_same(d.amin(dim=dims, keepdim=keepdim), x.amin(dim=dims, keepdim=keepdim))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_mean_and_dtype_argument(dtype, no_fallback):
+    x = sample((3, 7, 5), dtype)
+    d = x.to("neuron")
+    assert_same(d.mean(), x.mean())
+    assert_same(d.mean(dim=(0, 2), keepdim=True), x.mean(dim=(0, 2), keepdim=True))
+    assert_same(d.sum(dim=1, dtype=torch.float64), x.sum(dim=1, dtype=torch.float64))
+    assert_same(d.max(), x.max())
+    assert_same(d.min(), x.min())
+
+
+def test_strided_and_large_inputs(no_fallback):
+    x = sample((257, 1031), torch.float32, 1)
+    d = x.to("neuron")
+    assert_same(d.t().sum(dim=0), x.t().sum(dim=0), atol=1e-4)
+    assert_same(d[:, ::3].sum(dim=1), x[:, ::3].sum(dim=1), atol=1e-4)
+    assert_same(d.sum(), x.sum(), atol=1e-2, rtol=1e-5)  # one output, split across engines
+    assert_same(d.amax(), x.amax())
+    out = torch.empty(1031, device="neuron")
+    torch.sum(d, dim=0, out=out)
+    assert_same(out, x.sum(dim=0), atol=1e-4)
+
+
+def test_nan_and_infinity_propagate(no_fallback):
+    x = torch.tensor([[1.0, float("nan"), 3.0], [-float("inf"), -float("inf"), -float("inf")]])
+    d = x.to("neuron")
+    assert_same(d.amax(dim=1), x.amax(dim=1))
+    assert_same(d.amin(dim=1), x.amin(dim=1))
+    assert_same(d.sum(dim=1), x.sum(dim=1))
+
+
+def test_empty_inputs_and_errors():
+    e = torch.empty(0, 3, device="neuron")
+    assert_same(e.sum(dim=0), torch.empty(0, 3).sum(dim=0))
+    assert_same(e.sum(), torch.empty(0, 3).sum())
+    with pytest.raises(RuntimeError, match="Expected reduction dim"):
+        e.max()
+    with pytest.raises(RuntimeError, match="non-zero size"):
+        e.amax(dim=0)
+    with pytest.raises(RuntimeError, match=r"mean\(\): could not infer output dtype"):
+        torch.ones(3, dtype=torch.int64, device="neuron").mean()
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.ones(3, device="neuron").sum(dim=2)
