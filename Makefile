@@ -11,11 +11,12 @@ export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
 
 all: build
 
-# System packages: GoogleTest and ccache from Debian when missing.
-.stamp-system:
-	@if ! dpkg -s libgtest-dev >/dev/null 2>&1 || ! command -v ccache >/dev/null; then \
-	  echo "== installing libgtest-dev and ccache (apt)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev ccache >/dev/null; \
+# System packages: GoogleTest, OpenBLAS and ccache from Debian when missing.
+.stamp-system: Makefile
+	@if ! dpkg -s libgtest-dev libopenblas-dev >/dev/null 2>&1 || ! command -v ccache >/dev/null; then \
+	  echo "== installing libgtest-dev, libopenblas-dev and ccache (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev \
+	    libopenblas-dev ccache >/dev/null; \
 	fi
 	@touch $@
 

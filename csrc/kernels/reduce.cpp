@@ -43,14 +43,19 @@ template <typename T>
 using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
 
 template <typename T>
-inline Acc<T> load_acc(const char* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
+inline Acc<T> to_acc(T value) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return static_cast<double>(static_cast<float>(value));
   } else {
     return static_cast<Acc<T>>(value);
   }
+}
+
+template <typename T>
+inline Acc<T> load_acc(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return to_acc<T>(value);
 }
 
 template <typename Out, typename A>
@@ -66,33 +71,30 @@ inline void store_out(char* p, A value) {
   std::memcpy(p, &typed, sizeof(Out));
 }
 
-template <typename A>
+// The op is a template parameter so that the inner loops vectorize.
+template <typename A, ReduceOp kOp>
 struct Reducer {
-  ReduceOp op;
-  A identity() const {
-    switch (op) {
-      case ReduceOp::kProd: return A(1);
-      case ReduceOp::kMax:
-        return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
-      case ReduceOp::kMin:
-        return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
-      default: return A(0);
+  static constexpr A identity() {
+    if constexpr (kOp == ReduceOp::kProd) {
+      return A(1);
+    } else if constexpr (kOp == ReduceOp::kMax) {
+      return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
+    } else if constexpr (kOp == ReduceOp::kMin) {
+      return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
+    } else {
+      return A(0);
     }
   }
-  A combine(A acc, A value) const {
-    switch (op) {
-      case ReduceOp::kProd: return acc * value;
-      case ReduceOp::kMax:
-        if constexpr (std::is_floating_point_v<A>) {
-          if (std::isnan(acc) || std::isnan(value)) return std::numeric_limits<A>::quiet_NaN();
-        }
-        return std::max(acc, value);
-      case ReduceOp::kMin:
-        if constexpr (std::is_floating_point_v<A>) {
-          if (std::isnan(acc) || std::isnan(value)) return std::numeric_limits<A>::quiet_NaN();
-        }
-        return std::min(acc, value);
-      default: return acc + value;
+  static A combine(A acc, A value) {
+    if constexpr (kOp == ReduceOp::kProd) {
+      return acc * value;
+    } else if constexpr (kOp == ReduceOp::kMax || kOp == ReduceOp::kMin) {
+      if constexpr (std::is_floating_point_v<A>) {
+        if (std::isnan(acc) || std::isnan(value)) return std::numeric_limits<A>::quiet_NaN();
+      }
+      return kOp == ReduceOp::kMax ? std::max(acc, value) : std::min(acc, value);
+    } else {
+      return acc + value;
     }
   }
 };
@@ -106,11 +108,10 @@ struct ReducedShape {
 };
 
 // Folds elements [begin, end) of the reduced index space that starts at `base`.
-template <typename T>
-Acc<T> fold(const Reducer<Acc<T>>& r, const char* base, const ReducedShape& shape, int64_t begin,
-            int64_t end) {
-  Acc<T> acc = r.identity();
-  if (shape.ndim == 0) return begin < end ? r.combine(acc, load_acc<T>(base)) : acc;
+template <typename T, typename R>
+Acc<T> fold(const char* base, const ReducedShape& shape, int64_t begin, int64_t end) {
+  Acc<T> acc = R::identity();
+  if (shape.ndim == 0) return begin < end ? R::combine(acc, load_acc<T>(base)) : acc;
   const int last = shape.ndim - 1;
   int64_t index[kMaxDims];
   int64_t rest = begin;
@@ -124,7 +125,19 @@ Acc<T> fold(const Reducer<Acc<T>>& r, const char* base, const ReducedShape& shap
   const int64_t stride = shape.strides[last];
   while (remaining > 0) {
     const int64_t n = std::min(shape.sizes[last] - index[last], remaining);
-    for (int64_t i = 0; i < n; ++i) acc = r.combine(acc, load_acc<T>(p + i * stride));
+    if (stride == static_cast<int64_t>(sizeof(T))) {
+      // Contiguous run: typed loads and four independent accumulators.
+      const T* run = reinterpret_cast<const T*>(p);
+      Acc<T> lanes[4] = {R::identity(), R::identity(), R::identity(), R::identity()};
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {
+        for (int l = 0; l < 4; ++l) lanes[l] = R::combine(lanes[l], to_acc<T>(run[i + l]));
+      }
+      for (; i < n; ++i) lanes[0] = R::combine(lanes[0], to_acc<T>(run[i]));
+      for (int l = 0; l < 4; ++l) acc = R::combine(acc, lanes[l]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc = R::combine(acc, load_acc<T>(p + i * stride));
+    }
     remaining -= n;
     if (remaining == 0) break;
     p += n * stride;
@@ -148,10 +161,11 @@ int64_t offset_of(int64_t linear, int ndim, const int64_t* sizes, const int64_t*
   return offset * static_cast<int64_t>(item);
 }
 
-template <typename T, typename Out>
-void reduce_typed(ReduceOp op, const StridedView& out, const StridedView& in, int reduced_dims) {
+template <typename T, typename Out, ReduceOp kOp>
+void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dims) {
   using A = Acc<T>;
-  const Reducer<A> r{op};
+  using R = Reducer<A, kOp>;
+  constexpr ReduceOp op = kOp;
   const int kept = in.ndim - reduced_dims;
   ReducedShape shape;
   shape.ndim = reduced_dims;
@@ -171,15 +185,39 @@ void reduce_typed(ReduceOp op, const StridedView& out, const StridedView& in, in
     // One output: partial folds over chunks of the reduced range, combined in chunk order.
     const int64_t chunks = std::min<int64_t>(compute_threads() * 4, shape.numel / kGrain);
     const int64_t chunk = (shape.numel + chunks - 1) / chunks;
-    std::vector<A> partial(static_cast<size_t>(chunks), r.identity());
+    std::vector<A> partial(static_cast<size_t>(chunks), R::identity());
     parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
-        partial[c] = fold<T>(r, in_base, shape, c * chunk, std::min(shape.numel, (c + 1) * chunk));
+        partial[c] = fold<T, R>(in_base, shape, c * chunk, std::min(shape.numel, (c + 1) * chunk));
       }
     });
-    A acc = r.identity();
-    for (A value : partial) acc = r.combine(acc, value);
+    A acc = R::identity();
+    for (A value : partial) acc = R::combine(acc, value);
     store_out<Out>(out_base, finish(acc));
+    return;
+  }
+  if (kept == 1 && in.strides[0] == 1 && shape.ndim > 0 && shape.strides[shape.ndim - 1] != sizeof(T)) {
+    // Reducing over leading dims of memory (a column sum): walk the input in memory order and
+    // accumulate whole rows into a block of outputs.
+    parallel_for(outputs, 256, [&](int64_t begin, int64_t end) {
+      std::vector<A> acc(static_cast<size_t>(end - begin), R::identity());
+      const int last = shape.ndim - 1;
+      int64_t index[kMaxDims] = {};
+      const char* row = in_base;
+      for (int64_t r = 0; r < shape.numel; ++r) {
+        const T* values = reinterpret_cast<const T*>(row) + begin;
+        for (int64_t j = 0; j < end - begin; ++j) acc[j] = R::combine(acc[j], to_acc<T>(values[j]));
+        for (int d = last; d >= 0; --d) {
+          row += shape.strides[d];
+          if (++index[d] < shape.sizes[d]) break;
+          row -= shape.strides[d] * shape.sizes[d];
+          index[d] = 0;
+        }
+      }
+      for (int64_t j = begin; j < end; ++j) {
+        store_out<Out>(out_base + j * out.strides[0] * static_cast<int64_t>(sizeof(Out)), finish(acc[j - begin]));
+      }
+    });
     return;
   }
   const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, shape.numel));
@@ -187,7 +225,7 @@ void reduce_typed(ReduceOp op, const StridedView& out, const StridedView& in, in
     for (int64_t i = begin; i < end; ++i) {
       const char* src = in_base + offset_of(i, kept, in.sizes.data(), in.strides.data(), sizeof(T));
       char* dst = out_base + offset_of(i, out.ndim, out.sizes.data(), out.strides.data(), sizeof(Out));
-      store_out<Out>(dst, finish(fold<T>(r, src, shape, 0, shape.numel)));
+      store_out<Out>(dst, finish(fold<T, R>(src, shape, 0, shape.numel)));
     }
   });
 }
@@ -206,7 +244,13 @@ void reduce(ReduceOp op, const StridedView& out, const StridedView& in, int redu
     using T = decltype(in_tag);
     dispatch_real(out.dtype, [&](auto out_tag) {
       using Out = decltype(out_tag);
-      reduce_typed<T, Out>(op, out, in, reduced_dims);
+      switch (op) {
+        case ReduceOp::kSum: return reduce_typed<T, Out, ReduceOp::kSum>(out, in, reduced_dims);
+        case ReduceOp::kMean: return reduce_typed<T, Out, ReduceOp::kMean>(out, in, reduced_dims);
+        case ReduceOp::kProd: return reduce_typed<T, Out, ReduceOp::kProd>(out, in, reduced_dims);
+        case ReduceOp::kMax: return reduce_typed<T, Out, ReduceOp::kMax>(out, in, reduced_dims);
+        case ReduceOp::kMin: return reduce_typed<T, Out, ReduceOp::kMin>(out, in, reduced_dims);
+      }
     });
   });
 }

@@ -1,0 +1,208 @@
+// Matrix products on neuron (mm, addmm, bmm, baddbmm; matmul and linear reach these): shape and
+// dtype checks on the host, operands made BLAS-friendly, csrc/kernels/gemm on the queue.
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm_ops.h>
+#include <torch/library.h>
+
+#include "aten/cpu_fallback.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/gemm.h"
+
+#ifndef ATEN_OP
+#define ATEN_OP(op_name) at::_ops::op_name
+#define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
+#endif
+
+namespace torchneuron::aten {
+namespace {
+
+// BLAS takes a matrix whose rows or columns are contiguous runs; anything else is copied.
+at::Tensor blas_ready(const at::Tensor& t) {
+  const int64_t rows = t.size(-2);
+  const int64_t cols = t.size(-1);
+  const int64_t rs = t.stride(-2);
+  const int64_t cs = t.stride(-1);
+  const bool row_major = cs == 1 && rs >= std::max<int64_t>(cols, 1);
+  const bool col_major = rs == 1 && cs >= std::max<int64_t>(rows, 1);
+  return row_major || col_major ? t : t.contiguous();
+}
+
+kernels::MatrixOperand operand(const at::Tensor& t) {
+  kernels::MatrixOperand op;
+  op.data = static_cast<char*>(t.data_ptr());
+  op.batch_stride = t.dim() == 3 ? t.stride(0) : 0;
+  op.row_stride = t.stride(-2);
+  op.col_stride = t.stride(-1);
+  return op;
+}
+
+bool kernel_dtype_ok(const at::Tensor& t) {
+  return has_kernel_dtype(t.scalar_type()) && kernels::gemm_supported(to_kernel_dtype(t.scalar_type()));
+}
+
+// result = beta * result + alpha * a @ b, with result already shaped and row-major.
+void launch_gemm(const at::Tensor& result, const at::Tensor& a_in, const at::Tensor& b_in, double beta,
+                 double alpha, const char* name) {
+  if (result.numel() == 0) return;
+  const at::Tensor a = blas_ready(a_in);
+  const at::Tensor b = blas_ready(b_in);
+  kernels::GemmArgs args;
+  args.dtype = to_kernel_dtype(result.scalar_type());
+  args.batch = result.dim() == 3 ? result.size(0) : 1;
+  args.m = result.size(-2);
+  args.n = result.size(-1);
+  args.k = a.size(-1);
+  args.a = operand(a);
+  args.b = operand(b);
+  args.c = operand(result);
+  args.alpha = alpha;
+  args.beta = beta;
+  enqueue(result, name, {&a, &b}, [args] { kernels::gemm(args); });
+}
+
+void check_matrices(const at::Tensor& a, const at::Tensor& b, const char* name, int64_t dims) {
+  TORCH_CHECK(a.dim() == dims, name, ": self must be a ", dims, "D tensor, got ", a.dim(), "D");
+  TORCH_CHECK(b.dim() == dims, name, ": mat2 must be a ", dims, "D tensor, got ", b.dim(), "D");
+  TORCH_CHECK(a.size(-1) == b.size(-2), "mat1 and mat2 shapes cannot be multiplied (", a.size(-2), "x",
+              a.size(-1), " and ", b.size(-2), "x", b.size(-1), ")");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+              a.scalar_type(), " != ", b.scalar_type());
+  if (dims == 3) {
+    TORCH_CHECK(a.size(0) == b.size(0), "batch1 and batch2 must have same number of batches, got ",
+                a.size(0), " and ", b.size(0));
+  }
+}
+
+// Writes into `result` through a row-major temporary when `result` itself is not row-major.
+template <typename Body>
+void with_row_major(at::Tensor& result, Body body) {
+  if (result.stride(-1) == 1 && (result.dim() < 2 || result.stride(-2) >= std::max<int64_t>(result.size(-1), 1)) &&
+      (result.dim() < 3 || result.stride(0) >= result.size(1) * result.stride(1))) {
+    body(result);
+    return;
+  }
+  at::Tensor staging = result.contiguous();
+  body(staging);
+  result.copy_(staging);
+}
+
+}  // namespace
+
+namespace matmul {
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
+  check_matrices(self, mat2, "mm", 2);
+  if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(mm, out)>::call(self, mat2, result);
+  }
+  at::native::resize_output(result, {self.size(0), mat2.size(1)});
+  with_row_major(result, [&](at::Tensor& out) { launch_gemm(out, self, mat2, 0.0, 1.0, "aten::mm"); });
+  return result;
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  at::Tensor result = at::empty({0}, self.options());
+  return matmul::mm_out(self, mat2, result);
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& result) {
+  check_matrices(mat1, mat2, "addmm", 2);
+  if (!kernel_dtype_ok(mat1) || result.scalar_type() != mat1.scalar_type() ||
+      self.scalar_type() != mat1.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(addmm, out)>::call(self, mat1, mat2, beta,
+                                                                                          alpha, result);
+  }
+  const std::vector<int64_t> shape{mat1.size(0), mat2.size(1)};
+  const double beta_value = beta.toDouble();
+  if (!result.is_same(self)) {
+    at::native::resize_output(result, shape);
+    if (beta_value != 0.0) result.copy_(self.expand(shape));
+  } else {
+    TORCH_CHECK(self.sizes() == at::IntArrayRef(shape), "addmm_: self has shape ", self.sizes(),
+                " but the product has shape ", at::IntArrayRef(shape));
+  }
+  with_row_major(result, [&](at::Tensor& out) {
+    launch_gemm(out, mat1, mat2, beta_value, alpha.toDouble(), "aten::addmm");
+  });
+  return result;
+}
+
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                 const c10::Scalar& alpha) {
+  at::Tensor result = at::empty({0}, mat1.options());
+  return matmul::addmm_out(self, mat1, mat2, beta, alpha, result);
+}
+
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                   const c10::Scalar& alpha) {
+  return matmul::addmm_out(self, mat1, mat2, beta, alpha, self);
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
+  check_matrices(self, mat2, "bmm", 3);
+  if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(bmm, out)>::call(self, mat2, result);
+  }
+  at::native::resize_output(result, {self.size(0), self.size(1), mat2.size(2)});
+  with_row_major(result, [&](at::Tensor& out) { launch_gemm(out, self, mat2, 0.0, 1.0, "aten::bmm"); });
+  return result;
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  at::Tensor result = at::empty({0}, self.options());
+  return matmul::bmm_out(self, mat2, result);
+}
+
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& result) {
+  check_matrices(batch1, batch2, "baddbmm", 3);
+  if (!kernel_dtype_ok(batch1) || result.scalar_type() != batch1.scalar_type() ||
+      self.scalar_type() != batch1.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(baddbmm, out)>::call(self, batch1, batch2,
+                                                                                            beta, alpha, result);
+  }
+  const std::vector<int64_t> shape{batch1.size(0), batch1.size(1), batch2.size(2)};
+  const double beta_value = beta.toDouble();
+  if (!result.is_same(self)) {
+    at::native::resize_output(result, shape);
+    if (beta_value != 0.0) result.copy_(self.expand(shape));
+  }
+  with_row_major(result, [&](at::Tensor& out) {
+    launch_gemm(out, batch1, batch2, beta_value, alpha.toDouble(), "aten::baddbmm");
+  });
+  return result;
+}
+
+at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                   const c10::Scalar& beta, const c10::Scalar& alpha) {
+  at::Tensor result = at::empty({0}, batch1.options());
+  return matmul::baddbmm_out(self, batch1, batch2, beta, alpha, result);
+}
+
+at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const c10::Scalar& beta,
+                     const c10::Scalar& alpha) {
+  return matmul::baddbmm_out(self, batch1, batch2, beta, alpha, self);
+}
+
+}  // namespace matmul
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm", TORCH_FN(matmul::mm));
+  m.impl("mm.out", TORCH_FN(matmul::mm_out));
+  m.impl("addmm", TORCH_FN(matmul::addmm));
+  m.impl("addmm.out", TORCH_FN(matmul::addmm_out));
+  m.impl("addmm_", TORCH_FN(matmul::addmm_));
+  m.impl("bmm", TORCH_FN(matmul::bmm));
+  m.impl("bmm.out", TORCH_FN(matmul::bmm_out));
+  m.impl("baddbmm", TORCH_FN(matmul::baddbmm));
+  m.impl("baddbmm.out", TORCH_FN(matmul::baddbmm_out));
+  m.impl("baddbmm_", TORCH_FN(matmul::baddbmm_));
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,32 @@
+// Matrix multiplication over device buffers: batched C = alpha * A @ B + beta * C through
+// OpenBLAS for float32/float64 (half types via float), plain loops for integers.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/strided.h"
+
+namespace torchneuron::kernels {
+
+// One operand: a [rows, cols] matrix per batch entry, strides in elements. A and B need a unit
+// stride in one of their two dimensions; C must be row-major (unit column stride).
+struct MatrixOperand {
+  char* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t row_stride = 0;
+  int64_t col_stride = 0;
+};
+
+struct GemmArgs {
+  DType dtype = DType::kFloat32;
+  int64_t batch = 1;
+  int64_t m = 0, n = 0, k = 0;
+  MatrixOperand a, b, c;
+  double alpha = 1.0;
+  double beta = 0.0;  // 0 ignores C's previous contents, NaN included
+};
+
+bool gemm_supported(DType dtype);
+void gemm(const GemmArgs& args);
+
+}  // namespace torchneuron::kernels

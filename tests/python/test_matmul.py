@@ -1,0 +1,104 @@
+"""Native matrix products against CPU PyTorch: mm, addmm, bmm, baddbmm, matmul and linear,
+with transposed and sliced operands, half types, integers, out=, and shape errors."""
+
+import pytest
+import torch
+
+import torchneuron
+
+
+def sample(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-4, 5, shape, generator=g).to(dtype)
+
+
+def assert_same(device_result, cpu_result):
+    actual = device_result.cpu()
+    assert actual.dtype == cpu_result.dtype and actual.shape == cpu_result.shape
+    if cpu_result.dtype in (torch.bfloat16, torch.float16):
+        torch.testing.assert_close(actual.float(), cpu_result.float(), atol=5e-2, rtol=2e-2)
+    elif cpu_result.is_floating_point():
+        torch.testing.assert_close(actual, cpu_result, atol=1e-4, rtol=1e-5)
+    else:
+        assert torch.equal(actual, cpu_result)
+
+
+@pytest.fixture
+def no_fallback():
+    torchneuron.reset_fallback_report()
+    yield
+    assert torchneuron.fallback_report() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64], ids=str)
+def test_mm_layouts(dtype, no_fallback):
+    a, b = sample((7, 5), dtype), sample((5, 9), dtype, 1)
+    da, db = a.to("neuron"), b.to("neuron")
+    assert_same(da @ db, a @ b)
+    assert_same(da.t().contiguous().t() @ db, a @ b)       # column-major left operand
+    assert_same(db.t() @ da.t(), b.t() @ a.t())             # both transposed views
+    big = sample((9, 12), dtype, 2)
+    assert_same(big.to("neuron")[:, ::2] @ db.t()[:6], big[:, ::2] @ b.t()[:6])  # strided: copied
+
+
+def test_addmm_baddbmm_and_linear(no_fallback):
+    bias, a, b = sample((9,), torch.float32), sample((7, 5), torch.float32, 1), sample((5, 9), torch.float32, 2)
+    assert_same(torch.addmm(bias.to("neuron"), a.to("neuron"), b.to("neuron"), beta=0.5, alpha=2.0),
+                torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+    x, w = sample((3, 4, 5), torch.float32, 3), sample((6, 5), torch.float32, 4)
+    assert_same(torch.nn.functional.linear(x.to("neuron"), w.to("neuron"), bias[:6].to("neuron")),
+                torch.nn.functional.linear(x, w, bias[:6]))
+    b1, b2, c = sample((4, 3, 5), torch.float32, 5), sample((4, 5, 2), torch.float32, 6), sample((4, 3, 2), torch.float32, 7)
+    assert_same(torch.bmm(b1.to("neuron"), b2.to("neuron")), torch.bmm(b1, b2))
+    assert_same(torch.baddbmm(c.to("neuron"), b1.to("neuron"), b2.to("neuron"), beta=2, alpha=0.5),
+                torch.baddbmm(c, b1, b2, beta=2, alpha=0.5))
+    assert_same(b1.to("neuron").transpose(1, 2).matmul(sample((3, 2), torch.float32, 8).to("neuron")),
+                b1.transpose(1, 2).matmul(sample((3, 2), torch.float32, 8)))
+
+
+def test_beta_zero_ignores_nan_and_out_forms(no_fallback):
+    nan_bias = torch.full((4, 4), float("nan"))
+    a = sample((4, 3), torch.float32)
+    assert_same(torch.addmm(nan_bias.to("neuron"), a.to("neuron"), a.t().to("neuron"), beta=0),
+                torch.addmm(nan_bias, a, a.t(), beta=0))
+    out = torch.empty(4, 4, device="neuron").t()  # not row-major: written through a temporary
+    torch.mm(a.to("neuron"), a.t().to("neuron"), out=out)
+    assert_same(out, a @ a.t())
+    empty_inner = torch.mm(torch.ones(3, 0, device="neuron"), torch.ones(0, 2, device="neuron"))
+    assert_same(empty_inner, torch.zeros(3, 2))
+
+
+def test_large_gemm_and_training_step(no_fallback):
+    a, b = sample((256, 300), torch.float32), sample((300, 128), torch.float32, 1)
+    assert_same(a.to("neuron") @ b.to("neuron"), a @ b)
+    layer = torch.nn.Linear(300, 10)
+    x = sample((32, 300), torch.float32, 2)
+    layer(x).square().sum().backward()
+    device_layer = torch.nn.Linear(300, 10)
+    device_layer.load_state_dict(layer.state_dict())
+    device_layer.to("neuron")
+    device_layer(x.to("neuron")).square().sum().backward()
+    assert_same(device_layer.weight.grad, layer.weight.grad)
+    assert_same(device_layer.bias.grad, layer.bias.grad)
+
+
+def test_shape_and_dtype_errors():
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        torch.mm(torch.ones(2, 3, device="neuron"), torch.ones(4, 5, device="neuron"))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.mm(torch.ones(2, 3, device="neuron"), torch.ones(3, 2, dtype=torch.float64, device="neuron"))
+    with pytest.raises(RuntimeError, match="2D tensor"):
+        torch.mm(torch.ones(2, 3, 4, device="neuron"), torch.ones(4, 5, device="neuron"))
+
+
+def test_empty_inner_dimension_never_reaches_blas(no_fallback):
+    # A batch of 0 rows gives a weight gradient with K = 0: exact zeros, or beta * C for addmm.
+    x = torch.zeros(0, 3, device="neuron", requires_grad=True)
+    layer = torch.nn.Linear(3, 4).to("neuron")
+    layer(x).sum().backward()
+    assert_same(layer.weight.grad, torch.zeros(4, 3))
+    c = sample((2, 5), torch.float32)
+    empty = torch.ones(2, 0, device="neuron"), torch.ones(0, 5, device="neuron")
+    assert_same(torch.addmm(c.to("neuron"), *empty, beta=3.0), torch.addmm(c, torch.ones(2, 0), torch.ones(0, 5), beta=3.0))
