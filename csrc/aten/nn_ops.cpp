@@ -1,0 +1,493 @@
+// Neural-network operators on neuron: softmax / log_softmax and their backward, layer norm,
+// NLL loss, index_select (embedding), embedding backward, cat and arange. The host checks
+// arguments, makes inputs contiguous and allocates outputs; csrc/kernels/nn runs on the queue.
+// Kernels take raw pointers: a temporary freed here can only be reused by later commands,
+// which the in-order queue runs after this one.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/arange_ops.h>
+#include <ATen/ops/cat_ops.h>
+#include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/result_type.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "aten/cpu_fallback.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/nn.h"
+
+#ifndef ATEN_OP
+#define ATEN_OP(op_name) at::_ops::op_name
+#define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
+#endif
+
+namespace torchneuron::aten {
+namespace {
+
+bool floating_kernel_dtype(const at::Tensor& t) {
+  return has_kernel_dtype(t.scalar_type()) && kernels::nn_supported(to_kernel_dtype(t.scalar_type()));
+}
+
+kernels::SoftmaxShape softmax_shape(const at::Tensor& t, int64_t dim) {
+  kernels::SoftmaxShape shape;
+  for (int64_t d = 0; d < dim; ++d) shape.outer *= t.size(d);
+  shape.dim = t.dim() == 0 ? 1 : t.size(dim);
+  for (int64_t d = dim + 1; d < t.dim(); ++d) shape.inner *= t.size(d);
+  return shape;
+}
+
+// Optional tensors made contiguous, or undefined.
+at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
+}
+
+const void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+}  // namespace
+
+namespace nn {
+
+// ---- softmax -------------------------------------------------------------------------------
+
+at::Tensor& softmax_out_impl(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& result, bool log) {
+  const char* name = log ? "aten::_log_softmax" : "aten::_softmax";
+  TORCH_CHECK(!half_to_float, "softmax with half to float conversion is not supported on neuron");
+  if (!floating_kernel_dtype(self) || result.scalar_type() != self.scalar_type()) {
+    if (log) {
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(_log_softmax, out)>::call(self, dim, half_to_float, result);
+    }
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(_softmax, out)>::call(self, dim, half_to_float, result);
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor input = self.contiguous();
+  at::native::resize_output(result, self.sizes());
+  at::Tensor out = result.is_contiguous() ? result : at::empty_like(input);
+  if (input.numel() > 0) {
+    const kernels::SoftmaxShape shape = softmax_shape(input, wrapped);
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    void* out_ptr = out.data_ptr();
+    const void* in_ptr = input.data_ptr();
+    enqueue(out, name, {&input}, [=] { kernels::softmax(dtype, shape, out_ptr, in_ptr, log); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& result) {
+  return softmax_out_impl(self, dim, half_to_float, result, false);
+}
+at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& result) {
+  return softmax_out_impl(self, dim, half_to_float, result, true);
+}
+at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  at::Tensor result = at::empty({0}, self.options());
+  return softmax_out_impl(self, dim, half_to_float, result, false);
+}
+at::Tensor log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  at::Tensor result = at::empty({0}, self.options());
+  return softmax_out_impl(self, dim, half_to_float, result, true);
+}
+
+at::Tensor& softmax_backward_impl(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                  c10::ScalarType input_dtype, at::Tensor& grad_input, bool log) {
+  if (!floating_kernel_dtype(grad_output) || output.scalar_type() != grad_output.scalar_type() ||
+      input_dtype != grad_output.scalar_type() || grad_input.scalar_type() != grad_output.scalar_type()) {
+    if (log) {
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(_log_softmax_backward_data, out)>::call(
+          grad_output, output, dim, input_dtype, grad_input);
+    }
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(_softmax_backward_data, out)>::call(
+        grad_output, output, dim, input_dtype, grad_input);
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, output.dim());
+  const at::Tensor go = grad_output.contiguous();
+  const at::Tensor y = output.contiguous();
+  at::native::resize_output(grad_input, output.sizes());
+  at::Tensor gi = grad_input.is_contiguous() ? grad_input : at::empty_like(y);
+  if (y.numel() > 0) {
+    const kernels::SoftmaxShape shape = softmax_shape(y, wrapped);
+    const kernels::DType dtype = to_kernel_dtype(y.scalar_type());
+    void* gi_ptr = gi.data_ptr();
+    const void* go_ptr = go.data_ptr();
+    const void* y_ptr = y.data_ptr();
+    enqueue(gi, log ? "aten::_log_softmax_backward_data" : "aten::_softmax_backward_data", {&go, &y},
+            [=] { kernels::softmax_backward(dtype, shape, gi_ptr, go_ptr, y_ptr, log); });
+  }
+  if (!gi.is_same(grad_input)) grad_input.copy_(gi);
+  return grad_input;
+}
+
+at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 c10::ScalarType input_dtype, at::Tensor& grad_input) {
+  return softmax_backward_impl(grad_output, output, dim, input_dtype, grad_input, false);
+}
+at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                     c10::ScalarType input_dtype, at::Tensor& grad_input) {
+  return softmax_backward_impl(grad_output, output, dim, input_dtype, grad_input, true);
+}
+at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                            c10::ScalarType input_dtype) {
+  at::Tensor grad_input = at::empty({0}, grad_output.options());
+  return softmax_backward_impl(grad_output, output, dim, input_dtype, grad_input, false);
+}
+at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                c10::ScalarType input_dtype) {
+  at::Tensor grad_input = at::empty({0}, grad_output.options());
+  return softmax_backward_impl(grad_output, output, dim, input_dtype, grad_input, true);
+}
+
+// ---- layer norm ----------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias, double eps) {
+  const int64_t norm_dims = static_cast<int64_t>(normalized_shape.size());
+  TORCH_CHECK(norm_dims >= 1, "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, but got normalized_shape = ", normalized_shape);
+  TORCH_CHECK(input.dim() >= norm_dims && input.sizes().slice(input.dim() - norm_dims).equals(normalized_shape),
+              "Given normalized_shape=", normalized_shape, ", expected input with shape [*, ",
+              normalized_shape, "], but got input of size", input.sizes());
+  if (!floating_kernel_dtype(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(native_layer_norm)>::call(
+        input, normalized_shape, weight, bias, eps);
+  }
+  const at::Tensor x = input.contiguous();
+  const at::Tensor w = contiguous_or_undefined(weight);
+  const at::Tensor b = contiguous_or_undefined(bias);
+  int64_t cols = 1;
+  for (int64_t s : normalized_shape) cols *= s;
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().end());
+  for (int64_t d = input.dim() - norm_dims; d < input.dim(); ++d) stat_shape[d] = 1;
+  at::Tensor out = at::empty_like(x);
+  at::Tensor mean = at::empty(stat_shape, x.options());
+  at::Tensor rstd = at::empty(stat_shape, x.options());
+  if (rows > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const void* px = x.data_ptr();
+    const void* pw = data_or_null(w);
+    const void* pb = data_or_null(b);
+    void* po = out.data_ptr();
+    void* pm = mean.data_ptr();
+    void* pr = rstd.data_ptr();
+    enqueue(out, "aten::native_layer_norm", {&x}, [=] { kernels::layer_norm(dtype, rows, cols, eps, px, pw, pb, po, pm, pr); });
+  }
+  return {out, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask) {
+  if (!floating_kernel_dtype(input) || grad_out.scalar_type() != input.scalar_type() ||
+      mean.scalar_type() != input.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(native_layer_norm_backward)>::call(
+        grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
+  }
+  const at::Tensor go = grad_out.contiguous();
+  const at::Tensor x = input.contiguous();
+  const at::Tensor m = mean.contiguous();
+  const at::Tensor r = rstd.contiguous();
+  const at::Tensor w = contiguous_or_undefined(weight);
+  int64_t cols = 1;
+  for (int64_t s : normalized_shape) cols *= s;
+  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  at::Tensor grad_x = output_mask[0] ? at::empty_like(x) : at::Tensor();
+  const bool has_weight = weight.has_value() && weight->defined();
+  const bool has_bias = bias.has_value() && bias->defined();
+  at::Tensor grad_w = output_mask[1] && has_weight ? at::empty_like(*weight, at::MemoryFormat::Contiguous) : at::Tensor();
+  at::Tensor grad_b = output_mask[2] && has_bias ? at::empty_like(*bias, at::MemoryFormat::Contiguous) : at::Tensor();
+  if (rows == 0) {
+    if (grad_w.defined()) grad_w.zero_();
+    if (grad_b.defined()) grad_b.zero_();
+  } else if (grad_x.defined() || grad_w.defined() || grad_b.defined()) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const void* pgo = go.data_ptr();
+    const void* px = x.data_ptr();
+    const void* pm = m.data_ptr();
+    const void* pr = r.data_ptr();
+    const void* pw = data_or_null(w);
+    void* pgx = grad_x.defined() ? grad_x.data_ptr() : nullptr;
+    void* pgw = grad_w.defined() ? grad_w.data_ptr() : nullptr;
+    void* pgb = grad_b.defined() ? grad_b.data_ptr() : nullptr;
+    enqueue(x, "aten::native_layer_norm_backward", {&go, &x}, [=] {
+      kernels::layer_norm_backward(dtype, rows, cols, pgo, px, pm, pr, pw, pgx, pgw, pgb);
+    });
+  }
+  return {grad_x, grad_w, grad_b};
+}
+
+// ---- NLL loss ------------------------------------------------------------------------------
+
+bool nll_supported(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
+  return floating_kernel_dtype(self) && (self.dim() == 1 || self.dim() == 2) && target.scalar_type() == c10::kLong &&
+         (!weight.has_value() || !weight->defined() || weight->scalar_type() == self.scalar_type());
+}
+
+void check_nll_shapes(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  const int64_t batch = self.dim() == 1 ? 1 : self.size(0);
+  TORCH_CHECK(self.dim() == 1 ? target.numel() == 1 : target.size(0) == batch,
+              "size mismatch (got input: ", self.sizes(), ", target: ", target.sizes(), ")");
+  const int64_t classes = self.size(-1);
+  TORCH_CHECK(!weight.has_value() || !weight->defined() || weight->numel() == classes,
+              "weight tensor should be defined either for all ", classes, " classes or no classes but got weight tensor of shape: ",
+              weight->sizes());
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss_out(const at::Tensor& self, const at::Tensor& target,
+                                                  const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                  int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  check_nll_shapes(self, target, weight);
+  if (!nll_supported(self, target, weight)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss_forward, output)>::call(
+        self, target, weight, reduction, ignore_index, output, total_weight);
+  }
+  const at::Tensor lp = self.contiguous();
+  const at::Tensor t = target.contiguous();
+  const at::Tensor w = contiguous_or_undefined(weight);
+  const int64_t batch = self.dim() == 1 ? 1 : self.size(0);
+  const int64_t classes = self.size(-1);
+  const auto mode = static_cast<kernels::Reduction>(reduction);
+  if (mode == kernels::Reduction::kNone && self.dim() == 2) {
+    at::native::resize_output(output, {batch});
+  } else {
+    at::native::resize_output(output, {});
+  }
+  at::native::resize_output(total_weight, {});
+  at::Tensor out = output.is_contiguous() ? output : at::empty(output.sizes(), lp.options());
+  const kernels::DType dtype = to_kernel_dtype(lp.scalar_type());
+  const void* plp = lp.data_ptr();
+  const auto* pt = static_cast<const int64_t*>(t.data_ptr());
+  const void* pw = data_or_null(w);
+  void* po = out.data_ptr();
+  void* ptw = total_weight.data_ptr();
+  enqueue(lp, "aten::nll_loss_forward", {&lp, &t}, [=] {
+    kernels::nll_loss(dtype, batch, classes, plp, pt, pw, mode, ignore_index, po, ptw);
+  });
+  if (!out.is_same(output)) output.copy_(out);
+  return {output, total_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& self, const at::Tensor& target,
+                                            const std::optional<at::Tensor>& weight, int64_t reduction,
+                                            int64_t ignore_index) {
+  at::Tensor output = at::empty({0}, self.options());
+  at::Tensor total_weight = at::empty({0}, self.options());
+  nll_loss_out(self, target, weight, reduction, ignore_index, output, total_weight);
+  return {output, total_weight};
+}
+
+at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                  const at::Tensor& total_weight, at::Tensor& grad_input) {
+  check_nll_shapes(self, target, weight);
+  if (!nll_supported(self, target, weight) || grad_output.scalar_type() != self.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss_backward, grad_input)>::call(
+        grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+  }
+  const at::Tensor go = grad_output.contiguous();
+  const at::Tensor t = target.contiguous();
+  const at::Tensor w = contiguous_or_undefined(weight);
+  const at::Tensor tw = total_weight.contiguous();
+  const int64_t batch = self.dim() == 1 ? 1 : self.size(0);
+  const int64_t classes = self.size(-1);
+  at::native::resize_output(grad_input, self.sizes());
+  at::Tensor gi = grad_input.is_contiguous() ? grad_input : at::empty(self.sizes(), self.options());
+  const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
+  const auto mode = static_cast<kernels::Reduction>(reduction);
+  const void* pgo = go.data_ptr();
+  const auto* pt = static_cast<const int64_t*>(t.data_ptr());
+  const void* pw = data_or_null(w);
+  const void* ptw = tw.data_ptr();
+  void* pgi = gi.data_ptr();
+  enqueue(gi, "aten::nll_loss_backward", {&go, &t}, [=] {
+    kernels::nll_loss_backward(dtype, batch, classes, pgo, pt, pw, mode, ignore_index, ptw, pgi);
+  });
+  if (!gi.is_same(grad_input)) grad_input.copy_(gi);
+  return grad_input;
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                             const at::Tensor& total_weight) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return nll_loss_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+}
+
+// ---- indexing, cat, arange -----------------------------------------------------------------
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& result) {
+  TORCH_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  if (!has_kernel_dtype(self.scalar_type()) || result.scalar_type() != self.scalar_type() ||
+      index.device() != self.device()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_select, out)>::call(self, dim, index, result);
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor src = self.contiguous();
+  const at::Tensor idx = index.reshape({-1}).to(c10::kLong).contiguous();
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) shape[wrapped] = idx.numel();
+  at::native::resize_output(result, shape);
+  at::Tensor out = result.is_contiguous() ? result : at::empty(shape, src.options());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < wrapped; ++d) outer *= src.size(d);
+  int64_t row = static_cast<int64_t>(src.element_size());
+  for (int64_t d = wrapped + 1; d < src.dim(); ++d) row *= src.size(d);
+  const int64_t self_dim = src.dim() == 0 ? 1 : src.size(wrapped);
+  if (out.numel() > 0) {
+    const char* ps = static_cast<const char*>(src.data_ptr());
+    const auto* pi = static_cast<const int64_t*>(idx.data_ptr());
+    char* po = static_cast<char*>(out.data_ptr());
+    const int64_t count = idx.numel();
+    enqueue(out, "aten::index_select", {&src, &idx}, [=] { kernels::index_select(outer, self_dim, row, ps, pi, count, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor result = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, result);
+}
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq) {
+  if (scale_grad_by_freq || !floating_kernel_dtype(grad_output)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(embedding_dense_backward)>::call(
+        grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+  }
+  const at::Tensor idx = indices.reshape({-1}).to(c10::kLong).contiguous();
+  const int64_t cols = grad_output.size(-1);
+  const at::Tensor grad = grad_output.reshape({idx.numel(), cols}).contiguous();
+  at::Tensor grad_weight = at::empty({num_weights, cols}, grad.options());
+  if (grad_weight.numel() == 0) return grad_weight;
+  const kernels::DType dtype = to_kernel_dtype(grad.scalar_type());
+  const void* pg = grad.data_ptr();
+  const auto* pi = static_cast<const int64_t*>(idx.data_ptr());
+  void* pw = grad_weight.data_ptr();
+  const int64_t count = idx.numel();
+  enqueue(grad_weight, "aten::embedding_dense_backward", {&grad, &idx}, [=] {
+    kernels::embedding_backward(dtype, count, cols, pg, pi, num_weights, padding_idx, pw);
+  });
+  return grad_weight;
+}
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& result) {
+  const auto inputs = tensors.materialize();
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  // Legacy rule: 1-D empty tensors are skipped whatever the other shapes are.
+  const at::Tensor* reference = nullptr;
+  for (const auto& t : inputs) {
+    if (!(t.get().dim() == 1 && t.get().numel() == 0)) {
+      reference = &t.get();
+      break;
+    }
+  }
+  if (reference == nullptr) {
+    at::native::resize_output(result, {0});
+    return result;
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, reference->dim());
+  std::vector<int64_t> shape(reference->sizes().begin(), reference->sizes().end());
+  int64_t total = 0;
+  for (const auto& t : inputs) {
+    const at::Tensor& tensor = t.get();
+    if (tensor.dim() == 1 && tensor.numel() == 0) continue;
+    TORCH_CHECK(tensor.dim() == reference->dim(), "Tensors must have same number of dimensions: got ",
+                reference->dim(), " and ", tensor.dim());
+    for (int64_t d = 0; d < tensor.dim(); ++d) {
+      TORCH_CHECK(d == wrapped || tensor.size(d) == reference->size(d), "Sizes of tensors must match except in dimension ",
+                  wrapped, ". Expected size ", reference->size(d), " but got size ", tensor.size(d),
+                  " for tensor number ", &t - inputs.data(), " in the list.");
+    }
+    TORCH_CHECK(tensor.device() == result.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+                result.device(), " and ", tensor.device(), "!");
+    total += tensor.size(wrapped);
+  }
+  shape[wrapped] = total;
+  at::native::resize_output(result, shape);
+  int64_t offset = 0;
+  for (const auto& t : inputs) {
+    const at::Tensor& tensor = t.get();
+    if (tensor.dim() == 1 && tensor.numel() == 0) continue;
+    result.narrow(wrapped, offset, tensor.size(wrapped)).copy_(tensor);
+    offset += tensor.size(wrapped);
+  }
+  return result;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  const auto inputs = tensors.materialize();
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  c10::ScalarType dtype = inputs[0].get().scalar_type();
+  for (const auto& t : inputs) dtype = c10::promoteTypes(dtype, t.get().scalar_type());
+  at::Tensor result = at::empty({0}, inputs[0].get().options().dtype(dtype));
+  return cat_out(tensors, dim, result);
+}
+
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& result) {
+  const double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+  TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
+  if (!has_kernel_dtype(result.scalar_type()) || c10::isComplexType(result.scalar_type()) ||
+      result.scalar_type() == c10::kBool) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(arange, start_out)>::call(start, end, step, result);
+  }
+  const auto count = static_cast<int64_t>(std::ceil((e - s) / st));
+  at::native::resize_output(result, {count});
+  at::Tensor out = result.is_contiguous() ? result : at::empty({count}, result.options());
+  if (count > 0) {
+    const kernels::DType dtype = to_kernel_dtype(out.scalar_type());
+    const int64_t int_start = start.isFloatingPoint() ? static_cast<int64_t>(s) : start.toLong();
+    const int64_t int_step = step.isFloatingPoint() ? static_cast<int64_t>(st) : step.toLong();
+    void* po = out.data_ptr();
+    enqueue(out, "aten::arange", {&out}, [=] { kernels::arange(dtype, count, s, st, int_start, int_step, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+}  // namespace nn
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_softmax", TORCH_FN(nn::softmax));
+  m.impl("_softmax.out", TORCH_FN(nn::softmax_out));
+  m.impl("_log_softmax", TORCH_FN(nn::log_softmax));
+  m.impl("_log_softmax.out", TORCH_FN(nn::log_softmax_out));
+  m.impl("_softmax_backward_data", TORCH_FN(nn::softmax_backward));
+  m.impl("_softmax_backward_data.out", TORCH_FN(nn::softmax_backward_out));
+  m.impl("_log_softmax_backward_data", TORCH_FN(nn::log_softmax_backward));
+  m.impl("_log_softmax_backward_data.out", TORCH_FN(nn::log_softmax_backward_out));
+  m.impl("native_layer_norm", TORCH_FN(nn::layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(nn::layer_norm_backward));
+  m.impl("nll_loss_forward", TORCH_FN(nn::nll_loss));
+  m.impl("nll_loss_forward.output", TORCH_FN(nn::nll_loss_out));
+  m.impl("nll_loss_backward", TORCH_FN(nn::nll_loss_backward));
+  m.impl("nll_loss_backward.grad_input", TORCH_FN(nn::nll_loss_backward_out));
+  m.impl("index_select", TORCH_FN(nn::index_select));
+  m.impl("index_select.out", TORCH_FN(nn::index_select_out));
+  m.impl("embedding_dense_backward", TORCH_FN(nn::embedding_dense_backward));
+  m.impl("cat", TORCH_FN(nn::cat));
+  m.impl("cat.out", TORCH_FN(nn::cat_out));
+  m.impl("arange.start_out", TORCH_FN(nn::arange_out));
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,330 @@
+#include "kernels/nn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/half.h"
+#include "kernels/parallel.h"
+#include "runtime/errors.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+// Half types compute in float, float in float, double in double (as torch's CPU kernels).
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+inline Acc<T> up(T value) {
+  return static_cast<Acc<T>>(value);
+}
+template <>
+inline float up<Half>(Half value) {
+  return static_cast<float>(value);
+}
+template <>
+inline float up<BFloat16>(BFloat16 value) {
+  return static_cast<float>(value);
+}
+
+template <typename T, typename A>
+inline T down(A value) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(value));
+  } else {
+    return static_cast<T>(value);
+  }
+}
+
+template <typename F>
+void dispatch_floating(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    case DType::kBFloat16: return f(BFloat16{});
+    case DType::kFloat16: return f(Half{});
+    default:
+      throw runtime::KernelError(std::string("this kernel needs a floating dtype, got ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+bool nn_supported(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16 ||
+         dtype == DType::kFloat16;
+}
+
+void softmax(DType dtype, SoftmaxShape s, void* out, const void* in, bool log) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t base = (row / s.inner) * s.dim * s.inner + row % s.inner;
+        A max_value = -std::numeric_limits<A>::infinity();
+        for (int64_t j = 0; j < s.dim; ++j) max_value = std::max(max_value, up(x[base + j * s.inner]));
+        A sum = 0;
+        for (int64_t j = 0; j < s.dim; ++j) sum += std::exp(up(x[base + j * s.inner]) - max_value);
+        if (log) {
+          const A shift = max_value + std::log(sum);
+          for (int64_t j = 0; j < s.dim; ++j) y[base + j * s.inner] = down<T>(up(x[base + j * s.inner]) - shift);
+        } else {
+          for (int64_t j = 0; j < s.dim; ++j) {
+            y[base + j * s.inner] = down<T>(std::exp(up(x[base + j * s.inner]) - max_value) / sum);
+          }
+        }
+      }
+    });
+  });
+}
+
+void softmax_backward(DType dtype, SoftmaxShape s, void* grad_in, const void* grad_out, const void* output,
+                      bool log) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    const T* y = static_cast<const T*>(output);
+    T* gi = static_cast<T*>(grad_in);
+    parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t base = (row / s.inner) * s.dim * s.inner + row % s.inner;
+        A dot = 0;
+        for (int64_t j = 0; j < s.dim; ++j) {
+          const int64_t at = base + j * s.inner;
+          dot += log ? up(go[at]) : up(go[at]) * up(y[at]);
+        }
+        for (int64_t j = 0; j < s.dim; ++j) {
+          const int64_t at = base + j * s.inner;
+          gi[at] = log ? down<T>(up(go[at]) - std::exp(up(y[at])) * dot) : down<T>(up(y[at]) * (up(go[at]) - dot));
+        }
+      }
+    });
+  });
+}
+
+void layer_norm(DType dtype, int64_t rows, int64_t cols, double eps, const void* x_in, const void* weight,
+                const void* bias, void* out, void* mean_out, void* rstd_out) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* x = static_cast<const T*>(x_in);
+    const T* w = static_cast<const T*>(weight);
+    const T* b = static_cast<const T*>(bias);
+    T* y = static_cast<T*>(out);
+    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* row = x + r * cols;
+        A mean = 0;
+        for (int64_t c = 0; c < cols; ++c) mean += up(row[c]);
+        mean /= static_cast<A>(std::max<int64_t>(cols, 1));
+        A var = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const A d = up(row[c]) - mean;
+          var += d * d;
+        }
+        var /= static_cast<A>(std::max<int64_t>(cols, 1));
+        const A rstd = A(1) / std::sqrt(var + static_cast<A>(eps));
+        for (int64_t c = 0; c < cols; ++c) {
+          A value = (up(row[c]) - mean) * rstd;
+          if (w != nullptr) value *= up(w[c]);
+          if (b != nullptr) value += up(b[c]);
+          y[r * cols + c] = down<T>(value);
+        }
+        static_cast<T*>(mean_out)[r] = down<T>(mean);
+        static_cast<T*>(rstd_out)[r] = down<T>(rstd);
+      }
+    });
+  });
+}
+
+void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* grad_out, const void* x_in,
+                         const void* mean_in, const void* rstd_in, const void* weight, void* grad_x,
+                         void* grad_weight, void* grad_bias) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    const T* x = static_cast<const T*>(x_in);
+    const T* mean = static_cast<const T*>(mean_in);
+    const T* rstd = static_cast<const T*>(rstd_in);
+    const T* w = static_cast<const T*>(weight);
+    if (grad_x != nullptr) {
+      T* gx = static_cast<T*>(grad_x);
+      parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const A m = up(mean[r]);
+          const A s = up(rstd[r]);
+          A sum_g = 0, sum_gx = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            const A g = up(go[r * cols + c]) * (w != nullptr ? up(w[c]) : A(1));
+            sum_g += g;
+            sum_gx += g * (up(x[r * cols + c]) - m) * s;
+          }
+          const A inv_n = A(1) / static_cast<A>(std::max<int64_t>(cols, 1));
+          for (int64_t c = 0; c < cols; ++c) {
+            const A g = up(go[r * cols + c]) * (w != nullptr ? up(w[c]) : A(1));
+            const A xhat = (up(x[r * cols + c]) - m) * s;
+            gx[r * cols + c] = down<T>(s * (g - inv_n * sum_g - xhat * inv_n * sum_gx));
+          }
+        }
+      });
+    }
+    if (grad_weight == nullptr && grad_bias == nullptr) return;
+    parallel_for(cols, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        A gw = 0, gb = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const A g = up(go[r * cols + c]);
+          gw += g * (up(x[r * cols + c]) - up(mean[r])) * up(rstd[r]);
+          gb += g;
+        }
+        if (grad_weight != nullptr) static_cast<T*>(grad_weight)[c] = down<T>(gw);
+        if (grad_bias != nullptr) static_cast<T*>(grad_bias)[c] = down<T>(gb);
+      }
+    });
+  });
+}
+
+namespace {
+
+void check_target(int64_t t, int64_t classes, int64_t ignore_index) {
+  if (t != ignore_index && (t < 0 || t >= classes)) {
+    throw runtime::KernelError("Target " + std::to_string(t) + " is out of bounds: the input has " +
+                               std::to_string(classes) + " classes (valid targets are 0.." +
+                               std::to_string(classes - 1) + " or ignore_index " + std::to_string(ignore_index) + ")");
+  }
+}
+
+}  // namespace
+
+void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs, const int64_t* target,
+              const void* weight, Reduction reduction, int64_t ignore_index, void* out, void* total_weight) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* lp = static_cast<const T*>(log_probs);
+    const T* w = static_cast<const T*>(weight);
+    T* o = static_cast<T*>(out);
+    A total = 0, sum = 0;
+    for (int64_t i = 0; i < batch; ++i) {
+      const int64_t t = target[i];
+      check_target(t, classes, ignore_index);
+      const A wt = t == ignore_index ? A(0) : (w != nullptr ? up(w[t]) : A(1));
+      const A loss = t == ignore_index ? A(0) : -up(lp[i * classes + t]) * wt;
+      if (reduction == Reduction::kNone) {
+        o[i] = down<T>(loss);
+      } else {
+        sum += loss;
+        total += wt;
+      }
+    }
+    if (reduction == Reduction::kNone) {
+      *static_cast<T*>(total_weight) = down<T>(A(0));
+      return;
+    }
+    *static_cast<T*>(total_weight) = down<T>(total);
+    *o = down<T>(reduction == Reduction::kMean ? sum / total : sum);  // 0/0 is NaN, as in torch
+  });
+}
+
+void nll_loss_backward(DType dtype, int64_t batch, int64_t classes, const void* grad_out, const int64_t* target,
+                       const void* weight, Reduction reduction, int64_t ignore_index, const void* total_weight,
+                       void* grad_input) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    const T* w = static_cast<const T*>(weight);
+    T* gi = static_cast<T*>(grad_input);
+    std::fill(gi, gi + batch * classes, down<T>(A(0)));
+    const A total = up(*static_cast<const T*>(total_weight));
+    for (int64_t i = 0; i < batch; ++i) {
+      const int64_t t = target[i];
+      check_target(t, classes, ignore_index);
+      if (t == ignore_index) continue;
+      const A wt = w != nullptr ? up(w[t]) : A(1);
+      A g = reduction == Reduction::kNone ? up(go[i]) : up(go[0]);
+      if (reduction == Reduction::kMean) g /= total;
+      gi[i * classes + t] = down<T>(-wt * g);
+    }
+  });
+}
+
+void index_select(int64_t outer, int64_t self_dim, int64_t row_bytes, const char* self, const int64_t* index,
+                  int64_t count, char* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (index[i] < 0 || index[i] >= self_dim) {
+      throw runtime::KernelError("index " + std::to_string(index[i]) + " is out of range for a dimension of size " +
+                                 std::to_string(self_dim) + " (position " + std::to_string(i) + " of the index)");
+    }
+  }
+  parallel_for(outer * count, std::max<int64_t>(1, 65536 / std::max<int64_t>(row_bytes, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t o = job / count;
+      const int64_t i = job % count;
+      std::memcpy(out + job * row_bytes, self + (o * self_dim + index[i]) * row_bytes, static_cast<size_t>(row_bytes));
+    }
+  });
+}
+
+void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* grad, const int64_t* index,
+                        int64_t num_weights, int64_t padding_idx, void* grad_weight) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* g = static_cast<const T*>(grad);
+    T* gw = static_cast<T*>(grad_weight);
+    for (int64_t i = 0; i < count; ++i) {
+      if (index[i] < 0 || index[i] >= num_weights) {
+        throw runtime::KernelError("embedding index " + std::to_string(index[i]) + " is out of range for " +
+                                   std::to_string(num_weights) + " embeddings");
+      }
+    }
+    // Accumulate per destination row in a wider type, in index order (deterministic).
+    std::vector<A> acc(static_cast<size_t>(num_weights * cols), A(0));
+    for (int64_t i = 0; i < count; ++i) {
+      if (index[i] == padding_idx) continue;
+      A* row = acc.data() + index[i] * cols;
+      const T* src = g + i * cols;
+      for (int64_t c = 0; c < cols; ++c) row[c] += up(src[c]);
+    }
+    for (int64_t j = 0; j < num_weights * cols; ++j) gw[j] = down<T>(acc[j]);
+  });
+}
+
+void arange(DType dtype, int64_t count, double start, double step, int64_t int_start, int64_t int_step, void* out) {
+  auto fill = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out);
+    for (int64_t i = 0; i < count; ++i) {
+      if constexpr (std::is_integral_v<T>) {
+        o[i] = static_cast<T>(int_start + i * int_step);
+      } else {
+        o[i] = down<T>(start + static_cast<double>(i) * step);
+      }
+    }
+  };
+  switch (dtype) {
+    case DType::kInt64: return fill(int64_t{});
+    case DType::kInt32: return fill(int32_t{});
+    case DType::kInt16: return fill(int16_t{});
+    case DType::kInt8: return fill(int8_t{});
+    case DType::kUInt8: return fill(uint8_t{});
+    case DType::kFloat32: return fill(float{});
+    case DType::kFloat64: return fill(double{});
+    case DType::kBFloat16: return fill(BFloat16{});
+    case DType::kFloat16: return fill(Half{});
+    default: throw runtime::KernelError(std::string("arange does not handle ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace torchneuron::kernels

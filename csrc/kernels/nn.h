@@ -1,0 +1,52 @@
+// Neural-network kernels over contiguous device buffers: softmax and log-softmax (forward and
+// backward), layer norm (forward and backward), NLL loss (forward and backward), row gather
+// (index_select / embedding) and its scatter-add backward, and arange.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/strided.h"
+
+namespace torchneuron::kernels {
+
+bool nn_supported(DType dtype);  // floating dtypes
+
+// Tensors viewed as [outer, dim, inner], the softmax running along `dim`.
+struct SoftmaxShape {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+void softmax(DType dtype, SoftmaxShape shape, void* out, const void* in, bool log);
+void softmax_backward(DType dtype, SoftmaxShape shape, void* grad_in, const void* grad_out,
+                      const void* output, bool log);
+
+// x: [rows, cols]; weight/bias: [cols] or null; mean/rstd: [rows]. All of `dtype`.
+void layer_norm(DType dtype, int64_t rows, int64_t cols, double eps, const void* x, const void* weight,
+                const void* bias, void* out, void* mean, void* rstd);
+// Any of grad_x, grad_weight, grad_bias may be null when not wanted.
+void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* grad_out, const void* x,
+                         const void* mean, const void* rstd, const void* weight, void* grad_x,
+                         void* grad_weight, void* grad_bias);
+
+enum class Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
+// log_probs: [batch, classes]; target: int64 [batch]; weight: [classes] or null. Out: [batch]
+// for kNone, else a scalar; total_weight: a scalar. Throws KernelError for a target that is
+// neither a class nor ignore_index.
+void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs, const int64_t* target,
+              const void* weight, Reduction reduction, int64_t ignore_index, void* out, void* total_weight);
+void nll_loss_backward(DType dtype, int64_t batch, int64_t classes, const void* grad_out, const int64_t* target,
+                       const void* weight, Reduction reduction, int64_t ignore_index, const void* total_weight,
+                       void* grad_input);
+
+// out[o, i, r] = self[o, index[i], r] for self [outer, self_dim, row] and out [outer, count, row],
+// both contiguous, rows of `row_bytes`. Throws KernelError for an index outside [0, self_dim).
+void index_select(int64_t outer, int64_t self_dim, int64_t row_bytes, const char* self, const int64_t* index,
+                  int64_t count, char* out);
+// grad_weight[index[i]] += grad[i] (rows of `cols`), skipping padding_idx; grad_weight zeroed first.
+void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* grad, const int64_t* index,
+                        int64_t num_weights, int64_t padding_idx, void* grad_weight);
+
+// out[i] = start + i * step, for a contiguous out of any real dtype.
+void arange(DType dtype, int64_t count, double start, double step, int64_t int_start, int64_t int_step,
+            void* out);
+
+}  // namespace torchneuron::kernels

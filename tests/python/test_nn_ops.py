@@ -1,0 +1,130 @@
+"""Native neural-network operators against CPU PyTorch: softmax / log_softmax and backward,
+layer norm and backward, cross entropy (NLL) with weights and ignore_index, embedding and its
+backward, index_select, cat, arange; device-side index errors raise at the next sync."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchneuron
+
+
+def sample(shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def assert_same(device_result, cpu_result, tol=1e-5):
+    actual = device_result.cpu()
+    assert actual.dtype == cpu_result.dtype and actual.shape == cpu_result.shape
+    if cpu_result.dtype in (torch.bfloat16, torch.float16):
+        tol = 2e-2
+    if cpu_result.is_floating_point():
+        torch.testing.assert_close(actual, cpu_result, atol=tol, rtol=tol, equal_nan=True)
+    else:
+        assert torch.equal(actual, cpu_result)
+
+
+@pytest.fixture
+def no_fallback():
+    torchneuron.reset_fallback_report()
+    yield
+    assert torchneuron.fallback_report() == {}
+
+
+def forward_backward(fn, *inputs):
+    """Runs fn on CPU and neuron copies of the inputs; returns (cpu, neuron) outputs and grads."""
+    results = []
+    for device in ("cpu", "neuron"):
+        leaves = [x.detach().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
+        out = fn(*leaves)
+        out.backward(torch.ones_like(out) if out.dim() else None)
+        results.append((out.detach(), [leaf.grad for leaf in leaves if leaf.requires_grad]))
+    return results
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_softmax_family(dtype, dim, no_fallback):
+    x = sample((4, 6, 5), dtype)
+    for fn in (lambda t: F.softmax(t, dim) * torch.arange(5, dtype=dtype, device=t.device),
+               lambda t: F.log_softmax(t, dim) * 0.5):
+        (cpu, cpu_grads), (dev, dev_grads) = forward_backward(fn, x)
+        assert_same(dev, cpu)
+        assert_same(dev_grads[0], cpu_grads[0])
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(affine, no_fallback):
+    x = sample((3, 4, 8))
+    w, b = sample((8,), seed=1), sample((8,), seed=2)
+    if affine:
+        fn = lambda t, wt, bt: F.layer_norm(t, (8,), wt, bt).square()
+        (cpu, cpu_grads), (dev, dev_grads) = forward_backward(fn, x, w, b)
+    else:
+        fn = lambda t: F.layer_norm(t, (4, 8)).square()
+        (cpu, cpu_grads), (dev, dev_grads) = forward_backward(fn, x)
+    assert_same(dev, cpu, 1e-4)
+    for d, c in zip(dev_grads, cpu_grads):
+        assert_same(d, c, 1e-4)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy(reduction, no_fallback):
+    logits = sample((6, 5))
+    target = torch.tensor([0, 4, 2, -100, 1, 3])
+    weight = sample((5,), seed=3).abs()
+    for kwargs in ({}, {"weight": weight}, {"label_smoothing": 0.1}):
+        results = []
+        for device in ("cpu", "neuron"):
+            leaf = logits.detach().to(device).requires_grad_()
+            extra = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+            loss = F.cross_entropy(leaf, target.to(device), reduction=reduction, **extra)
+            loss.sum().backward()
+            results.append((loss.detach(), leaf.grad))
+        assert_same(results[1][0], results[0][0])
+        assert_same(results[1][1], results[0][1])
+
+
+def test_embedding_index_select_and_backward(no_fallback):
+    weight = sample((10, 4))
+    idx = torch.tensor([[1, 3, 3], [9, 0, 1]])
+    fn = lambda w: F.embedding(idx.to(w.device), w, padding_idx=0).square()
+    (cpu, cpu_grads), (dev, dev_grads) = forward_backward(fn, weight)
+    assert_same(dev, cpu)
+    assert_same(dev_grads[0], cpu_grads[0])
+    x = sample((3, 5, 2))
+    assert_same(x.to("neuron").index_select(1, torch.tensor([4, 0, 0]).to("neuron")),
+                x.index_select(1, torch.tensor([4, 0, 0])))
+
+
+def test_cat_and_arange(no_fallback):
+    a, b = sample((2, 3)), sample((2, 5), seed=1)
+    assert_same(torch.cat([a.to("neuron"), b.to("neuron")], dim=1), torch.cat([a, b], dim=1))
+    assert_same(torch.cat([a.to("neuron").t(), b.to("neuron").t()]), torch.cat([a.t(), b.t()]))
+    assert_same(torch.cat([a.to("neuron"), torch.empty(0, device="neuron")]), torch.cat([a, torch.empty(0)]))
+    for args, dtype in (((10,), torch.int64), ((1, 7, 2), torch.int64), ((0.5, 3.0, 0.25), torch.float32),
+                        ((5, -3, -2), torch.int32)):
+        assert_same(torch.arange(*args, dtype=dtype, device="neuron"), torch.arange(*args, dtype=dtype))
+
+
+def test_out_of_range_index_raises_at_the_next_sync_naming_the_op():
+    weight = torch.randn(5, 3, device="neuron")
+    bad = torch.tensor([1, 7], device="neuron")
+    torch.neuron.synchronize()
+    result = F.embedding(bad, weight)  # returns: the error is on the device
+    with pytest.raises(torch.AcceleratorError, match=r"aten::index_select.*index 7 is out of range") as info:
+        torch.neuron.synchronize()
+    assert "test_nn_ops.py" in str(info.value)
+    del result
+    assert torch.equal(torch.ones(2, device="neuron").cpu(), torch.ones(2))  # the device recovered
+
+
+def test_out_of_range_target_raises_under_launch_blocking_at_the_call():
+    torchneuron._C._set_launch_blocking(True)
+    try:
+        logits = torch.randn(2, 3, device="neuron")
+        with pytest.raises(torch.AcceleratorError, match="Target 5 is out of bounds"):
+            F.cross_entropy(logits, torch.tensor([0, 5], device="neuron"))
+    finally:
+        torchneuron._C._set_launch_blocking(False)
