@@ -128,3 +128,36 @@ def test_out_of_range_target_raises_under_launch_blocking_at_the_call():
             F.cross_entropy(logits, torch.tensor([0, 5], device="neuron"))
     finally:
         torchneuron._C._set_launch_blocking(False)
+
+
+def test_composed_ops_match_cpu(no_fallback):
+    x = sample((4, 6))
+    d = x.to("neuron")
+    for diagonal in (-1, 0, 2):
+        assert_same(torch.tril(d, diagonal), torch.tril(x, diagonal))
+        assert_same(torch.triu(d, diagonal), torch.triu(x, diagonal))
+    for ord in (2, 1, 3, float("inf"), -float("inf"), 0):
+        assert_same(torch.linalg.vector_norm(d, ord), torch.linalg.vector_norm(x, ord), 1e-5)
+        assert_same(torch.linalg.vector_norm(d, ord, dim=1, keepdim=True),
+                    torch.linalg.vector_norm(x, ord, dim=1, keepdim=True), 1e-5)
+    mask = x > 0
+    assert_same(mask.to("neuron").all(), mask.all())
+    assert_same(mask.to("neuron").any(dim=1), mask.any(dim=1))
+    assert_same(d.all(dim=0, keepdim=True), x.all(dim=0, keepdim=True))
+    assert_same(torch.empty(0, 3, device="neuron").all(), torch.empty(0, 3).all())
+    inf = torch.tensor([1.0, -float("inf"), float("inf")])
+    assert_same(torch.isneginf(inf.to("neuron")), torch.isneginf(inf))
+    assert_same(torch.isposinf(inf.to("neuron")), torch.isposinf(inf))
+
+
+def test_dropout_keeps_expected_fraction_and_scales(no_fallback):
+    torch.manual_seed(0)
+    x = torch.ones(100000, device="neuron", requires_grad=True)
+    y = F.dropout(x, p=0.25, training=True)
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - 0.75) < 0.01
+    kept_values = torch.where(y != 0, y, 1 / 0.75).detach().cpu()
+    assert torch.allclose(kept_values, torch.full((100000,), 1 / 0.75))
+    y.sum().backward()
+    assert torch.equal(x.grad.cpu() != 0, (y != 0).cpu())
+    assert torch.equal(F.dropout(x, p=0.5, training=False).detach().cpu(), torch.ones(100000))

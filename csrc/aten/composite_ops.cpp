@@ -1,0 +1,216 @@
+// Operators composed on the host from native neuron operators, for ATen ops whose own kernels
+// are backend-specific: vector norms (clip_grad_norm_), dropout, tril/triu masks, all/any and
+// isposinf/isneginf. Every step dispatches to a native kernel; nothing runs on the CPU.
+#include <ATen/native/Resize.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+namespace torchneuron::aten {
+namespace composite {
+
+at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
+                                   bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
+  TORCH_CHECK(!self.is_complex(), "linalg.vector_norm: complex inputs are not supported on neuron yet");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  const at::Tensor x = dtype.has_value() ? self.to(*dtype) : self;
+  const double p = ord.toDouble();
+  at::Tensor norm;
+  if (p == 2.0) {
+    norm = at::sqrt(at::sum(at::mul(x, x), dim, keepdim));
+  } else if (p == 1.0) {
+    norm = at::sum(at::abs(x), dim, keepdim);
+  } else if (std::isinf(p)) {
+    const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
+    norm = p > 0 ? at::amax(at::abs(x), dims, keepdim) : at::amin(at::abs(x), dims, keepdim);
+  } else if (p == 0.0) {
+    norm = at::sum(at::ne(x, 0).to(x.scalar_type()), dim, keepdim);
+  } else {
+    norm = at::pow(at::sum(at::pow(at::abs(x), ord), dim, keepdim), 1.0 / p);
+  }
+  at::native::resize_output(result, norm.sizes());
+  result.copy_(norm);
+  return result;
+}
+
+at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
+                              bool keepdim, std::optional<c10::ScalarType> dtype) {
+  at::Tensor result = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
+  return linalg_vector_norm_out(self, ord, dim, keepdim, dtype, result);
+}
+
+// Keeps each element with probability 1 - p and scales kept ones by 1 / (1 - p); the mask is
+// drawn from the device generator.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  if (!train.value_or(true) || p == 0) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  if (p == 1) {
+    return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
+  }
+  at::Tensor noise = at::empty_like(input, input.options().dtype(at::isFloatingType(input.scalar_type()) ? input.scalar_type() : at::kFloat));
+  noise.uniform_(0.0, 1.0);
+  at::Tensor mask = at::lt(noise, 1.0 - p);
+  at::Tensor output = at::mul(at::mul(input, mask), 1.0 / (1.0 - p));
+  return {output, mask};
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  return at::mul(at::mul(grad_output, mask), scale);
+}
+
+// Elements with column - row <= diagonal (tril) or >= diagonal (triu) of the last two dims.
+at::Tensor triangle_mask(const at::Tensor& self, int64_t diagonal, bool lower) {
+  TORCH_CHECK(self.dim() >= 2, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+  const auto options = self.options().dtype(at::kLong);
+  at::Tensor rows = at::arange(self.size(-2), options).unsqueeze(1);
+  at::Tensor cols = at::arange(self.size(-1), options);
+  at::Tensor offset = at::sub(cols, rows);
+  return lower ? at::le(offset, diagonal) : at::ge(offset, diagonal);
+}
+
+at::Tensor& tril_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
+  at::Tensor value = at::where(triangle_mask(self, diagonal, true), self, at::zeros_like(self));
+  at::native::resize_output(result, self.sizes());
+  return result.copy_(value);
+}
+
+at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
+  at::Tensor value = at::where(triangle_mask(self, diagonal, false), self, at::zeros_like(self));
+  at::native::resize_output(result, self.sizes());
+  return result.copy_(value);
+}
+
+at::Tensor tril(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor result = at::empty({0}, self.options());
+  return tril_out(self, diagonal, result);
+}
+
+at::Tensor triu(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor result = at::empty({0}, self.options());
+  return triu_out(self, diagonal, result);
+}
+
+at::Tensor& tril_inplace(at::Tensor& self, int64_t diagonal) { return tril_out(self.clone(), diagonal, self); }
+at::Tensor& triu_inplace(at::Tensor& self, int64_t diagonal) { return triu_out(self.clone(), diagonal, self); }
+
+// all / any: a min / max reduction of the truth values.
+at::Tensor& truth_reduce_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, bool all,
+                             at::Tensor& result) {
+  const at::Tensor truth = self.scalar_type() == at::kBool ? self : at::ne(self, 0);
+  const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
+  at::Tensor value;
+  if (truth.numel() == 0) {
+    // Empty reductions: all() is true and any() is false, in the shape a sum would have.
+    value = at::full_like(at::sum(truth, dim, keepdim), all, truth.options().dtype(at::kBool));
+  } else {
+    value = all ? at::amin(truth, dims, keepdim) : at::amax(truth, dims, keepdim);
+  }
+  at::native::resize_output(result, value.sizes());
+  return result.copy_(value);
+}
+
+at::Tensor truth_reduce(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, bool all) {
+  const auto dtype = self.scalar_type() == at::kByte ? at::kByte : at::kBool;
+  at::Tensor result = at::empty({0}, self.options().dtype(dtype));
+  return truth_reduce_out(self, dim, keepdim, all, result);
+}
+
+at::Tensor all_full(const at::Tensor& self) { return truth_reduce(self, std::nullopt, false, true); }
+at::Tensor& all_full_out(const at::Tensor& self, at::Tensor& out) { return truth_reduce_out(self, std::nullopt, false, true, out); }
+at::Tensor all_dim(const at::Tensor& self, int64_t dim, bool keepdim) { return truth_reduce(self, at::IntArrayRef{dim}, keepdim, true); }
+at::Tensor& all_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  return truth_reduce_out(self, at::IntArrayRef{dim}, keepdim, true, out);
+}
+at::Tensor all_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) { return truth_reduce(self, dim, keepdim, true); }
+at::Tensor& all_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
+  return truth_reduce_out(self, dim, keepdim, true, out);
+}
+at::Tensor any_full(const at::Tensor& self) { return truth_reduce(self, std::nullopt, false, false); }
+at::Tensor& any_full_out(const at::Tensor& self, at::Tensor& out) { return truth_reduce_out(self, std::nullopt, false, false, out); }
+at::Tensor any_dim(const at::Tensor& self, int64_t dim, bool keepdim) { return truth_reduce(self, at::IntArrayRef{dim}, keepdim, false); }
+at::Tensor& any_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  return truth_reduce_out(self, at::IntArrayRef{dim}, keepdim, false, out);
+}
+at::Tensor any_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) { return truth_reduce(self, dim, keepdim, false); }
+at::Tensor& any_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
+  return truth_reduce_out(self, dim, keepdim, false, out);
+}
+
+at::Tensor& infinity_test_out(const at::Tensor& self, bool negative, at::Tensor& result) {
+  TORCH_CHECK(!self.is_complex(), negative ? "isneginf" : "isposinf", " does not support complex inputs.");
+  at::Tensor value = at::isFloatingType(self.scalar_type())
+                         ? at::eq(self, negative ? -std::numeric_limits<double>::infinity()
+                                                 : std::numeric_limits<double>::infinity())
+                         : at::zeros_like(self, self.options().dtype(at::kBool));
+  at::native::resize_output(result, value.sizes());
+  return result.copy_(value);
+}
+
+at::Tensor isneginf(const at::Tensor& self) {
+  at::Tensor result = at::empty({0}, self.options().dtype(at::kBool));
+  return infinity_test_out(self, true, result);
+}
+at::Tensor& isneginf_out(const at::Tensor& self, at::Tensor& result) { return infinity_test_out(self, true, result); }
+at::Tensor isposinf(const at::Tensor& self) {
+  at::Tensor result = at::empty({0}, self.options().dtype(at::kBool));
+  return infinity_test_out(self, false, result);
+}
+at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& result) { return infinity_test_out(self, false, result); }
+
+}  // namespace composite
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_vector_norm", TORCH_FN(composite::linalg_vector_norm));
+  m.impl("linalg_vector_norm.out", TORCH_FN(composite::linalg_vector_norm_out));
+  m.impl("native_dropout", TORCH_FN(composite::native_dropout));
+  m.impl("native_dropout_backward", TORCH_FN(composite::native_dropout_backward));
+  m.impl("tril", TORCH_FN(composite::tril));
+  m.impl("tril.out", TORCH_FN(composite::tril_out));
+  m.impl("tril_", TORCH_FN(composite::tril_inplace));
+  m.impl("triu", TORCH_FN(composite::triu));
+  m.impl("triu.out", TORCH_FN(composite::triu_out));
+  m.impl("triu_", TORCH_FN(composite::triu_inplace));
+  m.impl("all", TORCH_FN(composite::all_full));
+  m.impl("all.all_out", TORCH_FN(composite::all_full_out));
+  m.impl("all.dim", TORCH_FN(composite::all_dim));
+  m.impl("all.out", TORCH_FN(composite::all_dim_out));
+  m.impl("all.dims", TORCH_FN(composite::all_dims));
+  m.impl("all.dims_out", TORCH_FN(composite::all_dims_out));
+  m.impl("any", TORCH_FN(composite::any_full));
+  m.impl("any.all_out", TORCH_FN(composite::any_full_out));
+  m.impl("any.dim", TORCH_FN(composite::any_dim));
+  m.impl("any.out", TORCH_FN(composite::any_dim_out));
+  m.impl("any.dims", TORCH_FN(composite::any_dims));
+  m.impl("any.dims_out", TORCH_FN(composite::any_dims_out));
+  m.impl("isneginf", TORCH_FN(composite::isneginf));
+  m.impl("isneginf.out", TORCH_FN(composite::isneginf_out));
+  m.impl("isposinf", TORCH_FN(composite::isposinf));
+  m.impl("isposinf.out", TORCH_FN(composite::isposinf_out));
+}
+
+}  // namespace torchneuron::aten
