@@ -22,7 +22,7 @@ def _env():
     return env
 
 
-def test_two_tiny_models_pass_with_fallbacks(tmp_path):
+def test_two_tiny_models_pass_and_record_placement(tmp_path):
     pytest.importorskip("transformers")
     out, md = tmp_path / "sweep.json", tmp_path / "sweep.md"
     cmd = [sys.executable, "-m", "torchneuron.sweep", "--models", "bert,gpt2", "--jobs", "1",
@@ -40,7 +40,9 @@ def test_two_tiny_models_pass_with_fallbacks(tmp_path):
         assert row["forward_max_err"] is not None and row["forward_max_err"] < sweep.ATOL
         assert row["backward"] in ("pass", "mismatch"), row
         assert row["backward_max_err"] is not None
-        assert row["fallback"] and all(n.startswith("aten::") for n in row["fallback"])
+        # Placement is recorded as {aten op: calls}; these models may need no fallback at all.
+        assert isinstance(row["fallback"], dict)
+        assert all(n.startswith("aten::") and calls > 0 for n, calls in row["fallback"].items())
         assert row["compile"] in ("n/a", "pass", "mismatch", "error")
         if row["compile"] == "n/a":
             assert row["reasons"]["compile"] == "backend not built yet"
