@@ -75,6 +75,7 @@ sweep: build
 
 bench: build
 	@$(PY) bench/bench_runtime.py
+	@$(PY) bench/bench_kernels.py
 
 clean:
 	rm -rf build build-address build-thread torchneuron/_C*.so

@@ -100,6 +100,48 @@ void drive(const ElementwiseArgs& a, Inner&& inner) {
   });
 }
 
+// Contiguous runs, with broadcast (stride 0) inputs read once: each pattern is its own loop
+// so that the compiler vectorizes it.
+template <typename Out, typename In, int K, typename F>
+inline void dense_run(char* const* p, int64_t n, const int64_t* s, F& f) {
+  using CI = Compute<In>;
+  using CO = Compute<Out>;
+  auto* out = reinterpret_cast<Out*>(p[0]);
+  const auto* a = reinterpret_cast<const In*>(p[1]);
+  if constexpr (K == 1) {
+    if (s[1] != 0) {
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(static_cast<CO>(f(static_cast<CI>(a[i]))));
+    } else {
+      const Out value = static_cast<Out>(static_cast<CO>(f(static_cast<CI>(a[0]))));
+      for (int64_t i = 0; i < n; ++i) out[i] = value;
+    }
+  } else if constexpr (K == 2) {
+    const auto* b = reinterpret_cast<const In*>(p[2]);
+    if (s[1] != 0 && s[2] != 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<Out>(static_cast<CO>(f(static_cast<CI>(a[i]), static_cast<CI>(b[i]))));
+      }
+    } else if (s[1] != 0) {
+      const CI y = static_cast<CI>(b[0]);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(static_cast<CO>(f(static_cast<CI>(a[i]), y)));
+    } else if (s[2] != 0) {
+      const CI x = static_cast<CI>(a[0]);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(static_cast<CO>(f(x, static_cast<CI>(b[i]))));
+    } else {
+      const Out value = static_cast<Out>(static_cast<CO>(f(static_cast<CI>(a[0]), static_cast<CI>(b[0]))));
+      for (int64_t i = 0; i < n; ++i) out[i] = value;
+    }
+  } else {
+    const auto* b = reinterpret_cast<const In*>(p[2]);
+    const auto* c = reinterpret_cast<const In*>(p[3]);
+    const int64_t sa = s[1] != 0, sb = s[2] != 0, sc = s[3] != 0;
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = static_cast<Out>(static_cast<CO>(
+          f(static_cast<CI>(a[i * sa]), static_cast<CI>(b[i * sb]), static_cast<CI>(c[i * sc]))));
+    }
+  }
+}
+
 // out[i] = f(in_1[i], ..., in_K[i]): Out and In are storage types, f works on Compute<In>.
 template <typename Out, typename In, int K, typename F>
 void map(const ElementwiseArgs& a, F f) {
@@ -107,25 +149,7 @@ void map(const ElementwiseArgs& a, F f) {
     bool dense = s[0] == static_cast<int64_t>(sizeof(Out));
     for (int k = 1; k <= K; ++k) dense = dense && (s[k] == sizeof(In) || s[k] == 0);
     if (dense) {
-      auto* out = reinterpret_cast<Out*>(p[0]);
-      const In* in[K];
-      int64_t step[K];
-      for (int k = 0; k < K; ++k) {
-        in[k] = reinterpret_cast<const In*>(p[k + 1]);
-        step[k] = s[k + 1] == 0 ? 0 : 1;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        if constexpr (K == 1) {
-          out[i] = static_cast<Out>(static_cast<Compute<Out>>(f(static_cast<Compute<In>>(in[0][i * step[0]]))));
-        } else if constexpr (K == 2) {
-          out[i] = static_cast<Out>(static_cast<Compute<Out>>(f(static_cast<Compute<In>>(in[0][i * step[0]]),
-                                                                static_cast<Compute<In>>(in[1][i * step[1]]))));
-        } else {
-          out[i] = static_cast<Out>(static_cast<Compute<Out>>(f(static_cast<Compute<In>>(in[0][i * step[0]]),
-                                                                static_cast<Compute<In>>(in[1][i * step[1]]),
-                                                                static_cast<Compute<In>>(in[2][i * step[2]]))));
-        }
-      }
+      dense_run<Out, In, K>(p, n, s, f);
       return;
     }
     for (int64_t i = 0; i < n; ++i) {

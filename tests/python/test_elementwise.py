@@ -144,3 +144,14 @@ def test_complex_falls_back_and_is_counted():
     z = torch.tensor([1 + 2j, 3 - 1j])
     assert torch.equal((z.to("neuron") * 2).cpu(), z * 2)
     assert any(name.startswith("aten::mul") for name in torchneuron.fallback_report())
+
+
+def test_broadcast_operands_in_dense_runs(no_fallback):
+    # Stride-0 inputs take their own loops: a broadcast 0-dim value in unary, binary and ternary ops.
+    scalar = torch.tensor(2.0).expand(5)
+    row = sample((5,), torch.float32)
+    assert_same(torch.exp(scalar.to("neuron")), torch.exp(scalar))
+    assert_same(scalar.to("neuron") - row.to("neuron"), scalar - row)
+    assert_same(row.to("neuron") * scalar.to("neuron"), row * scalar)
+    assert_same(scalar.to("neuron") + scalar.to("neuron"), scalar + scalar)
+    assert_same(torch.addcmul(scalar.to("neuron"), row.to("neuron"), scalar.to("neuron")), torch.addcmul(scalar, row, scalar))

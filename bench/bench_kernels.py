@@ -1,0 +1,116 @@
+"""Kernel-family benchmarks: neuron vs CPU PyTorch on the same inputs in one run, printed as
+throughput ratios (neuron / CPU; above 1 means neuron is faster), plus a tiny-GPT step."""
+
+import copy
+import os
+import sys
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+import torchneuron
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from tiny_gpt import TinyGPT, train_step  # noqa: E402
+
+warnings.simplefilter("ignore")
+
+
+def seconds_per_call(fn, device, repeats=5, min_time=0.2):
+    """Best-of-`repeats` seconds per call, each repeat running at least `min_time` seconds."""
+    sync = torch.neuron.synchronize if device == "neuron" else (lambda: None)
+    fn()
+    sync()
+    calls = 1
+    while True:  # size a repeat
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        if time.perf_counter() - start >= min_time / 4 or calls >= 1 << 16:
+            break
+        calls *= 2
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def case_inputs(device):
+    g = torch.Generator().manual_seed(0)
+    big = torch.randn(4 << 20, generator=g)
+    small = torch.randn(64, generator=g)
+    mat = torch.randn(1024, 1024, generator=g)
+    rows = torch.randn(2048, 1024, generator=g)
+    q = torch.randn(8, 8, 256, 64, generator=g)
+    image = torch.randn(16, 16, 32, 32, generator=g)
+    weight = torch.randn(32, 16, 3, 3, generator=g)
+    tokens = torch.randint(0, 50000, (8192,), generator=g)
+    grad = torch.randn(8192, 128, generator=g)
+    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, image=image, weight=weight, tokens=tokens,
+                  grad=grad, mat_bf16=mat.bfloat16())
+    return {k: v.to(device) for k, v in inputs.items()}
+
+
+CASES = [
+    ("pointwise large (4M, x*2+1)", lambda t: t["big"].mul(2).add_(1)),
+    ("pointwise small (64, x*2+1)", lambda t: t["small"].mul(2).add_(1)),
+    ("reduction (4M sum)", lambda t: t["big"].sum()),
+    ("reduction (2048x1024 rows)", lambda t: t["rows"].sum(dim=1)),
+    ("GEMM f32 1024^3", lambda t: t["mat"] @ t["mat"]),
+    ("GEMM bf16 1024^3", lambda t: t["mat_bf16"] @ t["mat_bf16"]),
+    ("softmax (2048x1024)", lambda t: torch.softmax(t["rows"], dim=1)),
+    ("layer norm (2048x1024)", lambda t: F.layer_norm(t["rows"], (1024,))),
+    ("attention (8x8x256x64 causal)", lambda t: F.scaled_dot_product_attention(t["q"], t["q"], t["q"], is_causal=True)),
+    ("conv2d (16x16x32x32, 3x3)", lambda t: F.conv2d(t["image"], t["weight"], padding=1)),
+    ("embedding backward (8192x128)", lambda t: torch.ops.aten.embedding_dense_backward(t["grad"], t["tokens"], 50000, -1, False)),
+]
+
+
+def adamw_case(device):
+    torch.manual_seed(0)
+    params = [torch.randn(256, 256, device=device, requires_grad=True) for _ in range(8)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    optimizer = torch.optim.AdamW(params, lr=1e-3)
+    return optimizer.step
+
+
+def gpt_case(device, model, batch):
+    model = copy.deepcopy(model).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = batch.to(device)
+    return lambda: train_step(model, optimizer, tokens)
+
+
+def main():
+    """Prints the kernel-family table."""
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    cpu_inputs, neuron_inputs = case_inputs("cpu"), case_inputs("neuron")
+    rows = []
+    for name, fn in CASES:
+        cpu = seconds_per_call(lambda: fn(cpu_inputs), "cpu")
+        neuron = seconds_per_call(lambda: fn(neuron_inputs), "neuron")
+        rows.append((name, cpu, neuron))
+    rows.append(("AdamW step (8 x 256x256)", seconds_per_call(adamw_case("cpu"), "cpu"),
+                 seconds_per_call(adamw_case("neuron"), "neuron")))
+    torch.manual_seed(0)
+    model = TinyGPT(vocab=65, context=64, width=128, heads=4, layers=2, dropout=0.0)
+    batch = torch.randint(0, 65, (16, 65))
+    rows.append(("tiny-GPT train step", seconds_per_call(gpt_case("cpu", model, batch), "cpu", repeats=3),
+                 seconds_per_call(gpt_case("neuron", model, batch), "neuron", repeats=3)))
+    print(f"\n{'kernel family':<34}{'cpu ms':>10}{'neuron ms':>11}{'neuron/cpu':>12}")
+    for name, cpu, neuron in rows:
+        print(f"{name:<34}{cpu * 1e3:>10.3f}{neuron * 1e3:>11.3f}{cpu / neuron:>11.2f}x")
+    report = torchneuron.fallback_report()
+    print(f"\nfallback calls during the benchmark: {sum(report.values())} ({', '.join(sorted(report)) or 'none'})")
+
+
+if __name__ == "__main__":
+    main()
