@@ -7,7 +7,7 @@ Usage:
         --check-regressions
 
 Each (OpInfo, dtype) entry is run in a spawned worker process (never fork: the device runtime does
-not survive a fork), so a hang (`--timeout` seconds per entry) or a crash is recorded as an error
+not survive a fork), so a hang (`--timeout` seconds per sample) or a crash is recorded as an error
 and the worker is replaced. An entry's status is one of pass | mismatch | error | skipped.
 
 Placement: around the neuron run the fallback counters are reset and read back, so `fallback` lists
@@ -301,6 +301,7 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES):
             _merge(entry, "skipped", f"sample generation raised {type(exc).__name__}", None)
             continue
         for sample in samples:
+            heartbeat()
             status, detail, err = _run_sample(op, sample, dtype_name, with_grad, place)
             entry["samples"] += status != "skipped"
             _merge(entry, status, detail, err)
@@ -340,8 +341,19 @@ class OpInfoRunner:
         return record
 
 
+_HEARTBEAT = None
+
+
+def heartbeat():
+    """Tells the parent a unit of work (one sample) started, restarting its timeout."""
+    if _HEARTBEAT is not None:
+        _HEARTBEAT()
+
+
 def _worker(conn, runner):
     """Worker loop: receives tasks over `conn` and sends back `runner`'s records."""
+    global _HEARTBEAT
+    _HEARTBEAT = lambda: conn.send("beat")  # noqa: E731
     runner.setup()
     conn.send("ready")
     while True:
@@ -407,6 +419,9 @@ def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None
                         msg = None
                     if msg == "ready":
                         slot.ready = True
+                        continue
+                    if msg == "beat":  # a new sample started: its own timeout begins
+                        slot.deadline = time.monotonic() + timeout
                         continue
                     record = msg
                 if record is None and slot.proc.sentinel not in ready and \
@@ -527,7 +542,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default=",".join(DTYPES), help="comma-separated dtypes")
     p.add_argument("--no-grad", action="store_true", help="skip the autograd comparison")
     p.add_argument("--jobs", type=int, default=1, help="worker processes")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per (op, dtype) entry")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds per sample (per entry for work outside the samples)")
     p.add_argument("--limit", type=int, help="run only the first N ops")
     p.add_argument("--output", default="conformance.json", help="JSON report path")
     p.add_argument("--markdown", default="conformance.md", help="Markdown summary path")

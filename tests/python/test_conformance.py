@@ -28,14 +28,15 @@ _FAKE_OPS = textwrap.dedent(
         variant_test_name = ""
         supports_autograd = False
 
-        def __init__(self, name, fn):
-            self.name, self.fn = name, fn
+        def __init__(self, name, fn, samples=1):
+            self.name, self.fn, self.samples = name, fn, samples
 
         def supported_dtypes(self, device):
             return {torch.float32}
 
         def sample_inputs(self, device, dtype, requires_grad=False):
-            yield Sample(torch.arange(4, dtype=dtype, device=device))
+            for _ in range(self.samples):
+                yield Sample(torch.arange(4, dtype=dtype, device=device))
 
         def __call__(self, x, *args, **kwargs):
             return self.fn(x)
@@ -53,6 +54,11 @@ _FAKE_OPS = textwrap.dedent(
             time.sleep(60)
         return x
 
+    def _slowish(x):
+        if x.device.type == "neuron":
+            time.sleep(1.2)
+        return x
+
     def _crash(x):
         if x.device.type == "neuron":
             import os
@@ -61,7 +67,7 @@ _FAKE_OPS = textwrap.dedent(
 
     OPS = [FakeOp("fake_wrong", _wrong), FakeOp("fake_raise", _raise),
            FakeOp("fake_sleep", _sleep), FakeOp("fake_crash", _crash),
-           FakeOp("fake_ok", lambda x: x * 2)]
+           FakeOp("fake_ok", lambda x: x * 2), FakeOp("fake_slow_samples", _slowish, samples=4)]
     """
 )
 
@@ -155,6 +161,17 @@ def test_timeout_is_error_and_run_continues(tmp_path):
     assert entries[("fake_crash", "float32")]["status"] == "error"
     assert "worker died" in entries[("fake_crash", "float32")]["detail"]
     assert entries[("fake_raise", "float32")]["status"] == "error"
+
+
+def test_timeout_applies_per_sample(tmp_path):
+    # Four samples of 1.2 s each: the entry takes longer than --timeout, but no sample does.
+    (tmp_path / "fake_conformance_ops.py").write_text(_FAKE_OPS)
+    proc, report = _run_tool(
+        tmp_path, "--extra-ops", "fake_conformance_ops:OPS", "--ops", "fake_slow_samples",
+        "--dtype", "float32", "--jobs", "1", "--timeout", "3", extra_path=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    entry = _by_key(report)[("fake_slow_samples", "float32")]
+    assert entry["status"] == "pass" and entry["samples"] == 4, entry
 
 
 def test_regressions_reported():
