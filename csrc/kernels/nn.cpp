@@ -163,7 +163,7 @@ void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* gr
         for (int64_t r = begin; r < end; ++r) {
           const A m = up(mean[r]);
           const A s = up(rstd[r]);
-          A sum_g = 0, sum_gx = 0;
+          double sum_g = 0, sum_gx = 0;  // row sums in double: long rows lose less
           for (int64_t c = 0; c < cols; ++c) {
             const A g = up(go[r * cols + c]) * (w != nullptr ? up(w[c]) : A(1));
             sum_g += g;
@@ -173,7 +173,7 @@ void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* gr
           for (int64_t c = 0; c < cols; ++c) {
             const A g = up(go[r * cols + c]) * (w != nullptr ? up(w[c]) : A(1));
             const A xhat = (up(x[r * cols + c]) - m) * s;
-            gx[r * cols + c] = down<T>(s * (g - inv_n * sum_g - xhat * inv_n * sum_gx));
+            gx[r * cols + c] = down<T>(s * (g - inv_n * static_cast<A>(sum_g) - xhat * inv_n * static_cast<A>(sum_gx)));
           }
         }
       });
@@ -181,7 +181,7 @@ void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* gr
     if (grad_weight == nullptr && grad_bias == nullptr) return;
     parallel_for(cols, 64, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
-        A gw = 0, gb = 0;
+        double gw = 0, gb = 0;  // column sums over many rows, in double
         for (int64_t r = 0; r < rows; ++r) {
           const A g = up(go[r * cols + c]);
           gw += g * (up(x[r * cols + c]) - up(mean[r])) * up(rstd[r]);
