@@ -3,6 +3,7 @@
 // arguments, makes inputs contiguous and allocates outputs; csrc/kernels/nn runs on the queue.
 // Kernels take raw pointers: a temporary freed here can only be reused by later commands,
 // which the in-order queue runs after this one.
+#include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -465,9 +466,67 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   return result;
 }
 
+// ---- data-dependent shapes: the count is read back (a sync), then the kernel compacts ------
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& result) {
+  TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(result.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  const at::Tensor values = self.expand(shape).contiguous();
+  const at::Tensor flags = mask.expand(shape).contiguous();
+  const int64_t count = flags.sum().item<int64_t>();
+  at::native::resize_output(result, {count});
+  at::Tensor out = result.is_contiguous() ? result : at::empty({count}, values.options());
+  if (count > 0) {
+    const int64_t numel = values.numel();
+    const int64_t bytes = static_cast<int64_t>(values.element_size());
+    const char* pv = static_cast<const char*>(values.data_ptr());
+    const bool* pm = flags.data_ptr<bool>();
+    char* po = static_cast<char*>(out.data_ptr());
+    enqueue(out, "aten::masked_select", {&values, &flags}, [=] { kernels::masked_compact(numel, bytes, pv, pm, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  at::Tensor result = at::empty({0}, self.options());
+  return masked_select_out(self, mask, result);
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& result) {
+  TORCH_CHECK(result.scalar_type() == c10::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              result.scalar_type());
+  TORCH_CHECK(self.dim() <= kernels::kMaxDims, "nonzero is not supported for tensors with more than ",
+              kernels::kMaxDims, " dimensions");
+  const at::Tensor flags = (self.scalar_type() == c10::kBool ? self : self.ne(0)).contiguous();
+  const int64_t count = flags.sum().item<int64_t>();
+  const int ndim = static_cast<int>(self.dim());
+  at::native::resize_output(result, {count, ndim});
+  at::Tensor out = result.is_contiguous() ? result : at::empty({count, ndim}, result.options());
+  if (count > 0 && ndim > 0) {
+    std::array<int64_t, kernels::kMaxDims> sizes{};
+    for (int d = 0; d < ndim; ++d) sizes[d] = self.size(d);
+    const bool* pm = flags.data_ptr<bool>();
+    auto* po = out.data_ptr<int64_t>();
+    enqueue(out, "aten::nonzero", {&flags}, [=] { kernels::nonzero_coordinates(ndim, sizes.data(), pm, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  at::Tensor result = at::empty({0}, self.options().dtype(c10::kLong));
+  return nonzero_out(self, result);
+}
+
 }  // namespace nn
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("masked_select", TORCH_FN(nn::masked_select));
+  m.impl("masked_select.out", TORCH_FN(nn::masked_select_out));
+  m.impl("nonzero", TORCH_FN(nn::nonzero));
+  m.impl("nonzero.out", TORCH_FN(nn::nonzero_out));
   m.impl("_softmax", TORCH_FN(nn::softmax));
   m.impl("_softmax.out", TORCH_FN(nn::softmax_out));
   m.impl("_log_softmax", TORCH_FN(nn::log_softmax));

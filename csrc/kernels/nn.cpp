@@ -301,6 +301,29 @@ void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* gr
   });
 }
 
+void masked_compact(int64_t numel, int64_t element_bytes, const char* self, const bool* mask, char* out) {
+  for (int64_t i = 0; i < numel; ++i) {
+    if (!mask[i]) continue;
+    std::memcpy(out, self + i * element_bytes, static_cast<size_t>(element_bytes));
+    out += element_bytes;
+  }
+}
+
+void nonzero_coordinates(int ndim, const int64_t* sizes, const bool* mask, int64_t* out) {
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; ++d) numel *= sizes[d];
+  std::vector<int64_t> index(static_cast<size_t>(ndim), 0);
+  for (int64_t i = 0; i < numel; ++i) {
+    if (mask[i]) {
+      for (int d = 0; d < ndim; ++d) *out++ = index[d];
+    }
+    for (int d = ndim - 1; d >= 0; --d) {
+      if (++index[d] < sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 void arange(DType dtype, int64_t count, double start, double step, int64_t int_start, int64_t int_step, void* out) {
   auto fill = [&](auto tag) {
     using T = decltype(tag);

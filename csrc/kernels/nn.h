@@ -45,6 +45,11 @@ void index_select(int64_t outer, int64_t self_dim, int64_t row_bytes, const char
 void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* grad, const int64_t* index,
                         int64_t num_weights, int64_t padding_idx, void* grad_weight);
 
+// Copies the elements of a contiguous `self` whose contiguous bool `mask` is set, in order.
+void masked_compact(int64_t numel, int64_t element_bytes, const char* self, const bool* mask, char* out);
+// Writes the coordinates (int64, [count, ndim]) of the set entries of a contiguous bool mask.
+void nonzero_coordinates(int ndim, const int64_t* sizes, const bool* mask, int64_t* out);
+
 // out[i] = start + i * step, for a contiguous out of any real dtype.
 void arange(DType dtype, int64_t count, double start, double step, int64_t int_start, int64_t int_step,
             void* out);

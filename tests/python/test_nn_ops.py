@@ -161,3 +161,20 @@ def test_dropout_keeps_expected_fraction_and_scales(no_fallback):
     y.sum().backward()
     assert torch.equal(x.grad.cpu() != 0, (y != 0).cpu())
     assert torch.equal(F.dropout(x, p=0.5, training=False).detach().cpu(), torch.ones(100000))
+
+
+def test_masked_select_and_nonzero(no_fallback):
+    x = sample((4, 5))
+    d = x.to("neuron")
+    assert_same(torch.masked_select(d, d > 0), torch.masked_select(x, x > 0))
+    row_mask = torch.tensor([True, False, True, True, False])
+    assert_same(torch.masked_select(d, row_mask.to("neuron")), torch.masked_select(x, row_mask))  # broadcast
+    assert_same(torch.nonzero(d > 0.5), torch.nonzero(x > 0.5))
+    assert_same(torch.nonzero(torch.zeros(3, device="neuron")), torch.nonzero(torch.zeros(3)))
+    ints = torch.tensor([[0, 2], [3, 0]])
+    assert_same(torch.nonzero(ints.to("neuron")), torch.nonzero(ints))
+
+
+def test_printing_runs_natively(no_fallback):
+    for t in (torch.randn(3), torch.tensor([[1, 0], [3, 4]]), torch.tensor([1e-8, 1e8]), torch.tensor([True, False])):
+        assert repr(t.to("neuron")) == repr(t)[:-1] + ", device='neuron:0')"
