@@ -106,6 +106,23 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
 
 }  // namespace
 
+namespace {
+
+// A lazily conjugated or negated neuron source: its raw bits go to the host, the lazy bit is
+// put back on the host copy, and the ordinary copy from there resolves it (complex data is rare
+// on neuron and takes this synchronous route).
+void copy_lazy_view_via_host(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor raw = src.is_conj() ? src.conj() : src;  // clears the bit, same memory
+  raw = raw.is_neg() ? raw._neg_view() : raw;
+  at::Tensor host = at::empty(raw.sizes(), raw.options().device(c10::kCPU));
+  copy_device_to_host(host, raw, false);
+  if (src.is_conj()) host = host.conj();
+  if (src.is_neg()) host = host._neg_view();
+  dst.copy_(host);
+}
+
+}  // namespace
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined");
   TORCH_CHECK(self.layout() == c10::kStrided && dst.layout() == c10::kStrided,
@@ -115,7 +132,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
               self.device());
   TORCH_CHECK(is_neuron(dst) || dst.device().is_cpu(), "neuron copy: unsupported destination device ",
               dst.device());
-  if (is_neuron(dst) && is_neuron(self)) {
+  if (is_neuron(self) && (self.is_conj() || self.is_neg())) {
+    copy_lazy_view_via_host(dst, self);
+  } else if (is_neuron(dst) && is_neuron(self)) {
     copy_device_to_device(dst, self);
   } else if (is_neuron(dst)) {
     check_copy_dtypes(dst, dst);

@@ -433,3 +433,21 @@ def test_item(dtype):
 def test_item_rejects_many_elements():
     with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
         torch.ones(2, device="neuron").item()
+
+
+def test_lazy_conjugate_and_negative_sources_copy_on_device():
+    # Found by the model sweep: a conj-bit source in a device-to-device copy recursed until the
+    # stack overflowed (the conjugate fallback clones through _copy_from again).
+    z = torch.tensor([1 + 2j, 3 - 1j, -0.5j])
+    d = z.to("neuron")
+    dst = torch.empty(3, dtype=torch.complex64, device="neuron")
+    dst.copy_(d.conj())
+    assert torch.equal(dst.cpu(), z.conj())
+    assert torch.equal((d.conj() * 2).cpu(), z.conj() * 2)
+    assert torch.equal(d.conj().resolve_conj().cpu(), z.conj())
+    x = torch.tensor([1.0, -2.0, 3.0])
+    neg = torch._neg_view(x.to("neuron"))
+    assert torch.equal(neg.cpu(), -x)
+    out = torch.empty(3, device="neuron")
+    out.copy_(neg)
+    assert torch.equal(out.cpu(), -x)
