@@ -14,6 +14,9 @@
 #include <ATen/ops/arange_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/gather_ops.h>
+#include <ATen/ops/scatter_add_ops.h>
+#include <ATen/ops/scatter_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/index_select_ops.h>
@@ -466,6 +469,132 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   return result;
 }
 
+// ---- gather / scatter ----------------------------------------------------------------------
+
+void check_index_shape(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* src,
+                       const char* name) {
+  TORCH_CHECK(index.scalar_type() == c10::kLong, name, "(): Expected dtype int64 for index");
+  TORCH_CHECK(index.dim() == self.dim() || index.numel() == 0, "Index tensor must have the same number of dimensions as ",
+              src ? "self tensor" : "input tensor");
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    if (d == dim) continue;
+    TORCH_CHECK(index.size(d) <= self.size(d), "Size does not match at dimension ", d, " expected index ",
+                index.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ", dim);
+    if (src != nullptr) {
+      TORCH_CHECK(index.size(d) <= src->size(d), "Size does not match at dimension ", d, " expected index ",
+                  index.sizes(), " to be no larger than src ", src->sizes());
+    }
+  }
+}
+
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
+                       at::Tensor& result) {
+  if (self.dim() == 0 || index.dim() == 0 || !has_kernel_dtype(self.scalar_type()) ||
+      result.scalar_type() != self.scalar_type() || index.device() != self.device()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, result);
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  check_index_shape(self, wrapped, index, nullptr, "gather");
+  const at::Tensor data = self.contiguous();
+  const at::Tensor idx = index.contiguous();
+  at::native::resize_output(result, index.sizes());
+  at::Tensor out = result.is_contiguous() ? result : at::empty(index.sizes(), data.options());
+  if (idx.numel() > 0) {
+    const int ndim = static_cast<int>(data.dim());
+    std::array<int64_t, kernels::kMaxDims> index_sizes{}, data_sizes{};
+    for (int d = 0; d < ndim; ++d) {
+      index_sizes[d] = idx.size(d);
+      data_sizes[d] = data.size(d);
+    }
+    const auto* pi = idx.data_ptr<int64_t>();
+    const char* pd = static_cast<const char*>(data.data_ptr());
+    char* po = static_cast<char*>(out.data_ptr());
+    const int64_t bytes = static_cast<int64_t>(data.element_size());
+    const int d = static_cast<int>(wrapped);
+    enqueue(out, "aten::gather", {&data, &idx}, [=] {
+      kernels::gather(ndim, index_sizes.data(), pi, d, data_sizes.data(), bytes, pd, po);
+    });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
+  at::Tensor result = at::empty({0}, self.options());
+  return gather_out(self, dim, index, sparse_grad, result);
+}
+
+// result = self with src scattered (add: accumulated) along dim; result may be self.
+bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src, bool add,
+                  at::Tensor& result, const char* name) {
+  if (self.dim() == 0 || index.dim() == 0 || !has_kernel_dtype(self.scalar_type()) ||
+      c10::isComplexType(self.scalar_type()) || src.scalar_type() != self.scalar_type() ||
+      result.scalar_type() != self.scalar_type() || index.device() != self.device() || src.device() != self.device()) {
+    return false;
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  check_index_shape(self, wrapped, index, &src, name);
+  if (!result.is_same(self)) {
+    at::native::resize_output(result, self.sizes());
+    result.copy_(self);
+  }
+  at::Tensor data = result.is_contiguous() ? result : result.contiguous();
+  const at::Tensor idx = index.contiguous();
+  const at::Tensor values = src.as_strided(index.sizes(), src.strides(), src.storage_offset()).contiguous();
+  if (idx.numel() > 0) {
+    const int ndim = static_cast<int>(data.dim());
+    std::array<int64_t, kernels::kMaxDims> index_sizes{}, data_sizes{};
+    for (int d = 0; d < ndim; ++d) {
+      index_sizes[d] = idx.size(d);
+      data_sizes[d] = data.size(d);
+    }
+    const auto* pi = idx.data_ptr<int64_t>();
+    const char* ps = static_cast<const char*>(values.data_ptr());
+    char* pd = static_cast<char*>(data.data_ptr());
+    const kernels::DType dtype = to_kernel_dtype(data.scalar_type());
+    const int d = static_cast<int>(wrapped);
+    enqueue(data, name, {&idx, &values}, [=] {
+      kernels::scatter(dtype, add, ndim, index_sizes.data(), pi, d, data_sizes.data(), ps, pd);
+    });
+  }
+  if (!data.is_same(result)) result.copy_(data);
+  return true;
+}
+
+at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& result) {
+  if (!scatter_into(self, dim, index, src, false, result, "aten::scatter")) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(scatter, src_out)>::call(self, dim, index, src, result);
+  }
+  return result;
+}
+
+at::Tensor scatter_src(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  at::Tensor result = at::empty({0}, self.options());
+  return scatter_src_out(self, dim, index, src, result);
+}
+
+at::Tensor& scatter_src_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  return scatter_src_out(self, dim, index, src, self);
+}
+
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                            at::Tensor& result) {
+  if (!scatter_into(self, dim, index, src, true, result, "aten::scatter_add")) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, result);
+  }
+  return result;
+}
+
+at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  at::Tensor result = at::empty({0}, self.options());
+  return scatter_add_out(self, dim, index, src, result);
+}
+
+at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  return scatter_add_out(self, dim, index, src, self);
+}
+
 // ---- data-dependent shapes: the count is read back (a sync), then the kernel compacts ------
 
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& result) {
@@ -523,6 +652,14 @@ at::Tensor nonzero(const at::Tensor& self) {
 }  // namespace nn
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("gather", TORCH_FN(nn::gather));
+  m.impl("gather.out", TORCH_FN(nn::gather_out));
+  m.impl("scatter.src", TORCH_FN(nn::scatter_src));
+  m.impl("scatter.src_out", TORCH_FN(nn::scatter_src_out));
+  m.impl("scatter_.src", TORCH_FN(nn::scatter_src_));
+  m.impl("scatter_add", TORCH_FN(nn::scatter_add));
+  m.impl("scatter_add.out", TORCH_FN(nn::scatter_add_out));
+  m.impl("scatter_add_", TORCH_FN(nn::scatter_add_));
   m.impl("masked_select", TORCH_FN(nn::masked_select));
   m.impl("masked_select.out", TORCH_FN(nn::masked_select_out));
   m.impl("nonzero", TORCH_FN(nn::nonzero));

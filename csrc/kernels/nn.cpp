@@ -301,6 +301,79 @@ void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* gr
   });
 }
 
+namespace {
+
+// Calls visit(position in index order, offset into data in elements) for every index entry.
+template <typename Visit>
+void for_each_indexed(int ndim, const int64_t* index_sizes, const int64_t* index, int dim, const int64_t* data_sizes,
+                      Visit&& visit) {
+  int64_t strides[kMaxDims];
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= data_sizes[d];
+  }
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; ++d) numel *= index_sizes[d];
+  int64_t coord[kMaxDims] = {};
+  for (int64_t i = 0; i < numel; ++i) {
+    const int64_t target = index[i];
+    if (target < 0 || target >= data_sizes[dim]) {
+      throw runtime::KernelError("index " + std::to_string(target) + " is out of bounds for dimension " +
+                                 std::to_string(dim) + " with size " + std::to_string(data_sizes[dim]));
+    }
+    int64_t offset = 0;
+    for (int d = 0; d < ndim; ++d) offset += (d == dim ? target : coord[d]) * strides[d];
+    visit(i, offset);
+    for (int d = ndim - 1; d >= 0; --d) {
+      if (++coord[d] < index_sizes[d]) break;
+      coord[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void gather(int ndim, const int64_t* index_sizes, const int64_t* index, int dim, const int64_t* data_sizes,
+            int64_t element_bytes, const char* data, char* out) {
+  for_each_indexed(ndim, index_sizes, index, dim, data_sizes, [&](int64_t i, int64_t offset) {
+    std::memcpy(out + i * element_bytes, data + offset * element_bytes, static_cast<size_t>(element_bytes));
+  });
+}
+
+void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
+             const int64_t* data_sizes, const char* src, char* data) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = reinterpret_cast<const T*>(src);
+    T* d = reinterpret_cast<T*>(data);
+    for_each_indexed(ndim, index_sizes, index, dim, data_sizes, [&](int64_t i, int64_t offset) {
+      if (!add) {
+        d[offset] = s[i];
+      } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        d[offset] = T(static_cast<float>(d[offset]) + static_cast<float>(s[i]));
+      } else if constexpr (std::is_same_v<T, bool>) {
+        d[offset] = d[offset] || s[i];
+      } else {
+        d[offset] = static_cast<T>(d[offset] + s[i]);
+      }
+    });
+  };
+  switch (dtype) {
+    case DType::kFloat32: return run(float{});
+    case DType::kFloat64: return run(double{});
+    case DType::kBFloat16: return run(BFloat16{});
+    case DType::kFloat16: return run(Half{});
+    case DType::kInt64: return run(int64_t{});
+    case DType::kInt32: return run(int32_t{});
+    case DType::kInt16: return run(int16_t{});
+    case DType::kInt8: return run(int8_t{});
+    case DType::kUInt8: return run(uint8_t{});
+    case DType::kBool: return run(bool{});
+    default: throw runtime::KernelError(std::string("scatter does not handle ") + dtype_name(dtype));
+  }
+}
+
 void masked_compact(int64_t numel, int64_t element_bytes, const char* self, const bool* mask, char* out) {
   for (int64_t i = 0; i < numel; ++i) {
     if (!mask[i]) continue;

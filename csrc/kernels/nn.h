@@ -45,6 +45,15 @@ void index_select(int64_t outer, int64_t self_dim, int64_t row_bytes, const char
 void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* grad, const int64_t* index,
                         int64_t num_weights, int64_t padding_idx, void* grad_weight);
 
+// gather / scatter along `dim` over contiguous buffers. `index` (int64) has `index_sizes`;
+// `data` (the gather source, the scatter destination) has `data_sizes`; the other side (gather
+// output, scatter source) has index_sizes. Throw KernelError for an index outside the dim.
+void gather(int ndim, const int64_t* index_sizes, const int64_t* index, int dim, const int64_t* data_sizes,
+            int64_t element_bytes, const char* data, char* out);
+// add = false: data[...index...] = src; add = true: data[...index...] += src (in index order).
+void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
+             const int64_t* data_sizes, const char* src, char* data);
+
 // Copies the elements of a contiguous `self` whose contiguous bool `mask` is set, in order.
 void masked_compact(int64_t numel, int64_t element_bytes, const char* self, const bool* mask, char* out);
 // Writes the coordinates (int64, [count, ndim]) of the set entries of a contiguous bool mask.
