@@ -473,7 +473,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
 
 void check_index_shape(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor* src,
                        const char* name) {
-  TORCH_CHECK(index.scalar_type() == c10::kLong, name, "(): Expected dtype int64 for index");
+  TORCH_CHECK(index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt, name,
+              "(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(index.dim() == self.dim() || index.numel() == 0, "Index tensor must have the same number of dimensions as ",
               src ? "self tensor" : "input tensor");
   for (int64_t d = 0; d < index.dim(); ++d) {
@@ -494,9 +495,13 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, result);
   }
   const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  if (index.numel() == 0) {  // any index dtype is accepted when there is nothing to gather
+    at::native::resize_output(result, index.sizes());
+    return result;
+  }
   check_index_shape(self, wrapped, index, nullptr, "gather");
   const at::Tensor data = self.contiguous();
-  const at::Tensor idx = index.contiguous();
+  const at::Tensor idx = index.to(c10::kLong).contiguous();
   at::native::resize_output(result, index.sizes());
   at::Tensor out = result.is_contiguous() ? result : at::empty(index.sizes(), data.options());
   if (idx.numel() > 0) {
@@ -533,15 +538,16 @@ bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
     return false;
   }
   const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
-  check_index_shape(self, wrapped, index, &src, name);
+  if (index.numel() != 0) check_index_shape(self, wrapped, index, &src, name);
   if (!result.is_same(self)) {
     at::native::resize_output(result, self.sizes());
     result.copy_(self);
   }
   at::Tensor data = result.is_contiguous() ? result : result.contiguous();
-  const at::Tensor idx = index.contiguous();
+  if (index.numel() == 0) return true;
+  const at::Tensor idx = index.to(c10::kLong).contiguous();
   const at::Tensor values = src.as_strided(index.sizes(), src.strides(), src.storage_offset()).contiguous();
-  if (idx.numel() > 0) {
+  {
     const int ndim = static_cast<int>(data.dim());
     std::array<int64_t, kernels::kMaxDims> index_sizes{}, data_sizes{};
     for (int d = 0; d < ndim; ++d) {

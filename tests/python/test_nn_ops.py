@@ -204,3 +204,11 @@ def test_gather_index_out_of_range_is_a_device_error():
     result = torch.gather(x, 1, torch.tensor([[0, 3]], device="neuron"))
     with pytest.raises(torch.AcceleratorError, match=r"aten::gather.*index 3 is out of bounds for dimension 1 with size 3"):
         result.cpu()
+
+
+def test_gather_scatter_accept_int32_and_empty_indices(no_fallback):
+    x = sample((3, 4))
+    index = torch.tensor([[0, 3], [1, 1], [2, 0]], dtype=torch.int32)
+    assert_same(torch.gather(x.to("neuron"), 1, index.to("neuron")), torch.gather(x, 1, index))
+    empty = torch.empty(0, dtype=torch.uint8)
+    assert_same(torch.gather(x[0].to("neuron"), 0, empty.to("neuron")), torch.gather(x[0], 0, empty))
