@@ -14,12 +14,6 @@
 namespace torchneuron::kernels {
 namespace {
 
-// OpenBLAS keeps its own threads; size them like the compute pool, once.
-void configure_blas_threads() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(compute_threads()); });
-}
-
 // Row-major BLAS view of an operand: NoTrans when rows are contiguous runs, Trans otherwise.
 struct BlasMatrix {
   CBLAS_TRANSPOSE trans;
@@ -123,6 +117,11 @@ void scale_output(const GemmArgs& g, char* c) {
 }
 
 }  // namespace
+
+void configure_blas_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(compute_threads()); });
+}
 
 bool gemm_supported(DType dtype) {
   return dtype != DType::kBool && !is_complex(dtype);

@@ -27,6 +27,8 @@ struct GemmArgs {
 };
 
 bool gemm_supported(DType dtype);
+// Sizes OpenBLAS's own threads like the compute pool (once); call before any cblas_* call.
+void configure_blas_threads();
 void gemm(const GemmArgs& args);
 
 }  // namespace torchneuron::kernels

@@ -1,7 +1,6 @@
-"""End-to-end training on neuron against the same model trained on CPU: an MLP classifier and
-the tiny GPT of examples/ (embeddings, causal attention, layer norm, GELU, AdamW, gradient
-clipping), each with no CPU fallback; a small CNN, whose convolutions still take the counted
-host route."""
+"""End-to-end training on neuron against the same model trained on CPU, each with no CPU
+fallback: an MLP classifier, a small CNN, and the tiny GPT of examples/ (embeddings, causal
+attention, layer norm, GELU, AdamW, gradient clipping)."""
 
 import copy
 import os
@@ -75,7 +74,7 @@ def test_tiny_gpt_with_dropout_trains_on_device_rng():
     assert losses[-1] < losses[0] - 0.5
 
 
-def test_small_cnn_tracks_cpu():
+def test_small_cnn_tracks_cpu_without_fallback():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 3))
     g = torch.Generator().manual_seed(3)
@@ -84,9 +83,7 @@ def test_small_cnn_tracks_cpu():
     torchneuron.reset_fallback_report()
     neuron = run(model, "neuron", batches, mlp_step)
     assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
-    # Convolution has no native kernel yet: it is the one counted host route.
-    assert set(torchneuron.fallback_report()) == {"aten::convolution_overrideable",
-                                                  "aten::convolution_backward_overrideable"}
+    assert torchneuron.fallback_report() == {}
 
 
 @pytest.mark.parametrize("blocking", [False, True])
