@@ -51,7 +51,7 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   const kernels::StridedView from = strided_view(staged);
   // The command holds `staged` when it is ours or pinned, so the memory outlives the copy.
   at::Tensor keep_alive = (owned || pinned_async) ? staged : at::Tensor();
-  const uint64_t seq = enqueue(dst, "aten::copy_ (host to device)", {&src},
+  const uint64_t seq = enqueue_copy(dst, "aten::copy_ (host to device)", {&src},
                                [to, from, keep_alive] { kernels::copy(to, from); });
   if (!owned && !pinned_async) wait_and_raise(queue_of(dst), seq);
 }
@@ -66,7 +66,7 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   const kernels::StridedView from = strided_view(src);
   const bool pinned_async = non_blocking && direct && dst.is_pinned();
   at::Tensor keep_alive = pinned_async ? dst : at::Tensor();
-  const uint64_t seq = enqueue(src, "aten::copy_ (device to host)", {&src},
+  const uint64_t seq = enqueue_copy(src, "aten::copy_ (device to host)", {&src},
                                [to, from, keep_alive] { kernels::copy(to, from); });
   if (pinned_async) return;  // the caller synchronizes before reading, as with CUDA
   wait_and_raise(queue_of(src), seq);
@@ -99,7 +99,7 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
   runtime_call([&] {
     src_queue.submit_wait(runtime::current_stream(src_index), dst_queue, dst_queue.last_submitted());
   });
-  const uint64_t seq = enqueue(src, "aten::copy_ (device to device)", {&src, &dst},
+  const uint64_t seq = enqueue_copy(src, "aten::copy_ (device to device)", {&src, &dst},
                                [to, from] { kernels::copy(to, from); });
   runtime_call([&] { dst_queue.submit_wait(runtime::current_stream(dst_index), src_queue, seq); });
 }

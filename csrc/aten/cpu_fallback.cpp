@@ -39,7 +39,9 @@ std::string full_name(const c10::OperatorHandle& op) {
 
 // Index tensors may live on the CPU next to device data, as with CUDA.
 bool accepts_cpu_tensors(const std::string& name) {
-  return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0;
+  return name == "aten::index.Tensor" || name == "aten::index.Tensor_out" || name == "aten::index_put_" ||
+         name == "aten::index_put" || name == "aten::index_put.out" || name == "aten::_index_put_impl_" ||
+         name == "aten::_index_put_impl" || name == "aten::_index_put_impl.out";
 }
 
 // The fallback would run anything on the CPU; refuse what a device kernel would refuse:

@@ -32,7 +32,7 @@ bool native_convolution(const at::Tensor& input, const at::Tensor& weight, const
   bool no_output_padding = true;
   for (int64_t p : output_padding) no_output_padding = no_output_padding && p == 0;
   return !transposed && (input.dim() == 3 || input.dim() == 4) && input.scalar_type() == at::kFloat &&
-         weight.scalar_type() == at::kFloat && bias_ok && no_output_padding && input.device() == weight.device();
+         weight.scalar_type() == at::kFloat && bias_ok && no_output_padding;
 }
 
 // Shape of a 1-D convolution seen as a 2-D one of height 1.
@@ -81,6 +81,8 @@ at::Tensor convolution_via_host(const at::Tensor& input, const at::Tensor& weigh
                                 const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                 c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                                 c10::IntArrayRef output_padding, int64_t groups) {
+  check_same_device("aten::convolution", input.device(), {&weight});
+  if (bias.has_value()) check_same_device("aten::convolution", input.device(), {&*bias});
   if (native_convolution(input, weight, bias, transposed, output_padding)) {
     const kernels::Conv2dShape s = conv_shape(input, weight, stride, padding, dilation, groups);
     check_conv_args(input, weight, s);
@@ -93,7 +95,7 @@ at::Tensor convolution_via_host(const at::Tensor& input, const at::Tensor& weigh
     const float* pw = w.data_ptr<float>();
     const float* pb = b.defined() ? b.data_ptr<float>() : nullptr;
     float* po = out.data_ptr<float>();
-    enqueue(out, "aten::convolution", {&x, &w}, [=] { kernels::conv2d_forward(s, px, pw, pb, po); });
+    enqueue(out, "aten::convolution", {&x, &w, &b}, [=] { kernels::conv2d_forward(s, px, pw, pb, po); });
     return out;
   }
   note_cpu_fallback("aten::convolution_overrideable");
@@ -124,6 +126,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_via_host(
     float* pgw = grad_weight.defined() ? grad_weight.data_ptr<float>() : nullptr;
     float* pgb = grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr;
     if (go.numel() > 0 && (pgi != nullptr || pgw != nullptr || pgb != nullptr)) {
+      check_same_device("aten::convolution_backward", go.device(), {&w});
       enqueue(go, "aten::convolution_backward", {&go, &x}, [=] {
         kernels::conv2d_backward(s, pgo, px, pw, pgi, pgw, pgb);
       });

@@ -66,6 +66,7 @@ void launch_gemm(const at::Tensor& result, const at::Tensor& a_in, const at::Ten
 }
 
 void check_matrices(const at::Tensor& a, const at::Tensor& b, const char* name, int64_t dims) {
+  check_same_device(name, a.device(), {&b});
   TORCH_CHECK(a.dim() == dims, name, ": self must be a ", dims, "D tensor, got ", a.dim(), "D");
   TORCH_CHECK(b.dim() == dims, name, ": mat2 must be a ", dims, "D tensor, got ", b.dim(), "D");
   TORCH_CHECK(a.size(-1) == b.size(-2), "mat1 and mat2 shapes cannot be multiplied (", a.size(-2), "x",
@@ -97,6 +98,7 @@ namespace matmul {
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
   check_matrices(self, mat2, "mm", 2);
+  check_same_device("mm", self.device(), {&result});
   if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(mm, out)>::call(self, mat2, result);
   }
@@ -113,6 +115,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& result) {
   check_matrices(mat1, mat2, "addmm", 2);
+  check_same_device("addmm", mat1.device(), {&self, &result});
   if (!kernel_dtype_ok(mat1) || result.scalar_type() != mat1.scalar_type() ||
       self.scalar_type() != mat1.scalar_type()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(addmm, out)>::call(self, mat1, mat2, beta,
@@ -146,6 +149,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& m
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
   check_matrices(self, mat2, "bmm", 3);
+  check_same_device("bmm", self.device(), {&result});
   if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(bmm, out)>::call(self, mat2, result);
   }
@@ -162,6 +166,7 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                         const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& result) {
   check_matrices(batch1, batch2, "baddbmm", 3);
+  check_same_device("baddbmm", batch1.device(), {&self, &result});
   if (!kernel_dtype_ok(batch1) || result.scalar_type() != batch1.scalar_type() ||
       self.scalar_type() != batch1.scalar_type()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(baddbmm, out)>::call(self, batch1, batch2,

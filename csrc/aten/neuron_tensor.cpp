@@ -84,13 +84,31 @@ runtime::TensorSummary summarize(const at::Tensor& tensor) {
   return summary;
 }
 
+void check_same_device(const char* op, const c10::Device& device, std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors) {
+    if (t == nullptr || !t->defined() || t->device() == device) continue;
+    if (t->device().is_cpu() && t->dim() == 0) continue;  // host scalars travel by value
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", device,
+                " and ", t->device(), "! (when checking arguments for ", op, ")");
+  }
+}
+
 uint64_t enqueue(const at::Tensor& tensor, const char* op,
                  std::initializer_list<const at::Tensor*> inputs,
                  runtime::HardwareQueue::Kernel kernel) {
+  check_same_device(op, tensor.device(), inputs);
+  return enqueue_copy(tensor, op, inputs, std::move(kernel));
+}
+
+uint64_t enqueue_copy(const at::Tensor& tensor, const char* op,
+                      std::initializer_list<const at::Tensor*> inputs,
+                      runtime::HardwareQueue::Kernel kernel) {
   const int index = tensor.device().index();
   runtime::LaunchInfo info;
   info.op = op;
-  for (const at::Tensor* input : inputs) info.add_input(summarize(*input));
+  for (const at::Tensor* input : inputs) {
+    if (input != nullptr && input->defined()) info.add_input(summarize(*input));
+  }
   info.site = runtime::capture_launch_site();
   return runtime_call([&] {
     return runtime::device(index).queue().submit(runtime::current_stream(index), std::move(info),

@@ -34,11 +34,19 @@ bool has_kernel_dtype(c10::ScalarType type);
 // The view of a neuron (or CPU) tensor's memory that kernels take.
 kernels::StridedView strided_view(const at::Tensor& tensor);
 
+// Raises, as CUDA does, when a defined tensor is not on `device` (0-dim CPU scalars excepted).
+void check_same_device(const char* op, const c10::Device& device, std::initializer_list<const at::Tensor*> tensors);
+
 // Enqueues `kernel` on the current stream of `tensor`'s device, recording the op (a static
-// string), its tensor arguments and the launching Python line for error messages.
+// string), its tensor arguments and the launching Python line for error messages. Every input
+// must be on that device: kernels read device memory only.
 uint64_t enqueue(const at::Tensor& tensor, const char* op,
                  std::initializer_list<const at::Tensor*> inputs,
                  runtime::HardwareQueue::Kernel kernel);
+// The same without the device check, for copies, whose inputs live on the host or another device.
+uint64_t enqueue_copy(const at::Tensor& tensor, const char* op,
+                      std::initializer_list<const at::Tensor*> inputs,
+                      runtime::HardwareQueue::Kernel kernel);
 
 // The device allocator for neuron memory (c10::DeviceAllocator) and the pinned host allocator.
 c10::Allocator* neuron_allocator();

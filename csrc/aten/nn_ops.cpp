@@ -164,6 +164,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   TORCH_CHECK(input.dim() >= norm_dims && input.sizes().slice(input.dim() - norm_dims).equals(normalized_shape),
               "Given normalized_shape=", normalized_shape, ", expected input with shape [*, ",
               normalized_shape, "], but got input of size", input.sizes());
+  if (weight.has_value()) check_same_device("aten::native_layer_norm", input.device(), {&*weight});
+  if (bias.has_value()) check_same_device("aten::native_layer_norm", input.device(), {&*bias});
   if (!floating_kernel_dtype(input)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(native_layer_norm)>::call(
         input, normalized_shape, weight, bias, eps);
@@ -187,7 +189,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
     void* po = out.data_ptr();
     void* pm = mean.data_ptr();
     void* pr = rstd.data_ptr();
-    enqueue(out, "aten::native_layer_norm", {&x}, [=] { kernels::layer_norm(dtype, rows, cols, eps, px, pw, pb, po, pm, pr); });
+    enqueue(out, "aten::native_layer_norm", {&x, &w, &b}, [=] { kernels::layer_norm(dtype, rows, cols, eps, px, pw, pb, po, pm, pr); });
   }
   return {out, mean, rstd};
 }
@@ -227,6 +229,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     void* pgx = grad_x.defined() ? grad_x.data_ptr() : nullptr;
     void* pgw = grad_w.defined() ? grad_w.data_ptr() : nullptr;
     void* pgb = grad_b.defined() ? grad_b.data_ptr() : nullptr;
+    check_same_device("aten::native_layer_norm_backward", x.device(), {&m, &r, &w});
     enqueue(x, "aten::native_layer_norm_backward", {&go, &x}, [=] {
       kernels::layer_norm_backward(dtype, rows, cols, pgo, px, pm, pr, pw, pgx, pgw, pgb);
     });
@@ -242,6 +245,8 @@ bool nll_supported(const at::Tensor& self, const at::Tensor& target, const std::
 }
 
 void check_nll_shapes(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
+  check_same_device("aten::nll_loss", self.device(), {&target});
+  if (weight.has_value()) check_same_device("aten::nll_loss", self.device(), {&*weight});
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
   TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
   const int64_t batch = self.dim() == 1 ? 1 : self.size(0);
@@ -280,7 +285,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_out(const at::Tensor& self, const 
   const void* pw = data_or_null(w);
   void* po = out.data_ptr();
   void* ptw = total_weight.data_ptr();
-  enqueue(lp, "aten::nll_loss_forward", {&lp, &t}, [=] {
+  enqueue(lp, "aten::nll_loss_forward", {&lp, &t, &w}, [=] {
     kernels::nll_loss(dtype, batch, classes, plp, pt, pw, mode, ignore_index, po, ptw);
   });
   if (!out.is_same(output)) output.copy_(out);
@@ -319,6 +324,7 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
   const void* pw = data_or_null(w);
   const void* ptw = tw.data_ptr();
   void* pgi = gi.data_ptr();
+  check_same_device("aten::nll_loss_backward", gi.device(), {&w, &tw});
   enqueue(gi, "aten::nll_loss_backward", {&go, &t}, [=] {
     kernels::nll_loss_backward(dtype, batch, classes, pgo, pt, pw, mode, ignore_index, ptw, pgi);
   });
@@ -377,6 +383,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(embedding_dense_backward)>::call(
         grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
   }
+  check_same_device("aten::embedding_dense_backward", grad_output.device(), {&indices});
   const at::Tensor idx = indices.reshape({-1}).to(c10::kLong).contiguous();
   const int64_t cols = grad_output.size(-1);
   const at::Tensor grad = grad_output.reshape({idx.numel(), cols}).contiguous();
@@ -605,6 +612,7 @@ at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
 
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& result) {
   TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_select: expected BoolTensor for mask");
+  check_same_device("aten::masked_select", self.device(), {&mask, &result});
   TORCH_CHECK(result.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
   const at::Tensor values = self.expand(shape).contiguous();

@@ -284,3 +284,30 @@ def test_fork_before_init_is_fine(run_python):
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert "CHILD 0" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["mm", "addmm", "bmm", "linear", "layer_norm", "nll_loss", "conv2d", "index_select",
+                                  "embedding", "softmax_backward", "masked_select", "other_device"])
+def test_native_ops_refuse_tensors_on_another_device(name):
+    # Native kernels read device memory only: a CPU (or other-device) argument must be refused
+    # on the host, as CUDA refuses it, never read silently.
+    import torch.nn.functional as F
+    a = torch.randn(3, 3, device="neuron")
+    c = torch.randn(3, 3)
+    calls = {
+        "mm": lambda: torch.mm(a, c),
+        "addmm": lambda: torch.addmm(c[0], a, a),
+        "bmm": lambda: torch.bmm(a[None], c[None]),
+        "linear": lambda: F.linear(a, c),
+        "layer_norm": lambda: F.layer_norm(a, (3,), c[0], None),
+        "nll_loss": lambda: F.nll_loss(a, torch.tensor([0, 1, 2])),
+        "conv2d": lambda: F.conv2d(a[None, None], c[None, None]),
+        "index_select": lambda: a.index_select(0, torch.tensor([0])),
+        "embedding": lambda: F.embedding(torch.tensor([0]), a),
+        "softmax_backward": lambda: torch.ops.aten._softmax_backward_data(a, c, 1, torch.float32),
+        "masked_select": lambda: torch.masked_select(a, c > 0),
+        "other_device": lambda: torch.mm(a, a.to("neuron:1")),
+    }
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        calls[name]()
+    assert torch.equal((a + torch.tensor(1.0)).cpu(), a.cpu() + 1)  # 0-dim CPU scalars stay fine
