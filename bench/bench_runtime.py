@@ -62,6 +62,11 @@ def tiny_add(device):
     return lambda: x.add_(1)
 
 
+def tiny_fallback(device):
+    x = torch.ones(16, device=device)
+    return lambda: x.fmod_(3)
+
+
 def tiny_alloc(device):
     return lambda: torch.empty(1024, device=device)
 
@@ -96,7 +101,8 @@ def main():
     rows = []
     for name, make_op, iterations in (
         ("tiny zero_ (native)", tiny_zero, 20000),
-        ("tiny add_ (CPU fallback)", tiny_add, 2000),
+        ("tiny add_ (native)", tiny_add, 20000),
+        ("tiny fmod_ (CPU fallback)", tiny_fallback, 2000),
         ("alloc+free 4 KiB", tiny_alloc, 20000),
     ):
         cpu = per_op_seconds(make_op, "cpu", iterations)
