@@ -34,6 +34,7 @@
 #include <ATen/ops/exp2_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/expm1_ops.h>
+#include <ATen/ops/floor_divide_ops.h>
 #include <ATen/ops/floor_ops.h>
 #include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
@@ -449,6 +450,43 @@ NEURON_BINARY(logical_or, BinaryOp::kLogicalOr, comparison_op, true, ATEN_OP(log
 NEURON_BINARY(logical_xor, BinaryOp::kLogicalXor, comparison_op, true, ATEN_OP(logical_xor))
 #undef NEURON_BINARY
 
+// div with rounding_mode (None: true division, "trunc", "floor") and floor_divide.
+at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
+                         at::Tensor& result) {
+  TORCH_CHECK(!mode.has_value() || *mode == "trunc" || *mode == "floor",
+              "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+  if (!mode.has_value()) return eltwise::div_out(self, other, result);
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, self, other);
+  const BinaryOp op = *mode == "trunc" ? BinaryOp::kDivTrunc : BinaryOp::kDivFloor;
+  if (!launch_binary(iter, op, "aten::div", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(div, out_mode)>::call(self, other, mode, result);
+  }
+  return result;
+}
+
+at::Tensor div_mode(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+  if (!mode.has_value()) return eltwise::div_functional(self, other);
+  at::Tensor result = at::empty({0}, self.options().dtype(at::result_type(self, other)));
+  return eltwise::div_mode_out(self, other, mode, result);
+}
+
+at::Tensor& div_mode_(at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+  return eltwise::div_mode_out(self, other, mode, self);
+}
+
+at::Tensor& floor_divide_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) {
+  return eltwise::div_mode_out(self, other, c10::string_view("floor"), result);
+}
+
+at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
+  return eltwise::div_mode(self, other, c10::string_view("floor"));
+}
+
+at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
+  return eltwise::div_mode_out(self, other, c10::string_view("floor"), self);
+}
+
 #define NEURON_BITWISE(name, KOP)                                                               \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) { \
     at::TensorBase out = result;                                                               \
@@ -807,6 +845,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.Tensor", TORCH_FN(div_functional));
   m.impl("div.out", TORCH_FN(div_out));
   m.impl("div_.Tensor", TORCH_FN(div_inplace));
+  m.impl("div.Tensor_mode", TORCH_FN(div_mode));
+  m.impl("div.out_mode", TORCH_FN(div_mode_out));
+  m.impl("div_.Tensor_mode", TORCH_FN(div_mode_));
+  m.impl("floor_divide", TORCH_FN(floor_divide));
+  m.impl("floor_divide.out", TORCH_FN(floor_divide_out));
+  m.impl("floor_divide_.Tensor", TORCH_FN(floor_divide_));
 #define REGISTER_BINARY_PLAIN(name)                  \
   m.impl(#name, TORCH_FN(name##_functional));        \
   m.impl(#name ".out", TORCH_FN(name##_out));

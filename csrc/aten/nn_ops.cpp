@@ -608,6 +608,45 @@ at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
   return scatter_add_out(self, dim, index, src, self);
 }
 
+// ---- histogram -----------------------------------------------------------------------------
+
+// As on CUDA, integer inputs are counted too (CPU PyTorch supports floating inputs only).
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
+                      at::Tensor& result) {
+  TORCH_CHECK(bins > 0, "torch.histc: bins must be > 0, but got ", bins, " for bins");
+  TORCH_CHECK(!self.is_complex() && self.scalar_type() != c10::kBool, "torch.histc: input dtype ", self.scalar_type(),
+              " is not supported");
+  TORCH_CHECK(result.scalar_type() == self.scalar_type(), "torch.histc: input tensor and out tensor should have the same dtype");
+  check_same_device("aten::histc", self.device(), {&result});
+  double lo = min.toDouble(), hi = max.toDouble();
+  TORCH_CHECK(!(std::isinf(lo) || std::isinf(hi) || std::isnan(lo) || std::isnan(hi)),
+              "torch.histc: range of [", lo, ", ", hi, "] is not finite");
+  TORCH_CHECK(lo <= hi, "torch.histc: max must be larger than min");
+  const at::Tensor values = self.contiguous();
+  if (lo == hi && values.numel() > 0) {  // the data's own range, read back (a sync)
+    lo = values.min().item<double>();
+    hi = values.max().item<double>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  at::native::resize_output(result, {bins});
+  at::Tensor out = result.is_contiguous() ? result : at::empty({bins}, values.options());
+  const kernels::DType dtype = to_kernel_dtype(values.scalar_type());
+  const int64_t numel = values.numel();
+  const void* pv = values.data_ptr();
+  void* po = out.data_ptr();
+  enqueue(out, "aten::histc", {&values}, [=] { kernels::histc(dtype, numel, pv, bins, lo, hi, po); });
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+  at::Tensor result = at::empty({0}, self.options());
+  return histc_out(self, bins, min, max, result);
+}
+
 // ---- data-dependent shapes: the count is read back (a sync), then the kernel compacts ------
 
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& result) {
@@ -674,6 +713,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add", TORCH_FN(nn::scatter_add));
   m.impl("scatter_add.out", TORCH_FN(nn::scatter_add_out));
   m.impl("scatter_add_", TORCH_FN(nn::scatter_add_));
+  m.impl("histc", TORCH_FN(nn::histc));
+  m.impl("histc.out", TORCH_FN(nn::histc_out));
   m.impl("masked_select", TORCH_FN(nn::masked_select));
   m.impl("masked_select.out", TORCH_FN(nn::masked_select_out));
   m.impl("nonzero", TORCH_FN(nn::nonzero));

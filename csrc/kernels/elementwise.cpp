@@ -412,6 +412,25 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
     }
     if constexpr (std::is_integral_v<C>) {
       switch (op) {
+        case BinaryOp::kDivFloor:
+          return map<T, T, 2>(a, [](C x, C y) {
+            if (y == 0) throw runtime::KernelError("ZeroDivisionError: integer division by zero");
+            if constexpr (std::is_signed_v<C>) {
+              if (y == -1) return C(-x);  // avoids overflow of the minimum value / -1
+              const C q = C(x / y);
+              return (x % y != 0 && ((x < 0) != (y < 0))) ? C(q - 1) : q;
+            } else {
+              return C(x / y);
+            }
+          });
+        case BinaryOp::kDivTrunc:
+          return map<T, T, 2>(a, [](C x, C y) {
+            if (y == 0) throw runtime::KernelError("ZeroDivisionError: integer division by zero");
+            if constexpr (std::is_signed_v<C>) {
+              if (y == -1) return C(-x);
+            }
+            return C(x / y);
+          });
         case BinaryOp::kBitwiseAnd: return map<T, T, 2>(a, [](C x, C y) { return C(x & y); });
         case BinaryOp::kBitwiseOr: return map<T, T, 2>(a, [](C x, C y) { return C(x | y); });
         case BinaryOp::kBitwiseXor: return map<T, T, 2>(a, [](C x, C y) { return C(x ^ y); });
@@ -422,6 +441,19 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
       switch (op) {
         case BinaryOp::kDiv: return map<T, T, 2>(a, [](C x, C y) { return x / y; });
         case BinaryOp::kAtan2: return map<T, T, 2>(a, [](C x, C y) { return std::atan2(x, y); });
+        case BinaryOp::kDivTrunc: return map<T, T, 2>(a, [](C x, C y) { return std::trunc(x / y); });
+        case BinaryOp::kDivFloor:
+          // Python's floor division for floats: exact through fmod, as torch computes it.
+          return map<T, T, 2>(a, [](C x, C y) {
+            if (y == C(0)) return x / y;
+            const C mod = std::fmod(x, y);
+            C div = (x - mod) / y;
+            if (mod != C(0) && ((y < C(0)) != (mod < C(0)))) div -= C(1);
+            if (div == C(0)) return std::copysign(C(0), x / y);
+            C floordiv = std::floor(div);
+            if (div - floordiv > C(0.5)) floordiv += C(1);
+            return floordiv;
+          });
         case BinaryOp::kPow: return map<T, T, 2>(a, [](C x, C y) { return std::pow(x, y); });
         case BinaryOp::kThresholdBackward:
           return map<T, T, 2>(a, [scale](C grad, C x) { return x <= scale ? C(0) : grad; });
@@ -470,6 +502,8 @@ bool binary_supported(BinaryOp op, DType dtype) {
     case BinaryOp::kMinimum:
       return true;
     case BinaryOp::kSub:
+    case BinaryOp::kDivFloor:
+    case BinaryOp::kDivTrunc:
       return dtype != DType::kBool;
     case BinaryOp::kBitwiseAnd:
     case BinaryOp::kBitwiseOr:

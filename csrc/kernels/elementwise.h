@@ -35,6 +35,7 @@ enum class UnaryOp : uint8_t {
 
 enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kAtan2, kPow,
+  kDivFloor, kDivTrunc,  // Python's // and C's truncating division (integers raise on zero)
   kEq, kNe, kLt, kLe, kGt, kGe,
   kLogicalAnd, kLogicalOr, kLogicalXor, kBitwiseAnd, kBitwiseOr, kBitwiseXor,
   // Gradients: grad (operand 1) times the derivative at the saved value (operand 2).

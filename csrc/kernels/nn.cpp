@@ -374,6 +374,45 @@ void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const 
   }
 }
 
+void histc(DType dtype, int64_t numel, const void* self, int64_t bins, double min, double max, void* out) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(self);
+    std::vector<int64_t> counts(static_cast<size_t>(bins), 0);
+    for (int64_t i = 0; i < numel; ++i) {
+      double value;
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        value = static_cast<double>(static_cast<float>(x[i]));
+      } else {
+        value = static_cast<double>(x[i]);
+      }
+      if (!(value >= min && value <= max)) continue;  // also skips NaN
+      auto bin = static_cast<int64_t>((value - min) * static_cast<double>(bins) / (max - min));
+      counts[static_cast<size_t>(std::min(bin, bins - 1))] += 1;
+    }
+    T* o = static_cast<T*>(out);
+    for (int64_t b = 0; b < bins; ++b) {
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        o[b] = T(static_cast<float>(counts[b]));
+      } else {
+        o[b] = static_cast<T>(counts[b]);
+      }
+    }
+  };
+  switch (dtype) {
+    case DType::kFloat32: return run(float{});
+    case DType::kFloat64: return run(double{});
+    case DType::kBFloat16: return run(BFloat16{});
+    case DType::kFloat16: return run(Half{});
+    case DType::kInt64: return run(int64_t{});
+    case DType::kInt32: return run(int32_t{});
+    case DType::kInt16: return run(int16_t{});
+    case DType::kInt8: return run(int8_t{});
+    case DType::kUInt8: return run(uint8_t{});
+    default: throw runtime::KernelError(std::string("histc does not handle ") + dtype_name(dtype));
+  }
+}
+
 void masked_compact(int64_t numel, int64_t element_bytes, const char* self, const bool* mask, char* out) {
   for (int64_t i = 0; i < numel; ++i) {
     if (!mask[i]) continue;

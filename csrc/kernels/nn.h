@@ -54,6 +54,10 @@ void gather(int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
 void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
              const int64_t* data_sizes, const char* src, char* data);
 
+// Counts of a contiguous `self` in `bins` equal bins over [min, max] (values outside are
+// ignored, max falls in the last bin), written as `dtype` (the input's dtype) into out[bins].
+void histc(DType dtype, int64_t numel, const void* self, int64_t bins, double min, double max, void* out);
+
 // Copies the elements of a contiguous `self` whose contiguous bool `mask` is set, in order.
 void masked_compact(int64_t numel, int64_t element_bytes, const char* self, const bool* mask, char* out);
 // Writes the coordinates (int64, [count, ndim]) of the set entries of a contiguous bool mask.

@@ -155,3 +155,24 @@ def test_broadcast_operands_in_dense_runs(no_fallback):
     assert_same(row.to("neuron") * scalar.to("neuron"), row * scalar)
     assert_same(scalar.to("neuron") + scalar.to("neuron"), scalar + scalar)
     assert_same(torch.addcmul(scalar.to("neuron"), row.to("neuron"), scalar.to("neuron")), torch.addcmul(scalar, row, scalar))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.float64], ids=str)
+def test_floor_and_trunc_division_match_cpu(dtype, no_fallback):
+    g = torch.Generator().manual_seed(7)
+    if dtype.is_floating_point:
+        a, b = torch.randn(64, generator=g).to(dtype) * 7, torch.randn(64, generator=g).to(dtype)
+    else:
+        a = torch.randint(-20, 20, (64,), generator=g).to(dtype)
+        b = torch.randint(1, 6, (64,), generator=g).to(dtype) * (torch.randint(0, 2, (64,), generator=g).to(dtype) * 2 - 1)
+    da, db = a.to("neuron"), b.to("neuron")
+    assert_same(torch.floor_divide(da, db), torch.floor_divide(a, b))
+    assert_same(da // 3, a // 3)
+    for mode in ("floor", "trunc"):
+        assert_same(torch.div(da, db, rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+
+
+def test_integer_division_by_zero_is_a_device_error():
+    result = torch.floor_divide(torch.ones(2, dtype=torch.int64, device="neuron"), torch.zeros(2, dtype=torch.int64, device="neuron"))
+    with pytest.raises(torch.AcceleratorError, match="ZeroDivisionError"):
+        result.cpu()

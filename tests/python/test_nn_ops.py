@@ -212,3 +212,14 @@ def test_gather_scatter_accept_int32_and_empty_indices(no_fallback):
     assert_same(torch.gather(x.to("neuron"), 1, index.to("neuron")), torch.gather(x, 1, index))
     empty = torch.empty(0, dtype=torch.uint8)
     assert_same(torch.gather(x[0].to("neuron"), 0, empty.to("neuron")), torch.gather(x[0], 0, empty))
+
+
+def test_histc_matches_cpu_and_counts_integers(no_fallback):
+    x = sample((1000,)) * 3
+    for kwargs in (dict(bins=10, min=-2, max=2), dict(bins=7), dict(bins=1, min=0, max=0)):
+        assert_same(torch.histc(x.to("neuron"), **kwargs), torch.histc(x, **kwargs))
+    # CPU PyTorch has no integer histc; as on CUDA, neuron counts integers (MoE routers use it).
+    experts = torch.tensor([0, 3, 3, 1, 3, 2], dtype=torch.int32)
+    counts = torch.histc(experts.to("neuron"), bins=4, min=0, max=3).cpu()
+    assert counts.dtype == torch.int32
+    assert torch.equal(counts, torch.bincount(experts, minlength=4).to(torch.int32))
