@@ -1,6 +1,7 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
 // are backend-specific: vector norms (clip_grad_norm_), dropout, tril/triu masks, all/any and
-// isposinf/isneginf. Every step dispatches to a native kernel; nothing runs on the CPU.
+// isposinf/isneginf, flip. Every step dispatches to a native kernel; nothing runs on the CPU.
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/amax.h>
@@ -182,9 +183,24 @@ at::Tensor isposinf(const at::Tensor& self) {
 }
 at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& result) { return infinity_test_out(self, false, result); }
 
+// Reversal along each dim: an index_select with a descending arange (both native).
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  at::Tensor result = self;
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(self.dim(), 1)), false);
+  for (int64_t dim : dims) {
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    TORCH_CHECK(!seen[d], "dim ", d, " appears multiple times in the list of dims");
+    seen[d] = true;
+    if (self.dim() == 0 || self.size(d) <= 1) continue;
+    result = result.index_select(d, at::arange(self.size(d) - 1, -1, -1, self.options().dtype(at::kLong)));
+  }
+  return result.is_same(self) ? self.clone() : result;
+}
+
 }  // namespace composite
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("flip", TORCH_FN(composite::flip));
   m.impl("linalg_vector_norm", TORCH_FN(composite::linalg_vector_norm));
   m.impl("linalg_vector_norm.out", TORCH_FN(composite::linalg_vector_norm_out));
   m.impl("native_dropout", TORCH_FN(composite::native_dropout));

@@ -374,6 +374,59 @@ void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const 
   }
 }
 
+void cumsum(DType in_dtype, DType out_dtype, SoftmaxShape s, const void* in, void* out) {
+  auto with_in = [&](auto in_tag) {
+    using I = decltype(in_tag);
+    using A = std::conditional_t<std::is_integral_v<I>, int64_t, double>;
+    auto with_out = [&](auto out_tag) {
+      using O = decltype(out_tag);
+      const I* x = static_cast<const I*>(in);
+      O* y = static_cast<O*>(out);
+      parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+          const int64_t base = (row / s.inner) * s.dim * s.inner + row % s.inner;
+          A acc = 0;
+          for (int64_t j = 0; j < s.dim; ++j) {
+            const int64_t at = base + j * s.inner;
+            if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>) {
+              acc += static_cast<A>(static_cast<float>(x[at]));
+            } else {
+              acc += static_cast<A>(x[at]);
+            }
+            if constexpr (std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) {
+              y[at] = O(static_cast<float>(acc));
+            } else {
+              y[at] = static_cast<O>(acc);
+            }
+          }
+        }
+      });
+    };
+    switch (out_dtype) {
+      case DType::kFloat32: return with_out(float{});
+      case DType::kFloat64: return with_out(double{});
+      case DType::kBFloat16: return with_out(BFloat16{});
+      case DType::kFloat16: return with_out(Half{});
+      case DType::kInt64: return with_out(int64_t{});
+      case DType::kInt32: return with_out(int32_t{});
+      default: throw runtime::KernelError(std::string("cumsum does not write ") + dtype_name(out_dtype));
+    }
+  };
+  switch (in_dtype) {
+    case DType::kFloat32: return with_in(float{});
+    case DType::kFloat64: return with_in(double{});
+    case DType::kBFloat16: return with_in(BFloat16{});
+    case DType::kFloat16: return with_in(Half{});
+    case DType::kInt64: return with_in(int64_t{});
+    case DType::kInt32: return with_in(int32_t{});
+    case DType::kInt16: return with_in(int16_t{});
+    case DType::kInt8: return with_in(int8_t{});
+    case DType::kUInt8: return with_in(uint8_t{});
+    case DType::kBool: return with_in(bool{});
+    default: throw runtime::KernelError(std::string("cumsum does not read ") + dtype_name(in_dtype));
+  }
+}
+
 void histc(DType dtype, int64_t numel, const void* self, int64_t bins, double min, double max, void* out) {
   auto run = [&](auto tag) {
     using T = decltype(tag);

@@ -145,6 +145,8 @@ def test_composed_ops_match_cpu(no_fallback):
     assert_same(mask.to("neuron").any(dim=1), mask.any(dim=1))
     assert_same(d.all(dim=0, keepdim=True), x.all(dim=0, keepdim=True))
     assert_same(torch.empty(0, 3, device="neuron").all(), torch.empty(0, 3).all())
+    for dims in ((0,), (1,), (0, 1), (-1,)):
+        assert_same(torch.flip(d, dims), torch.flip(x, dims))
     inf = torch.tensor([1.0, -float("inf"), float("inf")])
     assert_same(torch.isneginf(inf.to("neuron")), torch.isneginf(inf))
     assert_same(torch.isposinf(inf.to("neuron")), torch.isposinf(inf))
@@ -223,3 +225,15 @@ def test_histc_matches_cpu_and_counts_integers(no_fallback):
     counts = torch.histc(experts.to("neuron"), bins=4, min=0, max=3).cpu()
     assert counts.dtype == torch.int32
     assert torch.equal(counts, torch.bincount(experts, minlength=4).to(torch.int32))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumsum_matches_cpu_with_gradients(dim, no_fallback):
+    x = sample((4, 5, 3))
+    assert_same(x.to("neuron").cumsum(dim), x.cumsum(dim))
+    assert_same(x.to("neuron").cumsum(dim, dtype=torch.float64), x.cumsum(dim, dtype=torch.float64))
+    mask = torch.tensor([[1, 1, 0], [0, 1, 1]])
+    assert_same(mask.to("neuron").cumsum(-1), mask.cumsum(-1))  # integers accumulate into int64
+    assert_same((mask > 0).to("neuron").cumsum(0), (mask > 0).cumsum(0))
+    (cpu, cpu_grads), (dev, dev_grads) = forward_backward(lambda t: t.cumsum(dim).square(), x)
+    assert_same(dev_grads[0], cpu_grads[0])
