@@ -12,6 +12,13 @@ namespace c10 {
 class OperatorHandle;
 }
 
+// The op structs that at::native::call_fallback_fn takes (ATen/Operators.h defines these too,
+// but includes every operator's header).
+#ifndef ATEN_OP
+#define ATEN_OP(op_name) at::_ops::op_name
+#define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
+#endif
+
 namespace torchneuron::aten {
 
 // The boxed fallback itself: counted, warned, device-checked, then run by ATen on the CPU.

@@ -87,12 +87,6 @@
 #include "aten/neuron_tensor.h"
 #include "kernels/elementwise.h"
 
-// ATen/Operators.h defines these too, but includes every operator's header.
-#ifndef ATEN_OP
-#define ATEN_OP(op_name) at::_ops::op_name
-#define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
-#endif
-
 namespace torchneuron::aten {
 namespace {
 

@@ -19,11 +19,6 @@
 #include "aten/neuron_tensor.h"
 #include "kernels/reduce.h"
 
-#ifndef ATEN_OP
-#define ATEN_OP(op_name) at::_ops::op_name
-#define ATEN_OP2(op_name, overload) at::_ops::op_name##_##overload
-#endif
-
 namespace torchneuron::aten {
 namespace {
 

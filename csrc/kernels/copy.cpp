@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/half.h"
 #include "kernels/strided_loop.h"
 
@@ -111,23 +112,6 @@ void copy_typed(const CoalescedShape& shape, char* dst, const char* src) {
   });
 }
 
-template <typename F>
-void dispatch_real(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kBool: return f(bool{});
-    case DType::kUInt8: return f(uint8_t{});
-    case DType::kInt8: return f(int8_t{});
-    case DType::kInt16: return f(int16_t{});
-    case DType::kInt32: return f(int32_t{});
-    case DType::kInt64: return f(int64_t{});
-    case DType::kFloat16: return f(Half{});
-    case DType::kBFloat16: return f(BFloat16{});
-    case DType::kFloat32: return f(float{});
-    case DType::kFloat64: return f(double{});
-    case DType::kComplex64: return f(std::complex<float>{});
-    case DType::kComplex128: return f(std::complex<double>{});
-  }
-}
 
 }  // namespace
 
@@ -139,9 +123,9 @@ void copy(const StridedView& dst, const StridedView& src) {
   const CoalescedShape shape = coalesce(views, 2);
   char* out = static_cast<char*>(dst.data);
   const char* in = static_cast<const char*>(src.data);
-  dispatch_real(dst.dtype, [&](auto dst_tag) {
+  dispatch_dtype(dst.dtype, "copy", [&](auto dst_tag) {
     using Dst = decltype(dst_tag);
-    dispatch_real(src.dtype, [&](auto src_tag) {
+    dispatch_dtype(src.dtype, "copy", [&](auto src_tag) {
       using Src = decltype(src_tag);
       if constexpr (IsComplex<Src>::value && !IsComplex<Dst>::value) {
         return;  // rejected by copy_supported on the host
@@ -160,7 +144,7 @@ void fill(const StridedView& dst, FillValue value) {
   if (dst.numel() == 0) return;
   const CoalescedShape shape = coalesce(&dst, 1);
   char* const base[1] = {static_cast<char*>(dst.data)};
-  dispatch_real(dst.dtype, [&](auto tag) {
+  dispatch_dtype(dst.dtype, "fill", [&](auto tag) {
     using T = decltype(tag);
     T typed;
     if constexpr (std::is_same_v<T, int64_t>) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/copy.h"
+#include "kernels/dtype_dispatch.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
@@ -165,23 +166,6 @@ void map(const ElementwiseArgs& a, F f) {
   });
 }
 
-template <typename F>
-void dispatch_all(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kBool: return f(bool{});
-    case DType::kUInt8: return f(uint8_t{});
-    case DType::kInt8: return f(int8_t{});
-    case DType::kInt16: return f(int16_t{});
-    case DType::kInt32: return f(int32_t{});
-    case DType::kInt64: return f(int64_t{});
-    case DType::kFloat16: return f(Half{});
-    case DType::kBFloat16: return f(BFloat16{});
-    case DType::kFloat32: return f(float{});
-    case DType::kFloat64: return f(double{});
-    default:
-      throw runtime::KernelError(std::string("elementwise kernels do not handle ") + dtype_name(dtype));
-  }
-}
 
 bool is_floating(DType dtype) {
   return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32 ||
@@ -313,7 +297,7 @@ bool unary_supported(UnaryOp op, DType dtype) {
 
 void unary(UnaryOp op, const ElementwiseArgs& args) {
   if (args.numel() == 0) return;
-  dispatch_all(args.dtypes[1], [&](auto tag) {
+  dispatch_real_dtype(args.dtypes[1], "elementwise kernel", [&](auto tag) {
     using T = decltype(tag);
     if (is_predicate(op)) {
       predicate_typed<T>(op, args);
@@ -516,7 +500,7 @@ bool binary_supported(BinaryOp op, DType dtype) {
 
 void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
   if (args.numel() == 0) return;
-  dispatch_all(args.dtypes[1], [&](auto tag) {
+  dispatch_real_dtype(args.dtypes[1], "elementwise kernel", [&](auto tag) {
     using T = decltype(tag);
     if (writes_bool(op)) {
       compare_typed<T>(op, args);
@@ -542,7 +526,7 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
   if (args.numel() == 0) return;
   if (op == TernaryOp::kWhere) {
     // The condition is bool; the values share the output's dtype, copied bitwise.
-    dispatch_all(args.dtypes[0], [&](auto tag) {
+    dispatch_real_dtype(args.dtypes[0], "elementwise kernel", [&](auto tag) {
       using T = decltype(tag);
       drive<4>(args, [](char* const* p, int64_t n, const int64_t* s) {
         for (int64_t i = 0; i < n; ++i) {
@@ -554,7 +538,7 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
     });
     return;
   }
-  dispatch_all(args.dtypes[1], [&](auto tag) {
+  dispatch_real_dtype(args.dtypes[1], "elementwise kernel", [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
     if constexpr (!std::is_same_v<T, bool>) {
@@ -585,7 +569,7 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
 
 void clamp(const ElementwiseArgs& args, bool has_lo, OpScalar lo, bool has_hi, OpScalar hi) {
   if (args.numel() == 0) return;
-  dispatch_all(args.dtypes[1], [&](auto tag) {
+  dispatch_real_dtype(args.dtypes[1], "elementwise kernel", [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
     if constexpr (std::is_same_v<T, bool>) {

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
@@ -21,23 +22,6 @@ bool is_floating(DType dtype) {
          dtype == DType::kFloat64;
 }
 
-template <typename F>
-void dispatch_real(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kBool: return f(bool{});
-    case DType::kUInt8: return f(uint8_t{});
-    case DType::kInt8: return f(int8_t{});
-    case DType::kInt16: return f(int16_t{});
-    case DType::kInt32: return f(int32_t{});
-    case DType::kInt64: return f(int64_t{});
-    case DType::kFloat16: return f(Half{});
-    case DType::kBFloat16: return f(BFloat16{});
-    case DType::kFloat32: return f(float{});
-    case DType::kFloat64: return f(double{});
-    default:
-      throw runtime::KernelError(std::string("reductions do not handle ") + dtype_name(dtype));
-  }
-}
 
 template <typename T>
 using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
@@ -240,9 +224,9 @@ bool reduce_supported(ReduceOp op, DType in, DType out) {
 
 void reduce(ReduceOp op, const StridedView& out, const StridedView& in, int reduced_dims) {
   if (out.numel() == 0) return;
-  dispatch_real(in.dtype, [&](auto in_tag) {
+  dispatch_real_dtype(in.dtype, "reduction", [&](auto in_tag) {
     using T = decltype(in_tag);
-    dispatch_real(out.dtype, [&](auto out_tag) {
+    dispatch_real_dtype(out.dtype, "reduction", [&](auto out_tag) {
       using Out = decltype(out_tag);
       switch (op) {
         case ReduceOp::kSum: return reduce_typed<T, Out, ReduceOp::kSum>(out, in, reduced_dims);

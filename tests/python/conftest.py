@@ -75,3 +75,11 @@ def device_hygiene():
         except torch.AcceleratorError as error:
             leaked.append(f"neuron:{index}: {error}")
     assert not leaked, "test left a pending device fault: " + "; ".join(leaked)
+
+
+@pytest.fixture
+def no_fallback():
+    """Asserts that the test ran every operator natively: the fallback report stays empty."""
+    torchneuron.reset_fallback_report()
+    yield
+    assert torchneuron.fallback_report() == {}

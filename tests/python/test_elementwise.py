@@ -26,13 +26,6 @@ def assert_same(device_result, cpu_result):
         assert torch.equal(actual, cpu_result)
 
 
-@pytest.fixture
-def no_fallback():
-    torchneuron.reset_fallback_report()
-    yield
-    assert torchneuron.fallback_report() == {}
-
-
 BINARY = [
     lambda a, b: a + b,
     lambda a, b: torch.add(a, b, alpha=2),

@@ -25,13 +25,6 @@ def assert_same(device_result, cpu_result):
         assert torch.equal(actual, cpu_result)
 
 
-@pytest.fixture
-def no_fallback():
-    torchneuron.reset_fallback_report()
-    yield
-    assert torchneuron.fallback_report() == {}
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64], ids=str)
 def test_mm_layouts(dtype, no_fallback):
     a, b = sample((7, 5), dtype), sample((5, 9), dtype, 1)

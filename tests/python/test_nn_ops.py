@@ -25,13 +25,6 @@ def assert_same(device_result, cpu_result, tol=1e-5):
         assert torch.equal(actual, cpu_result)
 
 
-@pytest.fixture
-def no_fallback():
-    torchneuron.reset_fallback_report()
-    yield
-    assert torchneuron.fallback_report() == {}
-
-
 def forward_backward(fn, *inputs):
     """Runs fn on CPU and neuron copies of the inputs; returns (cpu, neuron) outputs and grads."""
     results = []

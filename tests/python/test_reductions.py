@@ -25,13 +25,6 @@ def assert_same(device_result, cpu_result, atol=1e-5, rtol=1.3e-6):
         assert torch.equal(actual, cpu_result)
 
 
-@pytest.fixture
-def no_fallback():
-    torchneuron.reset_fallback_report()
-    yield
-    assert torchneuron.fallback_report() == {}
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32, torch.bool], ids=str)
 @pytest.mark.parametrize("dim", [None, 0, 1, -1, (0, 2), (2, 0)])
 @pytest.mark.parametrize("keepdim", [False, True])

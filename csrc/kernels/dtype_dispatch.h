@@ -1,0 +1,44 @@
+// Dispatch from a runtime DType to the kernels' storage type: f(T{}) is called with bool,
+// the integer types, Half, BFloat16, float, double (and std::complex for dispatch_dtype).
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <string>
+
+#include "kernels/half.h"
+#include "kernels/strided.h"
+#include "runtime/errors.h"
+
+namespace torchneuron::kernels {
+
+// Real and bool dtypes; a complex dtype raises KernelError naming `what`.
+template <typename F>
+void dispatch_real_dtype(DType dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case DType::kBool: return f(bool{});
+    case DType::kUInt8: return f(uint8_t{});
+    case DType::kInt8: return f(int8_t{});
+    case DType::kInt16: return f(int16_t{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    case DType::kFloat16: return f(Half{});
+    case DType::kBFloat16: return f(BFloat16{});
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    default:
+      throw runtime::KernelError(std::string(what) + " does not handle " + dtype_name(dtype));
+  }
+}
+
+// Every dtype, complex included.
+template <typename F>
+void dispatch_dtype(DType dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case DType::kComplex64: return f(std::complex<float>{});
+    case DType::kComplex128: return f(std::complex<double>{});
+    default: return dispatch_real_dtype(dtype, what, f);
+  }
+}
+
+}  // namespace torchneuron::kernels
