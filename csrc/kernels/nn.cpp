@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
@@ -359,19 +360,7 @@ void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const 
       }
     });
   };
-  switch (dtype) {
-    case DType::kFloat32: return run(float{});
-    case DType::kFloat64: return run(double{});
-    case DType::kBFloat16: return run(BFloat16{});
-    case DType::kFloat16: return run(Half{});
-    case DType::kInt64: return run(int64_t{});
-    case DType::kInt32: return run(int32_t{});
-    case DType::kInt16: return run(int16_t{});
-    case DType::kInt8: return run(int8_t{});
-    case DType::kUInt8: return run(uint8_t{});
-    case DType::kBool: return run(bool{});
-    default: throw runtime::KernelError(std::string("scatter does not handle ") + dtype_name(dtype));
-  }
+  dispatch_real_dtype(dtype, "scatter", run);
 }
 
 void cumsum(DType in_dtype, DType out_dtype, SoftmaxShape s, const void* in, void* out) {
@@ -412,19 +401,7 @@ void cumsum(DType in_dtype, DType out_dtype, SoftmaxShape s, const void* in, voi
       default: throw runtime::KernelError(std::string("cumsum does not write ") + dtype_name(out_dtype));
     }
   };
-  switch (in_dtype) {
-    case DType::kFloat32: return with_in(float{});
-    case DType::kFloat64: return with_in(double{});
-    case DType::kBFloat16: return with_in(BFloat16{});
-    case DType::kFloat16: return with_in(Half{});
-    case DType::kInt64: return with_in(int64_t{});
-    case DType::kInt32: return with_in(int32_t{});
-    case DType::kInt16: return with_in(int16_t{});
-    case DType::kInt8: return with_in(int8_t{});
-    case DType::kUInt8: return with_in(uint8_t{});
-    case DType::kBool: return with_in(bool{});
-    default: throw runtime::KernelError(std::string("cumsum does not read ") + dtype_name(in_dtype));
-  }
+  dispatch_real_dtype(in_dtype, "cumsum", with_in);
 }
 
 void histc(DType dtype, int64_t numel, const void* self, int64_t bins, double min, double max, void* out) {
@@ -452,18 +429,7 @@ void histc(DType dtype, int64_t numel, const void* self, int64_t bins, double mi
       }
     }
   };
-  switch (dtype) {
-    case DType::kFloat32: return run(float{});
-    case DType::kFloat64: return run(double{});
-    case DType::kBFloat16: return run(BFloat16{});
-    case DType::kFloat16: return run(Half{});
-    case DType::kInt64: return run(int64_t{});
-    case DType::kInt32: return run(int32_t{});
-    case DType::kInt16: return run(int16_t{});
-    case DType::kInt8: return run(int8_t{});
-    case DType::kUInt8: return run(uint8_t{});
-    default: throw runtime::KernelError(std::string("histc does not handle ") + dtype_name(dtype));
-  }
+  dispatch_real_dtype(dtype, "histc", run);
 }
 
 void masked_compact(int64_t numel, int64_t element_bytes, const char* self, const bool* mask, char* out) {
@@ -501,18 +467,7 @@ void arange(DType dtype, int64_t count, double start, double step, int64_t int_s
       }
     }
   };
-  switch (dtype) {
-    case DType::kInt64: return fill(int64_t{});
-    case DType::kInt32: return fill(int32_t{});
-    case DType::kInt16: return fill(int16_t{});
-    case DType::kInt8: return fill(int8_t{});
-    case DType::kUInt8: return fill(uint8_t{});
-    case DType::kFloat32: return fill(float{});
-    case DType::kFloat64: return fill(double{});
-    case DType::kBFloat16: return fill(BFloat16{});
-    case DType::kFloat16: return fill(Half{});
-    default: throw runtime::KernelError(std::string("arange does not handle ") + dtype_name(dtype));
-  }
+  dispatch_real_dtype(dtype, "arange", fill);
 }
 
 }  // namespace torchneuron::kernels
