@@ -196,8 +196,8 @@ bool launch_ternary(at::TensorIteratorBase& iter, TernaryOp op, const char* name
   return true;
 }
 
-at::Tensor wrap(const c10::Scalar& value) { return c10::scalar_to_tensor(value).set_requires_grad(false); }
-
+// A Python scalar as ATen passes one: a 0-dim CPU wrapped number, which type promotion treats
+// as weaker than tensors.
 at::Tensor wrapped(const c10::Scalar& value) {
   at::Tensor tensor = c10::scalar_to_tensor(value);
   tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
@@ -684,7 +684,7 @@ at::Tensor& masked_fill_scalar_inplace(at::Tensor& self, const at::Tensor& mask,
                   .resize_outputs(false)
                   .add_output(out)
                   .add_const_input(mask)
-                  .add_owned_const_input(wrap(value).to(self.scalar_type()))
+                  .add_owned_const_input(wrapped(value).to(self.scalar_type()))
                   .add_const_input(self)
                   .build();
   if (!launch_ternary(iter, TernaryOp::kWhere, "aten::masked_fill_", {})) {
