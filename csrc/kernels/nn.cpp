@@ -9,60 +9,16 @@
 #include <vector>
 
 #include "kernels/dtype_dispatch.h"
+#include "kernels/floating.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
 
 namespace torchneuron::kernels {
-namespace {
-
-// Half types compute in float, float in float, double in double (as torch's CPU kernels).
-template <typename T>
-using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename T>
-inline Acc<T> up(T value) {
-  return static_cast<Acc<T>>(value);
-}
-template <>
-inline float up<Half>(Half value) {
-  return static_cast<float>(value);
-}
-template <>
-inline float up<BFloat16>(BFloat16 value) {
-  return static_cast<float>(value);
-}
-
-template <typename T, typename A>
-inline T down(A value) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return T(static_cast<float>(value));
-  } else {
-    return static_cast<T>(value);
-  }
-}
-
-template <typename F>
-void dispatch_floating(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat32: return f(float{});
-    case DType::kFloat64: return f(double{});
-    case DType::kBFloat16: return f(BFloat16{});
-    case DType::kFloat16: return f(Half{});
-    default:
-      throw runtime::KernelError(std::string("this kernel needs a floating dtype, got ") + dtype_name(dtype));
-  }
-}
-
-}  // namespace
-
-bool nn_supported(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16 ||
-         dtype == DType::kFloat16;
-}
+bool nn_supported(DType dtype) { return is_floating_dtype(dtype); }
 
 void softmax(DType dtype, SoftmaxShape s, void* out, const void* in, bool log) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* x = static_cast<const T*>(in);
@@ -89,7 +45,7 @@ void softmax(DType dtype, SoftmaxShape s, void* out, const void* in, bool log) {
 
 void softmax_backward(DType dtype, SoftmaxShape s, void* grad_in, const void* grad_out, const void* output,
                       bool log) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* go = static_cast<const T*>(grad_out);
@@ -114,7 +70,7 @@ void softmax_backward(DType dtype, SoftmaxShape s, void* grad_in, const void* gr
 
 void layer_norm(DType dtype, int64_t rows, int64_t cols, double eps, const void* x_in, const void* weight,
                 const void* bias, void* out, void* mean_out, void* rstd_out) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* x = static_cast<const T*>(x_in);
@@ -150,7 +106,7 @@ void layer_norm(DType dtype, int64_t rows, int64_t cols, double eps, const void*
 void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* grad_out, const void* x_in,
                          const void* mean_in, const void* rstd_in, const void* weight, void* grad_x,
                          void* grad_weight, void* grad_bias) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* go = static_cast<const T*>(grad_out);
@@ -209,7 +165,7 @@ void check_target(int64_t t, int64_t classes, int64_t ignore_index) {
 
 void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs, const int64_t* target,
               const void* weight, Reduction reduction, int64_t ignore_index, void* out, void* total_weight) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* lp = static_cast<const T*>(log_probs);
@@ -240,7 +196,7 @@ void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs
 void nll_loss_backward(DType dtype, int64_t batch, int64_t classes, const void* grad_out, const int64_t* target,
                        const void* weight, Reduction reduction, int64_t ignore_index, const void* total_weight,
                        void* grad_input) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* go = static_cast<const T*>(grad_out);
@@ -279,7 +235,7 @@ void index_select(int64_t outer, int64_t self_dim, int64_t row_bytes, const char
 
 void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* grad, const int64_t* index,
                         int64_t num_weights, int64_t padding_idx, void* grad_weight) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* g = static_cast<const T*>(grad);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/floating.h"
 #include "kernels/half.h"
 #include "kernels/strided_loop.h"
 #include "runtime/errors.h"
@@ -79,19 +80,6 @@ void for_each_element(const StridedView& dst, Produce&& produce) {
   });
 }
 
-template <typename F>
-void dispatch_floating(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat16: return f(Half{});
-    case DType::kBFloat16: return f(BFloat16{});
-    case DType::kFloat32: return f(float{});
-    case DType::kFloat64: return f(double{});
-    default:
-      throw runtime::KernelError(std::string("random kernels need a floating dtype, got ") +
-                                 dtype_name(dtype));
-  }
-}
-
 bool is_double(const StridedView& dst) { return dst.dtype == DType::kFloat64; }
 
 }  // namespace
@@ -103,7 +91,7 @@ uint64_t uniform_words_needed(const StridedView& dst) {
 void uniform(const StridedView& dst, PhiloxStream stream, double from, double to) {
   WordReader reader(stream);
   const double range = to - from;
-  dispatch_floating(dst.dtype, [&](auto tag) {
+  dispatch_floating(dst.dtype, "random kernels", [&](auto tag) {
     using T = decltype(tag);
     for_each_element(dst, [&](char* out) {
       const double unit = std::is_same_v<T, double> ? runtime::uint64_to_uniform_double(reader.next64())
@@ -125,7 +113,7 @@ uint64_t normal_words_needed(const StridedView& dst) {
 void normal(const StridedView& dst, PhiloxStream stream, double mean, double std) {
   WordReader reader(stream);
   const bool wide = is_double(dst);
-  dispatch_floating(dst.dtype, [&](auto tag) {
+  dispatch_floating(dst.dtype, "random kernels", [&](auto tag) {
     using T = decltype(tag);
     double spare = 0.0;
     bool has_spare = false;

@@ -1,6 +1,7 @@
 """End-to-end training on neuron against the same model trained on CPU, each with no CPU
-fallback: an MLP classifier, a small CNN, and the tiny GPT of examples/ (embeddings, causal
-attention, layer norm, GELU, AdamW, gradient clipping)."""
+fallback: an MLP classifier, a small CNN (convolution, batch norm, pooling, upsampling,
+dropout), and the tiny GPT of examples/ (embeddings, causal attention, layer norm, GELU, AdamW,
+gradient clipping)."""
 
 import copy
 import os
@@ -21,10 +22,13 @@ from tiny_gpt import TinyGPT, train_step  # noqa: E402
 LOSS_TOLERANCE = 1e-3
 
 
-def run(model, device, batches, step):
-    model = copy.deepcopy(model).to(device)
+def run_model(model, batches, step):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    return [step(model, optimizer, [t.to(device) for t in batch]).item() for batch in batches]
+    return [step(model, optimizer, batch).item() for batch in batches]
+
+
+def run(model, device, batches, step):
+    return run_model(copy.deepcopy(model).to(device), [[t.to(device) for t in batch] for batch in batches], step)
 
 
 def mlp_step(model, optimizer, batch):
@@ -74,16 +78,50 @@ def test_tiny_gpt_with_dropout_trains_on_device_rng():
     assert losses[-1] < losses[0] - 0.5
 
 
-def test_small_cnn_tracks_cpu_without_fallback():
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 3))
+def small_cnn(dropout):
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(4, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AvgPool2d(2),
+        nn.Upsample(scale_factor=2, mode="bilinear"), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Dropout(dropout), nn.Linear(8, 3))
+
+
+def cnn_batches(count):
     g = torch.Generator().manual_seed(3)
-    batches = [(torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(20)]
-    cpu = run(model, "cpu", batches, mlp_step)
+    images = [torch.randn(8, 1, 8, 8, generator=g) for _ in range(count)]
+    # Learnable labels: which image quadrant is brightest (of three).
+    return [(x, torch.stack([x[:, 0, :4, :4].sum((1, 2)), x[:, 0, :4, 4:].sum((1, 2)), x[:, 0, 4:, :].sum((1, 2)) / 2], 1).argmax(1))
+            for x in images]
+
+
+def test_small_cnn_tracks_cpu_without_fallback():
+    # Dropout with p=0 still runs its kernel; p>0 draws different masks on each device.
+    torch.manual_seed(0)
+    model = small_cnn(dropout=0.0)
+    batches = cnn_batches(20)
+    cpu_model = copy.deepcopy(model)
+    cpu = run_model(cpu_model, batches, mlp_step)
     torchneuron.reset_fallback_report()
-    neuron = run(model, "neuron", batches, mlp_step)
-    assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
+    neuron_model = copy.deepcopy(model).to("neuron")
+    neuron = run_model(neuron_model, [[t.to("neuron") for t in b] for b in batches], mlp_step)
     assert torchneuron.fallback_report() == {}
+    assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
+    # Batch norm's running statistics follow CPU; eval mode (running statistics) matches the
+    # same weights on CPU.
+    torch.testing.assert_close(neuron_model[1].running_var.cpu(), cpu_model[1].running_var, atol=1e-4, rtol=1e-4)
+    same_weights = copy.deepcopy(neuron_model).cpu().eval()
+    probe = batches[0][0]
+    torch.testing.assert_close(neuron_model.eval()(probe.to("neuron")).cpu(), same_weights(probe), atol=1e-5, rtol=1e-5)
+
+
+def test_small_cnn_with_dropout_trains_without_fallback():
+    torch.manual_seed(0)
+    batches = [[t.to("neuron") for t in b] for b in cnn_batches(10)]
+    torchneuron.reset_fallback_report()
+    model = small_cnn(dropout=0.25).to("neuron")
+    losses = run_model(model, batches * 6, mlp_step)
+    assert torchneuron.fallback_report() == {}
+    assert sum(losses[-10:]) < sum(losses[:10])
 
 
 @pytest.mark.parametrize("blocking", [False, True])

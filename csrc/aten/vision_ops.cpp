@@ -1,0 +1,632 @@
+// Normalization, pooling and upsampling operators on neuron: batch norm (train and eval),
+// group norm, max / average / adaptive average pooling and nearest / bilinear upsampling, with
+// their backward ops. The host checks arguments and computes output sizes; csrc/kernels/norm
+// and csrc/kernels/pool run on the queue over contiguous NCHW buffers.
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_adaptive_avg_pool2d_ops.h>
+#include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/max_pool2d_with_indices_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
+#include <ATen/ops/upsample_bilinear2d_ops.h>
+#include <ATen/ops/upsample_nearest2d_ops.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "aten/cpu_fallback.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/floating.h"
+#include "kernels/norm.h"
+#include "kernels/pool.h"
+
+namespace torchneuron::aten {
+namespace vision {
+namespace {
+
+bool floating(const at::Tensor& t) {
+  return has_kernel_dtype(t.scalar_type()) && kernels::is_floating_dtype(to_kernel_dtype(t.scalar_type()));
+}
+
+at::Tensor defined_or_empty(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? *t : at::Tensor();
+}
+
+// Optional parameters in `dtype`, contiguous (a mixed-precision call computes in float).
+at::Tensor param(const at::Tensor& t, c10::ScalarType dtype) {
+  return t.defined() ? t.to(dtype).contiguous() : t;
+}
+
+const void* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+void* mutable_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+// Copies a functional result into an out= tensor.
+at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
+  at::native::resize_output(out, value.sizes());
+  out.copy_(value);
+  return out;
+}
+
+kernels::BatchNormShape channel_shape(const at::Tensor& x) {
+  kernels::BatchNormShape s;
+  s.batch = x.size(0);
+  s.channels = x.dim() > 1 ? x.size(1) : 1;
+  for (int64_t d = 2; d < x.dim(); ++d) s.inner *= x.size(d);
+  return s;
+}
+
+// The dtype parameters and statistics use: the input's, or float when they are float and the
+// input is a half type (as CPU PyTorch's mixed-precision batch norm).
+c10::ScalarType stats_dtype(const at::Tensor& input, std::initializer_list<const at::Tensor*> params) {
+  for (const at::Tensor* p : params) {
+    if (p->defined() && p->scalar_type() != input.scalar_type()) return p->scalar_type();
+  }
+  return input.scalar_type();
+}
+
+}  // namespace
+
+// ---- batch norm ----------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
+                                                          const std::optional<at::Tensor>& bias_opt,
+                                                          const std::optional<at::Tensor>& running_mean_opt,
+                                                          const std::optional<at::Tensor>& running_var_opt, bool training,
+                                                          double momentum, double eps) {
+  const at::Tensor weight = defined_or_empty(weight_opt), bias = defined_or_empty(bias_opt);
+  at::Tensor running_mean = defined_or_empty(running_mean_opt), running_var = defined_or_empty(running_var_opt);
+  check_same_device("aten::native_batch_norm", input.device(), {&weight, &bias, &running_mean, &running_var});
+  const c10::ScalarType stats = stats_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  const bool mixed = stats != input.scalar_type();
+  if (!floating(input) || (mixed && stats != at::kFloat)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(native_batch_norm)>::call(
+        input, weight_opt, bias_opt, running_mean_opt, running_var_opt, training, momentum, eps);
+  }
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected an input with at least 2 dimensions, got ", input.sizes());
+  const kernels::BatchNormShape shape = channel_shape(input);
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&weight, &bias, &running_mean, &running_var}) {
+    TORCH_CHECK(!t->defined() || t->numel() == shape.channels, "batch_norm: expected weight, bias and running stats of ",
+                shape.channels, " elements (the input's channels), got ", t->sizes());
+  }
+  TORCH_CHECK(training || (running_mean.defined() && running_var.defined()),
+              "batch_norm in eval mode needs running_mean and running_var");
+  TORCH_CHECK(!training || shape.batch * shape.inner > 1 || shape.channels == 0,
+              "Expected more than 1 value per channel when training, got input size ", input.sizes());
+  const at::Tensor x = input.to(stats).contiguous();
+  const at::Tensor w = param(weight, stats), b = param(bias, stats);
+  // Running stats are updated in place: work on contiguous copies and write them back.
+  at::Tensor rm = running_mean.defined() ? running_mean.contiguous() : at::Tensor();
+  at::Tensor rv = running_var.defined() ? running_var.contiguous() : at::Tensor();
+  at::Tensor out = at::empty_like(x);
+  at::Tensor save_mean = at::empty({training ? shape.channels : 0}, x.options());
+  at::Tensor save_invstd = at::empty({training ? shape.channels : 0}, x.options());
+  if (x.numel() > 0 || training) {
+    const kernels::DType dtype = to_kernel_dtype(stats);
+    const void *px = x.data_ptr(), *pw = ptr(w), *pb = ptr(b);
+    void *prm = mutable_ptr(rm), *prv = mutable_ptr(rv), *po = out.data_ptr();
+    void *psm = mutable_ptr(save_mean), *psi = mutable_ptr(save_invstd);
+    enqueue(out, "aten::native_batch_norm", {&x, &w, &b, &rm, &rv}, [=] {
+      kernels::batch_norm(dtype, shape, px, pw, pb, prm, prv, training, momentum, eps, po, psm, psi);
+    });
+  }
+  if (rm.defined() && !rm.is_same(running_mean)) running_mean.copy_(rm);
+  if (rv.defined() && !rv.is_same(running_var)) running_var.copy_(rv);
+  return {mixed ? out.to(input.scalar_type()) : out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
+    const std::optional<at::Tensor>& running_mean_opt, const std::optional<at::Tensor>& running_var_opt,
+    const std::optional<at::Tensor>& save_mean_opt, const std::optional<at::Tensor>& save_invstd_opt, bool training,
+    double eps, std::array<bool, 3> output_mask) {
+  const at::Tensor weight = defined_or_empty(weight_opt);
+  const at::Tensor running_mean = defined_or_empty(running_mean_opt), running_var = defined_or_empty(running_var_opt);
+  const at::Tensor save_mean = defined_or_empty(save_mean_opt), save_invstd = defined_or_empty(save_invstd_opt);
+  check_same_device("aten::native_batch_norm_backward", input.device(),
+                    {&grad_out, &weight, &running_mean, &running_var, &save_mean, &save_invstd});
+  const c10::ScalarType stats = stats_dtype(input, {&weight, &running_mean, &running_var, &save_mean});
+  if (!floating(input) || (stats != input.scalar_type() && stats != at::kFloat)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(native_batch_norm_backward)>::call(
+        grad_out, input, weight_opt, running_mean_opt, running_var_opt, save_mean_opt, save_invstd_opt, training,
+        eps, output_mask);
+  }
+  TORCH_CHECK(!training || (save_mean.defined() && save_invstd.defined()),
+              "batch_norm_backward in training mode needs save_mean and save_invstd");
+  TORCH_CHECK(training || (running_mean.defined() && running_var.defined()),
+              "batch_norm_backward in eval mode needs running_mean and running_var");
+  const kernels::BatchNormShape shape = channel_shape(input);
+  const at::Tensor x = input.to(stats).contiguous(), go = grad_out.to(stats).contiguous();
+  const at::Tensor w = param(weight, stats), rm = param(running_mean, stats), rv = param(running_var, stats);
+  const at::Tensor sm = param(save_mean, stats), si = param(save_invstd, stats);
+  at::Tensor grad_x = output_mask[0] ? at::empty_like(x) : at::Tensor();
+  const auto param_options = x.options();
+  at::Tensor grad_w = output_mask[1] ? at::empty({shape.channels}, param_options) : at::Tensor();
+  at::Tensor grad_b = output_mask[2] ? at::empty({shape.channels}, param_options) : at::Tensor();
+  if (grad_x.defined() || grad_w.defined() || grad_b.defined()) {
+    const kernels::DType dtype = to_kernel_dtype(stats);
+    const void *pgo = go.data_ptr(), *px = x.data_ptr(), *pw = ptr(w), *prm = ptr(rm), *prv = ptr(rv);
+    const void *psm = ptr(sm), *psi = ptr(si);
+    void *pgx = mutable_ptr(grad_x), *pgw = mutable_ptr(grad_w), *pgb = mutable_ptr(grad_b);
+    enqueue(x, "aten::native_batch_norm_backward", {&go, &x, &w, &rm, &rv, &sm}, [=] {
+      kernels::batch_norm_backward(dtype, shape, pgo, px, pw, prm, prv, psm, psi, training, eps, pgx, pgw, pgb);
+    });
+  }
+  if (grad_x.defined()) grad_x = grad_x.to(input.scalar_type());
+  if (weight.defined()) {
+    if (grad_w.defined()) grad_w = grad_w.to(weight.scalar_type());
+    if (grad_b.defined()) grad_b = grad_b.to(weight.scalar_type());
+  }
+  return {grad_x, grad_w, grad_b};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit(const at::Tensor& input,
+                                                                const std::optional<at::Tensor>& weight,
+                                                                const std::optional<at::Tensor>& bias,
+                                                                at::Tensor& running_mean, at::Tensor& running_var,
+                                                                bool training, double momentum, double eps) {
+  return batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_stats(const at::Tensor& input,
+                                                                         const std::optional<at::Tensor>& weight,
+                                                                         const std::optional<at::Tensor>& bias,
+                                                                         bool training, double momentum, double eps) {
+  return batch_norm(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_training(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const at::Tensor& running_mean, const at::Tensor& running_var, double momentum, double eps) {
+  return batch_norm(input, weight, bias, running_mean, running_var, false, momentum, eps);
+}
+
+// ---- group norm ----------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
+                                                          const std::optional<at::Tensor>& bias_opt, int64_t N, int64_t C,
+                                                          int64_t HxW, int64_t group, double eps) {
+  const at::Tensor weight = defined_or_empty(weight_opt), bias = defined_or_empty(bias_opt);
+  check_same_device("aten::native_group_norm", input.device(), {&weight, &bias});
+  TORCH_CHECK(floating(input), "group_norm: expected a floating input, got ", input.scalar_type());
+  TORCH_CHECK(group > 0 && C % group == 0, "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
+              input.sizes(), " and num_groups=", group);
+  TORCH_CHECK(input.numel() == N * C * HxW, "group_norm: input of ", input.numel(), " elements is not N * C * HxW = ",
+              N, " * ", C, " * ", HxW);
+  for (const at::Tensor* t : {&weight, &bias}) {
+    TORCH_CHECK(!t->defined() || t->numel() == C, "group_norm: expected weight and bias of ", C, " elements, got ", t->sizes());
+  }
+  const c10::ScalarType stats = stats_dtype(input, {&weight, &bias});
+  const at::Tensor x = input.to(stats).contiguous();
+  const at::Tensor w = param(weight, stats), b = param(bias, stats);
+  at::Tensor out = at::empty_like(x);
+  at::Tensor mean = at::empty({N, group}, x.options()), rstd = at::empty({N, group}, x.options());
+  if (x.numel() > 0) {
+    const kernels::BatchNormShape shape{N, C, HxW};
+    const kernels::DType dtype = to_kernel_dtype(stats);
+    const void *px = x.data_ptr(), *pw = ptr(w), *pb = ptr(b);
+    void *po = out.data_ptr(), *pm = mean.data_ptr(), *pr = rstd.data_ptr();
+    enqueue(out, "aten::native_group_norm", {&x, &w, &b},
+            [=] { kernels::group_norm(dtype, shape, group, eps, px, pw, pb, po, pm, pr); });
+  }
+  return {out.to(input.scalar_type()), mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                                                   const at::Tensor& mean, const at::Tensor& rstd,
+                                                                   const std::optional<at::Tensor>& weight_opt, int64_t N,
+                                                                   int64_t C, int64_t HxW, int64_t group,
+                                                                   std::array<bool, 3> output_mask) {
+  const at::Tensor weight = defined_or_empty(weight_opt);
+  check_same_device("aten::native_group_norm_backward", input.device(), {&grad_out, &mean, &rstd, &weight});
+  TORCH_CHECK(floating(input), "group_norm_backward: expected a floating input, got ", input.scalar_type());
+  const c10::ScalarType stats = stats_dtype(input, {&weight, &mean});
+  const at::Tensor x = input.to(stats).contiguous(), go = grad_out.to(stats).contiguous();
+  const at::Tensor m = param(mean, stats), r = param(rstd, stats), w = param(weight, stats);
+  at::Tensor grad_x = output_mask[0] ? at::empty_like(x) : at::Tensor();
+  at::Tensor grad_w = output_mask[1] ? at::empty({C}, x.options()) : at::Tensor();
+  at::Tensor grad_b = output_mask[2] ? at::empty({C}, x.options()) : at::Tensor();
+  if (x.numel() == 0) {
+    if (grad_w.defined()) grad_w.zero_();
+    if (grad_b.defined()) grad_b.zero_();
+  } else if (grad_x.defined() || grad_w.defined() || grad_b.defined()) {
+    const kernels::BatchNormShape shape{N, C, HxW};
+    const kernels::DType dtype = to_kernel_dtype(stats);
+    const void *pgo = go.data_ptr(), *px = x.data_ptr(), *pm = m.data_ptr(), *pr = r.data_ptr(), *pw = ptr(w);
+    void *pgx = mutable_ptr(grad_x), *pgw = mutable_ptr(grad_w), *pgb = mutable_ptr(grad_b);
+    enqueue(x, "aten::native_group_norm_backward", {&go, &x, &m, &r, &w}, [=] {
+      kernels::group_norm_backward(dtype, shape, group, pgo, px, pm, pr, pw, pgx, pgw, pgb);
+    });
+  }
+  if (grad_x.defined()) grad_x = grad_x.to(input.scalar_type());
+  if (weight.defined()) {
+    if (grad_w.defined()) grad_w = grad_w.to(weight.scalar_type());
+    if (grad_b.defined()) grad_b = grad_b.to(weight.scalar_type());
+  }
+  return {grad_x, grad_w, grad_b};
+}
+
+// ---- pooling -------------------------------------------------------------------------------
+
+namespace {
+
+// One or two values, as the pooling ops accept (stride empty means the kernel size).
+int64_t pick(c10::IntArrayRef values, int64_t d, const char* what) {
+  TORCH_CHECK(values.size() == 1 || values.size() == 2, "pooling: ", what, " must either be a single int, or a tuple of two ints");
+  return values.size() == 1 ? values[0] : values[d];
+}
+
+int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+// Pooling input [N, C, H, W] or [C, H, W]: the window, the plane shape and the output sizes.
+struct PoolPlan {
+  kernels::Window2d window;
+  kernels::PlaneShape shape;
+  std::vector<int64_t> out_sizes;
+};
+
+PoolPlan plan_pool(const char* op, const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+                   c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
+  TORCH_CHECK((input.dim() == 3 || input.dim() == 4) && input.size(-1) > 0 && input.size(-2) > 0 && input.size(-3) > 0,
+              op, ": Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: ",
+              input.sizes());
+  PoolPlan plan;
+  kernels::Window2d& k = plan.window;
+  k.kernel_h = pick(kernel, 0, "kernel_size");
+  k.kernel_w = pick(kernel, 1, "kernel_size");
+  k.stride_h = stride.empty() ? k.kernel_h : pick(stride, 0, "stride");
+  k.stride_w = stride.empty() ? k.kernel_w : pick(stride, 1, "stride");
+  k.pad_h = pick(padding, 0, "padding");
+  k.pad_w = pick(padding, 1, "padding");
+  k.dilation_h = pick(dilation, 0, "dilation");
+  k.dilation_w = pick(dilation, 1, "dilation");
+  TORCH_CHECK(k.kernel_h > 0 && k.kernel_w > 0, op, ": kernel size should be greater than zero, but got kH: ", k.kernel_h,
+              " kW: ", k.kernel_w);
+  TORCH_CHECK(k.stride_h > 0 && k.stride_w > 0, op, ": stride should be greater than zero, but got dH: ", k.stride_h,
+              " dW: ", k.stride_w);
+  TORCH_CHECK(k.dilation_h > 0 && k.dilation_w > 0, op, ": dilation should be greater than zero, but got dilationH: ",
+              k.dilation_h, " dilationW: ", k.dilation_w);
+  TORCH_CHECK(k.pad_h >= 0 && k.pad_w >= 0 && k.pad_h <= ((k.kernel_h - 1) * k.dilation_h + 1) / 2 &&
+                  k.pad_w <= ((k.kernel_w - 1) * k.dilation_w + 1) / 2,
+              op, ": pad should be at most half of effective kernel size, but got pad=", k.pad_h,
+              ", kernel_size=", k.kernel_h, " and dilation=", k.dilation_h);
+  kernels::PlaneShape& s = plan.shape;
+  s.in_h = input.size(-2);
+  s.in_w = input.size(-1);
+  s.planes = input.numel() / (s.in_h * s.in_w);
+  s.out_h = pooled_size(s.in_h, k.kernel_h, k.pad_h, k.stride_h, k.dilation_h, ceil_mode);
+  s.out_w = pooled_size(s.in_w, k.kernel_w, k.pad_w, k.stride_w, k.dilation_w, ceil_mode);
+  TORCH_CHECK(s.out_h > 0 && s.out_w > 0, "Given input size: (", input.size(-3), "x", s.in_h, "x", s.in_w,
+              "). Calculated output size: (", input.size(-3), "x", s.out_h, "x", s.out_w, "). Output size is too small");
+  plan.out_sizes.assign(input.sizes().begin(), input.sizes().end());
+  plan.out_sizes[input.dim() - 2] = s.out_h;
+  plan.out_sizes[input.dim() - 1] = s.out_w;
+  return plan;
+}
+
+kernels::PlaneShape plane_shape(const at::Tensor& input, int64_t out_h, int64_t out_w) {
+  kernels::PlaneShape s;
+  s.in_h = input.size(-2);
+  s.in_w = input.size(-1);
+  s.planes = s.in_h * s.in_w == 0 ? 0 : input.numel() / (s.in_h * s.in_w);
+  s.out_h = out_h;
+  s.out_w = out_w;
+  return s;
+}
+
+std::vector<int64_t> with_spatial(const at::Tensor& input, int64_t h, int64_t w) {
+  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end());
+  sizes[sizes.size() - 2] = h;
+  sizes[sizes.size() - 1] = w;
+  return sizes;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+                                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(max_pool2d_with_indices)>::call(
+        input, kernel, stride, padding, dilation, ceil_mode);
+  }
+  const PoolPlan plan = plan_pool("max_pool2d", input, kernel, stride, padding, dilation, ceil_mode);
+  const at::Tensor x = input.contiguous();
+  at::Tensor out = at::empty(plan.out_sizes, x.options());
+  at::Tensor indices = at::empty(plan.out_sizes, x.options().dtype(at::kLong));
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    int64_t* pi = indices.data_ptr<int64_t>();
+    const auto shape = plan.shape;
+    const auto window = plan.window;
+    enqueue(out, "aten::max_pool2d_with_indices", {&x}, [=] { kernels::max_pool2d(dtype, shape, window, px, po, pi); });
+  }
+  return {out, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& input, c10::IntArrayRef kernel,
+                                                    c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                                    c10::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
+                                                    at::Tensor& indices) {
+  auto [values, positions] = vision::max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
+  write_out(values, out);
+  write_out(positions, indices);
+  return {out, indices};
+}
+
+at::Tensor max_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
+                               c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                               bool ceil_mode, const at::Tensor& indices) {
+  check_same_device("aten::max_pool2d_with_indices_backward", input.device(), {&grad_out, &indices});
+  TORCH_CHECK(floating(input), "max_pool2d_backward: expected a floating input, got ", input.scalar_type());
+  const PoolPlan plan = plan_pool("max_pool2d_backward", input, kernel, stride, padding, dilation, ceil_mode);
+  TORCH_CHECK(grad_out.sizes().equals(plan.out_sizes) && indices.sizes().equals(plan.out_sizes),
+              "max_pool2d_backward: expected grad_output and indices of size ", plan.out_sizes, ", got ",
+              grad_out.sizes(), " and ", indices.sizes());
+  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous(), idx = indices.contiguous();
+  at::Tensor grad_in = at::empty(input.sizes(), go.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
+    const void* pgo = go.data_ptr();
+    const int64_t* pi = idx.data_ptr<int64_t>();
+    void* pgi = grad_in.data_ptr();
+    const auto shape = plan.shape;
+    enqueue(grad_in, "aten::max_pool2d_with_indices_backward", {&go, &idx},
+            [=] { kernels::max_pool2d_backward(dtype, shape, pgo, pi, pgi); });
+  }
+  return grad_in;
+}
+
+at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
+                                    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                    bool ceil_mode, const at::Tensor& indices, at::Tensor& grad_in) {
+  return write_out(max_pool2d_backward(grad_out, input, kernel, stride, padding, dilation, ceil_mode, indices), grad_in);
+}
+
+at::Tensor avg_pool2d(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                      bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(avg_pool2d)>::call(
+        input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
+  const int64_t ones[] = {1};
+  const PoolPlan plan = plan_pool("avg_pool2d", input, kernel, stride, padding, ones, ceil_mode);
+  const at::Tensor x = input.contiguous();
+  at::Tensor out = at::empty(plan.out_sizes, x.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    const auto shape = plan.shape;
+    const auto window = plan.window;
+    const int64_t divisor = divisor_override.value_or(0);
+    enqueue(out, "aten::avg_pool2d", {&x},
+            [=] { kernels::avg_pool2d(dtype, shape, window, count_include_pad, divisor, px, po); });
+  }
+  return out;
+}
+
+at::Tensor& avg_pool2d_out(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+                           c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override, at::Tensor& out) {
+  return write_out(vision::avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override), out);
+}
+
+at::Tensor avg_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
+                               c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
+                               bool count_include_pad, std::optional<int64_t> divisor_override) {
+  check_same_device("aten::avg_pool2d_backward", input.device(), {&grad_out});
+  TORCH_CHECK(floating(input), "avg_pool2d_backward: expected a floating input, got ", input.scalar_type());
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
+  const int64_t ones[] = {1};
+  const PoolPlan plan = plan_pool("avg_pool2d_backward", input, kernel, stride, padding, ones, ceil_mode);
+  TORCH_CHECK(grad_out.sizes().equals(plan.out_sizes), "avg_pool2d_backward: expected grad_output of size ",
+              plan.out_sizes, ", got ", grad_out.sizes());
+  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous();
+  at::Tensor grad_in = at::empty(input.sizes(), go.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
+    const void* pgo = go.data_ptr();
+    void* pgi = grad_in.data_ptr();
+    const auto shape = plan.shape;
+    const auto window = plan.window;
+    const int64_t divisor = divisor_override.value_or(0);
+    enqueue(grad_in, "aten::avg_pool2d_backward", {&go},
+            [=] { kernels::avg_pool2d_backward(dtype, shape, window, count_include_pad, divisor, pgo, pgi); });
+  }
+  return grad_in;
+}
+
+at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
+                                    c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
+                                    bool count_include_pad, std::optional<int64_t> divisor_override, at::Tensor& grad_in) {
+  return write_out(vision::avg_pool2d_backward(grad_out, input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override),
+                   grad_in);
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& input, c10::IntArrayRef output_size) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_adaptive_avg_pool2d)>::call(
+        input, output_size);
+  }
+  TORCH_CHECK(output_size.size() == 2, "adaptive_avg_pool2d: output_size must be 2");
+  TORCH_CHECK((input.dim() == 3 || input.dim() == 4) && input.size(-1) > 0 && input.size(-2) > 0,
+              "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got ", input.sizes());
+  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {",
+              output_size[0], ", ", output_size[1], "}");
+  const at::Tensor x = input.contiguous();
+  at::Tensor out = at::empty(with_spatial(x, output_size[0], output_size[1]), x.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const kernels::PlaneShape shape = plane_shape(x, output_size[0], output_size[1]);
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, "aten::_adaptive_avg_pool2d", {&x}, [=] { kernels::adaptive_avg_pool2d(dtype, shape, px, po); });
+  }
+  return out;
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input) {
+  check_same_device("aten::_adaptive_avg_pool2d_backward", input.device(), {&grad_out});
+  TORCH_CHECK(floating(input) && grad_out.dim() == input.dim(), "adaptive_avg_pool2d_backward: expected a floating input and a grad_output of the same rank, got ",
+              input.scalar_type(), " ", input.sizes(), " and ", grad_out.sizes());
+  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous();
+  at::Tensor grad_in = at::empty(input.sizes(), go.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
+    const kernels::PlaneShape shape = plane_shape(input, go.size(-2), go.size(-1));
+    const void* pgo = go.data_ptr();
+    void* pgi = grad_in.data_ptr();
+    enqueue(grad_in, "aten::_adaptive_avg_pool2d_backward", {&go},
+            [=] { kernels::adaptive_avg_pool2d_backward(dtype, shape, pgo, pgi); });
+  }
+  return grad_in;
+}
+
+// ---- upsampling ----------------------------------------------------------------------------
+
+namespace {
+
+at::Tensor upsample(const char* op, kernels::UpsampleMode mode, const at::Tensor& input, c10::IntArrayRef output_size,
+                    std::optional<double> scale_h, std::optional<double> scale_w) {
+  TORCH_CHECK(output_size.size() == 2, op, ": It is expected output_size equals to 2, but got size ", output_size.size());
+  TORCH_CHECK(input.dim() == 4 && input.numel() / std::max<int64_t>(1, input.size(0) * input.size(1)) > 0 &&
+                  output_size[0] > 0 && output_size[1] > 0,
+              op, ": Input and output sizes should be greater than 0, but got input (H: ", input.dim() == 4 ? input.size(2) : -1,
+              ", W: ", input.dim() == 4 ? input.size(3) : -1, ") output (H: ", output_size[0], ", W: ", output_size[1], ")");
+  const at::Tensor x = input.contiguous();
+  at::Tensor out = at::empty(with_spatial(x, output_size[0], output_size[1]), x.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const kernels::PlaneShape shape = plane_shape(x, output_size[0], output_size[1]);
+    const double sh = scale_h.value_or(0.0), sw = scale_w.value_or(0.0);
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, op, {&x}, [=] { kernels::upsample2d(dtype, mode, shape, sh, sw, px, po); });
+  }
+  return out;
+}
+
+at::Tensor upsample_backward(const char* op, kernels::UpsampleMode mode, const at::Tensor& grad_out,
+                             c10::IntArrayRef output_size, c10::IntArrayRef input_size, std::optional<double> scale_h,
+                             std::optional<double> scale_w) {
+  TORCH_CHECK(input_size.size() == 4 && output_size.size() == 2, op, ": expected a 4-D input_size and a 2-D output_size");
+  TORCH_CHECK(grad_out.dim() == 4 && grad_out.size(2) == output_size[0] && grad_out.size(3) == output_size[1], op,
+              ": expected grad_output of spatial size ", output_size, ", got ", grad_out.sizes());
+  TORCH_CHECK(floating(grad_out), op, ": expected a floating grad_output, got ", grad_out.scalar_type());
+  const at::Tensor go = grad_out.contiguous();
+  at::Tensor grad_in = at::empty(input_size, go.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
+    const kernels::PlaneShape shape = plane_shape(grad_in, output_size[0], output_size[1]);
+    const double sh = scale_h.value_or(0.0), sw = scale_w.value_or(0.0);
+    const void* pgo = go.data_ptr();
+    void* pgi = grad_in.data_ptr();
+    enqueue(grad_in, op, {&go}, [=] { kernels::upsample2d_backward(dtype, mode, shape, sh, sw, pgo, pgi); });
+  }
+  return grad_in;
+}
+
+kernels::UpsampleMode bilinear_mode(bool align_corners) {
+  return align_corners ? kernels::UpsampleMode::kBilinearAlignCorners : kernels::UpsampleMode::kBilinear;
+}
+
+}  // namespace
+
+at::Tensor upsample_nearest2d(const at::Tensor& input, c10::IntArrayRef output_size, std::optional<double> scale_h,
+                              std::optional<double> scale_w) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(upsample_nearest2d)>::call(
+        input, output_size, scale_h, scale_w);
+  }
+  return upsample("aten::upsample_nearest2d", kernels::UpsampleMode::kNearest, input, output_size, scale_h, scale_w);
+}
+
+at::Tensor& upsample_nearest2d_out(const at::Tensor& input, c10::IntArrayRef output_size, std::optional<double> scale_h,
+                                   std::optional<double> scale_w, at::Tensor& out) {
+  return write_out(vision::upsample_nearest2d(input, output_size, scale_h, scale_w), out);
+}
+
+at::Tensor upsample_nearest2d_backward(const at::Tensor& grad_out, c10::IntArrayRef output_size,
+                                       c10::IntArrayRef input_size, std::optional<double> scale_h,
+                                       std::optional<double> scale_w) {
+  return upsample_backward("aten::upsample_nearest2d_backward", kernels::UpsampleMode::kNearest, grad_out, output_size,
+                           input_size, scale_h, scale_w);
+}
+
+at::Tensor& upsample_nearest2d_backward_out(const at::Tensor& grad_out, c10::IntArrayRef output_size,
+                                            c10::IntArrayRef input_size, std::optional<double> scale_h,
+                                            std::optional<double> scale_w, at::Tensor& grad_in) {
+  return write_out(vision::upsample_nearest2d_backward(grad_out, output_size, input_size, scale_h, scale_w), grad_in);
+}
+
+at::Tensor upsample_bilinear2d(const at::Tensor& input, c10::IntArrayRef output_size, bool align_corners,
+                               std::optional<double> scale_h, std::optional<double> scale_w) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(upsample_bilinear2d)>::call(
+        input, output_size, align_corners, scale_h, scale_w);
+  }
+  return upsample("aten::upsample_bilinear2d", bilinear_mode(align_corners), input, output_size, scale_h, scale_w);
+}
+
+at::Tensor& upsample_bilinear2d_out(const at::Tensor& input, c10::IntArrayRef output_size, bool align_corners,
+                                    std::optional<double> scale_h, std::optional<double> scale_w, at::Tensor& out) {
+  return write_out(vision::upsample_bilinear2d(input, output_size, align_corners, scale_h, scale_w), out);
+}
+
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, c10::IntArrayRef output_size,
+                                        c10::IntArrayRef input_size, bool align_corners, std::optional<double> scale_h,
+                                        std::optional<double> scale_w) {
+  return upsample_backward("aten::upsample_bilinear2d_backward", bilinear_mode(align_corners), grad_out, output_size,
+                           input_size, scale_h, scale_w);
+}
+
+at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad_out, c10::IntArrayRef output_size,
+                                             c10::IntArrayRef input_size, bool align_corners,
+                                             std::optional<double> scale_h, std::optional<double> scale_w,
+                                             at::Tensor& grad_in) {
+  return write_out(vision::upsample_bilinear2d_backward(grad_out, output_size, input_size, align_corners, scale_h, scale_w),
+                   grad_in);
+}
+
+}  // namespace vision
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", TORCH_FN(vision::batch_norm));
+  m.impl("native_batch_norm_backward", TORCH_FN(vision::batch_norm_backward));
+  m.impl("_native_batch_norm_legit", TORCH_FN(vision::batch_norm_legit));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(vision::batch_norm_legit_no_stats));
+  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(vision::batch_norm_legit_no_training));
+  m.impl("native_group_norm", TORCH_FN(vision::group_norm));
+  m.impl("native_group_norm_backward", TORCH_FN(vision::group_norm_backward));
+  m.impl("max_pool2d_with_indices", TORCH_FN(vision::max_pool2d));
+  m.impl("max_pool2d_with_indices.out", TORCH_FN(vision::max_pool2d_out));
+  m.impl("max_pool2d_with_indices_backward", TORCH_FN(vision::max_pool2d_backward));
+  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(vision::max_pool2d_backward_out));
+  m.impl("avg_pool2d", TORCH_FN(vision::avg_pool2d));
+  m.impl("avg_pool2d.out", TORCH_FN(vision::avg_pool2d_out));
+  m.impl("avg_pool2d_backward", TORCH_FN(vision::avg_pool2d_backward));
+  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(vision::avg_pool2d_backward_out));
+  m.impl("_adaptive_avg_pool2d", TORCH_FN(vision::adaptive_avg_pool2d));
+  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(vision::adaptive_avg_pool2d_backward));
+  m.impl("upsample_nearest2d", TORCH_FN(vision::upsample_nearest2d));
+  m.impl("upsample_nearest2d.out", TORCH_FN(vision::upsample_nearest2d_out));
+  m.impl("upsample_nearest2d_backward", TORCH_FN(vision::upsample_nearest2d_backward));
+  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN(vision::upsample_nearest2d_backward_out));
+  m.impl("upsample_bilinear2d", TORCH_FN(vision::upsample_bilinear2d));
+  m.impl("upsample_bilinear2d.out", TORCH_FN(vision::upsample_bilinear2d_out));
+  m.impl("upsample_bilinear2d_backward", TORCH_FN(vision::upsample_bilinear2d_backward));
+  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(vision::upsample_bilinear2d_backward_out));
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,237 @@
+#include "kernels/norm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/floating.h"
+#include "kernels/parallel.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+template <typename T>
+inline double value_or(const T* p, int64_t i, double fallback) {
+  return p == nullptr ? fallback : static_cast<double>(up(p[i]));
+}
+
+// Applies f(begin, count) to every contiguous run of channel c: one per batch entry.
+template <typename F>
+void for_channel_runs(const BatchNormShape& s, int64_t c, F&& f) {
+  for (int64_t n = 0; n < s.batch; ++n) f((n * s.channels + c) * s.inner, s.inner);
+}
+
+}  // namespace
+
+void batch_norm(DType dtype, BatchNormShape s, const void* x_in, const void* weight, const void* bias,
+                void* running_mean, void* running_var, bool training, double momentum, double eps, void* out,
+                void* save_mean, void* save_invstd) {
+  dispatch_floating(dtype, "batch_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* x = static_cast<const T*>(x_in);
+    const T* w = static_cast<const T*>(weight);
+    const T* b = static_cast<const T*>(bias);
+    T* rm = static_cast<T*>(running_mean);
+    T* rv = static_cast<T*>(running_var);
+    T* y = static_cast<T*>(out);
+    const int64_t count = s.batch * s.inner;
+    parallel_for(s.channels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        if (training) {
+          double sum = 0;
+          for_channel_runs(s, c, [&](int64_t at, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) sum += up(x[at + i]);
+          });
+          const double mean = count > 0 ? sum / count : 0.0;
+          double squares = 0;
+          for_channel_runs(s, c, [&](int64_t at, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) {
+              const double d = up(x[at + i]) - mean;
+              squares += d * d;
+            }
+          });
+          const double var = count > 0 ? squares / count : 0.0;
+          const double invstd = 1.0 / std::sqrt(var + eps);
+          // Normalize with the statistics as stored, as CPU PyTorch does.
+          static_cast<T*>(save_mean)[c] = down<T>(static_cast<A>(mean));
+          static_cast<T*>(save_invstd)[c] = down<T>(static_cast<A>(invstd));
+          if (rm != nullptr) rm[c] = down<T>(static_cast<A>((1 - momentum) * up(rm[c]) + momentum * mean));
+          if (rv != nullptr) {
+            const double unbiased = count > 1 ? squares / (count - 1) : NAN;
+            rv[c] = down<T>(static_cast<A>((1 - momentum) * up(rv[c]) + momentum * unbiased));
+          }
+        }
+        // y = x * scale + shift, as CPU PyTorch folds it, from the stored statistics.
+        const A stored_mean = training ? up(static_cast<T*>(save_mean)[c]) : static_cast<A>(value_or(rm, c, 0.0));
+        const A stored_invstd = training ? up(static_cast<T*>(save_invstd)[c])
+                                         : static_cast<A>(1.0 / std::sqrt(value_or(rv, c, 1.0) + eps));
+        const A scale = stored_invstd * static_cast<A>(value_or(w, c, 1.0));
+        const A shift = static_cast<A>(value_or(b, c, 0.0)) - stored_mean * scale;
+        for_channel_runs(s, c, [&](int64_t at, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) y[at + i] = down<T>(up(x[at + i]) * scale + shift);
+        });
+      }
+    });
+  });
+}
+
+void batch_norm_backward(DType dtype, BatchNormShape s, const void* grad_out, const void* x_in, const void* weight,
+                         const void* running_mean, const void* running_var, const void* save_mean,
+                         const void* save_invstd, bool training, double eps, void* grad_x, void* grad_weight,
+                         void* grad_bias) {
+  dispatch_floating(dtype, "batch_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* go = static_cast<const T*>(grad_out);
+    const T* x = static_cast<const T*>(x_in);
+    const T* w = static_cast<const T*>(weight);
+    T* gx = static_cast<T*>(grad_x);
+    const int64_t count = s.batch * s.inner;
+    parallel_for(s.channels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        double mean, invstd;
+        if (training) {
+          mean = up(static_cast<const T*>(save_mean)[c]);
+          invstd = up(static_cast<const T*>(save_invstd)[c]);
+        } else {
+          mean = value_or(static_cast<const T*>(running_mean), c, 0.0);
+          invstd = 1.0 / std::sqrt(value_or(static_cast<const T*>(running_var), c, 1.0) + eps);
+        }
+        double sum_g = 0, dot = 0;  // sum(grad), sum(grad * (x - mean))
+        for_channel_runs(s, c, [&](int64_t at, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) {
+            const double g = up(go[at + i]);
+            sum_g += g;
+            dot += g * (up(x[at + i]) - mean);
+          }
+        });
+        const double wc = value_or(w, c, 1.0);
+        if (gx != nullptr) {
+          if (training) {
+            const double grad_mean = count > 0 ? sum_g / count : 0.0;
+            const double proj = count > 0 ? dot * invstd * invstd / count : 0.0;
+            for_channel_runs(s, c, [&](int64_t at, int64_t n) {
+              for (int64_t i = 0; i < n; ++i) {
+                const double centered = up(x[at + i]) - mean;
+                gx[at + i] = down<T>(static_cast<Acc<T>>((up(go[at + i]) - grad_mean - centered * proj) * invstd * wc));
+              }
+            });
+          } else {
+            const Acc<T> scale = static_cast<Acc<T>>(invstd * wc);
+            for_channel_runs(s, c, [&](int64_t at, int64_t n) {
+              for (int64_t i = 0; i < n; ++i) gx[at + i] = down<T>(up(go[at + i]) * scale);
+            });
+          }
+        }
+        if (grad_weight != nullptr) static_cast<T*>(grad_weight)[c] = down<T>(static_cast<Acc<T>>(dot * invstd));
+        if (grad_bias != nullptr) static_cast<T*>(grad_bias)[c] = down<T>(static_cast<Acc<T>>(sum_g));
+      }
+    });
+  });
+}
+
+void group_norm(DType dtype, BatchNormShape s, int64_t groups, double eps, const void* x_in, const void* weight,
+                const void* bias, void* out, void* mean_out, void* rstd_out) {
+  dispatch_floating(dtype, "group_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* x = static_cast<const T*>(x_in);
+    const T* w = static_cast<const T*>(weight);
+    const T* b = static_cast<const T*>(bias);
+    T* y = static_cast<T*>(out);
+    const int64_t per_group = s.channels / groups;
+    const int64_t span = per_group * s.inner;  // a group's elements are contiguous
+    parallel_for(s.batch * groups, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t ng = begin; ng < end; ++ng) {
+        const int64_t base = ng * span;
+        double sum = 0;
+        for (int64_t i = 0; i < span; ++i) sum += up(x[base + i]);
+        const double mean = span > 0 ? sum / span : 0.0;
+        double squares = 0;
+        for (int64_t i = 0; i < span; ++i) {
+          const double d = up(x[base + i]) - mean;
+          squares += d * d;
+        }
+        const double rstd = 1.0 / std::sqrt((span > 0 ? squares / span : 0.0) + eps);
+        static_cast<T*>(mean_out)[ng] = down<T>(static_cast<A>(mean));
+        static_cast<T*>(rstd_out)[ng] = down<T>(static_cast<A>(rstd));
+        const int64_t first_channel = (ng % groups) * per_group;
+        for (int64_t k = 0; k < per_group; ++k) {
+          const int64_t c = first_channel + k;
+          const A scale = static_cast<A>(rstd * value_or(w, c, 1.0));
+          const A shift = static_cast<A>(value_or(b, c, 0.0) - mean * rstd * value_or(w, c, 1.0));
+          const int64_t at = base + k * s.inner;
+          for (int64_t i = 0; i < s.inner; ++i) y[at + i] = down<T>(up(x[at + i]) * scale + shift);
+        }
+      }
+    });
+  });
+}
+
+void group_norm_backward(DType dtype, BatchNormShape s, int64_t groups, const void* grad_out, const void* x_in,
+                         const void* mean_in, const void* rstd_in, const void* weight, void* grad_x, void* grad_weight,
+                         void* grad_bias) {
+  dispatch_floating(dtype, "group_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    const T* x = static_cast<const T*>(x_in);
+    const T* w = static_cast<const T*>(weight);
+    const T* mean = static_cast<const T*>(mean_in);
+    const T* rstd = static_cast<const T*>(rstd_in);
+    // Per (n, c): sum(grad * x) and sum(grad).
+    std::vector<double> ds(s.batch * s.channels), db(s.batch * s.channels);
+    parallel_for(s.batch * s.channels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t nc = begin; nc < end; ++nc) {
+        double sx = 0, sg = 0;
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const double g = up(go[nc * s.inner + i]);
+          sx += g * up(x[nc * s.inner + i]);
+          sg += g;
+        }
+        ds[nc] = sx;
+        db[nc] = sg;
+      }
+    });
+    const int64_t per_group = s.channels / groups;
+    const double inv_span = 1.0 / static_cast<double>(per_group * s.inner);
+    if (grad_x != nullptr) {
+      T* gx = static_cast<T*>(grad_x);
+      parallel_for(s.batch * groups, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t ng = begin; ng < end; ++ng) {
+          const int64_t n = ng / groups, first_channel = (ng % groups) * per_group;
+          const double m = up(mean[ng]), r = up(rstd[ng]);
+          double dsw = 0, dbw = 0;
+          for (int64_t k = 0; k < per_group; ++k) {
+            const int64_t c = first_channel + k;
+            dsw += ds[n * s.channels + c] * value_or(w, c, 1.0);
+            dbw += db[n * s.channels + c] * value_or(w, c, 1.0);
+          }
+          // dx = r * w * g + c2 * x + c3, from differentiating (x - mean) * rstd.
+          const double c2 = (dbw * m - dsw) * r * r * r * inv_span;
+          const double c3 = -c2 * m - dbw * r * inv_span;
+          for (int64_t k = 0; k < per_group; ++k) {
+            const int64_t c = first_channel + k;
+            const A scale = static_cast<A>(r * value_or(w, c, 1.0));
+            const int64_t at = (n * s.channels + c) * s.inner;
+            for (int64_t i = 0; i < s.inner; ++i) {
+              gx[at + i] = down<T>(static_cast<A>(scale * up(go[at + i]) + c2 * up(x[at + i]) + c3));
+            }
+          }
+        }
+      });
+    }
+    if (grad_weight == nullptr && grad_bias == nullptr) return;
+    for (int64_t c = 0; c < s.channels; ++c) {
+      double gw = 0, gb = 0;
+      for (int64_t n = 0; n < s.batch; ++n) {
+        const int64_t ng = n * groups + c / per_group;
+        gw += (ds[n * s.channels + c] - db[n * s.channels + c] * up(mean[ng])) * up(rstd[ng]);
+        gb += db[n * s.channels + c];
+      }
+      if (grad_weight != nullptr) static_cast<T*>(grad_weight)[c] = down<T>(static_cast<A>(gw));
+      if (grad_bias != nullptr) static_cast<T*>(grad_bias)[c] = down<T>(static_cast<A>(gb));
+    }
+  });
+}
+
+}  // namespace torchneuron::kernels

@@ -1,0 +1,303 @@
+#include "kernels/pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/floating.h"
+#include "kernels/parallel.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+int64_t plane_grain(const PlaneShape& s) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.out_h * s.out_w)); }
+
+// The averaging window of output (oh, ow) clipped to the input, and its divisor.
+struct AvgCell {
+  int64_t h0, h1, w0, w1;
+  double divisor;
+};
+
+AvgCell avg_cell(const PlaneShape& s, const Window2d& k, bool count_include_pad, int64_t divisor_override, int64_t oh,
+                 int64_t ow) {
+  int64_t h0 = oh * k.stride_h - k.pad_h, w0 = ow * k.stride_w - k.pad_w;
+  int64_t h1 = std::min(h0 + k.kernel_h, s.in_h + k.pad_h), w1 = std::min(w0 + k.kernel_w, s.in_w + k.pad_w);
+  const int64_t padded_size = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, s.in_h);
+  w1 = std::min(w1, s.in_w);
+  double divisor;
+  if (divisor_override != 0) {
+    divisor = static_cast<double>(divisor_override);
+  } else if (count_include_pad) {
+    divisor = static_cast<double>(padded_size);
+  } else {
+    divisor = static_cast<double>((h1 - h0) * (w1 - w0));
+  }
+  return {h0, h1, w0, w1, divisor};
+}
+
+inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+// Source coordinate of each output row or column, and its two neighbours' weights.
+struct Tap {
+  int64_t i0, i1;
+  float l0, l1;
+};
+
+float scale_of(int64_t in, int64_t out, double user_scale) {
+  return user_scale > 0 ? static_cast<float>(1.0 / user_scale) : static_cast<float>(in) / static_cast<float>(out);
+}
+
+std::vector<Tap> taps(UpsampleMode mode, int64_t in, int64_t out, double user_scale) {
+  std::vector<Tap> result(out);
+  for (int64_t o = 0; o < out; ++o) {
+    Tap& t = result[o];
+    if (mode == UpsampleMode::kNearest) {
+      int64_t src;
+      if (out == in) {
+        src = o;
+      } else if (out == 2 * in) {
+        src = o >> 1;
+      } else {
+        src = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale_of(in, out, user_scale))), in - 1);
+      }
+      t = {src, src, 1.0f, 0.0f};
+      continue;
+    }
+    float src;
+    if (mode == UpsampleMode::kBilinearAlignCorners) {
+      src = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) * static_cast<float>(o) : 0.0f;
+    } else {
+      src = std::max(scale_of(in, out, user_scale) * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
+    }
+    const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
+    const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
+    const float l1 = std::min(std::max(src - static_cast<float>(i0), 0.0f), 1.0f);
+    t = {i0, i1, 1.0f - l1, l1};
+  }
+  return result;
+}
+
+}  // namespace
+
+void max_pool2d(DType dtype, PlaneShape s, Window2d k, const void* in_data, void* out_data, int64_t* indices) {
+  dispatch_floating(dtype, "max_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(in_data);
+    T* out = static_cast<T*>(out_data);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const T* plane = in + p * s.in_h * s.in_w;
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            int64_t best = -1;
+            Acc<T> best_value = -std::numeric_limits<Acc<T>>::infinity();
+            for (int64_t i = 0; i < k.kernel_h; ++i) {
+              const int64_t h = oh * k.stride_h - k.pad_h + i * k.dilation_h;
+              if (h < 0 || h >= s.in_h) continue;
+              for (int64_t j = 0; j < k.kernel_w; ++j) {
+                const int64_t w = ow * k.stride_w - k.pad_w + j * k.dilation_w;
+                if (w < 0 || w >= s.in_w) continue;
+                const auto v = up(plane[h * s.in_w + w]);
+                if (best < 0 || v > best_value || std::isnan(v)) {
+                  best = h * s.in_w + w;
+                  best_value = v;
+                  if (std::isnan(v)) break;
+                }
+              }
+              if (std::isnan(best_value)) break;
+            }
+            const int64_t at = (p * s.out_h + oh) * s.out_w + ow;
+            out[at] = down<T>(best_value);
+            indices[at] = best;
+          }
+        }
+      }
+    });
+  });
+}
+
+void max_pool2d_backward(DType dtype, PlaneShape s, const void* grad_out, const int64_t* indices, void* grad_in) {
+  dispatch_floating(dtype, "max_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* go = static_cast<const T*>(grad_out);
+    T* gi = static_cast<T*>(grad_in);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        std::vector<Acc<T>> sums(s.in_h * s.in_w, Acc<T>(0));
+        for (int64_t o = 0; o < s.out_h * s.out_w; ++o) {
+          const int64_t at = p * s.out_h * s.out_w + o;
+          if (indices[at] >= 0) sums[indices[at]] += up(go[at]);
+        }
+        T* plane = gi + p * s.in_h * s.in_w;
+        for (int64_t i = 0; i < s.in_h * s.in_w; ++i) plane[i] = down<T>(sums[i]);
+      }
+    });
+  });
+}
+
+void avg_pool2d(DType dtype, PlaneShape s, Window2d k, bool count_include_pad, int64_t divisor_override,
+                const void* in_data, void* out_data) {
+  dispatch_floating(dtype, "avg_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* in = static_cast<const T*>(in_data);
+    T* out = static_cast<T*>(out_data);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const T* plane = in + p * s.in_h * s.in_w;
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, oh, ow);
+            A sum = 0;
+            for (int64_t h = cell.h0; h < cell.h1; ++h) {
+              for (int64_t w = cell.w0; w < cell.w1; ++w) sum += up(plane[h * s.in_w + w]);
+            }
+            out[(p * s.out_h + oh) * s.out_w + ow] = down<T>(sum / static_cast<A>(cell.divisor));
+          }
+        }
+      }
+    });
+  });
+}
+
+void avg_pool2d_backward(DType dtype, PlaneShape s, Window2d k, bool count_include_pad, int64_t divisor_override,
+                         const void* grad_out, void* grad_in) {
+  dispatch_floating(dtype, "avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    T* gi = static_cast<T*>(grad_in);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        std::vector<A> sums(s.in_h * s.in_w, A(0));
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, oh, ow);
+            const A share = up(go[(p * s.out_h + oh) * s.out_w + ow]) / static_cast<A>(cell.divisor);
+            for (int64_t h = cell.h0; h < cell.h1; ++h) {
+              for (int64_t w = cell.w0; w < cell.w1; ++w) sums[h * s.in_w + w] += share;
+            }
+          }
+        }
+        T* plane = gi + p * s.in_h * s.in_w;
+        for (int64_t i = 0; i < s.in_h * s.in_w; ++i) plane[i] = down<T>(sums[i]);
+      }
+    });
+  });
+}
+
+void adaptive_avg_pool2d(DType dtype, PlaneShape s, const void* in_data, void* out_data) {
+  dispatch_floating(dtype, "adaptive_avg_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* in = static_cast<const T*>(in_data);
+    T* out = static_cast<T*>(out_data);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const T* plane = in + p * s.in_h * s.in_w;
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          const int64_t h0 = adaptive_start(oh, s.in_h, s.out_h), h1 = adaptive_end(oh, s.in_h, s.out_h);
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            const int64_t w0 = adaptive_start(ow, s.in_w, s.out_w), w1 = adaptive_end(ow, s.in_w, s.out_w);
+            A sum = 0;
+            for (int64_t h = h0; h < h1; ++h) {
+              for (int64_t w = w0; w < w1; ++w) sum += up(plane[h * s.in_w + w]);
+            }
+            out[(p * s.out_h + oh) * s.out_w + ow] = down<T>(sum / static_cast<A>((h1 - h0) * (w1 - w0)));
+          }
+        }
+      }
+    });
+  });
+}
+
+void adaptive_avg_pool2d_backward(DType dtype, PlaneShape s, const void* grad_out, void* grad_in) {
+  dispatch_floating(dtype, "adaptive_avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    T* gi = static_cast<T*>(grad_in);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        std::vector<A> sums(s.in_h * s.in_w, A(0));
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          const int64_t h0 = adaptive_start(oh, s.in_h, s.out_h), h1 = adaptive_end(oh, s.in_h, s.out_h);
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            const int64_t w0 = adaptive_start(ow, s.in_w, s.out_w), w1 = adaptive_end(ow, s.in_w, s.out_w);
+            const A share = up(go[(p * s.out_h + oh) * s.out_w + ow]) / static_cast<A>((h1 - h0) * (w1 - w0));
+            for (int64_t h = h0; h < h1; ++h) {
+              for (int64_t w = w0; w < w1; ++w) sums[h * s.in_w + w] += share;
+            }
+          }
+        }
+        T* plane = gi + p * s.in_h * s.in_w;
+        for (int64_t i = 0; i < s.in_h * s.in_w; ++i) plane[i] = down<T>(sums[i]);
+      }
+    });
+  });
+}
+
+void upsample2d(DType dtype, UpsampleMode mode, PlaneShape s, double scale_h, double scale_w, const void* in_data,
+                void* out_data) {
+  const std::vector<Tap> rows = taps(mode, s.in_h, s.out_h, scale_h);
+  const std::vector<Tap> cols = taps(mode, s.in_w, s.out_w, scale_w);
+  dispatch_floating(dtype, "upsample2d", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* in = static_cast<const T*>(in_data);
+    T* out = static_cast<T*>(out_data);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const T* plane = in + p * s.in_h * s.in_w;
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          const Tap& r = rows[oh];
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            const Tap& c = cols[ow];
+            const A top = A(c.l0) * up(plane[r.i0 * s.in_w + c.i0]) + A(c.l1) * up(plane[r.i0 * s.in_w + c.i1]);
+            const A bottom = A(c.l0) * up(plane[r.i1 * s.in_w + c.i0]) + A(c.l1) * up(plane[r.i1 * s.in_w + c.i1]);
+            out[(p * s.out_h + oh) * s.out_w + ow] =
+                mode == UpsampleMode::kNearest ? plane[r.i0 * s.in_w + c.i0] : down<T>(A(r.l0) * top + A(r.l1) * bottom);
+          }
+        }
+      }
+    });
+  });
+}
+
+void upsample2d_backward(DType dtype, UpsampleMode mode, PlaneShape s, double scale_h, double scale_w,
+                         const void* grad_out, void* grad_in) {
+  const std::vector<Tap> rows = taps(mode, s.in_h, s.out_h, scale_h);
+  const std::vector<Tap> cols = taps(mode, s.in_w, s.out_w, scale_w);
+  dispatch_floating(dtype, "upsample2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    T* gi = static_cast<T*>(grad_in);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        std::vector<A> sums(s.in_h * s.in_w, A(0));
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          const Tap& r = rows[oh];
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            const Tap& c = cols[ow];
+            const A g = up(go[(p * s.out_h + oh) * s.out_w + ow]);
+            sums[r.i0 * s.in_w + c.i0] += A(r.l0) * A(c.l0) * g;
+            sums[r.i0 * s.in_w + c.i1] += A(r.l0) * A(c.l1) * g;
+            sums[r.i1 * s.in_w + c.i0] += A(r.l1) * A(c.l0) * g;
+            sums[r.i1 * s.in_w + c.i1] += A(r.l1) * A(c.l1) * g;
+          }
+        }
+        T* plane = gi + p * s.in_h * s.in_w;
+        for (int64_t i = 0; i < s.in_h * s.in_w; ++i) plane[i] = down<T>(sums[i]);
+      }
+    });
+  });
+}
+
+}  // namespace torchneuron::kernels

@@ -1,0 +1,42 @@
+// 2-D pooling and upsampling over contiguous [planes, height, width] device buffers (planes =
+// batch * channels), forward and backward. Output sizes are computed by the caller.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/strided.h"
+
+namespace torchneuron::kernels {
+
+struct PlaneShape {
+  int64_t planes = 1, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+};
+
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+};
+
+// indices: int64, the flat h * in_w + w position of each maximum in its plane. NaN wins.
+void max_pool2d(DType dtype, PlaneShape shape, Window2d window, const void* in, void* out, int64_t* indices);
+// grad_in (zeroed here) gets grad_out summed at the recorded indices.
+void max_pool2d_backward(DType dtype, PlaneShape shape, const void* grad_out, const int64_t* indices, void* grad_in);
+
+// divisor_override == 0 means none (ATen rejects a zero divisor).
+void avg_pool2d(DType dtype, PlaneShape shape, Window2d window, bool count_include_pad, int64_t divisor_override,
+                const void* in, void* out);
+void avg_pool2d_backward(DType dtype, PlaneShape shape, Window2d window, bool count_include_pad,
+                         int64_t divisor_override, const void* grad_out, void* grad_in);
+
+// Output cell o covers input [floor(o * in / out), ceil((o + 1) * in / out)).
+void adaptive_avg_pool2d(DType dtype, PlaneShape shape, const void* in, void* out);
+void adaptive_avg_pool2d_backward(DType dtype, PlaneShape shape, const void* grad_out, void* grad_in);
+
+// scale_h / scale_w: the user's scale factors, or <= 0 when the sizes define the mapping.
+enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBilinearAlignCorners };
+void upsample2d(DType dtype, UpsampleMode mode, PlaneShape shape, double scale_h, double scale_w, const void* in,
+                void* out);
+void upsample2d_backward(DType dtype, UpsampleMode mode, PlaneShape shape, double scale_h, double scale_w,
+                         const void* grad_out, void* grad_in);
+
+}  // namespace torchneuron::kernels

@@ -1,0 +1,141 @@
+"""Native normalization, pooling and upsampling operators against CPU PyTorch, forward and
+backward: batch norm (train and eval, running statistics, mixed precision), group norm,
+max / average / adaptive average pooling and nearest / bilinear upsampling."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from test_nn_ops import assert_same, sample
+
+
+def compare(fn, *inputs, tol=1e-5, grad_out_seed=7):
+    """Runs fn forward and backward (with a random upstream gradient) on CPU and neuron."""
+    results = []
+    for device in ("cpu", "neuron"):
+        leaves = [x.detach().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
+        out = fn(*leaves)
+        out.backward(sample(out.shape, out.dtype, grad_out_seed).to(device))
+        results.append((out.detach(), [leaf.grad for leaf in leaves if leaf.requires_grad]))
+    (cpu_out, cpu_grads), (dev_out, dev_grads) = results
+    assert_same(dev_out, cpu_out, tol)
+    for dev, cpu in zip(dev_grads, cpu_grads):
+        assert_same(dev, cpu, tol)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (6, 3), (2, 3, 7)])
+def test_batch_norm_train_matches_cpu_and_updates_running_stats(dtype, shape):
+    x, w, b = sample(shape, dtype, 0), sample((3,), dtype, 1), sample((3,), dtype, 2)
+    stats = {}
+    for device in ("cpu", "neuron"):
+        mean, var = torch.zeros(3, dtype=dtype, device=device), torch.ones(3, dtype=dtype, device=device)
+        F.batch_norm(x.to(device), mean, var, w.to(device), b.to(device), training=True, momentum=0.3)
+        stats[device] = (mean, var)
+    for dev, cpu in zip(stats["neuron"], stats["cpu"]):
+        assert_same(dev, cpu)
+    compare(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x, w, b, tol=1e-4)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_batch_norm_eval_uses_running_stats():
+    x, w, b = sample((4, 3, 5, 5), seed=0), sample((3,), seed=1), sample((3,), seed=2)
+    mean, var = sample((3,), seed=3), sample((3,), seed=4).abs() + 0.5
+    compare(lambda x, w, b: F.batch_norm(x, mean.to(x.device), var.to(x.device), w, b, training=False), x, w, b)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_batch_norm_mixed_precision_keeps_float_stats():
+    # bf16 activations with float32 parameters, as under autocast: statistics stay float32.
+    x = sample((4, 3, 5, 5), torch.bfloat16)
+    results = {}
+    for device in ("cpu", "neuron"):
+        bn = torch.nn.BatchNorm2d(3).to(device)
+        out = bn(x.to(device))
+        results[device] = (out, bn.running_mean, bn.running_var)
+    for dev, cpu in zip(results["neuron"], results["cpu"]):
+        assert_same(dev, cpu)
+
+
+def test_batch_norm_rejects_bad_shapes():
+    x = torch.randn(4, 3, 2, device="neuron")
+    with pytest.raises(RuntimeError, match="expected weight, bias and running stats of 3 elements"):
+        torch.native_batch_norm(x, torch.ones(4, device="neuron"), None, None, None, True, 0.1, 1e-5)
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        F.batch_norm(torch.randn(1, 3, device="neuron"), None, None, training=True)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("groups,affine", [(1, True), (2, True), (4, False)])
+def test_group_norm_matches_cpu(dtype, groups, affine):
+    x = sample((3, 4, 5, 2), dtype)
+    w, b = sample((4,), dtype, 1), sample((4,), dtype, 2)
+    if affine:
+        compare(lambda x, w, b: F.group_norm(x, groups, w, b), x, w, b, tol=1e-4)
+    else:
+        compare(lambda x: F.group_norm(x, groups), x, tol=1e-4)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(2, 3), stride=(1, 2), dilation=(2, 1), ceil_mode=True),
+])
+def test_max_pool2d_matches_cpu(dtype, kwargs):
+    x = sample((2, 3, 9, 8), dtype)
+    compare(lambda x: F.max_pool2d(x, **kwargs), x)
+    cpu_values, cpu_indices = F.max_pool2d(x, return_indices=True, **kwargs)
+    values, indices = F.max_pool2d(x.to("neuron"), return_indices=True, **kwargs)
+    assert torch.equal(indices.cpu(), cpu_indices)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_max_pool2d_propagates_nan_and_takes_unbatched_input():
+    x = sample((3, 6, 6))
+    x[1, 2, 3] = float("nan")
+    assert_same(F.max_pool2d(x.to("neuron"), 2), F.max_pool2d(x, 2))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=2, divisor_override=3),
+])
+def test_avg_pool2d_matches_cpu(kwargs):
+    compare(lambda x: F.avg_pool2d(x, **kwargs), sample((2, 3, 9, 8)))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("output_size", [(1, 1), (3, 4), (5, 7)])
+def test_adaptive_avg_pool2d_matches_cpu(output_size):
+    compare(lambda x: F.adaptive_avg_pool2d(x, output_size), sample((2, 3, 9, 8)))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("kwargs", [
+    dict(scale_factor=2, mode="nearest"),
+    dict(size=(7, 5), mode="nearest"),
+    dict(scale_factor=2, mode="bilinear"),
+    dict(size=(7, 11), mode="bilinear", align_corners=True),
+    dict(scale_factor=0.5, mode="bilinear"),
+    dict(scale_factor=1.7, mode="bilinear"),
+])
+def test_upsample_matches_cpu(dtype, kwargs):
+    compare(lambda x: F.interpolate(x, **kwargs), sample((2, 3, 6, 4), dtype), tol=1e-5)
+
+
+def test_pooling_rejects_bad_arguments():
+    x = torch.randn(2, 3, 4, 4, device="neuron")
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel size"):
+        F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(RuntimeError, match="Output size is too small"):
+        F.avg_pool2d(x, 5)
+    with pytest.raises(RuntimeError, match="Expected 3D or 4D"):
+        F.max_pool2d(torch.randn(4, 4, device="neuron"), 2)
