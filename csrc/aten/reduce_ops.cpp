@@ -1,5 +1,6 @@
-// Reductions on neuron (sum, mean, amax, amin, full max/min): the host resolves dims, keepdim
-// and the output dtype, lays the reduced dimensions last, and csrc/kernels/reduce runs.
+// Reductions on neuron (sum, mean, prod, amax, amin, full max/min; var / std composed from
+// them): the host resolves dims, keepdim and the output dtype, lays the reduced dimensions
+// last, and csrc/kernels/reduce runs.
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -9,10 +10,19 @@
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/prod_ops.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/std_mean_ops.h>
+#include <ATen/ops/std_ops.h>
+#include <ATen/ops/var_mean_ops.h>
+#include <ATen/ops/var_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <bitset>
+#include <tuple>
 #include <vector>
 
 #include "aten/cpu_fallback.h"
@@ -173,6 +183,103 @@ at::Tensor min_all(const at::Tensor& self) {
   return reductions::amin(self, {}, false);
 }
 
+// ---- prod ----------------------------------------------------------------------------------
+
+at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                     at::Tensor& result) {
+  const int64_t dims[] = {dim};
+  if (!launch_reduce(ReduceOp::kProd, "aten::prod", self, reduced_dims(self, dims), keepdim, result)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(prod, int_out)>::call(self, dim, keepdim, dtype, result);
+  }
+  return result;
+}
+
+at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  at::Tensor result = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
+  return reductions::prod_out(self, dim, keepdim, dtype, result);
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  at::Tensor result = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
+  if (!launch_reduce(ReduceOp::kProd, "aten::prod", self, reduced_dims(self, std::nullopt), false, result)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(prod)>::call(self, dtype);
+  }
+  return result;
+}
+
+// ---- var / std: mean, centred squares and their sum, all native -----------------------------
+
+std::tuple<at::Tensor, at::Tensor> var_and_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                const std::optional<c10::Scalar>& correction, bool keepdim, bool take_sqrt) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "std and var only support floating point and complex dtypes");
+  const DimMask mask = reduced_dims(self, dim);
+  int64_t count = 1;
+  for (int64_t d = 0; d < self.dim(); ++d) count *= mask[d] ? self.size(d) : 1;
+  const double divisor = std::max(0.0, static_cast<double>(count) - (correction.has_value() ? correction->toDouble() : 1.0));
+  if (divisor <= 0) {
+    TORCH_WARN("var(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+               "(input numel divided by output numel).");
+  }
+  // Half types compute in float, as CPU PyTorch does.
+  const c10::ScalarType compute = self.scalar_type() == c10::kDouble ? c10::kDouble : c10::kFloat;
+  const at::Tensor x = self.to(compute);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < std::max<int64_t>(self.dim(), 1); ++d) {
+    if (mask[d] && d < self.dim()) dims.push_back(d);
+  }
+  const at::Tensor mean = reductions::mean_dim(x, dims, /*keepdim=*/true, std::nullopt);
+  const at::Tensor centered = at::sub(x, mean);
+  at::Tensor var = reductions::sum_dim(at::mul(centered, centered), dims, keepdim, std::nullopt);
+  var.div_(divisor);
+  if (take_sqrt) var.sqrt_();
+  const at::Tensor kept_mean = keepdim ? mean : reductions::mean_dim(x, dims, false, std::nullopt);
+  return {var.to(self.scalar_type()), kept_mean.to(self.scalar_type())};
+}
+
+at::Tensor var(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type())) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(var, correction)>::call(self, dim, correction, keepdim);
+  }
+  return std::get<0>(var_and_mean(self, dim, correction, keepdim, false));
+}
+
+at::Tensor std(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction, bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type())) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(std, correction)>::call(self, dim, correction, keepdim);
+  }
+  return std::get<0>(var_and_mean(self, dim, correction, keepdim, true));
+}
+
+at::Tensor& var_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+                    bool keepdim, at::Tensor& out) {
+  const at::Tensor value = reductions::var(self, dim, correction, keepdim);
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+at::Tensor& std_out(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+                    bool keepdim, at::Tensor& out) {
+  const at::Tensor value = reductions::std(self, dim, correction, keepdim);
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                            const std::optional<c10::Scalar>& correction, bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type())) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(var_mean, correction)>::call(self, dim, correction, keepdim);
+  }
+  return var_and_mean(self, dim, correction, keepdim, false);
+}
+
+std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                            const std::optional<c10::Scalar>& correction, bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type())) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(std_mean, correction)>::call(self, dim, correction, keepdim);
+  }
+  return var_and_mean(self, dim, correction, keepdim, true);
+}
+
 }  // namespace reductions
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -186,6 +293,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amin.out", TORCH_FN(reductions::amin_out));
   m.impl("max", TORCH_FN(reductions::max_all));
   m.impl("min", TORCH_FN(reductions::min_all));
+  m.impl("prod", TORCH_FN(reductions::prod_all));
+  m.impl("prod.dim_int", TORCH_FN(reductions::prod_dim));
+  m.impl("prod.int_out", TORCH_FN(reductions::prod_out));
+  m.impl("var.correction", TORCH_FN(reductions::var));
+  m.impl("var.correction_out", TORCH_FN(reductions::var_out));
+  m.impl("std.correction", TORCH_FN(reductions::std));
+  m.impl("std.correction_out", TORCH_FN(reductions::std_out));
+  m.impl("var_mean.correction", TORCH_FN(reductions::var_mean));
+  m.impl("std_mean.correction", TORCH_FN(reductions::std_mean));
 }
 
 }  // namespace torchneuron::aten

@@ -1,0 +1,237 @@
+// Selection operators on neuron: argmax / argmin, max / min along a dim with indices, sort and
+// topk. The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
+// contiguous copy of the input.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/argmin_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/min_ops.h>
+#include <ATen/ops/sort_ops.h>
+#include <ATen/ops/topk_ops.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "aten/cpu_fallback.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/select.h"
+
+namespace torchneuron::aten {
+namespace select {
+namespace {
+
+bool kernel_can_take(const at::Tensor& t) { return has_kernel_dtype(t.scalar_type()) && !t.is_complex(); }
+
+kernels::SoftmaxShape line_shape(const at::Tensor& t, int64_t dim) {
+  kernels::SoftmaxShape shape;
+  for (int64_t d = 0; d < dim; ++d) shape.outer *= t.size(d);
+  shape.dim = t.dim() == 0 ? 1 : t.size(dim);
+  for (int64_t d = dim + 1; d < t.dim(); ++d) shape.inner *= t.size(d);
+  return shape;
+}
+
+std::vector<int64_t> sizes_with(const at::Tensor& t, int64_t dim, int64_t size, bool drop) {
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  if (t.dim() == 0) return sizes;
+  if (drop) {
+    sizes.erase(sizes.begin() + dim);
+  } else {
+    sizes[dim] = size;
+  }
+  return sizes;
+}
+
+// Writes a functional result into out= tensors.
+void write_out(const at::Tensor& value, const at::Tensor& out) {
+  at::native::resize_output(out, value.sizes());
+  out.copy_(value);
+}
+
+// values may be undefined (argmax / argmin).
+void launch_extremum(const char* name, bool is_max, const at::Tensor& self, int64_t dim, at::Tensor& values,
+                     at::Tensor& indices) {
+  const at::Tensor input = self.contiguous();
+  if (indices.numel() == 0) return;
+  const kernels::SoftmaxShape shape = line_shape(input, dim);
+  const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+  const void* pi = input.data_ptr();
+  void* pv = values.defined() ? values.data_ptr() : nullptr;
+  int64_t* px = indices.data_ptr<int64_t>();
+  enqueue(indices, name, {&input}, [=] { kernels::arg_extremum(dtype, is_max, shape, pi, pv, px); });
+}
+
+void check_reducible(const char* name, const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() == 0 || self.size(dim) != 0, name, "(): Expected reduction dim ", dim,
+              " to have non-zero size.");
+}
+
+}  // namespace
+
+// ---- argmax / argmin -------------------------------------------------------------------------
+
+at::Tensor arg_extremum(const char* name, bool is_max, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  at::Tensor input = self;
+  int64_t d = 0;
+  if (dim.has_value()) {
+    d = at::maybe_wrap_dim(*dim, self.dim());
+    check_reducible(name + 6, self, d);  // the name without "aten::"
+  } else {
+    TORCH_CHECK(self.numel() > 0, name + 6, "(): Expected reduction dim to be specified for input.numel() == 0.");
+    input = self.reshape({-1});
+  }
+  std::vector<int64_t> sizes = dim.has_value() ? sizes_with(self, d, 1, !keepdim)
+                                               : (keepdim ? std::vector<int64_t>(self.dim(), 1) : std::vector<int64_t>{});
+  at::Tensor indices = at::empty(sizes, self.options().dtype(at::kLong));
+  at::Tensor no_values;
+  launch_extremum(name, is_max, input, d, no_values, indices);
+  return indices;
+}
+
+at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(argmax)>::call(self, dim, keepdim);
+  }
+  return arg_extremum("aten::argmax", true, self, dim, keepdim);
+}
+
+at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(argmin)>::call(self, dim, keepdim);
+  }
+  return arg_extremum("aten::argmin", false, self, dim, keepdim);
+}
+
+at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  write_out(select::argmax(self, dim, keepdim), out);
+  return out;
+}
+
+at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  write_out(select::argmin(self, dim, keepdim), out);
+  return out;
+}
+
+// ---- max / min along a dim -------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> extremum_dim(const char* name, bool is_max, const at::Tensor& self, int64_t dim,
+                                                bool keepdim) {
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  check_reducible(name + 6, self, d);
+  const std::vector<int64_t> sizes = sizes_with(self, d, 1, !keepdim);
+  at::Tensor values = at::empty(sizes, self.options());
+  at::Tensor indices = at::empty(sizes, self.options().dtype(at::kLong));
+  launch_extremum(name, is_max, self, d, values, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(max, dim)>::call(self, dim, keepdim);
+  }
+  return extremum_dim("aten::max", true, self, dim, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(min, dim)>::call(self, dim, keepdim);
+  }
+  return extremum_dim("aten::min", false, self, dim, keepdim);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                                 at::Tensor& indices) {
+  auto [v, i] = select::max_dim(self, dim, keepdim);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                                 at::Tensor& indices) {
+  auto [v, i] = select::min_dim(self, dim, keepdim);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+// ---- sort / topk -----------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> sort(const at::Tensor& self, std::optional<bool> stable, int64_t dim, bool descending) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sort, stable)>::call(self, stable, dim, descending);
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor input = self.contiguous();
+  at::Tensor values = at::empty(self.sizes(), self.options());
+  at::Tensor indices = at::empty(self.sizes(), self.options().dtype(at::kLong));
+  if (input.numel() > 0) {
+    const kernels::SoftmaxShape shape = line_shape(input, d);
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* pv = values.data_ptr();
+    int64_t* px = indices.data_ptr<int64_t>();
+    const bool is_stable = stable.value_or(false);
+    enqueue(values, "aten::sort", {&input}, [=] { kernels::sort(dtype, shape, is_stable, descending, pi, pv, px); });
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                              bool descending, at::Tensor& values, at::Tensor& indices) {
+  auto [v, i] = select::sort(self, stable, dim, descending);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(topk)>::call(self, k, dim, largest, sorted);
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+  const int64_t size = self.dim() == 0 ? 1 : self.size(d);
+  TORCH_CHECK(k >= 0 && k <= size, "selected index k out of range");
+  const at::Tensor input = self.contiguous();
+  const std::vector<int64_t> sizes = sizes_with(self, d, k, false);
+  at::Tensor values = at::empty(sizes, self.options());
+  at::Tensor indices = at::empty(sizes, self.options().dtype(at::kLong));
+  if (values.numel() > 0) {
+    const kernels::SoftmaxShape shape = line_shape(input, d);
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* pv = values.data_ptr();
+    int64_t* px = indices.data_ptr<int64_t>();
+    enqueue(values, "aten::topk", {&input}, [=] { kernels::topk(dtype, shape, k, largest, pi, pv, px); });
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
+                                              at::Tensor& values, at::Tensor& indices) {
+  auto [v, i] = select::topk(self, k, dim, largest, sorted);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+}  // namespace select
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("argmax", TORCH_FN(select::argmax));
+  m.impl("argmax.out", TORCH_FN(select::argmax_out));
+  m.impl("argmin", TORCH_FN(select::argmin));
+  m.impl("argmin.out", TORCH_FN(select::argmin_out));
+  m.impl("max.dim", TORCH_FN(select::max_dim));
+  m.impl("max.dim_max", TORCH_FN(select::max_dim_out));
+  m.impl("min.dim", TORCH_FN(select::min_dim));
+  m.impl("min.dim_min", TORCH_FN(select::min_dim_out));
+  m.impl("sort.stable", TORCH_FN(select::sort));
+  m.impl("sort.values_stable", TORCH_FN(select::sort_out));
+  m.impl("topk", TORCH_FN(select::topk));
+  m.impl("topk.values", TORCH_FN(select::topk_out));
+}
+
+}  // namespace torchneuron::aten

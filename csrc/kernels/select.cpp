@@ -1,0 +1,142 @@
+#include "kernels/select.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/dtype_dispatch.h"
+#include "kernels/half.h"
+#include "kernels/parallel.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+// The value a comparison sees: half types as float, others exactly.
+template <typename T>
+inline auto key(T value) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<float>(value);
+  } else {
+    return value;
+  }
+}
+
+template <typename K>
+inline bool is_nan(K value) {
+  if constexpr (std::is_floating_point_v<K>) {
+    return std::isnan(value);
+  } else {
+    return false;
+  }
+}
+
+// Strict "a sorts before b" in ascending order, NaN last.
+template <typename K>
+inline bool ascending(K a, K b) {
+  return !is_nan(a) && (is_nan(b) || a < b);
+}
+
+int64_t line_grain(const SoftmaxShape& s) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(s.dim, 1)); }
+
+// The elements of one line as (value, position) pairs.
+template <typename T>
+auto line_pairs(const SoftmaxShape& s, const T* x, int64_t base) {
+  using K = decltype(key(T{}));
+  std::vector<std::pair<K, int64_t>> pairs(s.dim);
+  for (int64_t j = 0; j < s.dim; ++j) pairs[j] = {key(x[base + j * s.inner]), j};
+  return pairs;
+}
+
+template <typename P>
+bool before_ascending(const P& a, const P& b) { return ascending(a.first, b.first); }
+template <typename P>
+bool before_descending(const P& a, const P& b) { return ascending(b.first, a.first); }
+
+inline int64_t line_base(const SoftmaxShape& s, int64_t line, int64_t dim) {
+  return (line / s.inner) * dim * s.inner + line % s.inner;
+}
+
+}  // namespace
+
+void arg_extremum(DType dtype, bool is_max, SoftmaxShape s, const void* in, void* values, int64_t* indices) {
+  dispatch_real_dtype(dtype, "argmax/argmin", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in);
+    T* v = static_cast<T*>(values);
+    parallel_for(s.outer * s.inner, line_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t line = begin; line < end; ++line) {
+        const int64_t base = (line / s.inner) * s.dim * s.inner + line % s.inner;
+        int64_t best = 0;
+        auto best_key = key(x[base]);
+        for (int64_t j = 1; j < s.dim && !is_nan(best_key); ++j) {
+          const auto candidate = key(x[base + j * s.inner]);
+          if (is_nan(candidate) || (is_max ? best_key < candidate : candidate < best_key)) {
+            best = j;
+            best_key = candidate;
+          }
+        }
+        indices[line] = best;
+        if (v != nullptr) v[line] = x[base + best * s.inner];
+      }
+    });
+  });
+}
+
+void sort(DType dtype, SoftmaxShape s, bool stable, bool descending, const void* in, void* values, int64_t* indices) {
+  dispatch_real_dtype(dtype, "sort", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in);
+    T* v = static_cast<T*>(values);
+    parallel_for(s.outer * s.inner, line_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t line = begin; line < end; ++line) {
+        const int64_t base = line_base(s, line, s.dim);
+        auto pairs = line_pairs(s, x, base);
+        using P = typename decltype(pairs)::value_type;
+        const auto before = descending ? before_descending<P> : before_ascending<P>;
+        // Unstable sorts use std::sort as CPU PyTorch does, so ties come out in the same order.
+        if (stable) {
+          std::stable_sort(pairs.begin(), pairs.end(), before);
+        } else {
+          std::sort(pairs.begin(), pairs.end(), before);
+        }
+        for (int64_t j = 0; j < s.dim; ++j) {
+          v[base + j * s.inner] = x[base + pairs[j].second * s.inner];
+          indices[base + j * s.inner] = pairs[j].second;
+        }
+      }
+    });
+  });
+}
+
+void topk(DType dtype, SoftmaxShape s, int64_t k, bool largest, const void* in, void* values, int64_t* indices) {
+  dispatch_real_dtype(dtype, "topk", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in);
+    T* v = static_cast<T*>(values);
+    parallel_for(s.outer * s.inner, line_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t line = begin; line < end; ++line) {
+        const int64_t in_base = line_base(s, line, s.dim);
+        auto pairs = line_pairs(s, x, in_base);
+        using P = typename decltype(pairs)::value_type;
+        const auto before = largest ? before_descending<P> : before_ascending<P>;
+        // The selection strategy of CPU PyTorch (partial sort for small k, else nth_element and
+        // a sort of the rest), so that ties are reported in the same order.
+        if (k * 64 <= s.dim) {
+          std::partial_sort(pairs.begin(), pairs.begin() + k, pairs.end(), before);
+        } else if (k > 0) {
+          std::nth_element(pairs.begin(), pairs.begin() + k - 1, pairs.end(), before);
+          std::sort(pairs.begin(), pairs.begin() + k - 1, before);
+        }
+        const int64_t out_base = line_base(s, line, k);
+        for (int64_t j = 0; j < k; ++j) {
+          v[out_base + j * s.inner] = x[in_base + pairs[j].second * s.inner];
+          indices[out_base + j * s.inner] = pairs[j].second;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace torchneuron::kernels
