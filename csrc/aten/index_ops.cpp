@@ -1,0 +1,208 @@
+// Advanced indexing on neuron: index (x[idx]) and index_put_ (x[idx] = v, x.index_put_(...,
+// accumulate=True), the backward of indexing). Boolean masks become coordinate lists (a sync,
+// as on CUDA); the index tensors broadcast together and csrc/kernels/index turns them into one
+// flat row number per element of the indexed dimensions, moved to the front. Rows are then
+// gathered (index_select) or written (index_put_rows) on the queue.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/index_ops.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/nonzero.h>
+#include <torch/library.h>
+
+#include <numeric>
+#include <vector>
+
+#include "aten/cpu_fallback.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/index.h"
+
+namespace torchneuron::aten {
+namespace indexing {
+namespace {
+
+using IndexList = c10::List<std::optional<at::Tensor>>;
+
+// The indices resolved against `self`: one int64 index per indexed dimension, broadcast.
+struct IndexPlan {
+  std::vector<int64_t> dims;         // indexed dimensions of self, ascending
+  std::vector<at::Tensor> indices;   // int64 on self's device, expanded to `broadcast`
+  std::vector<int64_t> broadcast;    // the index tensors' common shape
+  std::vector<int64_t> permutation;  // indexed dims first, then the others in order
+  std::vector<int64_t> rest;         // sizes of the other dims
+  bool in_place = false;             // indexed dims adjacent: the result keeps them in place
+  int64_t first = 0;                 // first indexed dim
+
+  // Shape of self[indices].
+  std::vector<int64_t> result_shape() const {
+    std::vector<int64_t> shape;
+    if (!in_place) {
+      shape = broadcast;
+      shape.insert(shape.end(), rest.begin(), rest.end());
+      return shape;
+    }
+    shape.assign(rest.begin(), rest.begin() + first);
+    shape.insert(shape.end(), broadcast.begin(), broadcast.end());
+    shape.insert(shape.end(), rest.begin() + first, rest.end());
+    return shape;
+  }
+
+  // Permutation from the [broadcast..., rest...] layout to result_shape().
+  std::vector<int64_t> to_result() const {
+    const int64_t b = static_cast<int64_t>(broadcast.size());
+    std::vector<int64_t> perm;
+    if (!in_place) {
+      perm.resize(b + rest.size());
+      std::iota(perm.begin(), perm.end(), int64_t{0});
+      return perm;
+    }
+    for (int64_t d = 0; d < first; ++d) perm.push_back(b + d);
+    for (int64_t d = 0; d < b; ++d) perm.push_back(d);
+    for (int64_t d = first; d < static_cast<int64_t>(rest.size()); ++d) perm.push_back(b + d);
+    return perm;
+  }
+};
+
+IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list) {
+  IndexPlan plan;
+  int64_t dim = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::optional<at::Tensor> entry = list.get(i);
+    if (!entry.has_value() || !entry->defined()) {
+      ++dim;
+      continue;
+    }
+    const at::Tensor& index = *entry;
+    const c10::ScalarType type = index.scalar_type();
+    if (type == at::kBool || type == at::kByte) {
+      TORCH_CHECK(dim + index.dim() <= self.dim(), "too many indices for tensor of dimension ", self.dim());
+      for (int64_t j = 0; j < index.dim(); ++j) {
+        TORCH_CHECK_INDEX(index.size(j) == self.size(dim + j), "The shape of the mask ", index.sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(), " at index ", dim + j);
+      }
+      const at::Tensor coords = at::nonzero(index.to(self.device()).to(at::kBool));  // reads the count back
+      for (int64_t j = 0; j < index.dim(); ++j) {
+        plan.dims.push_back(dim++);
+        plan.indices.push_back(coords.select(1, j));
+      }
+      continue;
+    }
+    TORCH_CHECK_INDEX(type == at::kLong || type == at::kInt,
+                      "tensors used as indices must be long, int, byte or bool tensors");
+    TORCH_CHECK_INDEX(dim < self.dim(), "too many indices for tensor of dimension ", self.dim());
+    plan.dims.push_back(dim++);
+    plan.indices.push_back(index.to(self.device(), at::kLong));  // CPU indices are accepted, as on CUDA
+  }
+  TORCH_CHECK_INDEX(dim <= self.dim(), "too many indices for tensor of dimension ", self.dim(), " (got ", dim, ")");
+  TORCH_CHECK(!plan.dims.empty(), "index: expected at least one index tensor");
+  plan.broadcast = plan.indices.front().sizes().vec();
+  for (const at::Tensor& t : plan.indices) plan.broadcast = at::infer_size(plan.broadcast, t.sizes());
+  for (at::Tensor& t : plan.indices) t = t.expand(plan.broadcast).contiguous();
+  plan.in_place = plan.dims.back() - plan.dims.front() + 1 == static_cast<int64_t>(plan.dims.size());
+  plan.first = plan.dims.front();
+  std::vector<bool> indexed(self.dim(), false);
+  for (int64_t d : plan.dims) indexed[d] = true;
+  plan.permutation = plan.dims;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (indexed[d]) continue;
+    plan.permutation.push_back(d);
+    plan.rest.push_back(self.size(d));
+  }
+  return plan;
+}
+
+// The flat row of self.permute(plan.permutation) that each index element addresses.
+at::Tensor flat_rows(const at::Tensor& self, const IndexPlan& plan, const char* op) {
+  at::Tensor rows = at::empty(plan.broadcast, self.options().dtype(at::kLong));
+  if (rows.numel() == 0) return rows.reshape({-1});
+  std::vector<kernels::IndexOperand> operands;
+  for (size_t k = 0; k < plan.dims.size(); ++k) {
+    operands.push_back({plan.indices[k].data_ptr<int64_t>(), self.size(plan.dims[k]), plan.dims[k]});
+  }
+  const int64_t count = rows.numel();
+  int64_t* out = rows.data_ptr<int64_t>();
+  enqueue(rows, op, {&plan.indices.front()}, [=] { kernels::linear_index(operands, count, out); });
+  return rows.reshape({-1});
+}
+
+int64_t indexed_rows(const at::Tensor& self, const IndexPlan& plan) {
+  int64_t rows = 1;
+  for (int64_t d : plan.dims) rows *= self.size(d);
+  return rows;
+}
+
+}  // namespace
+
+at::Tensor index(const at::Tensor& self, const IndexList& indices) {
+  if (!has_kernel_dtype(self.scalar_type()) || self.is_complex()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index, Tensor)>::call(self, indices);
+  }
+  const IndexPlan plan = plan_indexing(self, indices);
+  const at::Tensor rows = flat_rows(self, plan, "aten::index");
+  std::vector<int64_t> source_shape{indexed_rows(self, plan)};
+  source_shape.insert(source_shape.end(), plan.rest.begin(), plan.rest.end());
+  const at::Tensor source = self.permute(plan.permutation).reshape(source_shape);
+  std::vector<int64_t> gathered_shape = plan.broadcast;
+  gathered_shape.insert(gathered_shape.end(), plan.rest.begin(), plan.rest.end());
+  const at::Tensor gathered = at::index_select(source, 0, rows).view(gathered_shape);
+  return plan.in_place && plan.first > 0 ? gathered.permute(plan.to_result()).contiguous() : gathered;
+}
+
+at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tensor& out) {
+  const at::Tensor value = indexing::index(self, indices);
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Tensor& values, bool accumulate,
+                       bool unsafe) {
+  if (!has_kernel_dtype(self.scalar_type()) || self.is_complex()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(self, indices, values,
+                                                                                               accumulate, unsafe);
+  }
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  TORCH_CHECK(values.device() == self.device() || values.dim() == 0,
+              "index_put_: expected values on ", self.device(), " (or a 0-dim CPU tensor), got ", values.device());
+  const IndexPlan plan = plan_indexing(self, indices);
+  const std::vector<int64_t> result_shape = plan.result_shape();
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), result_shape), "shape mismatch: value tensor of shape ", values.sizes(),
+              " cannot be broadcast to indexing result of shape ", c10::IntArrayRef(result_shape));
+  const at::Tensor rows = flat_rows(self, plan, "aten::index_put_");
+  if (rows.numel() == 0) return self;
+  // Values in the [broadcast..., rest...] layout, one row per index element.
+  std::vector<int64_t> back(result_shape.size());
+  const std::vector<int64_t> forward = plan.to_result();
+  for (size_t i = 0; i < forward.size(); ++i) back[forward[i]] = static_cast<int64_t>(i);
+  int64_t cols = 1;
+  for (int64_t s : plan.rest) cols *= s;
+  const at::Tensor source = values.to(self.device()).expand(result_shape).permute(back).reshape({rows.numel(), cols}).contiguous();
+  at::Tensor target_view = self.permute(plan.permutation);
+  const int64_t num_rows = indexed_rows(self, plan);
+  at::Tensor target = target_view.is_contiguous() ? target_view.view({num_rows, cols}) : target_view.contiguous().view({num_rows, cols});
+  if (cols > 0) {
+    const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
+    const int64_t* pr = rows.data_ptr<int64_t>();
+    const int64_t count = rows.numel();
+    const void* pv = source.data_ptr();
+    void* pt = target.data_ptr();
+    enqueue(target, "aten::index_put_", {&rows, &source}, [=] {
+      kernels::index_put_rows(dtype, num_rows, cols, pr, count, pv, pt, accumulate);
+    });
+  }
+  if (!target_view.is_contiguous()) target_view.copy_(target.view(target_view.sizes()));
+  return self;
+}
+
+}  // namespace indexing
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index.Tensor", TORCH_FN(indexing::index));
+  m.impl("index.Tensor_out", TORCH_FN(indexing::index_out));
+  m.impl("_index_put_impl_", TORCH_FN(indexing::index_put_));
+}
+
+}  // namespace torchneuron::aten
