@@ -1,0 +1,107 @@
+#include "aten/elementwise_launch.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/ScalarOps.h>
+
+#include <cstring>
+
+namespace torchneuron::aten {
+
+using kernels::BinaryOp;
+using kernels::OpScalar;
+using kernels::TernaryOp;
+using kernels::UnaryOp;
+
+namespace {
+
+// Writes a host scalar into `bytes` as `dtype`; TensorIterator leaves CPU scalars unpromoted.
+void store_scalar(const c10::Scalar& value, c10::ScalarType dtype, unsigned char* bytes) {
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "store_scalar", [&] {
+    const scalar_t typed = value.to<scalar_t>();
+    std::memcpy(bytes, &typed, sizeof(scalar_t));
+  });
+}
+
+}  // namespace
+
+bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype) {
+  const int ndim = iter.ndim();
+  const int ntensors = iter.ntensors();
+  if (ndim > kernels::kMaxDims || ntensors > kernels::kMaxOperands) return false;
+  args.ndim = ndim;
+  args.num_operands = ntensors;
+  const at::IntArrayRef shape = iter.shape();  // innermost first
+  for (int d = 0; d < ndim; ++d) args.sizes[d] = shape[ndim - 1 - d];
+  for (int k = 0; k < ntensors; ++k) {
+    const bool host_scalar = iter.device(k).type() != c10::DeviceType::PrivateUse1 && iter.is_cpu_scalar(k);
+    const c10::ScalarType dtype = host_scalar && scalar_dtype != c10::ScalarType::Undefined ? scalar_dtype : iter.dtype(k);
+    if (!has_kernel_dtype(dtype) || c10::isComplexType(dtype)) return false;
+    args.dtypes[k] = to_kernel_dtype(dtype);
+    const at::IntArrayRef strides = iter.strides(k);
+    for (int d = 0; d < ndim; ++d) args.strides[k][d] = strides[ndim - 1 - d];
+    if (iter.device(k).type() == c10::DeviceType::PrivateUse1) {
+      args.data[k] = static_cast<char*>(iter.data_ptr(k));
+    } else if (host_scalar) {
+      // The host scalar is read now; its memory may be gone when the kernel runs.
+      args.is_scalar[k] = true;
+      store_scalar(at::Tensor(iter.tensor_base(k)).item(), dtype, args.scalar_bytes[k].data());
+      for (int d = 0; d < ndim; ++d) args.strides[k][d] = 0;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+OpScalar to_op_scalar(const c10::Scalar& value) {
+  OpScalar scalar;
+  scalar.real = value.toDouble();
+  scalar.integer = value.isFloatingPoint() ? static_cast<int64_t>(scalar.real) : value.toLong();
+  return scalar;
+}
+
+bool launch_unary(at::TensorIteratorBase& iter, UnaryOp op, const char* name, bool bool_output) {
+  kernels::ElementwiseArgs args;
+  if (!to_args(iter, args)) return false;
+  const kernels::DType input = bool_output ? args.dtypes[1] : args.dtypes[0];
+  const kernels::DType output = bool_output ? kernels::DType::kBool : input;
+  if (!kernels::unary_supported(op, input)) return false;
+  launch(iter, name, args, [op, input, output](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, input, output, 1, [op](const kernels::ElementwiseArgs& b) { kernels::unary(op, b); });
+  });
+  return true;
+}
+
+bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, bool bool_output, OpScalar alpha) {
+  kernels::ElementwiseArgs args;
+  if (!has_kernel_dtype(iter.common_dtype()) || !to_args(iter, args, iter.common_dtype())) return false;
+  const kernels::DType input = to_kernel_dtype(iter.common_dtype());
+  const kernels::DType output = bool_output ? kernels::DType::kBool : input;
+  if (!kernels::binary_supported(op, input)) return false;
+  launch(iter, name, args, [op, alpha, input, output](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, input, output, 1, [op, alpha](const kernels::ElementwiseArgs& b) { kernels::binary(op, b, alpha); });
+  });
+  return true;
+}
+
+bool launch_ternary(at::TensorIteratorBase& iter, TernaryOp op, const char* name, OpScalar alpha) {
+  kernels::ElementwiseArgs args;
+  if (!to_args(iter, args, iter.dtype(0))) return false;
+  const bool where = op == TernaryOp::kWhere;
+  if (where && args.dtypes[1] != kernels::DType::kBool) return false;
+  const kernels::DType dtype = args.dtypes[0];
+  if (!kernels::ternary_supported(op, dtype)) return false;
+  launch(iter, name, args, [op, alpha, dtype, where](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, where ? 2 : 1,
+                         [op, alpha](const kernels::ElementwiseArgs& b) { kernels::ternary(op, b, alpha); });
+  });
+  return true;
+}
+
+at::Tensor wrapped(const c10::Scalar& value) {
+  at::Tensor tensor = c10::scalar_to_tensor(value);
+  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return tensor;
+}
+
+}  // namespace torchneuron::aten

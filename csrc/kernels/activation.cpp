@@ -1,0 +1,102 @@
+#include "kernels/activation.h"
+
+#include <cmath>
+
+#include "kernels/dtype_dispatch.h"
+#include "kernels/elementwise_map.h"
+#include "kernels/floating.h"
+#include "runtime/errors.h"
+
+namespace torchneuron::kernels {
+namespace {
+
+using namespace elementwise_map;
+
+template <typename C>
+inline C softplus(C x, C beta, C threshold) {
+  return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta;
+}
+
+template <typename T>
+void forward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationParams& p) {
+  using C = Compute<T>;
+  const C p0 = static_cast<C>(p[0]), p1 = static_cast<C>(p[1]), p2 = static_cast<C>(p[2]);
+  switch (op) {
+    case ActivationOp::kLeakyRelu: return map<T, T, 1>(a, [=](C x) { return x > C(0) ? x : x * p0; });
+    case ActivationOp::kElu:
+      return map<T, T, 1>(a, [=](C x) { return x <= C(0) ? (std::exp(x * p2) - C(1)) * p0 * p1 : x * p1; });
+    case ActivationOp::kSoftplus: return map<T, T, 1>(a, [=](C x) { return softplus(x, p0, p1); });
+    case ActivationOp::kHardtanh:
+      return map<T, T, 1>(a, [=](C x) { return std::isnan(x) ? x : std::min(std::max(x, p0), p1); });
+    case ActivationOp::kHardswish:
+      return map<T, T, 1>(a, [](C x) { return x * std::min(std::max(x + C(3), C(0)), C(6)) / C(6); });
+    case ActivationOp::kHardsigmoid:
+      return map<T, T, 1>(a, [](C x) { return std::min(std::max(x + C(3), C(0)), C(6)) / C(6); });
+    case ActivationOp::kMish: return map<T, T, 1>(a, [](C x) { return x * std::tanh(std::log1p(std::exp(x))); });
+    case ActivationOp::kLogSigmoid:
+      return map<T, T, 1>(a, [](C x) { return std::min(x, C(0)) - std::log1p(std::exp(-std::abs(x))); });
+    case ActivationOp::kThreshold: return map<T, T, 1>(a, [=](C x) { return x <= p0 ? p1 : x; });
+    case ActivationOp::kNanToNum:
+      return map<T, T, 1>(a, [=](C x) {
+        if (std::isnan(x)) return p0;
+        if (std::isinf(x)) return x > C(0) ? p1 : p2;
+        return x;
+      });
+  }
+}
+
+template <typename T>
+void backward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationParams& p) {
+  using C = Compute<T>;
+  const C p0 = static_cast<C>(p[0]), p1 = static_cast<C>(p[1]), p2 = static_cast<C>(p[2]);
+  switch (op) {
+    case ActivationOp::kLeakyRelu: return map<T, T, 2>(a, [=](C g, C x) { return x > C(0) ? g : g * p0; });
+    case ActivationOp::kElu:
+      if (p[3] != 0) {  // saved value is the result y: dy/dx = input_scale * (y + alpha * scale)
+        return map<T, T, 2>(a, [=](C g, C y) { return y <= C(0) ? g * p2 * (y + p0 * p1) : g * p1; });
+      }
+      return map<T, T, 2>(a, [=](C g, C x) { return x <= C(0) ? g * p2 * p0 * p1 * std::exp(x * p2) : g * p1; });
+    case ActivationOp::kSoftplus:
+      return map<T, T, 2>(a, [=](C g, C x) {
+        const C z = std::exp(x * p0);
+        return x * p0 > p1 ? g : g * z / (z + C(1));
+      });
+    case ActivationOp::kHardtanh: return map<T, T, 2>(a, [=](C g, C x) { return x <= p0 || x >= p1 ? C(0) : g; });
+    case ActivationOp::kHardswish:
+      return map<T, T, 2>(a, [](C g, C x) {
+        if (x <= C(-3)) return C(0);
+        return x < C(3) ? g * (x / C(3) + C(0.5)) : g;
+      });
+    case ActivationOp::kHardsigmoid:
+      return map<T, T, 2>(a, [](C g, C x) { return x > C(-3) && x < C(3) ? g / C(6) : C(0); });
+    case ActivationOp::kMish:
+      return map<T, T, 2>(a, [](C g, C x) {
+        const C sigmoid = C(1) / (C(1) + std::exp(-x));
+        const C t = std::tanh(std::log1p(std::exp(x)));
+        return g * (t + x * sigmoid * (C(1) - t * t));
+      });
+    case ActivationOp::kLogSigmoid:
+      return map<T, T, 2>(a, [](C g, C x) {
+        const C z = std::exp(-std::abs(x));
+        return x < C(0) ? g * (C(1) - z / (C(1) + z)) : g * z / (C(1) + z);
+      });
+    case ActivationOp::kThreshold:
+    case ActivationOp::kNanToNum:
+      break;
+  }
+  throw runtime::KernelError("this activation has no backward kernel");
+}
+
+}  // namespace
+
+bool activation_supported(DType dtype) { return is_floating_dtype(dtype); }
+
+void activation(ActivationOp op, const ElementwiseArgs& args, const ActivationParams& params) {
+  dispatch_floating(args.dtypes[0], "activations", [&](auto tag) { forward_typed<decltype(tag)>(op, args, params); });
+}
+
+void activation_backward(ActivationOp op, const ElementwiseArgs& args, const ActivationParams& params) {
+  dispatch_floating(args.dtypes[0], "activations", [&](auto tag) { backward_typed<decltype(tag)>(op, args, params); });
+}
+
+}  // namespace torchneuron::kernels

@@ -1,0 +1,64 @@
+"""Parameterized activations on neuron against CPU PyTorch, forward and backward, in float32
+and bfloat16, including boundary points, NaN and infinities; nan_to_num's defaults per dtype."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from test_nn_ops import assert_same
+
+ACTIVATIONS = {
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    "elu": lambda x: F.elu(x, alpha=1.3),
+    "celu": lambda x: F.celu(x, alpha=0.7),
+    "selu": F.selu,
+    "softplus": lambda x: F.softplus(x, beta=2.0, threshold=3.0),
+    "hardtanh": lambda x: F.hardtanh(x, -0.5, 2.0),
+    "relu6": F.relu6,
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "mish": F.mish,
+    "logsigmoid": F.logsigmoid,
+    "threshold": lambda x: F.threshold(x, 0.5, -1.0),
+}
+
+
+def inputs(dtype):
+    boundary = torch.tensor([-3.0, 3.0, -0.5, 2.0, 0.0, 0.5, 6.0, 1.5])
+    return torch.cat([torch.linspace(-8, 8, 101), boundary]).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activation_forward_backward(name, dtype, no_fallback):
+    fn = ACTIVATIONS[name]
+    x = inputs(dtype)
+    grad = torch.linspace(-1, 1, x.numel()).to(dtype)
+    results = []
+    for device in ("cpu", "neuron"):
+        leaf = x.to(device).detach().requires_grad_()
+        out = fn(leaf)
+        out.backward(grad.to(device))
+        results.append((out.detach(), leaf.grad))
+    assert_same(results[1][0], results[0][0])
+    if name != "threshold":  # threshold's gradient is threshold_backward, covered elsewhere
+        assert_same(results[1][1], results[0][1])
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "elu", "hardtanh", "hardswish"])
+def test_inplace_activation(name, no_fallback):
+    inplace = {"leaky_relu": lambda x: F.leaky_relu_(x, 0.1), "elu": lambda x: F.elu_(x),
+               "hardtanh": lambda x: F.hardtanh_(x), "hardswish": lambda x: F.hardswish(x, inplace=True)}[name]
+    x = inputs(torch.float32)
+    expected = inplace(x.clone())
+    actual = x.to("neuron")
+    inplace(actual)
+    assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64], ids=str)
+def test_nan_to_num(dtype, no_fallback):
+    x = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.5, -2.0]) if dtype.is_floating_point else torch.arange(5)
+    x = x.to(dtype)
+    assert_same(torch.nan_to_num(x.to("neuron")), torch.nan_to_num(x))
+    assert_same(torch.nan_to_num(x.to("neuron"), nan=7.0, posinf=1.0, neginf=-1.0), torch.nan_to_num(x, nan=7.0, posinf=1.0, neginf=-1.0))
