@@ -66,6 +66,7 @@
 #include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/sgn_ops.h>
 #include <ATen/ops/sign_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
@@ -142,6 +143,7 @@ namespace eltwise {
 NEURON_UNARY(abs, UnaryOp::kAbs, unary_op)
 NEURON_UNARY(neg, UnaryOp::kNeg, unary_op)
 NEURON_UNARY(sign, UnaryOp::kSign, unary_op)
+NEURON_UNARY(sgn, UnaryOp::kSign, unary_op)  // complex inputs take the fallback
 NEURON_UNARY(bitwise_not, UnaryOp::kBitwiseNot, unary_op)
 NEURON_UNARY(floor, UnaryOp::kFloor, unary_op)
 NEURON_UNARY(ceil, UnaryOp::kCeil, unary_op)
@@ -538,165 +540,6 @@ at::Tensor gelu_backward_functional(const at::Tensor& grad, const at::Tensor& se
   return eltwise::gelu_backward_out(grad, self, approximate, result);
 }
 
-// ---- ternary and clamp ---------------------------------------------------------------------
-
-at::Tensor& where_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other,
-                      at::Tensor& result) {
-  const c10::ScalarType dtype = at::result_type(self, other);
-  at::TensorBase out = result;
-  at::Tensor cond = condition.scalar_type() == c10::kBool ? condition : condition.to(c10::kBool);
-  auto iter = at::TensorIteratorConfig()
-                  .check_all_same_dtype(false)
-                  .allow_cpu_scalars(true)
-                  .add_output(out)
-                  .add_const_input(cond)
-                  .add_owned_const_input(self.scalar_type() == dtype ? self : self.to(dtype))
-                  .add_owned_const_input(other.scalar_type() == dtype ? other : other.to(dtype))
-                  .build();
-  if (!launch_ternary(iter, TernaryOp::kWhere, "aten::where", {})) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(where, self_out)>::call(
-        condition, self, other, result);
-  }
-  return result;
-}
-
-at::Tensor where_functional(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
-  const c10::ScalarType dtype = at::result_type(self, other);
-  at::Tensor result = at::empty({0}, self.options().dtype(dtype));
-  return eltwise::where_out(condition, self, other, result);
-}
-
-at::Tensor& masked_fill_scalar_inplace(at::Tensor& self, const at::Tensor& mask, const c10::Scalar& value) {
-  TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
-              mask.scalar_type());
-  at::TensorBase out = self;
-  auto iter = at::TensorIteratorConfig()
-                  .check_all_same_dtype(false)
-                  .allow_cpu_scalars(true)
-                  .resize_outputs(false)
-                  .add_output(out)
-                  .add_const_input(mask)
-                  .add_owned_const_input(wrapped(value).to(self.scalar_type()))
-                  .add_const_input(self)
-                  .build();
-  if (!launch_ternary(iter, TernaryOp::kWhere, "aten::masked_fill_", {})) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Scalar)>::call(self, mask, value);
-  }
-  return self;
-}
-
-at::Tensor& masked_fill_tensor_inplace(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
-  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
-              value.dim(), " dimension(s).");
-  if (value.device().is_cpu()) return masked_fill_scalar_inplace(self, mask, value.item());
-  return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Tensor)>::call(self, mask, value);
-}
-
-#define NEURON_POINTWISE3(name, KOP)                                                            \
-  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,    \
-                         const c10::Scalar& value, at::Tensor& result) {                       \
-    at::TensorBase out = result;                                                               \
-    auto iter = at::TensorIteratorConfig()                                                     \
-                    .add_output(out)                                                           \
-                    .add_const_input(self)                                                     \
-                    .add_const_input(t1)                                                       \
-                    .add_const_input(t2)                                                       \
-                    .allow_cpu_scalars(true)                                                   \
-                    .promote_inputs_to_common_dtype(true)                                      \
-                    .cast_common_dtype_to_outputs(true)                                        \
-                    .enforce_safe_casting_to_output(true)                                      \
-                    .build();                                                                  \
-    if (!launch_ternary(iter, KOP, "aten::" #name, to_op_scalar(value))) {                     \
-      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, t1, t2, value, result); \
-    }                                                                                          \
-    return result;                                                                             \
-  }                                                                                            \
-  at::Tensor name##_functional(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, \
-                               const c10::Scalar& value) {                                     \
-    const auto dtype = c10::promoteTypes(at::result_type(self, t1), at::result_type(self, t2)); \
-    at::Tensor result = at::empty({0}, self.options().dtype(dtype));                            \
-    return eltwise::name##_out(self, t1, t2, value, result);                                            \
-  }                                                                                            \
-  at::Tensor& name##_inplace(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,      \
-                             const c10::Scalar& value) {                                       \
-    return eltwise::name##_out(self, t1, t2, value, self);                                              \
-  }
-
-NEURON_POINTWISE3(addcmul, TernaryOp::kAddcmul)
-NEURON_POINTWISE3(addcdiv, TernaryOp::kAddcdiv)
-#undef NEURON_POINTWISE3
-
-at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
-                            at::Tensor& result) {
-  at::TensorBase out = result;
-  auto iter = at::TensorIteratorConfig()
-                  .allow_cpu_scalars(true)
-                  .add_output(out)
-                  .add_const_input(self)
-                  .add_const_input(end)
-                  .add_const_input(weight)
-                  .build();
-  if (!launch_ternary(iter, TernaryOp::kLerp, "aten::lerp", {})) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(lerp, Tensor_out)>::call(self, end, weight, result);
-  }
-  return result;
-}
-
-at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight,
-                            at::Tensor& result) {
-  return eltwise::lerp_tensor_out(self, end, wrapped(weight).to(self.scalar_type()), result);
-}
-
-at::Tensor lerp_tensor_functional(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
-  at::Tensor result = at::empty({0}, self.options());
-  return eltwise::lerp_tensor_out(self, end, weight, result);
-}
-
-at::Tensor lerp_scalar_functional(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
-  at::Tensor result = at::empty({0}, self.options());
-  return eltwise::lerp_scalar_out(self, end, weight, result);
-}
-
-at::Tensor& lerp_tensor_inplace(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
-  return eltwise::lerp_tensor_out(self, end, weight, self);
-}
-
-at::Tensor& lerp_scalar_inplace(at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight) {
-  return eltwise::lerp_scalar_out(self, end, weight, self);
-}
-
-at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
-                      const std::optional<c10::Scalar>& max, at::Tensor& result) {
-  TORCH_CHECK(min.has_value() || max.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
-  at::TensorBase out = result;
-  auto iter = at::TensorIterator::unary_op(out, self);
-  kernels::ElementwiseArgs args;
-  const bool ok = to_args(iter, args) && args.dtypes[0] == args.dtypes[1] &&
-                  args.dtypes[1] != kernels::DType::kBool && !kernels::is_complex(args.dtypes[1]) &&
-                  !(at::isIntegralType(self.scalar_type(), true) &&
-                    ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint())));
-  if (!ok) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(clamp, out)>::call(self, min, max, result);
-  }
-  const OpScalar lo = min ? to_op_scalar(*min) : OpScalar{};
-  const OpScalar hi = max ? to_op_scalar(*max) : OpScalar{};
-  const bool has_lo = min.has_value();
-  const bool has_hi = max.has_value();
-  launch(iter, "aten::clamp", args, [=](const kernels::ElementwiseArgs& a) { kernels::clamp(a, has_lo, lo, has_hi, hi); });
-  return result;
-}
-
-at::Tensor clamp_functional(const at::Tensor& self, const std::optional<c10::Scalar>& min,
-                            const std::optional<c10::Scalar>& max) {
-  at::Tensor result = at::empty({0}, self.options());
-  return eltwise::clamp_out(self, min, max, result);
-}
-
-at::Tensor& clamp_inplace(at::Tensor& self, const std::optional<c10::Scalar>& min,
-                          const std::optional<c10::Scalar>& max) {
-  return eltwise::clamp_out(self, min, max, self);
-}
-
 }  // namespace eltwise
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -713,7 +556,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_UNARY(tan) REGISTER_UNARY(asin) REGISTER_UNARY(acos) REGISTER_UNARY(atan)
   REGISTER_UNARY(sinh) REGISTER_UNARY(cosh) REGISTER_UNARY(tanh) REGISTER_UNARY(asinh)
   REGISTER_UNARY(acosh) REGISTER_UNARY(atanh) REGISTER_UNARY(sigmoid) REGISTER_UNARY(erf)
-  REGISTER_UNARY(erfc) REGISTER_UNARY(silu) REGISTER_UNARY(gelu) REGISTER_UNARY(logical_not)
+  REGISTER_UNARY(erfc) REGISTER_UNARY(sgn) REGISTER_UNARY(silu) REGISTER_UNARY(gelu) REGISTER_UNARY(logical_not)
 #undef REGISTER_UNARY
   m.impl("relu", TORCH_FN(relu_functional));
   m.impl("relu_", TORCH_FN(relu_inplace));
@@ -779,25 +622,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
   m.impl("gelu_backward", TORCH_FN(gelu_backward_functional));
   m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
-  m.impl("where.self", TORCH_FN(where_functional));
-  m.impl("where.self_out", TORCH_FN(where_out));
-  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_inplace));
-  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor_inplace));
-  m.impl("addcmul", TORCH_FN(addcmul_functional));
-  m.impl("addcmul.out", TORCH_FN(addcmul_out));
-  m.impl("addcmul_", TORCH_FN(addcmul_inplace));
-  m.impl("addcdiv", TORCH_FN(addcdiv_functional));
-  m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
-  m.impl("addcdiv_", TORCH_FN(addcdiv_inplace));
-  m.impl("lerp.Scalar", TORCH_FN(lerp_scalar_functional));
-  m.impl("lerp.Scalar_out", TORCH_FN(lerp_scalar_out));
-  m.impl("lerp_.Scalar", TORCH_FN(lerp_scalar_inplace));
-  m.impl("lerp.Tensor", TORCH_FN(lerp_tensor_functional));
-  m.impl("lerp.Tensor_out", TORCH_FN(lerp_tensor_out));
-  m.impl("lerp_.Tensor", TORCH_FN(lerp_tensor_inplace));
-  m.impl("clamp", TORCH_FN(clamp_functional));
-  m.impl("clamp.out", TORCH_FN(clamp_out));
-  m.impl("clamp_", TORCH_FN(clamp_inplace));
 }
 
 }  // namespace torchneuron::aten

@@ -370,6 +370,7 @@ bool ternary_supported(TernaryOp op, DType dtype) {
     case TernaryOp::kWhere:
       return true;
     case TernaryOp::kAddcmul:
+    case TernaryOp::kClamp:
       return dtype != DType::kBool;
     default:
       return is_floating(dtype);
@@ -398,6 +399,14 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
     if constexpr (!std::is_same_v<T, bool>) {
       const C value = scalar_as<T>(alpha);
       switch (op) {
+        case TernaryOp::kClamp:
+          // NaN inputs stay NaN; NaN bounds are ignored, as in CPU PyTorch's std::min/max.
+          return map<T, T, 3>(args, [](C x, C lo, C hi) {
+            if constexpr (std::is_floating_point_v<C>) {
+              if (std::isnan(x)) return x;
+            }
+            return std::min(std::max(x, lo), hi);
+          });
         case TernaryOp::kAddcmul:
           return map<T, T, 3>(args, [value](C self, C t1, C t2) { return C(self + value * t1 * t2); });
         case TernaryOp::kAddcdiv:

@@ -48,6 +48,7 @@ enum class TernaryOp : uint8_t {
   kAddcmul,   // out = self + alpha * t1 * t2
   kAddcdiv,   // out = self + alpha * t1 / t2
   kLerp,      // out = self + weight * (end - self)  (weight is operand 3)
+  kClamp,     // out = min(max(x, lo), hi), NaN x kept  (operands: out, x, lo, hi)
 };
 
 // Scalar parameter of an op (alpha, threshold), held exactly for integer dtypes.
