@@ -1,13 +1,23 @@
 // Advanced indexing on neuron: index (x[idx]) and index_put_ (x[idx] = v, x.index_put_(...,
-// accumulate=True), the backward of indexing). Boolean masks become coordinate lists (a sync,
+// accumulate=True), the backward of indexing), and writes along one dim (index_add,
+// index_copy, index_fill, scatter with a value) and masked_scatter. Boolean masks become coordinate lists (a sync,
 // as on CUDA); the index tensors broadcast together and csrc/kernels/index turns them into one
 // flat row number per element of the indexed dimensions, moved to the front. Rows are then
 // gathered (index_select) or written (index_put_rows) on the queue.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/index_add_ops.h>
+#include <ATen/ops/index_copy_ops.h>
+#include <ATen/ops/index_fill_ops.h>
+#include <ATen/ops/masked_scatter_ops.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/scatter.h>
 #include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/nonzero.h>
@@ -197,12 +207,158 @@ at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Ten
   return self;
 }
 
+// ---- writes along one dim: index_add, index_copy, index_fill; masked_scatter; scatter value --
+
+namespace {
+
+// result[..., index[i], ...] = (or +=) source[..., i, ...] along dim, through index_put_rows on
+// the dim moved first. `source` has result's shape with index.numel() entries along dim.
+void put_along_dim(at::Tensor& result, int64_t dim, const at::Tensor& index, const at::Tensor& source, bool accumulate,
+                   const char* op) {
+  check_same_device(op, result.device(), {&index, &source});
+  TORCH_CHECK_INDEX(index.dim() <= 1, op, "(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+              "(): Expected dtype int32/int64 for index");
+  TORCH_CHECK(source.scalar_type() == result.scalar_type(), op, "(): self (", result.scalar_type(), ") and source (",
+              source.scalar_type(), ") must have the same scalar type");
+  const int64_t d = at::maybe_wrap_dim(dim, result.dim());
+  const int64_t count = index.numel();
+  TORCH_CHECK(result.dim() == 0 ? source.numel() == count : (source.dim() == result.dim() && source.size(d) == count), op,
+              "(): Number of indices (", count, ") should be equal to source.size(dim) (",
+              source.dim() > 0 ? source.size(d) : source.numel(), ")");
+  for (int64_t k = 0; k < result.dim(); ++k) {
+    TORCH_CHECK(k == d || source.size(k) == result.size(k), op, "(): source ", source.sizes(), " and self ", result.sizes(),
+                " must match in every dimension but ", d);
+  }
+  if (count == 0 || result.numel() == 0) return;
+  at::Tensor target_view = result.dim() == 0 ? result.view({1}) : result.movedim(d, 0);
+  const int64_t rows = target_view.size(0), cols = target_view.numel() / rows;
+  at::Tensor target = target_view.is_contiguous() ? target_view.view({rows, cols}) : target_view.contiguous().view({rows, cols});
+  const at::Tensor values = (result.dim() == 0 ? source.reshape({1}) : source.movedim(d, 0)).reshape({count, cols}).contiguous();
+  const at::Tensor idx = index.reshape({-1}).to(at::kLong).contiguous();
+  if (cols > 0) {
+    const kernels::DType dtype = to_kernel_dtype(result.scalar_type());
+    const int64_t* pi = idx.data_ptr<int64_t>();
+    const void* pv = values.data_ptr();
+    void* pt = target.data_ptr();
+    enqueue(target, op, {&idx, &values}, [=] { kernels::index_put_rows(dtype, rows, cols, pi, count, pv, pt, accumulate); });
+  }
+  if (!target_view.is_contiguous()) target_view.copy_(target.view(target_view.sizes()));
+}
+
+bool along_dim_native(const at::Tensor& self) { return has_kernel_dtype(self.scalar_type()) && !self.is_complex(); }
+
+at::Tensor& start_from(const at::Tensor& self, at::Tensor& out) {
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  return out;
+}
+
+// Entries of `source`'s shape with index.numel() along dim, all `value`.
+at::Tensor filled_source(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim() == 0) {
+    shape = {index.numel()};
+  } else {
+    shape[at::maybe_wrap_dim(dim, self.dim())] = index.numel();
+  }
+  return value.to(self.device(), self.scalar_type()).expand(shape);
+}
+
+}  // namespace
+
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          const c10::Scalar& alpha, at::Tensor& out) {
+  if (!along_dim_native(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_add, out)>::call(self, dim, index, source, alpha, out);
+  }
+  start_from(self, out);
+  const bool unit = alpha.isBoolean() ? alpha.toBool() : alpha.toDouble() == 1.0;
+  put_along_dim(out, dim, index, unit ? source : at::mul(source, alpha), /*accumulate=*/true, "index_add");
+  return out;
+}
+
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                           at::Tensor& out) {
+  if (!along_dim_native(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_copy, out)>::call(self, dim, index, source, out);
+  }
+  start_from(self, out);
+  put_along_dim(out, dim, index, source, /*accumulate=*/false, "index_copy");
+  return out;
+}
+
+at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  if (!along_dim_native(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Scalar)>::call(self, dim, index, value);
+  }
+  const at::Tensor source = filled_source(self, dim, index, at::scalar_tensor(value, at::TensorOptions().dtype(self.scalar_type())));
+  put_along_dim(self, dim, index, source, /*accumulate=*/false, "index_fill_");
+  return self;
+}
+
+at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ", value.dim(),
+              " dimension(s).");
+  if (!along_dim_native(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Tensor)>::call(self, dim, index, value);
+  }
+  put_along_dim(self, dim, index, filled_source(self, dim, index, value), /*accumulate=*/false, "index_fill_");
+  return self;
+}
+
+// Source elements fill the positions of the set mask entries in row-major order.
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "masked_scatter: expected self and source to have same dtypes but got ",
+              self.scalar_type(), " and ", source.scalar_type());
+  check_same_device("aten::masked_scatter_", self.device(), {&mask, &source});
+  if (!along_dim_native(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(masked_scatter_)>::call(self, mask, source);
+  }
+  const at::Tensor coords = at::nonzero(mask.expand(self.sizes()));  // reads the count back
+  const int64_t count = coords.size(0);
+  TORCH_CHECK(count <= source.numel(), "masked_scatter: expected source to have at least as many elements as the ones in mask (",
+              count, "), got ", source.numel());
+  if (count == 0) return self;
+  if (self.dim() == 0) return self.copy_(source.reshape({-1})[0]);
+  IndexList indices;
+  for (int64_t k = 0; k < self.dim(); ++k) indices.push_back(coords.select(1, k));
+  return indexing::index_put_(self, indices, source.reshape({-1}).narrow(0, 0, count), false, false);
+}
+
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value,
+                              at::Tensor& out) {
+  const at::Tensor source = at::full(index.sizes(), value, self.options());
+  return at::scatter_out(out, self, dim, index, source);
+}
+
+at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  at::Tensor out = at::empty({0}, self.options());
+  return scatter_value_out(self, dim, index, value, out);
+}
+
+at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  return scatter_value_out(self, dim, index, value, self);
+}
+
 }  // namespace indexing
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor", TORCH_FN(indexing::index));
   m.impl("index.Tensor_out", TORCH_FN(indexing::index_out));
   m.impl("_index_put_impl_", TORCH_FN(indexing::index_put_));
+  m.impl("index_add.out", TORCH_FN(indexing::index_add_out));
+  m.impl("index_copy.out", TORCH_FN(indexing::index_copy_out));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(indexing::index_fill_scalar_));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(indexing::index_fill_tensor_));
+  m.impl("masked_scatter_", TORCH_FN(indexing::masked_scatter_));
+  m.impl("scatter.value", TORCH_FN(indexing::scatter_value));
+  m.impl("scatter.value_out", TORCH_FN(indexing::scatter_value_out));
+  m.impl("scatter_.value", TORCH_FN(indexing::scatter_value_));
 }
 
 }  // namespace torchneuron::aten

@@ -3,6 +3,8 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/dot_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/empty.h>
@@ -142,6 +144,49 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& mat1, const at::Tensor& m
   return matmul::addmm_out(self, mat1, mat2, beta, alpha, self);
 }
 
+// Matrix-vector and vector-vector products run as GEMMs with one column.
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
+                      const c10::Scalar& alpha, at::Tensor& result) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ", mat.dim(),
+              ", ", vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0) && (self.numel() == 1 || (self.dim() == 1 && self.size(0) == mat.size(0)) ||
+                                             self.dim() == 0),
+              "size mismatch, got input (", self.sizes(), "), mat (", mat.sizes(), "), vec (", vec.sizes(), ")");
+  if (!kernel_dtype_ok(mat) || vec.scalar_type() != mat.scalar_type() || self.scalar_type() != mat.scalar_type() ||
+      result.scalar_type() != mat.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(addmv, out)>::call(self, mat, vec, beta, alpha, result);
+  }
+  at::Tensor column = at::empty({mat.size(0), 1}, mat.options());
+  matmul::addmm_out(self.expand({mat.size(0)}).unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha, column);
+  at::native::resize_output(result, {mat.size(0)});
+  return result.copy_(column.squeeze(1));
+}
+
+at::Tensor addmv(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
+                 const c10::Scalar& alpha) {
+  at::Tensor result = at::empty({0}, mat.options());
+  return matmul::addmv_out(self, mat, vec, beta, alpha, result);
+}
+
+at::Tensor& addmv_(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const c10::Scalar& beta,
+                   const c10::Scalar& alpha) {
+  return matmul::addmv_out(self, mat, vec, beta, alpha, self);
+}
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ", other.dim(),
+              "D tensors");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              self.scalar_type(), " and ", other.scalar_type());
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
+              "] and src [", other.numel(), "] to have the same number of elements, but got ", self.numel(), " and ",
+              other.numel(), " elements respectively");
+  if (!kernel_dtype_ok(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(dot)>::call(self, other);
+  }
+  return matmul::mm(self.unsqueeze(0), other.unsqueeze(1)).reshape({});
+}
+
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
   check_matrices(self, mat2, "bmm", 3);
   check_same_device("bmm", self.device(), {&result});
@@ -198,6 +243,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", TORCH_FN(matmul::addmm));
   m.impl("addmm.out", TORCH_FN(matmul::addmm_out));
   m.impl("addmm_", TORCH_FN(matmul::addmm_));
+  m.impl("addmv", TORCH_FN(matmul::addmv));
+  m.impl("addmv.out", TORCH_FN(matmul::addmv_out));
+  m.impl("addmv_", TORCH_FN(matmul::addmv_));
+  m.impl("dot", TORCH_FN(matmul::dot));
   m.impl("bmm", TORCH_FN(matmul::bmm));
   m.impl("bmm.out", TORCH_FN(matmul::bmm_out));
   m.impl("baddbmm", TORCH_FN(matmul::baddbmm));

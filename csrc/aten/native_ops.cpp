@@ -2,8 +2,12 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/lt.h>
 #include <c10/core/DeviceGuard.h>
+
+#include <limits>
 
 #include "aten/generator.h"
 #include "aten/native_ops.h"
@@ -130,8 +134,8 @@ namespace {
 
 template <typename Launch>
 at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Generator> generator,
-                        uint64_t words, Launch launch) {
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, got ",
+                        uint64_t words, Launch launch, bool floating_only = true) {
+  TORCH_CHECK(!floating_only || at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, got ",
               self.scalar_type());
   if (self.numel() == 0) return self;
   auto* gen = at::get_generator_or_default<NeuronGeneratorImpl>(
@@ -166,6 +170,72 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
                      [mean, std](const kernels::StridedView& v, runtime::PhiloxStream s) {
                        kernels::normal(v, s, mean, std);
                      });
+}
+
+namespace {
+
+// The largest value random_ draws without an explicit bound: 2^mantissa digits for floating
+// dtypes (every integer up to it is exact), the maximum for integers, 1 for bool.
+int64_t default_random_max(c10::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return int64_t{1} << 24;
+    case at::kDouble: return int64_t{1} << 53;
+    case at::kHalf: return int64_t{1} << 11;
+    case at::kBFloat16: return int64_t{1} << 8;
+    case at::kBool: return 1;
+    case at::kByte: return 255;
+    case at::kChar: return 127;
+    case at::kShort: return 32767;
+    case at::kInt: return 2147483647;
+    case at::kLong: return std::numeric_limits<int64_t>::max();
+    default: TORCH_CHECK(false, "random_ does not support dtype ", type);
+  }
+}
+
+at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, std::optional<at::Generator> generator) {
+  TORCH_CHECK(!self.is_complex(), "random_ does not support complex tensors");
+  const kernels::StridedView view = strided_view(self);
+  return random_fill(
+      self, "aten::random_", generator, kernels::integer_words_needed(view),
+      [from, range](const kernels::StridedView& v, runtime::PhiloxStream s) { kernels::random_integers(v, s, from, range); },
+      /*floating_only=*/false);
+}
+
+}  // namespace
+
+at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> generator) {
+  if (to.has_value()) {
+    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    return random_range(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), generator);
+  }
+  const int64_t max = default_random_max(self.scalar_type());
+  TORCH_CHECK(from <= max, "random_ expects 'from' to be at most ", max, " for ", self.scalar_type(), ", got ", from);
+  return random_range(self, from, static_cast<uint64_t>(max) - static_cast<uint64_t>(from) + 1, generator);
+}
+
+at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> generator) {
+  return random_from_(self, 0, to, generator);
+}
+
+at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> generator) {
+  return random_from_(self, 0, std::nullopt, generator);
+}
+
+// bernoulli draws uniforms on the device and compares them with p.
+at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> generator) {
+  check_same_device("aten::bernoulli_", self.device(), {&p});
+  at::Tensor draws = at::empty(self.sizes(), self.options().dtype(p.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+  uniform_(draws, 0.0, 1.0, generator);
+  self.copy_(at::lt(draws, p));
+  return self;
+}
+
+at::Tensor& bernoulli_scalar_(at::Tensor& self, double p, std::optional<at::Generator> generator) {
+  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+  at::Tensor draws = at::empty(self.sizes(), self.options().dtype(at::kFloat));
+  uniform_(draws, 0.0, 1.0, generator);
+  self.copy_(at::lt(draws, p));
+  return self;
 }
 
 }  // namespace torchneuron::aten

@@ -36,6 +36,11 @@ at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value);
 at::Tensor& zero_(at::Tensor& self);
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator);
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator);
+at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> generator);
+at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> generator);
+at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> generator);
+at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> generator);
+at::Tensor& bernoulli_scalar_(at::Tensor& self, double p, std::optional<at::Generator> generator);
 
 // Copies between CPU and neuron and between neuron devices (copy_ reaches these).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);

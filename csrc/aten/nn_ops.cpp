@@ -13,6 +13,7 @@
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/arange_ops.h>
 #include <ATen/ops/cat_ops.h>
+#include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/gather_ops.h>
@@ -606,16 +607,18 @@ at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
 
 // ---- cumulative sum ------------------------------------------------------------------------
 
-bool cumsum_dtype_ok(c10::ScalarType t) {
+bool cumulative_dtype_ok(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kDouble || t == c10::kBFloat16 || t == c10::kHalf || t == c10::kLong ||
          t == c10::kInt;
 }
 
-at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
-  check_same_device("aten::cumsum", self.device(), {&result});
+// Runs the scan into `result`; false when the kernel cannot take these dtypes.
+bool cumulative_into(kernels::ScanOp op, const char* name, const at::Tensor& self, int64_t dim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor& result) {
+  check_same_device(name, self.device(), {&result});
   if (!has_kernel_dtype(self.scalar_type()) || c10::isComplexType(self.scalar_type()) ||
-      !cumsum_dtype_ok(result.scalar_type()) || (dtype.has_value() && *dtype != result.scalar_type())) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(cumsum, out)>::call(self, dim, dtype, result);
+      !cumulative_dtype_ok(result.scalar_type()) || (dtype.has_value() && *dtype != result.scalar_type())) {
+    return false;
   }
   const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
   const at::Tensor input = self.contiguous();
@@ -627,21 +630,46 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::S
     const kernels::DType out_dtype = to_kernel_dtype(out.scalar_type());
     const void* pi = input.data_ptr();
     void* po = out.data_ptr();
-    enqueue(out, "aten::cumsum", {&input}, [=] { kernels::cumsum(in_dtype, out_dtype, shape, pi, po); });
+    enqueue(out, name, {&input}, [=] { kernels::cumulative(op, in_dtype, out_dtype, shape, pi, po); });
   }
   if (!out.is_same(result)) result.copy_(out);
+  return true;
+}
+
+c10::ScalarType scan_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  return dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? c10::kLong : self.scalar_type());
+}
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
+  if (!cumulative_into(kernels::ScanOp::kSum, "aten::cumsum", self, dim, dtype, result)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(cumsum, out)>::call(self, dim, dtype, result);
+  }
   return result;
 }
 
 at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
-  const c10::ScalarType type =
-      dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? c10::kLong : self.scalar_type());
-  at::Tensor result = at::empty({0}, self.options().dtype(type));
+  at::Tensor result = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
   return cumsum_out(self, dim, dtype, result);
 }
 
 at::Tensor& cumsum_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
   return cumsum_out(self.clone(), dim, dtype, self);
+}
+
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
+  if (!cumulative_into(kernels::ScanOp::kProd, "aten::cumprod", self, dim, dtype, result)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(cumprod, out)>::call(self, dim, dtype, result);
+  }
+  return result;
+}
+
+at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+  at::Tensor result = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));
+  return cumprod_out(self, dim, dtype, result);
+}
+
+at::Tensor& cumprod_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+  return cumprod_out(self.clone(), dim, dtype, self);
 }
 
 // ---- histogram -----------------------------------------------------------------------------
@@ -752,6 +780,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumsum", TORCH_FN(nn::cumsum));
   m.impl("cumsum.out", TORCH_FN(nn::cumsum_out));
   m.impl("cumsum_", TORCH_FN(nn::cumsum_));
+  m.impl("cumprod", TORCH_FN(nn::cumprod));
+  m.impl("cumprod.out", TORCH_FN(nn::cumprod_out));
+  m.impl("cumprod_", TORCH_FN(nn::cumprod_));
   m.impl("histc", TORCH_FN(nn::histc));
   m.impl("histc.out", TORCH_FN(nn::histc_out));
   m.impl("masked_select", TORCH_FN(nn::masked_select));

@@ -35,6 +35,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(zero_));
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("normal_", TORCH_FN(normal_));
+  m.impl("random_.from", TORCH_FN(random_from_));
+  m.impl("random_.to", TORCH_FN(random_to_));
+  m.impl("random_", TORCH_FN(random_));
+  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor_));
+  m.impl("bernoulli_.float", TORCH_FN(bernoulli_scalar_));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));

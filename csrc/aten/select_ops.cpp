@@ -1,11 +1,20 @@
-// Selection operators on neuron: argmax / argmin, max / min along a dim with indices, sort and
-// topk. The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
+// Selection operators on neuron: argmax / argmin, max / min along a dim with indices, sort,
+// topk, and unique (composed from sort). The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
 // contiguous copy of the input.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/_unique2_ops.h>
 #include <ATen/ops/argmin_ops.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/masked_select.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/min_ops.h>
@@ -217,6 +226,37 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, int64_t k,
   return {values, indices};
 }
 
+// ---- unique: sort, mark where values change, compact ----------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bool sorted, bool return_inverse,
+                                                     bool return_counts) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_unique2)>::call(self, sorted, return_inverse,
+                                                                                       return_counts);
+  }
+  const auto long_options = self.options().dtype(at::kLong);
+  const int64_t n = self.numel();
+  at::Tensor inverse = at::empty(return_inverse ? self.sizes() : at::IntArrayRef{0}, long_options);
+  at::Tensor counts = at::empty({0}, long_options);
+  if (n == 0) return {at::empty({0}, self.options()), inverse, counts};
+  auto [ordered, order] = select::sort(self.reshape({-1}), /*stable=*/true, 0, /*descending=*/false);
+  at::Tensor starts_group = at::ones({n}, self.options().dtype(at::kBool));
+  if (n > 1) starts_group.narrow(0, 1, n - 1).copy_(at::ne(ordered.narrow(0, 1, n - 1), ordered.narrow(0, 0, n - 1)));
+  const at::Tensor values = at::masked_select(ordered, starts_group);
+  if (return_inverse) {
+    const at::Tensor group = at::cumsum(starts_group, 0).sub_(1);
+    at::Tensor flat_inverse = at::empty({n}, long_options);
+    flat_inverse.index_put_({order}, group);
+    inverse = flat_inverse.view(self.sizes());
+  }
+  if (return_counts) {
+    const at::Tensor starts = at::nonzero(starts_group).squeeze(1);
+    const at::Tensor ends = at::cat({starts.narrow(0, 1, starts.numel() - 1), at::full({1}, n, long_options)});
+    counts = at::sub(ends, starts);
+  }
+  return {values, inverse, counts};
+}
+
 }  // namespace select
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -232,6 +272,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sort.values_stable", TORCH_FN(select::sort_out));
   m.impl("topk", TORCH_FN(select::topk));
   m.impl("topk.values", TORCH_FN(select::topk_out));
+  m.impl("_unique2", TORCH_FN(select::unique));
 }
 
 }  // namespace torchneuron::aten

@@ -319,7 +319,7 @@ void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const 
   dispatch_real_dtype(dtype, "scatter", run);
 }
 
-void cumsum(DType in_dtype, DType out_dtype, SoftmaxShape s, const void* in, void* out) {
+void cumulative(ScanOp op, DType in_dtype, DType out_dtype, SoftmaxShape s, const void* in, void* out) {
   auto with_in = [&](auto in_tag) {
     using I = decltype(in_tag);
     using A = std::conditional_t<std::is_integral_v<I>, int64_t, double>;
@@ -330,14 +330,16 @@ void cumsum(DType in_dtype, DType out_dtype, SoftmaxShape s, const void* in, voi
       parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
           const int64_t base = (row / s.inner) * s.dim * s.inner + row % s.inner;
-          A acc = 0;
+          A acc = op == ScanOp::kProd ? 1 : 0;
           for (int64_t j = 0; j < s.dim; ++j) {
             const int64_t at = base + j * s.inner;
+            A value;
             if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>) {
-              acc += static_cast<A>(static_cast<float>(x[at]));
+              value = static_cast<A>(static_cast<float>(x[at]));
             } else {
-              acc += static_cast<A>(x[at]);
+              value = static_cast<A>(x[at]);
             }
+            acc = op == ScanOp::kProd ? static_cast<A>(acc * value) : static_cast<A>(acc + value);
             if constexpr (std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) {
               y[at] = O(static_cast<float>(acc));
             } else {

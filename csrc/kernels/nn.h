@@ -54,9 +54,10 @@ void gather(int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
 void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
              const int64_t* data_sizes, const char* src, char* data);
 
-// Inclusive cumulative sum along the middle axis of contiguous [outer, dim, inner] buffers;
-// input and output dtypes may differ (integers accumulate in int64, floats in double).
-void cumsum(DType in_dtype, DType out_dtype, SoftmaxShape shape, const void* in, void* out);
+// Inclusive cumulative sum or product along the middle axis of contiguous [outer, dim, inner]
+// buffers; input and output dtypes may differ (integers accumulate in int64, floats in double).
+enum class ScanOp : uint8_t { kSum, kProd };
+void cumulative(ScanOp op, DType in_dtype, DType out_dtype, SoftmaxShape shape, const void* in, void* out);
 
 // Counts of a contiguous `self` in `bins` equal bins over [min, max] (values outside are
 // ignored, max falls in the last bin), written as `dtype` (the input's dtype) into out[bins].

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/floating.h"
 #include "kernels/half.h"
 #include "kernels/strided_loop.h"
@@ -132,6 +133,28 @@ void normal(const StridedView& dst, PhiloxStream stream, double mean, double std
       spare = radius * std::sin(angle);
       has_spare = true;
       store<T>(out, mean + std * radius * std::cos(angle));
+    });
+  });
+}
+
+uint64_t integer_words_needed(const StridedView& dst) { return static_cast<uint64_t>(dst.numel()) * 2; }
+
+void random_integers(const StridedView& dst, PhiloxStream stream, int64_t from, uint64_t range) {
+  WordReader reader(stream);
+  dispatch_real_dtype(dst.dtype, "random_", [&](auto tag) {
+    using T = decltype(tag);
+    for_each_element(dst, [&](char* out) {
+      const uint64_t draw = reader.next64();
+      const int64_t value = static_cast<int64_t>(static_cast<uint64_t>(from) + (range == 0 ? draw : draw % range));
+      if constexpr (std::is_same_v<T, bool>) {
+        const bool typed = value != 0;
+        std::memcpy(out, &typed, 1);
+      } else if constexpr (std::is_integral_v<T>) {
+        const T typed = static_cast<T>(value);  // exact, also past 2^53
+        std::memcpy(out, &typed, sizeof(T));
+      } else {
+        store<T>(out, static_cast<double>(value));
+      }
     });
   });
 }

@@ -15,4 +15,9 @@ void uniform(const StridedView& dst, runtime::PhiloxStream stream, double from, 
 uint64_t normal_words_needed(const StridedView& dst);
 void normal(const StridedView& dst, runtime::PhiloxStream stream, double mean, double std);
 
+// Integers from + (r mod range) for a 64-bit draw r (range 0: the full 2^64), written as dst's
+// dtype (any real dtype). Two words per element.
+uint64_t integer_words_needed(const StridedView& dst);
+void random_integers(const StridedView& dst, runtime::PhiloxStream stream, int64_t from, uint64_t range);
+
 }  // namespace torchneuron::kernels

@@ -102,3 +102,12 @@ def test_var_backward_and_single_element(no_fallback):
     assert_same(grads[1], grads[0])
     one = torch.ones(1, 3)
     assert_same(torch.var(one.to("neuron"), dim=0), torch.var(one, dim=0))  # 0 / 0: NaN
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_unique_with_inverse_and_counts(dtype, no_fallback):
+    x = ties((7, 9)).to(dtype)
+    got = torch.unique(x.to("neuron"), return_inverse=True, return_counts=True)
+    ref = torch.unique(x, return_inverse=True, return_counts=True)
+    for g, r in zip(got, ref):
+        assert_same(g, r)

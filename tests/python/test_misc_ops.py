@@ -1,0 +1,104 @@
+"""Assorted native operators against CPU PyTorch: eye, linspace, roll, reflection and
+replication padding with gradients, addmv / dot, cumprod, index_add / index_copy /
+index_fill, masked_scatter, one_hot (scatter with a value), and integer / Bernoulli sampling
+on the device RNG."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from test_nn_ops import assert_same, sample
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_eye_and_linspace(dtype, no_fallback):
+    assert_same(torch.eye(4, 6, dtype=dtype, device="neuron"), torch.eye(4, 6, dtype=dtype))
+    for start, end, steps in [(0, 1, 5), (-3, 7, 11), (2.5, -1.5, 7), (0, 10, 1), (0, 10, 0)]:
+        if dtype == torch.int64 and isinstance(start, float):
+            continue
+        assert_same(torch.linspace(start, end, steps, dtype=dtype, device="neuron"), torch.linspace(start, end, steps, dtype=dtype))
+
+
+@pytest.mark.parametrize("shifts,dims", [(2, None), ((1, -2), (0, 2)), (-7, 1), (0, 0)])
+def test_roll(shifts, dims, no_fallback):
+    x = sample((3, 4, 5))
+    assert_same(torch.roll(x.to("neuron"), shifts, dims), torch.roll(x, shifts, dims))
+
+
+@pytest.mark.parametrize("mode,pad,shape", [
+    ("reflect", (2, 1), (2, 3, 5)), ("reflect", (1, 2, 2, 0), (2, 3, 4, 5)), ("reflect", (1, 1, 1, 1, 1, 1), (1, 2, 3, 4, 3)),
+    ("replicate", (3, 1), (2, 3, 5)), ("replicate", (2, 3, 1, 4), (2, 3, 4, 5)), ("replicate", (1, 0, 2, 1, 0, 2), (1, 2, 3, 4, 3)),
+])
+def test_padding_with_gradients(mode, pad, shape, no_fallback):
+    x = sample(shape)
+    results = []
+    for device in ("cpu", "neuron"):
+        leaf = x.to(device).detach().requires_grad_()
+        out = F.pad(leaf, pad, mode=mode)
+        out.backward(sample(out.shape, seed=5).to(device))
+        results.append((out.detach(), leaf.grad))
+    assert_same(results[1][0], results[0][0])
+    assert_same(results[1][1], results[0][1])
+
+
+def test_padding_errors():
+    with pytest.raises(RuntimeError, match="Padding size should be less than the corresponding input dimension"):
+        F.pad(torch.ones(1, 2, 3, device="neuron"), (3, 3), mode="reflect")
+
+
+def test_addmv_and_dot(no_fallback):
+    mat, vec, bias = sample((5, 4)), sample((4,), seed=1), sample((5,), seed=2)
+    assert_same(torch.addmv(bias.to("neuron"), mat.to("neuron"), vec.to("neuron"), beta=0.5, alpha=2.0),
+                torch.addmv(bias, mat, vec, beta=0.5, alpha=2.0))
+    assert_same(mat.to("neuron") @ vec.to("neuron"), mat @ vec)
+    assert_same(torch.dot(vec.to("neuron"), vec.to("neuron")), torch.dot(vec, vec))
+    with pytest.raises(RuntimeError, match="1D tensors expected"):
+        torch.dot(mat.to("neuron"), vec.to("neuron"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_cumprod(dtype, no_fallback):
+    x = (sample((3, 6)) / 2 + 1).to(dtype) if dtype.is_floating_point else torch.randint(-3, 4, (3, 6))
+    assert_same(torch.cumprod(x.to("neuron"), 1), torch.cumprod(x, 1))
+    if dtype.is_floating_point:
+        leaf = x.to("neuron").requires_grad_()
+        torch.cumprod(leaf, 0).sum().backward()
+        ref = x.clone().requires_grad_()
+        torch.cumprod(ref, 0).sum().backward()
+        assert_same(leaf.grad, ref.grad, tol=1e-4)
+
+
+def test_index_add_copy_fill(no_fallback):
+    x, src = sample((5, 4)), sample((5, 3), seed=1)
+    idx = torch.tensor([0, 3, 3])
+    d = lambda t: t.to("neuron")
+    assert_same(d(x).index_add(1, d(idx), d(src), alpha=2), x.index_add(1, idx, src, alpha=2))
+    assert_same(d(x).index_copy(1, d(torch.tensor([2, 0, 1])), d(src)), x.index_copy(1, torch.tensor([2, 0, 1]), src))
+    assert_same(d(x).index_fill(0, d(idx), -1.5), x.index_fill(0, idx, -1.5))
+    assert_same(d(x).index_fill(1, d(idx), torch.tensor(3.0)), x.index_fill(1, idx, torch.tensor(3.0)))
+
+
+def test_masked_scatter_and_one_hot(no_fallback):
+    x = sample((3, 4))
+    mask = x > 0
+    src = sample((12,), seed=3)
+    assert_same(x.to("neuron").masked_scatter(mask.to("neuron"), src.to("neuron")), x.masked_scatter(mask, src))
+    labels = torch.tensor([0, 3, 1, 3])
+    assert_same(F.one_hot(labels.to("neuron"), 5), F.one_hot(labels, 5))
+
+
+def test_integer_and_bernoulli_sampling(no_fallback):
+    torch.manual_seed(7)
+    draws = torch.randint(-4, 6, (20000,), device="neuron")
+    assert draws.dtype == torch.int64 and draws.min().item() == -4 and draws.max().item() == 5
+    counts = torch.bincount((draws + 4).cpu(), minlength=10).float()
+    assert (counts - 2000).abs().max() < 200  # uniform over 10 values
+    torch.manual_seed(7)
+    assert torch.equal(torch.randint(-4, 6, (20000,), device="neuron").cpu(), draws.cpu())  # seeded
+    p = torch.rand(2000, device="neuron")
+    flips = torch.bernoulli(p)
+    assert set(flips.unique().cpu().tolist()) <= {0.0, 1.0}
+    assert abs(flips.mean().item() - p.mean().item()) < 0.05
+    assert abs(torch.empty(20000, device="neuron").bernoulli_(0.25).mean().item() - 0.25) < 0.02
+    with pytest.raises(RuntimeError, match="'from' to be less than 'to'"):
+        torch.empty(3, device="neuron").random_(5, 5)
