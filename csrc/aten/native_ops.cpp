@@ -238,4 +238,19 @@ at::Tensor& bernoulli_scalar_(at::Tensor& self, double p, std::optional<at::Gene
   return self;
 }
 
+namespace {
+
+bool is_dense_cpu_or_neuron(const at::Tensor& t) {
+  const bool device_ok = t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1;
+  return device_ok && t.layout() == c10::kStrided && !t.is_quantized() && !t.is_nested();
+}
+
+}  // namespace
+
+// c10 counts only its built-in backends as dense; without this, module.to('neuron') would give
+// every parameter a new Parameter object and untie shared weights.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  return is_dense_cpu_or_neuron(self) && is_dense_cpu_or_neuron(from);
+}
+
 }  // namespace torchneuron::aten

@@ -41,6 +41,7 @@ at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> generator);
 at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> generator);
 at::Tensor& bernoulli_scalar_(at::Tensor& self, double p, std::optional<at::Generator> generator);
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from);
 
 // Copies between CPU and neuron and between neuron devices (copy_ reaches these).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);

@@ -40,6 +40,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_", TORCH_FN(random_));
   m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor_));
   m.impl("bernoulli_.float", TORCH_FN(bernoulli_scalar_));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));

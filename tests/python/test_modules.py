@@ -1,6 +1,7 @@
-"""Modules moved to neuron: tied parameters stay tied; float32 1-D and 2-D convolutions (which
-reach backends as convolution_overrideable) run natively and match CPU, and the cases without a
-native kernel (transposed, other dtypes) take the counted host route."""
+"""Modules moved to neuron: tied parameters stay tied; 1-D and 2-D convolutions, plain and
+transposed, in float32 and half types (which reach backends as convolution_overrideable) run
+natively and match CPU, and the cases without a native kernel (3-D, float64) take the counted
+host route."""
 
 import pytest
 import torch
@@ -71,10 +72,41 @@ def test_conv_with_bad_channels_raises_like_cpu():
         conv(torch.randn(1, 5, 8, 8, device="neuron"))
 
 
-def test_conv_transpose1d_takes_the_counted_host_route():
+@pytest.mark.parametrize("cls,args,shape", [
+    (nn.ConvTranspose1d, dict(in_channels=4, out_channels=2, kernel_size=3, stride=2, groups=2), (3, 4, 7)),
+    (nn.ConvTranspose2d, dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=1, output_padding=1), (2, 3, 5, 6)),
+    (nn.ConvTranspose2d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3), stride=(1, 2), dilation=(2, 1), groups=2), (2, 4, 4, 5)),
+])
+def test_conv_transpose_native(cls, args, shape):
     torch.manual_seed(1)
-    conv = nn.ConvTranspose1d(4, 2, 3, stride=2, groups=2)
-    x = torch.randn(3, 4, 7)
+    conv = cls(**args)
+    conv.init_args = args
+    torchneuron.reset_fallback_report()
+    check_conv_against_cpu(conv, torch.randn(*shape))
+    assert torchneuron.fallback_report() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_precision_conv_computes_in_float(dtype):
+    torch.manual_seed(2)
+    x, w, b = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(4)
+    results = []
+    for device in ("cpu", "neuron"):
+        torchneuron.reset_fallback_report()
+        leaves = [t.to(device, dtype).requires_grad_() for t in (x, w, b)]
+        out = torch.nn.functional.conv2d(*leaves, padding=1)
+        out.float().square().sum().backward()
+        results.append([out.detach()] + [t.grad for t in leaves])
+    assert torchneuron.fallback_report() == {}
+    for got, ref in zip(results[1], results[0]):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.cpu().float(), ref.float(), atol=0.1, rtol=2e-2)
+
+
+def test_conv3d_takes_the_counted_host_route():
+    torch.manual_seed(1)
+    conv = nn.Conv3d(2, 3, 2)
+    x = torch.randn(1, 2, 4, 4, 4)
     expected = conv(x)
     conv.to("neuron")
     torchneuron.reset_fallback_report()

@@ -1,0 +1,247 @@
+// Convolution, which reaches backends as convolution_overrideable: 1-D and 2-D convolutions,
+// plain and transposed, run natively by im2col + GEMM in float32 (bfloat16 and float16 are
+// converted to float on the device and back, accumulating in float as CPU PyTorch does).
+// Other cases (3-D, float64, output padding past the stride) take an explicit host route, counted like any fallback, since the
+// boxed fallback has no CPU kernel for this op.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/sum.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "aten/cpu_fallback.h"
+#include "aten/neuron_tensor.h"
+#include "kernels/conv.h"
+
+namespace torchneuron::aten {
+namespace {
+
+at::Tensor to_host(const at::Tensor& t) { return t.defined() ? t.cpu() : t; }
+
+at::Tensor to_device_of(const at::Tensor& t, const at::Tensor& like) {
+  return t.defined() ? t.to(like.device()) : t;
+}
+
+bool kernel_dtype(c10::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+
+// The native path: 1-D or 2-D, float32 or a half type, one dtype for every operand.
+bool native_convolution(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
+  return (input.dim() == 3 || input.dim() == 4) && kernel_dtype(input.scalar_type()) &&
+         weight.scalar_type() == input.scalar_type() && (!bias.defined() || bias.scalar_type() == input.scalar_type());
+}
+
+// Transposed convolutions whose output padding reaches the stride (allowed when below the
+// dilation) do not map onto one forward convolution's input gradient; they take the host route.
+bool padding_below_stride(c10::IntArrayRef output_padding, c10::IntArrayRef stride) {
+  for (size_t d = 0; d < output_padding.size(); ++d) {
+    if (output_padding[d] >= stride[stride.size() == 1 ? 0 : d]) return false;
+  }
+  return true;
+}
+
+at::Tensor as_float(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
+float* float_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+// A 1-D convolution is a 2-D one of height 1.
+struct Params2d {
+  int64_t h, w;
+};
+Params2d pick(c10::IntArrayRef values, bool one_d, int64_t neutral) {
+  return one_d ? Params2d{neutral, values[0]} : Params2d{values[0], values[1]};
+}
+
+// The forward convolution's shape, for conv(input, weight).
+kernels::Conv2dShape conv_shape(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                                c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
+  const bool one_d = input.dim() == 3;
+  const Params2d st = pick(stride, one_d, 1), pad = pick(padding, one_d, 0), dil = pick(dilation, one_d, 1);
+  kernels::Conv2dShape s;
+  s.batch = input.size(0);
+  s.in_channels = input.size(1);
+  s.height = one_d ? 1 : input.size(2);
+  s.width = input.size(-1);
+  s.out_channels = weight.size(0);
+  s.kernel_h = one_d ? 1 : weight.size(2);
+  s.kernel_w = weight.size(-1);
+  s.stride_h = st.h;
+  s.stride_w = st.w;
+  s.pad_h = pad.h;
+  s.pad_w = pad.w;
+  s.dilation_h = dil.h;
+  s.dilation_w = dil.w;
+  s.groups = groups;
+  return s;
+}
+
+void check_conv_args(const at::Tensor& input, const at::Tensor& weight, const kernels::Conv2dShape& s) {
+  TORCH_CHECK(weight.dim() == input.dim(), "Expected ", input.dim(), "-dimensional weight for ", input.dim(),
+              "-dimensional input, but got weight of size ", weight.sizes());
+  TORCH_CHECK(s.groups > 0 && s.in_channels % s.groups == 0 && s.out_channels % s.groups == 0,
+              "convolution: channels (", s.in_channels, " in, ", s.out_channels, " out) must be divisible by groups (",
+              s.groups, ")");
+  TORCH_CHECK(weight.size(1) * s.groups == s.in_channels, "Given groups=", s.groups, ", weight of size ",
+              weight.sizes(), ", expected input", input.sizes(), " to have ", weight.size(1) * s.groups,
+              " channels, but got ", s.in_channels, " channels instead");
+  TORCH_CHECK(s.out_h() > 0 && s.out_w() > 0, "Calculated output size is too small for input ", input.sizes(),
+              " and kernel ", weight.sizes());
+}
+
+// A transposed convolution is the input gradient of the forward convolution that maps its
+// output back to its input: this is that forward convolution's shape (its "input" is the
+// transposed convolution's output).
+kernels::Conv2dShape transposed_shape(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                                      c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                      c10::IntArrayRef output_padding, int64_t groups) {
+  const bool one_d = input.dim() == 3;
+  TORCH_CHECK(weight.dim() == input.dim(), "Expected ", input.dim(), "-dimensional weight for ", input.dim(),
+              "-dimensional input, but got weight of size ", weight.sizes());
+  TORCH_CHECK(groups > 0 && weight.size(0) == input.size(1) && input.size(1) % groups == 0, "Given transposed=1, weight of size ",
+              weight.sizes(), ", expected input", input.sizes(), " to have ", weight.size(0), " channels, but got ",
+              input.size(1), " channels instead");
+  const Params2d st = pick(stride, one_d, 1), pad = pick(padding, one_d, 0), dil = pick(dilation, one_d, 1);
+  const Params2d extra = pick(output_padding, one_d, 0);
+  TORCH_CHECK((extra.h < st.h || extra.h < dil.h) && (extra.w < st.w || extra.w < dil.w),
+              "output padding must be smaller than either stride or dilation, got output_padding ", output_padding);
+  kernels::Conv2dShape s;
+  s.batch = input.size(0);
+  s.in_channels = weight.size(1) * groups;
+  s.out_channels = weight.size(0);
+  s.kernel_h = one_d ? 1 : weight.size(2);
+  s.kernel_w = weight.size(-1);
+  s.stride_h = st.h;
+  s.stride_w = st.w;
+  s.pad_h = pad.h;
+  s.pad_w = pad.w;
+  s.dilation_h = dil.h;
+  s.dilation_w = dil.w;
+  s.groups = groups;
+  const int64_t in_h = one_d ? 1 : input.size(2), in_w = input.size(-1);
+  s.height = (in_h - 1) * st.h - 2 * pad.h + dil.h * (s.kernel_h - 1) + extra.h + 1;
+  s.width = (in_w - 1) * st.w - 2 * pad.w + dil.w * (s.kernel_w - 1) + extra.w + 1;
+  TORCH_CHECK(s.height > 0 && s.width > 0, "Calculated output size is too small for transposed convolution of input ",
+              input.sizes(), " and kernel ", weight.sizes());
+  return s;
+}
+
+// Sizes of a [batch, channels, height, width] buffer, without the height for 1-D.
+std::vector<int64_t> nchw(const at::Tensor& like, int64_t batch, int64_t channels, int64_t h, int64_t w) {
+  if (like.dim() == 3) return {batch, channels, w};
+  return {batch, channels, h, w};
+}
+
+at::Tensor convolution_native(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                              c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                              bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+  const at::Tensor x = as_float(input), w = as_float(weight), b = as_float(bias);
+  at::Tensor out;
+  if (!transposed) {
+    const kernels::Conv2dShape s = conv_shape(input, weight, stride, padding, dilation, groups);
+    check_conv_args(input, weight, s);
+    out = at::empty(nchw(input, s.batch, s.out_channels, s.out_h(), s.out_w()), x.options());
+    if (out.numel() > 0) {
+      const float *px = x.data_ptr<float>(), *pw = w.data_ptr<float>(), *pb = float_ptr(b);
+      float* po = out.data_ptr<float>();
+      enqueue(out, "aten::convolution", {&x, &w, &b}, [=] { kernels::conv2d_forward(s, px, pw, pb, po); });
+    }
+  } else {
+    const kernels::Conv2dShape s = transposed_shape(input, weight, stride, padding, dilation, output_padding, groups);
+    out = at::empty(nchw(input, s.batch, s.in_channels, s.height, s.width), x.options());
+    if (out.numel() > 0) {
+      const float *px = x.data_ptr<float>(), *pw = w.data_ptr<float>();
+      float* po = out.data_ptr<float>();
+      enqueue(out, "aten::convolution", {&x, &w},
+              [=] { kernels::conv2d_backward(s, px, nullptr, pw, po, nullptr, nullptr); });
+    }
+    if (b.defined()) out.add_(input.dim() == 3 ? b.view({1, -1, 1}) : b.view({1, -1, 1, 1}));
+  }
+  return out.to(input.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_native(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  const at::Tensor go = as_float(grad_output), x = as_float(input), w = as_float(weight);
+  at::Tensor grad_input = output_mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  at::Tensor grad_weight = output_mask[1] ? at::empty(w.sizes(), w.options()) : at::Tensor();
+  at::Tensor grad_bias;
+  if (!transposed) {
+    const kernels::Conv2dShape s = conv_shape(input, weight, stride, padding, dilation, groups);
+    grad_bias = output_mask[2] ? at::empty({s.out_channels}, x.options()) : at::Tensor();
+    float *pgi = float_ptr(grad_input), *pgw = float_ptr(grad_weight), *pgb = float_ptr(grad_bias);
+    if (go.numel() > 0 && (pgi != nullptr || pgw != nullptr || pgb != nullptr)) {
+      const float *pgo = go.data_ptr<float>(), *px = x.data_ptr<float>(), *pw = w.data_ptr<float>();
+      enqueue(go, "aten::convolution_backward", {&go, &x, &w},
+              [=] { kernels::conv2d_backward(s, pgo, px, pw, pgi, pgw, pgb); });
+    } else {
+      for (at::Tensor* t : {&grad_input, &grad_weight, &grad_bias}) {
+        if (t->defined()) t->zero_();
+      }
+    }
+  } else {
+    // The transposed convolution's input gradient is the forward convolution of grad_output;
+    // its weight gradient is that convolution's weight gradient with the roles swapped.
+    const kernels::Conv2dShape s = transposed_shape(input, weight, stride, padding, dilation, output_padding, groups);
+    float *pgi = float_ptr(grad_input), *pgw = float_ptr(grad_weight);
+    if (go.numel() > 0 && (pgi != nullptr || pgw != nullptr)) {
+      const float *pgo = go.data_ptr<float>(), *px = x.data_ptr<float>(), *pw = w.data_ptr<float>();
+      enqueue(go, "aten::convolution_backward", {&go, &x, &w}, [=] {
+        if (pgi != nullptr) kernels::conv2d_forward(s, pgo, pw, nullptr, pgi);
+        if (pgw != nullptr) kernels::conv2d_backward(s, px, pgo, pw, nullptr, pgw, nullptr);
+      });
+    }
+    if (output_mask[2]) grad_bias = at::sum(go, input.dim() == 3 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{0, 2, 3});
+  }
+  auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
+  return {back(grad_input), back(grad_weight), back(grad_bias)};
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias_opt,
+                       c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                       c10::IntArrayRef output_padding, int64_t groups) {
+  const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
+  check_same_device("aten::convolution", input.device(), {&weight, &bias});
+  if (native_convolution(input, weight, bias) && (!transposed || padding_below_stride(output_padding, stride))) {
+    return convolution_native(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  }
+  note_cpu_fallback("aten::convolution_overrideable");
+  std::optional<at::Tensor> host_bias;
+  if (bias.defined()) host_bias = to_host(bias);
+  const at::Tensor out = at::convolution(to_host(input), to_host(weight), host_bias, stride, padding,
+                                         dilation, transposed, output_padding, groups);
+  return to_device_of(out, input);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  check_same_device("aten::convolution_backward", input.device(), {&grad_output, &weight});
+  if (native_convolution(input, weight, at::Tensor()) && grad_output.scalar_type() == input.scalar_type() &&
+      (!transposed || padding_below_stride(output_padding, stride))) {
+    return convolution_backward_native(grad_output, input, weight, stride, padding, dilation, transposed,
+                                       output_padding, groups, output_mask);
+  }
+  note_cpu_fallback("aten::convolution_backward_overrideable");
+  // The bias has one entry per output channel.
+  const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  const std::vector<int64_t> bias_sizes{out_channels};
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      to_host(grad_output), to_host(input), to_host(weight), at::OptionalIntArrayRef(bias_sizes),
+      stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  return {to_device_of(grad_input, input), to_device_of(grad_weight, input),
+          to_device_of(grad_bias, input)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward));
+}
+
+}  // namespace torchneuron::aten
