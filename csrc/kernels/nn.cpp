@@ -12,15 +12,61 @@
 #include "kernels/floating.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_math.h"
 #include "runtime/errors.h"
 
 namespace torchneuron::kernels {
 bool nn_supported(DType dtype) { return is_floating_dtype(dtype); }
 
+namespace {
+
+// Softmax of contiguous float rows (the common case: the last dim) with vectorized exp and
+// lane sums; half types go through a float row buffer.
+template <typename T>
+void softmax_rows(int64_t rows, int64_t dim, const T* x, T* y, bool log) {
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(dim, 1)), [&](int64_t begin, int64_t end) {
+    constexpr bool kFloat = std::is_same_v<T, float>;
+    std::vector<float> in_row(kFloat ? 0 : dim), out_row(kFloat ? 0 : dim);
+    for (int64_t row = begin; row < end; ++row) {
+      const float* src;
+      if constexpr (std::is_same_v<T, float>) {
+        src = x + row * dim;
+      } else {
+        for (int64_t j = 0; j < dim; ++j) in_row[j] = static_cast<float>(x[row * dim + j]);
+        src = in_row.data();
+      }
+      const float max_value = lane_max(src, dim);
+      float* dst;
+      if constexpr (kFloat) {
+        dst = y + row * dim;
+      } else {
+        dst = out_row.data();
+      }
+      for (int64_t j = 0; j < dim; ++j) dst[j] = vector_exp(src[j] - max_value);
+      const float sum = static_cast<float>(lane_sum(dst, dim));
+      if (log) {
+        const float shift = max_value + std::log(sum);
+        for (int64_t j = 0; j < dim; ++j) dst[j] = src[j] - shift;
+      } else {
+        const float inverse = 1.0f / sum;
+        for (int64_t j = 0; j < dim; ++j) dst[j] *= inverse;
+      }
+      if constexpr (!kFloat) {
+        for (int64_t j = 0; j < dim; ++j) y[row * dim + j] = down<T>(dst[j]);
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void softmax(DType dtype, SoftmaxShape s, void* out, const void* in, bool log) {
   dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
+    if constexpr (!std::is_same_v<T, double>) {
+      if (s.inner == 1) return softmax_rows(s.outer, s.dim, static_cast<const T*>(in), static_cast<T*>(out), log);
+    }
     const T* x = static_cast<const T*>(in);
     T* y = static_cast<T*>(out);
     parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {

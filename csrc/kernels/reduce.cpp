@@ -58,6 +58,7 @@ inline void store_out(char* p, A value) {
 // The op is a template parameter so that the inner loops vectorize.
 template <typename A, ReduceOp kOp>
 struct Reducer {
+  static constexpr ReduceOp op = kOp;
   static constexpr A identity() {
     if constexpr (kOp == ReduceOp::kProd) {
       return A(1);
@@ -82,6 +83,63 @@ struct Reducer {
     }
   }
 };
+
+// Float-family storage types (float and the half types) sum and compare in float lanes, which
+// the compiler vectorizes; double and integers take the generic path.
+template <typename T>
+constexpr bool kFloatLanes = std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+constexpr int kLanes = 16;
+constexpr int64_t kLaneChunk = 2048;  // elements summed in float before joining the double total
+
+// Sum of a contiguous run: 16 float lanes per chunk of 2048 elements, chunks added in double,
+// so that error grows with the chunk length, not the run length.
+template <typename T>
+double sum_run(const T* run, int64_t n) {
+  double total = 0;
+  for (int64_t start = 0; start < n; start += kLaneChunk) {
+    const int64_t len = std::min(kLaneChunk, n - start);
+    const T* chunk = run + start;
+    float lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= len; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<float>(chunk[i + l]);
+    }
+    double chunk_total = 0;
+    for (; i < len; ++i) chunk_total += static_cast<float>(chunk[i]);
+    for (int l = 0; l < kLanes; ++l) chunk_total += lanes[l];
+    total += chunk_total;
+  }
+  return total;
+}
+
+// Maximum (or minimum) of a contiguous run; NaN anywhere makes the result NaN.
+template <typename T, bool kMax>
+double extremum_run(const T* run, int64_t n) {
+  float lanes[kLanes];
+  int nan_seen[kLanes] = {};
+  for (int l = 0; l < kLanes; ++l) lanes[l] = kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float x = static_cast<float>(run[i + l]);
+      lanes[l] = kMax ? (x > lanes[l] ? x : lanes[l]) : (x < lanes[l] ? x : lanes[l]);
+      nan_seen[l] |= x != x;
+    }
+  }
+  float result = lanes[0];
+  int any_nan = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    result = kMax ? std::max(result, lanes[l]) : std::min(result, lanes[l]);
+    any_nan |= nan_seen[l];
+  }
+  for (; i < n; ++i) {
+    const float x = static_cast<float>(run[i]);
+    any_nan |= x != x;
+    result = kMax ? std::max(result, x) : std::min(result, x);
+  }
+  return any_nan ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(result);
+}
 
 // The reduced part of `in`: sizes and byte strides of its trailing dimensions.
 struct ReducedShape {
@@ -109,7 +167,13 @@ Acc<T> fold(const char* base, const ReducedShape& shape, int64_t begin, int64_t 
   const int64_t stride = shape.strides[last];
   while (remaining > 0) {
     const int64_t n = std::min(shape.sizes[last] - index[last], remaining);
-    if (stride == static_cast<int64_t>(sizeof(T))) {
+    constexpr bool kSumLike = R::op == ReduceOp::kSum || R::op == ReduceOp::kMean;
+    constexpr bool kExtremum = R::op == ReduceOp::kMax || R::op == ReduceOp::kMin;
+    if (kFloatLanes<T> && (kSumLike || kExtremum) && stride == static_cast<int64_t>(sizeof(T))) {
+      const T* run = reinterpret_cast<const T*>(p);
+      if constexpr (kFloatLanes<T> && kSumLike) acc = R::combine(acc, sum_run(run, n));
+      if constexpr (kFloatLanes<T> && kExtremum) acc = R::combine(acc, extremum_run<T, R::op == ReduceOp::kMax>(run, n));
+    } else if (stride == static_cast<int64_t>(sizeof(T))) {
       // Contiguous run: typed loads and four independent accumulators.
       const T* run = reinterpret_cast<const T*>(p);
       Acc<T> lanes[4] = {R::identity(), R::identity(), R::identity(), R::identity()};
