@@ -82,10 +82,27 @@ def native_ops():
     return sorted(name for name in names if name.startswith("aten::"))
 
 
+def compile_stats():
+    """Counters of torch.compile(backend="neuron"): graphs compiled and run eagerly, kernels
+    generated, ops fused vs run as eager calls, artifact cache hits, compile seconds."""
+    from torchneuron.compiler import compile_stats as stats
+
+    return stats()
+
+
+def reset_compile_stats():
+    """Zeroes the counters that compile_stats() returns."""
+    from torchneuron.compiler import reset_compile_stats as reset
+
+    reset()
+
+
 __all__ = [
+    "compile_stats",
     "fallback_mode",
     "fallback_report",
     "native_ops",
+    "reset_compile_stats",
     "reset_fallback_report",
     "set_fallback_mode",
 ]

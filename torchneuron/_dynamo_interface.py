@@ -97,10 +97,14 @@ def _register(device_interface_module):
 
 
 class _RegisterAfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Wraps the loader of torch._dynamo.device_interface to register neuron after it runs."""
+    """Wraps the loader of module `target` to call `register(module)` after it runs."""
+
+    def __init__(self, target, register):
+        self.target = target
+        self.register = register
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != _TARGET:
+        if fullname != self.target:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)
@@ -110,15 +114,28 @@ class _RegisterAfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
         def exec_module(module):
             original_exec(module)
-            _register(module)
+            self.register(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-def register_when_dynamo_loads():
-    """Registers the interface now if Dynamo is loaded, or as soon as it is."""
-    if _TARGET in sys.modules:
-        _register(sys.modules[_TARGET])
+def _register_backend(registry_module):
+    from torchneuron.compiler import neuron_backend
+
+    if "neuron" not in registry_module._BACKENDS:
+        registry_module.register_backend(name="neuron", compiler_fn=neuron_backend)
+
+
+def _when_loaded(target, register):
+    if target in sys.modules:
+        register(sys.modules[target])
     else:
-        sys.meta_path.insert(0, _RegisterAfterImport())
+        sys.meta_path.insert(0, _RegisterAfterImport(target, register))
+
+
+def register_when_dynamo_loads():
+    """Registers the device interface and the "neuron" compile backend now if Dynamo is loaded,
+    or as soon as it is (the backend is also an entry point of the torch_dynamo_backends group)."""
+    _when_loaded(_TARGET, _register)
+    _when_loaded("torch._dynamo.backends.registry", _register_backend)

@@ -115,8 +115,13 @@ void register_exception_translators() {
 }  // namespace
 }  // namespace torchneuron::python
 
+namespace torchneuron::python {
+void register_compiler(py::module_& parent);  // compiler_bindings.cpp
+}  // namespace torchneuron::python
+
 PYBIND11_MODULE(_C, m) {
   using namespace torchneuron;
+  python::register_compiler(m);
   m.doc() = "torchneuron native extension: runtime control for the neuron device";
   python::register_exception_translators();
   rt::set_launch_site_provider(&python::python_launch_site);

@@ -1,0 +1,118 @@
+"""torch.compile backend "neuron": Dynamo -> AOTAutograd (forward and backward graphs, core ATen
+decompositions, min-cut partitioning) -> lowering to the compiler IR -> passes, fusion, memory
+planning and C++ code generation in csrc/compiler -> a cached shared-object artifact whose
+kernels run on the device queue. Nodes the compiler does not fuse run as eager calls inside the
+compiled program; a graph the compiler rejects runs eagerly after one warning."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+import time
+import warnings
+
+import torch
+
+from .. import _C
+
+__all__ = ["neuron_backend", "compile_stats", "reset_compile_stats", "cache_dir"]
+
+_lock = threading.Lock()
+_stats = {}
+_libraries = {}  # source hash -> loaded artifact (the in-memory cache)
+
+
+def reset_compile_stats() -> None:
+    """Zeroes the counters compile_stats() reports."""
+    with _lock:
+        _stats.clear()
+        _stats.update(graphs_compiled=0, graphs_eager=0, kernels_generated=0, ops_lowered=0, ops_eager=0,
+                      memory_cache_hits=0, disk_cache_hits=0, artifacts_built=0, compile_seconds=0.0,
+                      codegen_seconds=0.0)
+
+
+reset_compile_stats()
+
+
+def compile_stats() -> dict:
+    """Counters of the neuron compiler since start (or the last reset): graphs compiled and run
+    eagerly, kernels generated, ops fused into kernels vs run as eager calls, artifact cache hits
+    in memory and on disk, and seconds spent compiling (all of it) and in the system compiler."""
+    with _lock:
+        return dict(_stats)
+
+
+def _count(**deltas) -> None:
+    with _lock:
+        for key, delta in deltas.items():
+            _stats[key] += delta
+
+
+def cache_dir() -> str:
+    """Where artifacts are kept: TORCHNEURON_CACHE_DIR, else ~/.cache/torchneuron/compiler."""
+    root = os.environ.get("TORCHNEURON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "torchneuron")
+    return os.path.join(root, "compiler-v" + _C._compiler.version)
+
+
+def _load_artifact(source: str) -> ctypes.CDLL:
+    key = hashlib.sha256(source.encode()).hexdigest()
+    with _lock:
+        library = _libraries.get(key)
+    if library is not None:
+        _count(memory_cache_hits=1)
+        return library
+    path, hit, seconds = _C._compiler.build_artifact(source, cache_dir())
+    _count(disk_cache_hits=int(hit), artifacts_built=int(not hit), codegen_seconds=seconds)
+    library = ctypes.CDLL(path)
+    with _lock:
+        _libraries[key] = library
+    return library
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+    """Compiles one AOTAutograd graph into a CompiledProgram (or gm.forward after a warning)."""
+    from .lowering import lower
+    from .program import CompiledProgram
+
+    start = time.perf_counter()
+    try:
+        lowered = lower(gm)
+        plan = _C._compiler.plan(lowered.graph)
+        library = _load_artifact(plan["source"]) if plan["kernels"] else None
+        program = CompiledProgram(gm, lowered, plan, library)
+    except Exception as error:  # noqa: BLE001 - any failure means: run this graph eagerly
+        warnings.warn(f"torchneuron.compile: running a graph of {len(gm.graph.nodes)} nodes eagerly: "
+                      f"{type(error).__name__}: {error}", stacklevel=2)
+        _count(graphs_eager=1, compile_seconds=time.perf_counter() - start)
+        return gm.forward
+    _count(graphs_compiled=1, kernels_generated=len(plan["kernels"]), ops_lowered=plan["fused_nodes"],
+           ops_eager=len(lowered.opaque_nodes), compile_seconds=time.perf_counter() - start)
+    return program
+
+
+def _decompositions():
+    """Core ATen decompositions, except for ops that have native neuron kernels (faster whole)."""
+    from torch._decomp import core_aten_decompositions
+
+    aten = torch.ops.aten
+    keep = {aten._softmax, aten._log_softmax, aten._softmax_backward_data, aten._log_softmax_backward_data,
+            aten.native_layer_norm, aten.native_layer_norm_backward, aten.nll_loss_forward, aten.nll_loss_backward,
+            aten.embedding_dense_backward, aten.native_batch_norm, aten.native_batch_norm_backward,
+            aten.native_group_norm, aten.native_group_norm_backward, aten.gelu, aten.gelu_backward,
+            aten.silu, aten.silu_backward, aten.sigmoid_backward, aten.tanh_backward, aten.addmm, aten.mm,
+            aten.bmm, aten.baddbmm, aten.index_select, aten.cat, aten.mse_loss, aten.mse_loss_backward}
+    table = core_aten_decompositions()
+    return {op: fn for op, fn in table.items() if op.overloadpacket not in keep}
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The Dynamo backend: torch.compile(model, backend="neuron")."""
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph,
+                           decompositions=_decompositions(), partition_fn=min_cut_rematerialization_partition,
+                           keep_inference_input_mutations=True)
+    return backend(gm, example_inputs)

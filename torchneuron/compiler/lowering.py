@@ -1,0 +1,197 @@
+"""Lowering an AOTAutograd FX graph (core ATen, functional) into the neuron compiler's IR.
+
+Pointwise ATen ops with a code template become IR pointwise nodes; every other node becomes an
+opaque node that the compiled program runs as an eager call. The mapping from IR values back to
+FX nodes lets the runtime bind kernel outputs and resolve eager calls' arguments."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+from torch import fx
+
+from .. import _C
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+# ATen overload -> compiler op, for ops whose tensor and scalar args map one to one.
+POINTWISE = {
+    aten.add.Tensor: "add", aten.add.Scalar: "add", aten.sub.Tensor: "sub", aten.sub.Scalar: "sub",
+    aten.mul.Tensor: "mul", aten.mul.Scalar: "mul", aten.div.Tensor: "div", aten.div.Scalar: "div",
+    aten.neg.default: "neg", aten.abs.default: "abs", aten.reciprocal.default: "reciprocal",
+    aten.sqrt.default: "sqrt", aten.rsqrt.default: "rsqrt", aten.exp.default: "exp", aten.exp2.default: "exp2",
+    aten.expm1.default: "expm1", aten.log.default: "log", aten.log1p.default: "log1p", aten.log2.default: "log2",
+    aten.log10.default: "log10", aten.sin.default: "sin", aten.cos.default: "cos", aten.tan.default: "tan",
+    aten.tanh.default: "tanh", aten.sinh.default: "sinh", aten.cosh.default: "cosh", aten.asin.default: "asin",
+    aten.acos.default: "acos", aten.atan.default: "atan", aten.erf.default: "erf", aten.erfc.default: "erfc",
+    aten.floor.default: "floor", aten.ceil.default: "ceil", aten.trunc.default: "trunc", aten.round.default: "round",
+    aten.sign.default: "sign", aten.sigmoid.default: "sigmoid", aten.relu.default: "relu", aten.silu.default: "silu",
+    aten.pow.Tensor_Scalar: "pow", aten.pow.Tensor_Tensor: "pow", aten.maximum.default: "maximum",
+    aten.minimum.default: "minimum", aten.clamp_min.default: "clamp_min", aten.clamp_max.default: "clamp_max",
+    aten.eq.Tensor: "eq", aten.eq.Scalar: "eq", aten.ne.Tensor: "ne", aten.ne.Scalar: "ne",
+    aten.lt.Tensor: "lt", aten.lt.Scalar: "lt", aten.le.Tensor: "le", aten.le.Scalar: "le",
+    aten.gt.Tensor: "gt", aten.gt.Scalar: "gt", aten.ge.Tensor: "ge", aten.ge.Scalar: "ge",
+    aten.logical_not.default: "logical_not", aten.logical_and.default: "logical_and",
+    aten.logical_or.default: "logical_or", aten.where.self: "where",
+    aten.threshold_backward.default: "threshold_backward", aten.sigmoid_backward.default: "sigmoid_backward",
+    aten.tanh_backward.default: "tanh_backward", aten.silu_backward.default: "silu_backward",
+    prims.convert_element_type.default: "identity",
+}
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or"}
+DTYPES = {
+    torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int32: "int32", torch.int64: "int64",
+    torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
+}
+
+
+@dataclass
+class Lowered:
+    """An FX graph lowered to IR, with the maps the runtime needs."""
+    graph: object                                      # _C._compiler.Graph
+    value_source: dict = field(default_factory=dict)   # IR value -> (fx node, index in its tuple or None)
+    fx_value: dict = field(default_factory=dict)       # fx node -> IR value (single-tensor nodes)
+    value_meta: dict = field(default_factory=dict)     # IR value -> (torch dtype, device)
+    opaque_nodes: list = field(default_factory=list)   # external id -> fx node
+    tuple_values: dict = field(default_factory=dict)   # fx node returning a tuple -> its IR values
+    pointwise_count: int = 0
+
+
+def _shape(val) -> list[str]:
+    return [str(d) for d in val.shape]
+
+
+def _tensor_meta(node) -> torch.Tensor | None:
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _on_device(val: torch.Tensor) -> bool:
+    return val.device.type == "neuron" and val.dtype in DTYPES and val.layout == torch.strided
+
+
+def _pointwise_operands(node: fx.Node, lowered: Lowered):
+    """The node's operands as IR value ids (int) and literals (float), or None if unsupported."""
+    target = node.target
+    args = list(node.args)
+    kwargs = dict(node.kwargs)
+    if target is aten.add.Tensor or target is aten.sub.Tensor:
+        if kwargs.pop("alpha", 1) != 1:
+            return None
+    if target is prims.convert_element_type.default:
+        args = args[:1]
+    elif target in (aten.gelu.default, aten.gelu_backward.default):
+        args = args[:2] if target is aten.gelu_backward.default else args[:1]
+        kwargs.pop("approximate", None)
+    if kwargs:
+        return None
+    operands = []
+    for arg in args:
+        if isinstance(arg, fx.Node):
+            val = _tensor_meta(arg)
+            if val is None or not _on_device(val) or arg not in lowered.fx_value:
+                return None
+            operands.append(lowered.fx_value[arg])
+        elif isinstance(arg, bool):
+            operands.append(float(arg))
+        elif isinstance(arg, (int, float)):
+            operands.append(float(arg))
+        else:
+            return None  # symbolic scalars and other arguments stay eager
+    return operands
+
+
+def _compute_dtype(node: fx.Node, op: str, out: torch.Tensor) -> torch.dtype:
+    if op not in COMPARISONS:
+        return out.dtype
+    values = []
+    for arg in node.args:
+        val = _tensor_meta(arg)
+        values.append(val if val is not None else torch.tensor(arg))
+    return torch.result_type(*values) if len(values) > 1 else values[0].dtype
+
+
+def _try_pointwise(node: fx.Node, lowered: Lowered) -> bool:
+    out = _tensor_meta(node)
+    if out is None or not _on_device(out):
+        return False
+    op = POINTWISE.get(node.target)
+    if node.target is aten.gelu.default:
+        op = "gelu_tanh" if node.kwargs.get("approximate", "none") == "tanh" else "gelu"
+    elif node.target is aten.gelu_backward.default and node.kwargs.get("approximate", "none") == "none":
+        op = "gelu_backward"
+    elif node.target is aten.threshold_backward.default:
+        op = "threshold_backward"
+    if op is None:
+        return False
+    operands = _pointwise_operands(node, lowered)
+    if operands is None or not _C._compiler.supports(op, len(operands)):
+        return False
+    if not any(isinstance(o, int) for o in operands):
+        return False
+    compute = _compute_dtype(node, op, out)
+    if compute not in DTYPES:
+        return False
+    value = lowered.graph.add_pointwise(op, operands, DTYPES[out.dtype], _shape(out), DTYPES[compute])
+    lowered.fx_value[node] = value
+    lowered.value_source[value] = (node, None)
+    lowered.value_meta[value] = (out.dtype, out.device)
+    lowered.pointwise_count += 1
+    return True
+
+
+def _add_opaque(node: fx.Node, lowered: Lowered) -> None:
+    reads = []
+    for arg in node.all_input_nodes:
+        if arg in lowered.fx_value:
+            reads.append(lowered.fx_value[arg])
+        reads.extend(lowered.tuple_values.get(arg, ()))  # members of a tuple an earlier node returned
+    val = node.meta.get("val")
+    outputs = []
+    if isinstance(val, torch.Tensor):
+        outputs = [(None, val)]
+    elif isinstance(val, (tuple, list)):
+        outputs = [(i, v) for i, v in enumerate(val) if isinstance(v, torch.Tensor)]
+    outputs = [(i, v) for i, v in outputs if v.dtype in DTYPES]
+    external = len(lowered.opaque_nodes)
+    lowered.opaque_nodes.append(node)
+    values = lowered.graph.add_opaque(external, sorted(set(reads)), [DTYPES[v.dtype] for _, v in outputs],
+                                      [_shape(v) for _, v in outputs])
+    for value, (index, v) in zip(values, outputs):
+        lowered.value_source[value] = (node, index)
+        lowered.value_meta[value] = (v.dtype, v.device)
+        if index is None:
+            lowered.fx_value[node] = value
+        else:
+            lowered.tuple_values.setdefault(node, []).append(value)
+
+
+def lower(gm: fx.GraphModule) -> Lowered:
+    """Lowers every node of `gm`; raises for graphs the compiler cannot take at all."""
+    lowered = Lowered(graph=_C._compiler.Graph())
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            val = _tensor_meta(node)
+            if val is not None and val.dtype in DTYPES:
+                value = lowered.graph.add_input(DTYPES[val.dtype], _shape(val))
+                lowered.fx_value[node] = value
+                lowered.value_source[value] = (node, None)
+                lowered.value_meta[value] = (val.dtype, val.device)
+        elif node.op == "call_function":
+            if node.target is operator.getitem or not _try_pointwise(node, lowered):
+                _add_opaque(node, lowered)
+        elif node.op == "output":
+            for arg in _flat_nodes(node.args[0]):
+                if arg in lowered.fx_value:
+                    lowered.graph.mark_output(lowered.fx_value[arg])
+        else:
+            raise NotImplementedError(f"FX node kind {node.op!r} ({node.target}) is not supported by the neuron compiler")
+    return lowered
+
+
+def _flat_nodes(arg) -> list[fx.Node]:
+    out = []
+    fx.node.map_arg(arg, lambda n: out.append(n) or n)
+    return out
