@@ -31,7 +31,7 @@ $(VENV)/.stamp-deps: pyproject.toml Makefile | .stamp-system
 	  'tokenizers>=0.23.1,<0.24.0' 'safetensors>=0.8.0' 'regex>=2025.10.22' 'pyyaml>=5.1' 'tqdm>=4.60' typer
 	@touch $@
 
-$(VENV)/.stamp-install: $(VENV)/.stamp-deps setup.py
+$(VENV)/.stamp-install: $(VENV)/.stamp-deps setup.py pyproject.toml
 	@echo "== editable install of torchneuron (--no-build-isolation)"
 	@$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
 	@touch $@

@@ -10,7 +10,10 @@
 #include <ATen/ops/where.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 #include <tuple>
 
 #include "aten/neuron_tensor.h"
@@ -57,6 +60,23 @@ at::Tensor additive_bias(const at::Tensor& mask, const at::Tensor& q, const at::
   return bias.expand({q.size(0), q.size(1), q.size(2), k.size(2)});
 }
 
+// A tensor of `sizes` whose dims are laid out in memory in the order of `like`'s (as PyTorch's
+// meta function for these ops allocates), holding the contiguous `values`.
+at::Tensor in_layout_of(const at::Tensor& like, const at::Tensor& values) {
+  if (like.is_contiguous()) return values;
+  std::vector<int64_t> order(like.dim());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> physical, inverse(like.dim());
+  for (size_t i = 0; i < order.size(); ++i) {
+    physical.push_back(values.size(order[i]));
+    inverse[order[i]] = static_cast<int64_t>(i);
+  }
+  at::Tensor result = at::empty(physical, values.options()).permute(inverse);
+  result.copy_(values);
+  return result;
+}
+
 kernels::AttentionBias bias_view(const at::Tensor& bias) {
   kernels::AttentionBias view;
   if (!bias.defined()) return view;
@@ -95,7 +115,8 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
             [=] { kernels::attention_forward(dtype, shape, pq, pk, pv, view, is_causal, s, po, pl); });
   }
   const at::Tensor none = at::empty({0}, q.options().dtype(at::kLong));
-  return {out, lse, none, none, c10::SymInt(shape.q_len), c10::SymInt(shape.kv_len), none, none, at::empty({0}, q.options())};
+  return {in_layout_of(query, out), lse, none, none, c10::SymInt(shape.q_len), c10::SymInt(shape.kv_len), none, none,
+          at::empty({0}, q.options())};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
@@ -140,7 +161,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     grad_bias = dims.empty() ? grad_full_bias : at::sum(grad_full_bias, dims, /*keepdim=*/true);
     grad_bias = grad_bias.reshape(attn_bias.sizes());
   }
-  return {grad_q, grad_k, grad_v, grad_bias};
+  auto layout = [](const at::Tensor& like, const at::Tensor& t) { return t.defined() ? in_layout_of(like, t) : t; };
+  return {layout(query, grad_q), layout(key, grad_k), layout(value, grad_v), grad_bias};
 }
 
 }  // namespace attention

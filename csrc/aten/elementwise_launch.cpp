@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "kernels/activation.h"
+
 namespace torchneuron::aten {
 
 using kernels::BinaryOp;
@@ -72,12 +74,44 @@ bool launch_unary(at::TensorIteratorBase& iter, UnaryOp op, const char* name, bo
   return true;
 }
 
+namespace {
+
+// CPU PyTorch multiplies and divides a half-precision tensor by a Python scalar in float,
+// without rounding the scalar to the tensor's dtype first (add and sub do round it).
+bool launch_half_scaling(at::TensorIteratorBase& iter, BinaryOp op, const char* name, const kernels::ElementwiseArgs& args,
+                         kernels::DType dtype) {
+  if ((op != BinaryOp::kMul && op != BinaryOp::kDiv) ||
+      (dtype != kernels::DType::kBFloat16 && dtype != kernels::DType::kFloat16)) {
+    return false;
+  }
+  const int scalar = args.is_scalar[2] ? 2 : (op == BinaryOp::kMul && args.is_scalar[1] ? 1 : -1);
+  if (scalar < 0 || args.is_scalar[3 - scalar]) return false;
+  const double value = at::Tensor(iter.tensor_base(scalar)).item<double>();
+  kernels::ElementwiseArgs unary = args;
+  unary.num_operands = 2;
+  const int tensor = 3 - scalar;
+  unary.data[1] = args.data[tensor];
+  unary.strides[1] = args.strides[tensor];
+  unary.dtypes[1] = args.dtypes[tensor];
+  unary.is_scalar[1] = false;
+  const kernels::ActivationOp kind = op == BinaryOp::kMul ? kernels::ActivationOp::kScale : kernels::ActivationOp::kDivideBy;
+  launch(iter, name, unary, [kind, value, dtype](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, 1, [&](const kernels::ElementwiseArgs& b) {
+      kernels::activation(kind, b, kernels::ActivationParams{value});
+    });
+  });
+  return true;
+}
+
+}  // namespace
+
 bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, bool bool_output, OpScalar alpha) {
   kernels::ElementwiseArgs args;
   if (!has_kernel_dtype(iter.common_dtype()) || !to_args(iter, args, iter.common_dtype())) return false;
   const kernels::DType input = to_kernel_dtype(iter.common_dtype());
   const kernels::DType output = bool_output ? kernels::DType::kBool : input;
   if (!kernels::binary_supported(op, input)) return false;
+  if (!bool_output && launch_half_scaling(iter, op, name, args, input)) return true;
   launch(iter, name, args, [op, alpha, input, output](const kernels::ElementwiseArgs& a) {
     kernels::with_dtypes(a, input, output, 1, [op, alpha](const kernels::ElementwiseArgs& b) { kernels::binary(op, b, alpha); });
   });

@@ -240,8 +240,16 @@ std::string element_body(const Graph& graph, const Kernel& kernel, bool unit_str
     const Template& t = templates().at(node.op);
     const std::string type = compute_type(node.compute);
     std::vector<std::string> operands;
+    // As in eager mode, add and sub round a literal to a half-precision compute dtype first;
+    // mul and div use it in float.
+    const bool round_literal = (node.op == "add" || node.op == "sub") &&
+                               (node.compute == DType::kBFloat16 || node.compute == DType::kFloat16);
     for (const Operand& o : node.operands) {
-      operands.push_back(o.is_value() ? type + "(v" + std::to_string(o.value) + ")" : literal(o.literal, node.compute));
+      std::string text = o.is_value() ? type + "(v" + std::to_string(o.value) + ")" : literal(o.literal, node.compute);
+      if (!o.is_value() && round_literal) {
+        text = std::string(node.compute == DType::kBFloat16 ? "tn_round_bf16(" : "tn_round_f16(") + text + ")";
+      }
+      operands.push_back(text);
     }
     const Value& out = graph.values()[node.outputs[0]];
     std::string value = std::string(compute_type(out.dtype)) + "(" + expand(t.expression, operands, type) + ")";

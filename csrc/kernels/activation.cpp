@@ -42,6 +42,8 @@ void forward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationPa
         if (std::isinf(x)) return x > C(0) ? p1 : p2;
         return x;
       });
+    case ActivationOp::kScale: return map<T, T, 1>(a, [=](C x) { return x * p0; });
+    case ActivationOp::kDivideBy: return map<T, T, 1>(a, [=](C x) { return x / p0; });
   }
 }
 
@@ -82,6 +84,8 @@ void backward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationP
       });
     case ActivationOp::kThreshold:
     case ActivationOp::kNanToNum:
+    case ActivationOp::kScale:
+    case ActivationOp::kDivideBy:
       break;
   }
   throw runtime::KernelError("this activation has no backward kernel");

@@ -21,6 +21,8 @@ enum class ActivationOp : uint8_t {
   kLogSigmoid,
   kThreshold,    // p0: threshold, p1: value
   kNanToNum,     // p0: nan, p1: +inf, p2: -inf replacements
+  kScale,        // x * p0, with p0 in the compute type (not rounded to a half type first)
+  kDivideBy,     // x / p0, likewise
 };
 
 using ActivationParams = std::array<double, 4>;

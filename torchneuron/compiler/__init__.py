@@ -72,7 +72,7 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
-    """Compiles one AOTAutograd graph into a CompiledProgram (or gm.forward after a warning)."""
+    """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
     from .lowering import lower
     from .program import CompiledProgram
 
@@ -86,7 +86,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         warnings.warn(f"torchneuron.compile: running a graph of {len(gm.graph.nodes)} nodes eagerly: "
                       f"{type(error).__name__}: {error}", stacklevel=2)
         _count(graphs_eager=1, compile_seconds=time.perf_counter() - start)
-        return gm.forward
+        from functorch.compile import make_boxed_func
+
+        return make_boxed_func(gm.forward)
     _count(graphs_compiled=1, kernels_generated=len(plan["kernels"]), ops_lowered=plan["fused_nodes"],
            ops_eager=len(lowered.opaque_nodes), compile_seconds=time.perf_counter() - start)
     return program

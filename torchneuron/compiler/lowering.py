@@ -54,6 +54,7 @@ class Lowered:
     value_source: dict = field(default_factory=dict)   # IR value -> (fx node, index in its tuple or None)
     fx_value: dict = field(default_factory=dict)       # fx node -> IR value (single-tensor nodes)
     value_meta: dict = field(default_factory=dict)     # IR value -> (torch dtype, device)
+    layout: dict = field(default_factory=dict)         # IR value -> dim order, outermost first, if not contiguous
     opaque_nodes: list = field(default_factory=list)   # external id -> fx node
     tuple_values: dict = field(default_factory=dict)   # fx node returning a tuple -> its IR values
     pointwise_count: int = 0
@@ -66,6 +67,18 @@ def _shape(val) -> list[str]:
 def _tensor_meta(node) -> torch.Tensor | None:
     val = node.meta.get("val") if isinstance(node, fx.Node) else None
     return val if isinstance(val, torch.Tensor) else None
+
+
+def _dim_order(val: torch.Tensor):
+    """The order of val's dims from largest stride to smallest when it is not row-major (eager
+    ops keep their inputs' layout; later views may rely on it), else None."""
+    try:
+        if val.is_contiguous():
+            return None
+        strides = [int(s) for s in val.stride()]
+    except Exception:  # noqa: BLE001 - symbolic strides that cannot be ordered: row-major
+        return None
+    return sorted(range(val.dim()), key=lambda d: -strides[d])
 
 
 def _on_device(val: torch.Tensor) -> bool:
@@ -135,6 +148,9 @@ def _try_pointwise(node: fx.Node, lowered: Lowered) -> bool:
     if compute not in DTYPES:
         return False
     value = lowered.graph.add_pointwise(op, operands, DTYPES[out.dtype], _shape(out), DTYPES[compute])
+    order = _dim_order(out)
+    if order is not None:
+        lowered.layout[value] = order
     lowered.fx_value[node] = value
     lowered.value_source[value] = (node, None)
     lowered.value_meta[value] = (out.dtype, out.device)

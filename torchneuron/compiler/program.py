@@ -20,7 +20,11 @@ def _launch():
 
 
 class CompiledProgram:
-    """Callable with the FX graph's positional inputs; returns its outputs."""
+    """Called with the list of the FX graph's inputs (AOTAutograd's boxed convention: the list is
+    emptied so that inputs can be freed early) or with the inputs themselves; returns the
+    graph's outputs."""
+
+    _boxed_call = True
 
     def __init__(self, gm: fx.GraphModule, lowered, plan: dict, library: ctypes.CDLL | None):
         self.gm = gm
@@ -37,11 +41,24 @@ class CompiledProgram:
         self.num_slots = plan["num_slots"]
         self.value_source = lowered.value_source
         self.value_meta = lowered.value_meta
+        self.layout = lowered.layout
         self.opaque_nodes = lowered.opaque_nodes
         # The IR value (if any) of each FX node that a kernel materializes.
         self.kernel_value_node = {v: lowered.value_source[v][0] for k in plan["kernels"] for v in k["outputs"]}
 
+    def _allocate(self, v, shape, dtype, device):
+        order = self.layout.get(v)
+        if order is None:
+            return torch.empty(shape, dtype=dtype, device=device)
+        physical = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+        inverse = [order.index(d) for d in range(len(order))]
+        return physical.permute(inverse)
+
     def __call__(self, *args):
+        if len(args) == 1 and isinstance(args[0], list):  # boxed: graph inputs are never lists
+            boxed = args[0]
+            args = tuple(boxed)
+            boxed.clear()
         env = dict(zip(self.placeholders, args))
         values = {}  # IR value -> tensor
         slots = [None] * self.num_slots
@@ -65,7 +82,7 @@ class CompiledProgram:
                     reuse = self.in_place[v]
                     buffer = values[reuse] if reuse >= 0 else slots[self.slot[v]] if self.slot[v] >= 0 else None
                     if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
-                        buffer = torch.empty(shape, dtype=dtype, device=tensors[0].device if tensors else device)
+                        buffer = self._allocate(v, shape, dtype, tensors[0].device if tensors else device)
                     if self.slot[v] >= 0:
                         slots[self.slot[v]] = buffer
                     outs.append(buffer)

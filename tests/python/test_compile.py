@@ -1,0 +1,186 @@
+"""torch.compile(backend="neuron"): fused kernels match eager, the three training models of the
+eager tests track eager when compiled, graph breaks, dynamic sizes without recompiling, no_grad
+inference, modules with buffers, the artifact cache (in memory, on disk, across processes and
+concurrent builders), and the eager fallback with one warning when the system compiler fails."""
+
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torchneuron
+from conftest import REPO_ROOT, _clean_env
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+from tiny_gpt import TinyGPT, train_step  # noqa: E402
+from test_training import cnn_batches, small_cnn  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_compiler(tmp_path, monkeypatch):
+    """Each test compiles into its own cache directory with fresh Dynamo state and counters."""
+    monkeypatch.setenv("TORCHNEURON_CACHE_DIR", str(tmp_path / "cache"))
+    torch._dynamo.reset()
+    torchneuron.reset_compile_stats()
+    yield
+    torch._dynamo.reset()
+
+
+def pointwise_chain(x, y):
+    a = torch.sin(x) * 2 + y
+    b = torch.where(a > 0, a, a * 0.1) - x.exp()
+    return b.sum(), torch.sigmoid(b) * 3, (b > 1).logical_not()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_fused_kernel_matches_eager(dtype, no_fallback):
+    x = torch.randn(64, 32, device="neuron").to(dtype)
+    y = torch.randn(32, device="neuron").to(dtype)  # broadcast into the kernel
+    expected = pointwise_chain(x, y)
+    got = torch.compile(pointwise_chain, backend="neuron")(x, y)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.cpu(), e.cpu(), atol=1e-5, rtol=1e-5)
+    stats = torchneuron.compile_stats()
+    assert stats["graphs_compiled"] == 1 and stats["graphs_eager"] == 0
+    assert stats["kernels_generated"] == 1  # every pointwise op in one loop nest
+    assert stats["ops_lowered"] >= 8 and stats["ops_eager"] == 1  # the sum
+
+
+def test_non_contiguous_inputs_and_outputs(no_fallback):
+    def f(x):
+        return (x * 2).permute(1, 0) + 1  # eager keeps the permuted layout
+
+    x = torch.randn(6, 5, device="neuron").t()
+    got = torch.compile(f, backend="neuron")(x)
+    torch.testing.assert_close(got.cpu(), f(x).cpu())
+    assert got.stride() == f(x).stride()
+
+
+def run_training(model, batches, step, compiled, steps):
+    model = copy.deepcopy(model).to("neuron")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    forward = torch.compile(model, backend="neuron") if compiled else model
+    return [step(forward, optimizer, [t.to("neuron") for t in batch]).item() for batch in batches[:steps]]
+
+
+def classifier_step(model, optimizer, batch):
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def test_compiled_training_tracks_eager():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    mlp = nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 3))
+    rule = torch.randn(10, 3, generator=g)  # learnable labels
+    inputs = [torch.randn(16, 10, generator=g) for _ in range(20)]
+    mlp_batches = [(x, (x @ rule).argmax(dim=1)) for x in inputs]
+    gpt = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=2, dropout=0.0)
+    gpt_batches = [(torch.randint(0, 40, (8, 17), generator=g),) for _ in range(20)]
+    gpt_step = lambda m, opt, batch: train_step(m, opt, batch[0])
+    cases = [(mlp, mlp_batches, classifier_step, True), (small_cnn(dropout=0.0), cnn_batches(20), classifier_step, False),
+             (gpt, gpt_batches, gpt_step, False)]  # random tokens: nothing to learn in 20 steps
+    for model, batches, step, learns_in_20_steps in cases:
+        eager = run_training(model, batches, step, compiled=False, steps=20)
+        compiled = run_training(model, batches, step, compiled=True, steps=20)
+        assert max(abs(a - b) for a, b in zip(eager, compiled)) < 1e-4
+        if learns_in_20_steps:
+            assert sum(compiled[-5:]) < sum(compiled[:5])
+    stats = torchneuron.compile_stats()
+    assert stats["graphs_eager"] == 0 and stats["graphs_compiled"] >= 6  # forward and backward each
+
+
+def test_graph_break_and_no_grad_inference(no_fallback):
+    def f(x):
+        y = torch.relu(x) + 1
+        print("graph break")  # Dynamo splits the function here
+        return y * y
+
+    x = torch.randn(4, 4, device="neuron")
+    with torch.no_grad():
+        got = torch.compile(f, backend="neuron")(x)
+    torch.testing.assert_close(got.cpu(), ((torch.relu(x) + 1) ** 2).cpu())
+    assert torchneuron.compile_stats()["graphs_compiled"] == 2
+
+
+def test_dynamic_sizes_compile_once(no_fallback):
+    def f(x, y):
+        return torch.tanh(x) * y + x
+
+    compiled = torch.compile(f, backend="neuron", dynamic=True)
+    for batch, seq in [(2, 5), (3, 7), (8, 11)]:
+        x = torch.randn(batch, seq, 4, device="neuron")
+        y = torch.randn(seq, 4, device="neuron")
+        torch.testing.assert_close(compiled(x, y).cpu(), f(x, y).cpu())
+    assert torchneuron.compile_stats()["graphs_compiled"] == 1
+
+
+def test_batch_norm_buffers_update():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU())
+    eager, compiled = copy.deepcopy(model).to("neuron"), copy.deepcopy(model).to("neuron")
+    run = torch.compile(compiled, backend="neuron")
+    for _ in range(3):
+        x = torch.randn(8, 6, device="neuron")
+        torch.testing.assert_close(run(x).cpu(), eager(x).cpu())
+    torch.testing.assert_close(compiled[1].running_mean.cpu(), eager[1].running_mean.cpu())
+    torch.testing.assert_close(compiled[1].running_var.cpu(), eager[1].running_var.cpu())
+    assert compiled[1].num_batches_tracked.item() == 3
+
+
+def start_python(code, env):
+    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, env=_clean_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def test_artifact_cache_in_memory_on_disk_and_across_processes(tmp_path):
+    x = torch.randn(8, device="neuron")
+    f = lambda t: torch.exp(t) * 2 - 1
+    torch.compile(f, backend="neuron")(x)
+    assert torchneuron.compile_stats()["artifacts_built"] == 1
+    torch._dynamo.reset()
+    torch.compile(f, backend="neuron")(x)
+    assert torchneuron.compile_stats()["memory_cache_hits"] == 1
+    script = textwrap.dedent("""
+        import torch, torchneuron
+        x = torch.randn(8, device="neuron")
+        torch.compile(lambda t: torch.exp(t) * 2 - 1, backend="neuron")(x)
+        s = torchneuron.compile_stats()
+        print("built", s["artifacts_built"], "disk", s["disk_cache_hits"])
+    """)
+    later = start_python(script, {"TORCHNEURON_CACHE_DIR": os.environ["TORCHNEURON_CACHE_DIR"]})
+    assert "built 0 disk 1" in later.communicate(timeout=120)[0]
+    # Two processes building the same new artifact at once: one builds, the other waits and reuses.
+    env = {"TORCHNEURON_CACHE_DIR": str(tmp_path / "shared")}
+    racers = [start_python(script.replace("* 2 - 1", "* 3 - 1"), env) for _ in range(2)]
+    outputs = [r.communicate(timeout=120)[0] for r in racers]
+    assert all(r.returncode == 0 for r in racers), outputs
+    assert sorted(o.strip().splitlines()[-1] for o in outputs) == ["built 0 disk 1", "built 1 disk 0"]
+
+
+def test_compiler_failure_falls_back_to_eager_with_a_warning(monkeypatch, no_fallback):
+    monkeypatch.setenv("CXX", "/bin/false")
+    x = torch.randn(8, device="neuron")
+    with pytest.warns(UserWarning, match="running a graph of .* eagerly: RuntimeError: neuron compiler: the system compiler failed"):
+        got = torch.compile(lambda t: torch.cos(t) + 1, backend="neuron")(x)
+    torch.testing.assert_close(got.cpu(), (torch.cos(x) + 1).cpu())
+    assert torchneuron.compile_stats()["graphs_eager"] == 1
+
+
+def test_backend_is_registered_by_name_and_entry_point():
+    from importlib.metadata import entry_points
+
+    assert "neuron" in torch._dynamo.list_backends(exclude_tags=())
+    names = [ep.name for ep in entry_points(group="torch_dynamo_backends")]
+    assert "neuron" in names
