@@ -76,6 +76,7 @@ sweep: build
 bench: build
 	@$(PY) bench/bench_runtime.py
 	@$(PY) bench/bench_kernels.py
+	@$(PY) bench/bench_compile.py
 
 clean:
 	rm -rf build build-address build-thread torchneuron/_C*.so

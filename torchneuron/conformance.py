@@ -184,11 +184,12 @@ def compare(actual, expected, dtype):
     return None
 
 
-def _grads(op, sample, device):
-    """Runs op on `device` copies of sample and returns (output, grads of sum of float outputs)."""
+def _grads(op, sample, device, call=None):
+    """Runs op (through `call`, default op itself) on `device` copies of sample and returns
+    (output, grads of the sum of float outputs)."""
     import torch
     inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), device, True)
-    out = op(inp, *args, **kwargs)
+    out = (call or op)(inp, *args, **kwargs)
     leaves = [x for x in _leaves((inp, args, kwargs)) if x.requires_grad]
     outs = [o for o in _leaves(out) if o.requires_grad and o.grad_fn is not None]
     if not leaves or not outs:
@@ -199,9 +200,10 @@ def _grads(op, sample, device):
 
 
 class _Placement:
-    """Collects which ATen ops ran natively or fell back while active."""
+    """Collects which ATen ops ran natively or fell back while active. Without `track_native`
+    (compile mode: Dynamo does not trace under a dispatch mode) it counts fallbacks only."""
 
-    def __init__(self):
+    def __init__(self, track_native=True):
         import torchneuron
         from torch.utils._python_dispatch import TorchDispatchMode
         self.tn = torchneuron
@@ -214,15 +216,17 @@ class _Placement:
             def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
                 seen.add("aten::" + func.name().split("::")[-1])
                 return func(*args, **(kwargs or {}))
-        self.mode = _Seen()
+        self.mode = _Seen() if track_native else None
 
     def __enter__(self):
         self.tn.reset_fallback_report()
-        self.mode.__enter__()
+        if self.mode is not None:
+            self.mode.__enter__()
         return self
 
     def __exit__(self, *exc):
-        self.mode.__exit__(*exc)
+        if self.mode is not None:
+            self.mode.__exit__(*exc)
         for name, calls in self.tn.fallback_report().items():
             self.fallback[name] = self.fallback.get(name, 0) + calls
         return False
@@ -241,8 +245,29 @@ def _draws_random_numbers(op, sample):
     return kwargs.get("training") is True and ("dropout" in op.name or "attention" in op.name)
 
 
-def _run_sample(op, sample, dtype, grad, place):
-    """Runs one sample; returns ('pass'|'mismatch'|'error'|'skipped', detail, max_abs_err)."""
+def _compiled(op):
+    """op through torch.compile(backend="neuron"), with Dynamo's caches reset so that every
+    sample compiles afresh (one wrapper serves many samples)."""
+    import torch
+    import torchneuron
+    torch._dynamo.reset()
+    before = torchneuron.compile_stats()
+    # The OpInfo's function itself: Dynamo does not trace into torch.testing's OpInfo.__call__.
+    target = op.op
+    compiled = torch.compile(lambda inp, *args, **kwargs: target(inp, *args, **kwargs), backend="neuron")
+
+    def call(inp, *args, **kwargs):
+        out = compiled(inp, *args, **kwargs)
+        # A sample may give no graph at all (a view of its input needs no compiled code).
+        if torchneuron.compile_stats()["graphs_eager"] != before["graphs_eager"]:
+            raise RuntimeError("the neuron compiler rejected the graph and ran it eagerly")
+        return out
+    return call
+
+
+def _run_sample(op, sample, dtype, grad, place, compile_mode=False):
+    """Runs one sample; returns ('pass'|'mismatch'|'error'|'skipped', detail, max_abs_err).
+    With compile_mode the device run goes through torch.compile(backend="neuron")."""
     import torch
     from torch.utils._pytree import tree_map
     to_cpu = (lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x)
@@ -258,11 +283,12 @@ def _run_sample(op, sample, dtype, grad, place):
         return "skipped", f"CPU reference raised {type(exc).__name__}", None
     try:
         with place:
+            call = _compiled(op) if compile_mode else op
             if grad:
-                out, grads = _grads(op, sample, "neuron")
+                out, grads = _grads(op, sample, "neuron", call)
             else:
                 inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), "neuron")
-                out, grads = op(inp, *args, **kwargs), None
+                out, grads = call(inp, *args, **kwargs), None
             out, grads = tree_map(to_cpu, out), tree_map(to_cpu, grads)
     except Exception as exc:  # noqa: BLE001
         first = (str(exc).strip().splitlines() or [""])[0][:300]
@@ -289,7 +315,7 @@ def _merge(entry, status, detail, err):
         entry["detail"] = detail
 
 
-def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES):
+def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=False):
     """Runs one (OpInfo, dtype) entry in this process and returns its record."""
     import torch
     dtype = getattr(torch, dtype_name)
@@ -301,7 +327,7 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES):
     if dtype not in op.supported_dtypes("cpu"):
         entry["detail"] = "dtype not supported on CPU"
         return entry
-    place = _Placement()
+    place = _Placement(track_native=not compile_mode)
     phases = [False] + ([True] if grad and dtype_name == "float32" and op.supports_autograd else [])
     for with_grad in phases:
         torch.manual_seed(0)
@@ -313,7 +339,7 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES):
             continue
         for sample in samples:
             heartbeat()
-            status, detail, err = _run_sample(op, sample, dtype_name, with_grad, place)
+            status, detail, err = _run_sample(op, sample, dtype_name, with_grad, place, compile_mode)
             entry["samples"] += status != "skipped"
             _merge(entry, status, detail, err)
     if entry["status"] == "skipped" and not entry["detail"]:
@@ -327,8 +353,8 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES):
 class OpInfoRunner:
     """Runs (op key, dtype) tasks in a worker: the conformance tool's task runner for run_tasks."""
 
-    def __init__(self, extra=None, grad=True):
-        self.extra, self.grad, self.ops = extra, grad, None
+    def __init__(self, extra=None, grad=True, compile_mode=False):
+        self.extra, self.grad, self.compile_mode, self.ops = extra, grad, compile_mode, None
 
     def setup(self):
         """Prepares a fresh worker process: quiet fallbacks, OpInfo database loaded."""
@@ -341,7 +367,7 @@ class OpInfoRunner:
     def run(self, task):
         """Runs one task and returns its record."""
         key, dtype = task
-        return run_entry(self.ops[key], dtype, self.grad)
+        return run_entry(self.ops[key], dtype, self.grad, compile_mode=self.compile_mode)
 
     def failed(self, task, detail, trace=None):
         """Returns the error record of a task that raised, timed out or killed its worker."""
@@ -552,6 +578,8 @@ def parse_args(argv=None):
     p.add_argument("--ci", action="store_true", help="run the fixed CI_OPS subset")
     p.add_argument("--dtype", default=",".join(DTYPES), help="comma-separated dtypes")
     p.add_argument("--no-grad", action="store_true", help="skip the autograd comparison")
+    p.add_argument("--compile", action="store_true",
+                   help="run each sample through torch.compile(backend='neuron') (slow: one compile per sample)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds per sample (per entry for work outside the samples)")
@@ -591,12 +619,12 @@ def main(argv=None):
     keys = select_ops(all_ops(args.extra_ops), _names(args), args.limit)
     tasks = [(k, d) for k in keys for d in dtypes]
     start, counts = time.monotonic(), {}
-    entries = run_tasks(tasks, args.jobs, args.timeout, not args.no_grad, args.extra_ops,
-                        _progress(counts))
+    runner = OpInfoRunner(args.extra_ops, not args.no_grad, args.compile)
+    entries = run_tasks(tasks, args.jobs, args.timeout, on_result=_progress(counts), runner=runner)
     elapsed = time.monotonic() - start
     sys.stderr.write("\n")
     report = {"totals": totals(entries), "elapsed_s": round(elapsed, 1), "dtypes": dtypes,
-              "grad": not args.no_grad, "entries": entries}
+              "grad": not args.no_grad, "compile": args.compile, "entries": entries}
     with open(args.output, "w") as f:
         json.dump(report, f, indent=1)
     with open(args.markdown, "w") as f:

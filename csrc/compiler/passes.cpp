@@ -42,40 +42,27 @@ int eliminate_dead_code(Graph& graph) {
   return removed;
 }
 
-// x * 1, x / 1, x + 0, x - 0 become x when the result has x's dtype and shape; arithmetic on
-// literals only becomes a literal.
+// x * 1, x / 1, x + 0, x - 0 become x when the result has x's dtype and shape. Values an eager
+// call reads are kept: the runtime resolves eager arguments by their own FX nodes.
 int fold_constants(Graph& graph) {
+  std::vector<bool> read_by_eager(graph.values().size(), false);
+  for (const Node& node : graph.nodes()) {
+    if (node.removed || node.kind != NodeKind::kOpaque) continue;
+    for (const Operand& operand : node.operands) {
+      if (operand.is_value()) read_by_eager[operand.value] = true;
+    }
+  }
   int folded = 0;
   for (Node& node : graph.nodes()) {
     if (node.removed || node.kind != NodeKind::kPointwise || node.operands.size() != 2) continue;
     const Value& out = graph.values()[node.outputs[0]];
-    if (out.graph_output) continue;  // an output must stay a fresh tensor
+    if (out.graph_output || read_by_eager[out.id]) continue;  // an output must stay a fresh tensor
     const Operand &a = node.operands[0], &b = node.operands[1];
     const bool identity = (node.op == "mul" && is_literal(b, 1.0)) || (node.op == "div" && is_literal(b, 1.0)) ||
                           ((node.op == "add" || node.op == "sub") && is_literal(b, 0.0));
     if (identity && a.is_value() && graph.values()[a.value].dtype == out.dtype && graph.values()[a.value].shape == out.shape) {
       replace_uses(graph, out.id, a.value);
       node.removed = true;
-      ++folded;
-      continue;
-    }
-    if (!a.is_value() && !b.is_value()) {
-      double result;
-      if (node.op == "add") {
-        result = a.literal + b.literal;
-      } else if (node.op == "sub") {
-        result = a.literal - b.literal;
-      } else if (node.op == "mul") {
-        result = a.literal * b.literal;
-      } else {
-        continue;
-      }
-      // Uses of the value become the literal.
-      for (Node& user : graph.nodes()) {
-        for (Operand& operand : user.operands) {
-          if (operand.value == out.id && user.kind == NodeKind::kPointwise) operand = Operand{-1, result};
-        }
-      }
       ++folded;
     }
   }

@@ -1,4 +1,4 @@
-// Passes over the IR and the program they produce: dead-code elimination, constant folding,
+// Passes over the IR and the program they produce: dead-code elimination, identity folding,
 // fusion of pointwise nodes into loop-nest kernels, and memory planning (buffer reuse and
 // in-place writes), ending in the step list the runtime executes.
 #pragma once

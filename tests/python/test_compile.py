@@ -184,3 +184,13 @@ def test_backend_is_registered_by_name_and_entry_point():
     assert "neuron" in torch._dynamo.list_backends(exclude_tags=())
     names = [ep.name for ep in entry_points(group="torch_dynamo_backends")]
     assert "neuron" in names
+
+
+def test_conformance_compile_mode_runs_samples_through_the_compiler():
+    from torchneuron import conformance
+
+    ops = conformance.all_ops(None)
+    for name, dtype in [("add", "float32"), ("nn.functional.gelu", "bfloat16"), ("roll", "float32")]:
+        entry = conformance.run_entry(ops[name], dtype, grad=True, compile_mode=True)
+        assert entry["status"] == "pass", entry
+    assert torchneuron.compile_stats()["graphs_compiled"] > 10  # one graph (or two) per sample

@@ -195,6 +195,8 @@ def lower(gm: fx.GraphModule) -> Lowered:
                 lowered.fx_value[node] = value
                 lowered.value_source[value] = (node, None)
                 lowered.value_meta[value] = (val.dtype, val.device)
+        elif node.op == "get_attr":  # a constant tensor of the graph module: read at run time
+            _add_opaque(node, lowered)
         elif node.op == "call_function":
             if node.target is operator.getitem or not _try_pointwise(node, lowered):
                 _add_opaque(node, lowered)

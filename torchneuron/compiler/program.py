@@ -92,8 +92,11 @@ class CompiledProgram:
                     env[self.kernel_value_node[v]] = t
             else:
                 node = self.opaque_nodes[index]
-                node_args, node_kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: env[n])
-                env[node] = node.target(*node_args, **node_kwargs)
+                if node.op == "get_attr":
+                    env[node] = getattr(self.gm, node.target)
+                else:
+                    node_args, node_kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: env[n])
+                    env[node] = node.target(*node_args, **node_kwargs)
             for v in release:
                 values.pop(v, None)
         return fx.node.map_arg(self.output_node.args[0], lambda n: env[n])
