@@ -1,22 +1,28 @@
 """The compiled program: runs a planned graph, launching fused kernels from the artifact on the
-device queue and running opaque nodes as eager calls, with buffers reused as planned."""
+device queue and running opaque nodes as eager calls, with buffers reused as planned. Each step
+is prepared once as a small closure, so that a call does no graph walking."""
 
 from __future__ import annotations
 
 import ctypes
-import operator
 
 import torch
 from torch import fx
 
-launch_fused = None  # torch.ops.torchneuron.launch_fused, bound on first use
 
-
-def _launch():
-    global launch_fused
-    if launch_fused is None:
-        launch_fused = torch.ops.torchneuron.launch_fused
-    return launch_fused
+def _resolver(arg):
+    """A function env -> arg with every FX node in `arg` replaced by its value in env."""
+    if isinstance(arg, fx.Node):
+        return lambda env: env[arg]
+    if isinstance(arg, (list, tuple)):
+        parts = [_resolver(a) for a in arg]
+        if isinstance(arg, tuple):
+            return lambda env: tuple(p(env) for p in parts)
+        return lambda env: [p(env) for p in parts]
+    if isinstance(arg, dict):
+        items = [(k, _resolver(v)) for k, v in arg.items()]
+        return lambda env: {k: p(env) for k, p in items}
+    return lambda env: arg
 
 
 class CompiledProgram:
@@ -30,29 +36,83 @@ class CompiledProgram:
         self.gm = gm
         nodes = list(gm.graph.nodes)
         self.placeholders = [n for n in nodes if n.op == "placeholder"]
-        self.output_node = next(n for n in nodes if n.op == "output")
-        self.kernels = []
-        for k in plan["kernels"]:
-            entry = ctypes.cast(getattr(library, k["symbol"]), ctypes.c_void_p).value
-            self.kernels.append((entry, k["inputs"], k["outputs"]))
-        self.steps = plan["steps"]
-        self.slot = plan["slot"]
-        self.in_place = plan["in_place"]
+        self.outputs = _resolver(next(n for n in nodes if n.op == "output").args[0])
         self.num_slots = plan["num_slots"]
-        self.value_source = lowered.value_source
-        self.value_meta = lowered.value_meta
-        self.layout = lowered.layout
-        self.opaque_nodes = lowered.opaque_nodes
-        # The IR value (if any) of each FX node that a kernel materializes.
-        self.kernel_value_node = {v: lowered.value_source[v][0] for k in plan["kernels"] for v in k["outputs"]}
+        self.launch = torch.ops.torchneuron.launch_fused
+        source = lowered.value_source
 
-    def _allocate(self, v, shape, dtype, device):
-        order = self.layout.get(v)
-        if order is None:
-            return torch.empty(shape, dtype=dtype, device=device)
-        physical = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
-        inverse = [order.index(d) for d in range(len(order))]
-        return physical.permute(inverse)
+        def read(v):
+            node, index = source[v]
+            return (lambda env: env[node]) if index is None else (lambda env: env[node][index])
+
+        # FX nodes whose every IR value dies at a step are dropped from the environment there.
+        values_of = {}
+        for v, (node, _) in source.items():
+            values_of.setdefault(node, []).append(v)
+        released = set()
+        self.steps = []
+        for is_kernel, index, release in plan["steps"]:
+            released.update(release)
+            drop = [n for n, vs in values_of.items() if n.op != "placeholder" and all(v in released for v in vs)]
+            for n in drop:
+                del values_of[n]
+            if is_kernel:
+                k = plan["kernels"][index]
+                entry = ctypes.cast(getattr(library, k["symbol"]), ctypes.c_void_p).value
+                outputs = [(source[v][0], lowered.value_meta[v][0], lowered.layout.get(v), plan["slot"][v],
+                            plan["in_place"][v], plan["in_place"][v] >= 0 and lowered.layout.get(v) ==
+                            lowered.layout.get(plan["in_place"][v])) for v in k["outputs"]]
+                in_place_sources = {v: source[v][0] for v in k["inputs"]}
+                self.steps.append(self._kernel_step(entry, [read(v) for v in k["inputs"]], outputs, in_place_sources,
+                                                    drop))
+            else:
+                self.steps.append(self._opaque_step(lowered.opaque_nodes[index], drop))
+
+    def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop):
+        launch = self.launch
+
+        def run(env, slots):
+            tensors = [r(env) for r in inputs]
+            shape = torch.broadcast_shapes(*[t.shape for t in tensors])
+            device = tensors[0].device
+            outs = []
+            for node, dtype, order, slot, reuse, same_layout in outputs:
+                buffer = None
+                if reuse >= 0 and same_layout:
+                    buffer = env[in_place_sources[reuse]]
+                elif slot >= 0 and order is None:
+                    buffer = slots[slot]
+                if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
+                    buffer = _allocate(shape, dtype, device, order)
+                if slot >= 0:
+                    slots[slot] = buffer
+                outs.append(buffer)
+                env[node] = buffer
+            launch(entry, outs, tensors, list(shape))
+            for node in drop:
+                env.pop(node, None)
+
+        return run
+
+    def _opaque_step(self, node, drop):
+        if node.op == "get_attr":
+            gm, target = self.gm, node.target
+
+            def run(env, slots):
+                env[node] = getattr(gm, target)
+                for n in drop:
+                    env.pop(n, None)
+
+            return run
+        resolve, target = _resolver((node.args, node.kwargs)), node.target
+
+        def run(env, slots):
+            args, kwargs = resolve(env)
+            env[node] = target(*args, **kwargs)
+            for n in drop:
+                env.pop(n, None)
+
+        return run
 
     def __call__(self, *args):
         if len(args) == 1 and isinstance(args[0], list):  # boxed: graph inputs are never lists
@@ -60,43 +120,15 @@ class CompiledProgram:
             args = tuple(boxed)
             boxed.clear()
         env = dict(zip(self.placeholders, args))
-        values = {}  # IR value -> tensor
         slots = [None] * self.num_slots
-        source = self.value_source
+        for step in self.steps:
+            step(env, slots)
+        return self.outputs(env)
 
-        def value(v):
-            if v in values:
-                return values[v]
-            node, index = source[v]
-            obj = env[node]
-            return obj if index is None else obj[index]
 
-        for is_kernel, index, release in self.steps:
-            if is_kernel:
-                entry, inputs, outputs = self.kernels[index]
-                tensors = [value(v) for v in inputs]
-                shape = torch.broadcast_shapes(*[t.shape for t in tensors])
-                outs = []
-                for v in outputs:
-                    dtype, device = self.value_meta[v]
-                    reuse = self.in_place[v]
-                    buffer = values[reuse] if reuse >= 0 else slots[self.slot[v]] if self.slot[v] >= 0 else None
-                    if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
-                        buffer = self._allocate(v, shape, dtype, tensors[0].device if tensors else device)
-                    if self.slot[v] >= 0:
-                        slots[self.slot[v]] = buffer
-                    outs.append(buffer)
-                _launch()(entry, outs, tensors, list(shape))
-                for v, t in zip(outputs, outs):
-                    values[v] = t
-                    env[self.kernel_value_node[v]] = t
-            else:
-                node = self.opaque_nodes[index]
-                if node.op == "get_attr":
-                    env[node] = getattr(self.gm, node.target)
-                else:
-                    node_args, node_kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: env[n])
-                    env[node] = node.target(*node_args, **node_kwargs)
-            for v in release:
-                values.pop(v, None)
-        return fx.node.map_arg(self.output_node.args[0], lambda n: env[n])
+def _allocate(shape, dtype, device, order):
+    """An empty tensor of `shape` laid out with its dims in `order` (outermost first)."""
+    if order is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    physical = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+    return physical.permute([order.index(d) for d in range(len(order))])
