@@ -3,30 +3,109 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/floating.h"
 #include "kernels/parallel.h"
+#include "kernels/tile_gemm.h"
+#include "kernels/vector_math.h"
 
 namespace torchneuron::kernels {
 namespace {
 
-constexpr int64_t kQueryBlock = 64;
-constexpr int64_t kKeyBlock = 64;
+constexpr int64_t kQueryBlock = 32;   // query rows per block
+constexpr int64_t kKeyBlock = 256;    // keys per block (the online softmax's step)
+constexpr int64_t kKeyTask = 64;      // keys per dK/dV task when the backward splits heads
 
-// One (batch, head) slice of the inputs, converted to the compute type A.
+template <typename A>
+inline A exp_of(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    return vector_exp(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+// Sum of term(0..n-1) in 16 lanes, combined in double (as lane_sum).
+template <typename A, typename Term>
+inline A lane_sum_of(int64_t n, Term&& term) {
+  constexpr int kLanes = 16;
+  A lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
+  }
+  double total = 0;
+  for (; i < n; ++i) total += term(i);
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return static_cast<A>(total);
+}
+
+// Largest non-NaN value of x[0..n) (NaNs are skipped, as a fold of std::max does); -inf if none.
+template <typename A>
+inline A lane_max_of(const A* x, int64_t n) {
+  constexpr int kLanes = 16;
+  A lanes[kLanes];
+  for (int l = 0; l < kLanes; ++l) lanes[l] = -std::numeric_limits<A>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+  }
+  A result = -std::numeric_limits<A>::infinity();
+  for (; i < n; ++i) result = x[i] > result ? x[i] : result;
+  for (int l = 0; l < kLanes; ++l) result = lanes[l] > result ? lanes[l] : result;
+  return result;
+}
+
+// `n` elements of T in the compute type A: the buffer itself when T is A, else a converted copy.
+template <typename T, typename A>
+const A* compute_view(const T* from, int64_t n, std::vector<A>& buffer) {
+  if constexpr (std::is_same_v<T, A>) {
+    return from;
+  } else {
+    buffer.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) buffer[i] = static_cast<A>(up(from[i]));
+    return buffer.data();
+  }
+}
+
+// to[c][r] = from[r][c] for a row-major [rows, cols] matrix.
+template <typename A>
+void transpose(const A* from, int64_t rows, int64_t cols, std::vector<A>& to) {
+  constexpr int64_t kTile = 16;  // tiles keep the strided side within a few cache lines
+  to.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) {
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) to[c * rows + r] = from[r * cols + c];
+      }
+    }
+  }
+}
+
+// One (batch, head) slice of the operands in the compute type A, with K (and V) transposed so
+// that score rows are contiguous axpy runs over keys.
 template <typename T, typename A>
 struct HeadSlice {
-  std::vector<A> q, k, v;  // [L, E], [S, E], [S, Ev]
+  const A* q = nullptr;   // [L, E]
+  const A* k = nullptr;   // [S, E]
+  const A* v = nullptr;   // [S, Ev]
+  const A* go = nullptr;  // [L, Ev], the backward's grad_out
+  std::vector<A> q_buffer, k_buffer, v_buffer, go_buffer;
+  std::vector<A> key_t, value_t;  // [E, S], [Ev, S]
 
-  void load(const AttentionShape& s, int64_t bh, const T* pq, const T* pk, const T* pv) {
-    auto convert = [](const T* from, int64_t n, std::vector<A>& to) {
-      to.resize(n);
-      for (int64_t i = 0; i < n; ++i) to[i] = static_cast<A>(up(from[i]));
-    };
-    convert(pq + bh * s.q_len * s.head_dim, s.q_len * s.head_dim, q);
-    convert(pk + bh * s.kv_len * s.head_dim, s.kv_len * s.head_dim, k);
-    convert(pv + bh * s.kv_len * s.value_dim, s.kv_len * s.value_dim, v);
+  void load_forward(const AttentionShape& s, int64_t bh, const T* pq, const T* pk, const T* pv) {
+    q = compute_view(pq + bh * s.q_len * s.head_dim, s.q_len * s.head_dim, q_buffer);
+    k = compute_view(pk + bh * s.kv_len * s.head_dim, s.kv_len * s.head_dim, k_buffer);
+    v = compute_view(pv + bh * s.kv_len * s.value_dim, s.kv_len * s.value_dim, v_buffer);
+    transpose(k, s.kv_len, s.head_dim, key_t);
+  }
+
+  void load_backward(const AttentionShape& s, int64_t bh, const T* pq, const T* pk, const T* pv, const T* pgo) {
+    load_forward(s, bh, pq, pk, pv);
+    go = compute_view(pgo + bh * s.q_len * s.value_dim, s.q_len * s.value_dim, go_buffer);
+    transpose(v, s.kv_len, s.value_dim, value_t);
   }
 };
 
@@ -40,31 +119,23 @@ double bias_at(const AttentionBias& b, int64_t batch, int64_t head, int64_t i, i
 template <typename T, typename A>
 void block_scores(const AttentionShape& s, const HeadSlice<T, A>& slice, const AttentionBias& bias, bool causal,
                   A scale, int64_t batch, int64_t head, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                  std::vector<A>& key_t, std::vector<A>& scores) {
+                  std::vector<A>& scores) {
   const int64_t e = s.head_dim;
-  key_t.assign(e * cols, A(0));  // K block transposed: the inner loops run over contiguous keys
-  for (int64_t c = 0; c < cols; ++c) {
-    for (int64_t d = 0; d < e; ++d) key_t[d * cols + c] = slice.k[(j0 + c) * e + d];
-  }
-  scores.assign(rows * cols, A(0));
+  scores.resize(static_cast<size_t>(rows * cols));
+  multiply_into(rows, cols, e, slice.q + i0 * e, e, int64_t{1}, slice.key_t.data() + j0, s.kv_len, scores.data(), cols);
   for (int64_t r = 0; r < rows; ++r) {
     A* row = scores.data() + r * cols;
-    const A* qrow = slice.q.data() + (i0 + r) * e;
-    for (int64_t d = 0; d < e; ++d) {
-      const A qd = qrow[d];
-      const A* kd = key_t.data() + d * cols;
-      for (int64_t c = 0; c < cols; ++c) row[c] += qd * kd[c];
+    for (int64_t c = 0; c < cols; ++c) row[c] *= scale;
+    if (bias.data != nullptr) {
+      for (int64_t c = 0; c < cols; ++c) row[c] += static_cast<A>(bias_at<T>(bias, batch, head, i0 + r, j0 + c));
     }
-    for (int64_t c = 0; c < cols; ++c) {
-      A value = row[c] * scale;
-      if (bias.data != nullptr) value += static_cast<A>(bias_at<T>(bias, batch, head, i0 + r, j0 + c));
-      if (causal && j0 + c > i0 + r) value = -std::numeric_limits<A>::infinity();
-      row[c] = value;
+    if (causal) {
+      for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c) row[c] = -std::numeric_limits<A>::infinity();
     }
   }
 }
 
-// Key blocks a query block [i0, i0 + rows) can see.
+// Keys a query block [i0, i0 + rows) can see.
 inline int64_t visible_keys(const AttentionShape& s, bool causal, int64_t i0, int64_t rows) {
   return causal ? std::min(s.kv_len, i0 + rows) : s.kv_len;
 }
@@ -73,56 +144,51 @@ template <typename T>
 void forward_typed(const AttentionShape& s, const T* q, const T* k, const T* v, const AttentionBias& bias, bool causal,
                    double scale_value, T* out, void* lse_out) {
   using A = Acc<T>;
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const A scale = static_cast<A>(scale_value);
+  const int64_t ev = s.value_dim;
   const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
   const int64_t heads = s.batch * s.heads;
   parallel_for(heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
     HeadSlice<T, A> slice;
     int64_t loaded = -1;
-    std::vector<A> key_t, scores, acc, row_max, row_sum;
+    std::vector<A> scores, acc, row_max, row_sum;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.q_len - i0);
       if (bh != loaded) {
-        slice.load(s, bh, q, k, v);
+        slice.load_forward(s, bh, q, k, v);
         loaded = bh;
       }
-      acc.assign(rows * s.value_dim, A(0));
-      row_max.assign(rows, -std::numeric_limits<A>::infinity());
-      row_sum.assign(rows, A(0));
+      acc.assign(static_cast<size_t>(rows * ev), A(0));
+      row_max.assign(static_cast<size_t>(rows), kNegInf);
+      row_sum.assign(static_cast<size_t>(rows), A(0));
       const int64_t keys = visible_keys(s, causal, i0, rows);
       for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, keys - j0);
-        block_scores(s, slice, bias, causal, scale, bh / s.heads, bh % s.heads, i0, rows, j0, cols, key_t, scores);
+        block_scores(s, slice, bias, causal, scale, bh / s.heads, bh % s.heads, i0, rows, j0, cols, scores);
         for (int64_t r = 0; r < rows; ++r) {
           A* row = scores.data() + r * cols;
-          A block_max = -std::numeric_limits<A>::infinity();
-          for (int64_t c = 0; c < cols; ++c) block_max = std::max(block_max, row[c]);
-          const A new_max = std::max(row_max[r], block_max);
-          if (new_max == -std::numeric_limits<A>::infinity()) continue;  // nothing visible yet
-          const A correction = std::exp(row_max[r] - new_max);
-          A sum = 0;
-          for (int64_t c = 0; c < cols; ++c) {
-            row[c] = std::exp(row[c] - new_max);
-            sum += row[c];
+          const A new_max = std::max(row_max[r], lane_max_of(row, cols));
+          if (new_max == kNegInf) {  // nothing visible yet: this block adds nothing to the row
+            std::fill(row, row + cols, A(0));
+            continue;
           }
-          row_sum[r] = row_sum[r] * correction + sum;
+          const A correction = exp_of(row_max[r] - new_max);
+          for (int64_t c = 0; c < cols; ++c) row[c] = exp_of(row[c] - new_max);
+          row_sum[r] = row_sum[r] * correction + lane_sum_of<A>(cols, [&](int64_t c) { return row[c]; });
           row_max[r] = new_max;
-          A* o = acc.data() + r * s.value_dim;
-          for (int64_t d = 0; d < s.value_dim; ++d) o[d] *= correction;
-          for (int64_t c = 0; c < cols; ++c) {
-            const A p = row[c];
-            const A* vrow = slice.v.data() + (j0 + c) * s.value_dim;
-            for (int64_t d = 0; d < s.value_dim; ++d) o[d] += p * vrow[d];
-          }
+          A* o = acc.data() + r * ev;
+          for (int64_t d = 0; d < ev; ++d) o[d] *= correction;
         }
+        multiply_add(rows, ev, cols, scores.data(), cols, int64_t{1}, slice.v + j0 * ev, ev, acc.data(), ev);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t row_index = bh * s.q_len + i0 + r;
-        T* o = out + row_index * s.value_dim;
+        T* o = out + row_index * ev;
         // A row that sees no key (all masked, or no keys) outputs zeros, as CPU PyTorch's kernel.
         const A inverse = row_sum[r] > A(0) ? A(1) / row_sum[r] : A(0);
-        for (int64_t d = 0; d < s.value_dim; ++d) o[d] = down<T>(acc[r * s.value_dim + d] * inverse);
+        for (int64_t d = 0; d < ev; ++d) o[d] = down<T>(row_max[r] == kNegInf ? A(0) : acc[r * ev + d] * inverse);
         static_cast<A*>(lse_out)[row_index] = row_max[r] + std::log(row_sum[r]);
       }
     }
@@ -134,121 +200,156 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
                     const AttentionBias& bias, bool causal, double scale_value, const T* out, const void* lse_in,
                     T* grad_q, T* grad_k, T* grad_v, T* grad_bias) {
   using A = Acc<T>;
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const A scale = static_cast<A>(scale_value);
   const A* lse = static_cast<const A*>(lse_in);
+  const int64_t e = s.head_dim, ev = s.value_dim;
   const int64_t heads = s.batch * s.heads;
   // delta[i] = grad_out[i] . out[i]: the softmax backward's row term.
-  std::vector<A> delta(heads * s.q_len);
+  std::vector<A> delta(static_cast<size_t>(heads * s.q_len));
   parallel_for(heads * s.q_len, 1024, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      A sum = 0;
-      for (int64_t d = 0; d < s.value_dim; ++d) sum += up(grad_out[row * s.value_dim + d]) * up(out[row * s.value_dim + d]);
-      delta[row] = sum;
+      const T* go = grad_out + row * ev;
+      const T* o = out + row * ev;
+      delta[row] = lane_sum_of<A>(ev, [&](int64_t d) { return up(go[d]) * up(o[d]); });
     }
   });
-  // Probabilities and score gradients of one block, recomputed from the log-sum-exp.
-  auto block = [&](const HeadSlice<T, A>& slice, std::vector<A>& key_t, std::vector<A>& probs, std::vector<A>& dscores,
-                   int64_t bh, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
-    block_scores(s, slice, bias, causal, scale, bh / s.heads, bh % s.heads, i0, rows, j0, cols, key_t, probs);
-    dscores.assign(rows * cols, A(0));
+  // A block's probabilities (recomputed from the log-sum-exp) and score gradients: `dscores`
+  // holds p * (dp - delta) and `scaled` the same times the scale.
+  struct Block {
+    std::vector<A> probs, dscores, scaled;
+  };
+  auto block = [&](const HeadSlice<T, A>& slice, Block& b, int64_t bh, int64_t i0, int64_t rows, int64_t j0,
+                   int64_t cols) {
+    block_scores(s, slice, bias, causal, scale, bh / s.heads, bh % s.heads, i0, rows, j0, cols, b.probs);
+    b.dscores.resize(static_cast<size_t>(rows * cols));  // dp = grad_out . v
+    multiply_into(rows, cols, ev, slice.go + i0 * ev, ev, int64_t{1}, slice.value_t.data() + j0, s.kv_len,
+                  b.dscores.data(), cols);
+    b.scaled.resize(static_cast<size_t>(rows * cols));
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row_index = bh * s.q_len + i0 + r;
-      const T* go = grad_out + row_index * s.value_dim;
+      const A row_lse = lse[row_index], row_delta = delta[row_index];
+      A* p = b.probs.data() + r * cols;
+      A* ds = b.dscores.data() + r * cols;
+      A* dss = b.scaled.data() + r * cols;
+      if (row_lse == kNegInf) {
+        std::fill(p, p + cols, A(0));
+      } else {
+        for (int64_t c = 0; c < cols; ++c) p[c] = exp_of(p[c] - row_lse);
+      }
       for (int64_t c = 0; c < cols; ++c) {
-        A& p = probs[r * cols + c];
-        p = lse[row_index] == -std::numeric_limits<A>::infinity() ? A(0) : std::exp(p - lse[row_index]);
-        const A* vrow = slice.v.data() + (j0 + c) * s.value_dim;
-        A dp = 0;
-        for (int64_t d = 0; d < s.value_dim; ++d) dp += up(go[d]) * vrow[d];
-        dscores[r * cols + c] = p * (dp - delta[row_index]);
+        ds[c] = p[c] * (ds[c] - row_delta);
+        dss[c] = ds[c] * scale;
       }
     }
   };
-  const int64_t k_blocks = (s.kv_len + kKeyBlock - 1) / kKeyBlock;
+  // dV[j0 + c] += sum_r p[r][c] grad_out[i0 + r]; dK[j0 + c] += sum_r ds[r][c] * scale * q[i0 + r].
+  auto add_key_grads = [&](const HeadSlice<T, A>& slice, const Block& b, int64_t i0, int64_t rows, int64_t cols, A* dk,
+                           A* dv) {
+    if (grad_v != nullptr) multiply_add(cols, ev, rows, b.probs.data(), int64_t{1}, cols, slice.go + i0 * ev, ev, dv, ev);
+    if (grad_k != nullptr) multiply_add(cols, e, rows, b.scaled.data(), int64_t{1}, cols, slice.q + i0 * e, e, dk, e);
+  };
+  // dQ[i0 + r] += sum_c ds[r][c] * scale * k[j0 + c]; grad_bias[i0 + r][j0 + c] = ds[r][c].
+  auto add_query_grads = [&](const HeadSlice<T, A>& slice, const Block& b, int64_t bh, int64_t i0, int64_t rows,
+                             int64_t j0, int64_t cols, A* dq) {
+    if (grad_q != nullptr) multiply_add(rows, e, cols, b.scaled.data(), cols, int64_t{1}, slice.k + j0 * e, e, dq, e);
+    if (grad_bias != nullptr) {
+      for (int64_t r = 0; r < rows; ++r) {
+        T* gb = grad_bias + (bh * s.q_len + i0 + r) * s.kv_len + j0;
+        for (int64_t c = 0; c < cols; ++c) gb[c] = down<T>(b.dscores[r * cols + c]);
+      }
+    }
+  };
+  auto zero_bias_rows = [&](int64_t bh, int64_t i0, int64_t rows) {  // masked-out blocks get a zero gradient
+    if (grad_bias == nullptr) return;
+    T* gb = grad_bias + (bh * s.q_len + i0) * s.kv_len;
+    std::fill(gb, gb + rows * s.kv_len, down<T>(A(0)));
+  };
+  auto store = [](const std::vector<A>& from, T* to) {
+    for (size_t i = 0; i < from.size(); ++i) to[i] = down<T>(from[i]);
+  };
+  const bool want_keys = grad_k != nullptr || grad_v != nullptr;
+  const bool want_queries = grad_q != nullptr || grad_bias != nullptr;
   const int64_t q_blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
-  if (grad_k != nullptr || grad_v != nullptr) {  // key-block tasks own their rows of dK and dV
+  if (heads >= 2 * compute_threads()) {
+    // Enough heads for every thread: a task owns whole heads and computes each block once.
+    parallel_for(heads, 1, [&](int64_t begin, int64_t end) {
+      HeadSlice<T, A> slice;
+      Block b;
+      std::vector<A> dq, dk, dv;
+      for (int64_t bh = begin; bh < end; ++bh) {
+        slice.load_backward(s, bh, q, k, v, grad_out);
+        dq.assign(static_cast<size_t>(grad_q != nullptr ? s.q_len * e : 0), A(0));
+        dk.assign(static_cast<size_t>(grad_k != nullptr ? s.kv_len * e : 0), A(0));
+        dv.assign(static_cast<size_t>(grad_v != nullptr ? s.kv_len * ev : 0), A(0));
+        zero_bias_rows(bh, 0, s.q_len);
+        for (int64_t i0 = 0; i0 < s.q_len; i0 += kQueryBlock) {
+          const int64_t rows = std::min(kQueryBlock, s.q_len - i0);
+          const int64_t keys = visible_keys(s, causal, i0, rows);
+          for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
+            const int64_t cols = std::min(kKeyBlock, keys - j0);
+            block(slice, b, bh, i0, rows, j0, cols);
+            add_key_grads(slice, b, i0, rows, cols, dk.data() + j0 * e, dv.data() + j0 * ev);
+            add_query_grads(slice, b, bh, i0, rows, j0, cols, dq.data() + i0 * e);
+          }
+        }
+        if (grad_q != nullptr) store(dq, grad_q + bh * s.q_len * e);
+        if (grad_k != nullptr) store(dk, grad_k + bh * s.kv_len * e);
+        if (grad_v != nullptr) store(dv, grad_v + bh * s.kv_len * ev);
+      }
+    });
+    return;
+  }
+  // Few heads: key-block tasks own their rows of dK and dV, query-block tasks their rows of dQ;
+  // each recomputes the blocks it needs (with the same roundings as above).
+  if (want_keys) {
+    const int64_t k_blocks = (s.kv_len + kKeyTask - 1) / kKeyTask;
     parallel_for(heads * k_blocks, 1, [&](int64_t begin, int64_t end) {
       HeadSlice<T, A> slice;
       int64_t loaded = -1;
-      std::vector<A> key_t, probs, dscores, dk, dv;
+      Block b;
+      std::vector<A> dk, dv;
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t bh = task / k_blocks, j0 = (task % k_blocks) * kKeyBlock;
-        const int64_t cols = std::min(kKeyBlock, s.kv_len - j0);
+        const int64_t bh = task / k_blocks, j0 = (task % k_blocks) * kKeyTask;
+        const int64_t cols = std::min(kKeyTask, s.kv_len - j0);
         if (bh != loaded) {
-          slice.load(s, bh, q, k, v);
+          slice.load_backward(s, bh, q, k, v, grad_out);
           loaded = bh;
         }
-        dk.assign(cols * s.head_dim, A(0));
-        dv.assign(cols * s.value_dim, A(0));
+        dk.assign(static_cast<size_t>(grad_k != nullptr ? cols * e : 0), A(0));
+        dv.assign(static_cast<size_t>(grad_v != nullptr ? cols * ev : 0), A(0));
         for (int64_t i0 = causal ? (j0 / kQueryBlock) * kQueryBlock : 0; i0 < s.q_len; i0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, s.q_len - i0);
-          block(slice, key_t, probs, dscores, bh, i0, rows, j0, cols);
-          for (int64_t r = 0; r < rows; ++r) {
-            const T* go = grad_out + (bh * s.q_len + i0 + r) * s.value_dim;
-            const A* qrow = slice.q.data() + (i0 + r) * s.head_dim;
-            for (int64_t c = 0; c < cols; ++c) {
-              const A p = probs[r * cols + c], ds = dscores[r * cols + c] * scale;
-              A* dvrow = dv.data() + c * s.value_dim;
-              for (int64_t d = 0; d < s.value_dim; ++d) dvrow[d] += p * up(go[d]);
-              A* dkrow = dk.data() + c * s.head_dim;
-              for (int64_t d = 0; d < s.head_dim; ++d) dkrow[d] += ds * qrow[d];
-            }
-          }
+          block(slice, b, bh, i0, rows, j0, cols);
+          add_key_grads(slice, b, i0, rows, cols, dk.data(), dv.data());
         }
-        for (int64_t c = 0; c < cols; ++c) {
-          const int64_t key_index = bh * s.kv_len + j0 + c;
-          if (grad_k != nullptr) {
-            for (int64_t d = 0; d < s.head_dim; ++d) grad_k[key_index * s.head_dim + d] = down<T>(dk[c * s.head_dim + d]);
-          }
-          if (grad_v != nullptr) {
-            for (int64_t d = 0; d < s.value_dim; ++d) grad_v[key_index * s.value_dim + d] = down<T>(dv[c * s.value_dim + d]);
-          }
-        }
+        if (grad_k != nullptr) store(dk, grad_k + (bh * s.kv_len + j0) * e);
+        if (grad_v != nullptr) store(dv, grad_v + (bh * s.kv_len + j0) * ev);
       }
     });
   }
-  if (grad_q == nullptr && grad_bias == nullptr) return;
-  parallel_for(heads * q_blocks, 1, [&](int64_t begin, int64_t end) {  // query-block tasks own dQ rows
+  if (!want_queries) return;
+  parallel_for(heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
     HeadSlice<T, A> slice;
     int64_t loaded = -1;
-    std::vector<A> key_t, probs, dscores, dq;
+    Block b;
+    std::vector<A> dq;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.q_len - i0);
       if (bh != loaded) {
-        slice.load(s, bh, q, k, v);
+        slice.load_backward(s, bh, q, k, v, grad_out);
         loaded = bh;
       }
-      dq.assign(rows * s.head_dim, A(0));
-      if (grad_bias != nullptr) {  // masked-out blocks get a zero gradient
-        for (int64_t r = 0; r < rows; ++r) {
-          T* gb = grad_bias + (bh * s.q_len + i0 + r) * s.kv_len;
-          for (int64_t j = 0; j < s.kv_len; ++j) gb[j] = down<T>(A(0));
-        }
-      }
+      dq.assign(static_cast<size_t>(grad_q != nullptr ? rows * e : 0), A(0));
+      zero_bias_rows(bh, i0, rows);
       const int64_t keys = visible_keys(s, causal, i0, rows);
       for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, keys - j0);
-        block(slice, key_t, probs, dscores, bh, i0, rows, j0, cols);
-        for (int64_t r = 0; r < rows; ++r) {
-          A* dqrow = dq.data() + r * s.head_dim;
-          for (int64_t c = 0; c < cols; ++c) {
-            const A ds = dscores[r * cols + c];
-            const A* krow = slice.k.data() + (j0 + c) * s.head_dim;
-            for (int64_t d = 0; d < s.head_dim; ++d) dqrow[d] += ds * scale * krow[d];
-          }
-          if (grad_bias != nullptr) {
-            T* gb = grad_bias + (bh * s.q_len + i0 + r) * s.kv_len + j0;
-            for (int64_t c = 0; c < cols; ++c) gb[c] = down<T>(dscores[r * cols + c]);
-          }
-        }
+        block(slice, b, bh, i0, rows, j0, cols);
+        add_query_grads(slice, b, bh, i0, rows, j0, cols, dq.data());
       }
-      if (grad_q != nullptr) {
-        for (int64_t r = 0; r < rows; ++r) {
-          T* out_row = grad_q + (bh * s.q_len + i0 + r) * s.head_dim;
-          for (int64_t d = 0; d < s.head_dim; ++d) out_row[d] = down<T>(dq[r * s.head_dim + d]);
-        }
-      }
+      if (grad_q != nullptr) store(dq, grad_q + (bh * s.q_len + i0) * e);
     }
   });
 }

@@ -1,114 +1,242 @@
 #include "kernels/conv.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "kernels/gemm.h"
+#include "kernels/parallel.h"
+#include "kernels/tile_gemm.h"
 
 namespace torchneuron::kernels {
 namespace {
 
-// columns[(c * kh + i) * kw + j][y * out_w + x] = input[c][y*sh - ph + i*dh][x*sw - pw + j*dw]
-void im2col(const Conv2dShape& s, const float* image, int64_t channels, float* columns) {
-  const int64_t oh = s.out_h(), ow = s.out_w();
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Output columns [x_begin, x_end) whose input column x * stride - pad + j * dilation is inside
+// the image (x_begin <= x_end).
+struct ColumnRange {
+  int64_t offset, x_begin, x_end;
+};
+inline ColumnRange column_range(const Conv2dShape& s, int64_t j) {
+  const int64_t offset = j * s.dilation_w - s.pad_w;  // input column of output column 0
+  const int64_t ow = s.out_w();
+  const int64_t begin = std::min(ow, offset >= 0 ? int64_t{0} : ceil_div(-offset, s.stride_w));
+  const int64_t end = s.width - offset > 0 ? std::min(ow, ceil_div(s.width - offset, s.stride_w)) : int64_t{0};
+  return {offset, begin, std::max(begin, end)};
+}
+
+// One row of the column matrix for output rows [y_begin, y_end):
+// row[(y - y_begin) * out_w + x] = plane[y*sh - ph + i*dh][x*sw - pw + j*dw], zero outside the image.
+void im2col_row(const Conv2dShape& s, const float* plane, int64_t i, int64_t j, int64_t y_begin, int64_t y_end,
+                float* row) {
+  const int64_t ow = s.out_w();
+  const ColumnRange cr = column_range(s, j);
+  for (int64_t y = y_begin; y < y_end; ++y) {
+    float* dst = row + (y - y_begin) * ow;
+    const int64_t in_y = y * s.stride_h - s.pad_h + i * s.dilation_h;
+    if (in_y < 0 || in_y >= s.height) {
+      std::fill(dst, dst + ow, 0.0f);
+      continue;
+    }
+    const float* src = plane + in_y * s.width;  // input column x * stride_w + offset
+    std::fill(dst, dst + cr.x_begin, 0.0f);
+    if (s.stride_w == 1) {
+      std::copy(src + cr.x_begin + cr.offset, src + cr.x_end + cr.offset, dst + cr.x_begin);
+    } else {
+      for (int64_t x = cr.x_begin; x < cr.x_end; ++x) dst[x] = src[x * s.stride_w + cr.offset];
+    }
+    std::fill(dst + cr.x_end, dst + ow, 0.0f);
+  }
+}
+
+// columns[(c * kh + i) * kw + j][...] for the channels of `image` and output rows [y_begin, y_end).
+void im2col(const Conv2dShape& s, const float* image, int64_t channels, int64_t y_begin, int64_t y_end,
+            float* columns) {
+  const int64_t width = (y_end - y_begin) * s.out_w();
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t i = 0; i < s.kernel_h; ++i) {
       for (int64_t j = 0; j < s.kernel_w; ++j) {
-        float* row = columns + ((c * s.kernel_h + i) * s.kernel_w + j) * oh * ow;
-        for (int64_t y = 0; y < oh; ++y) {
-          const int64_t in_y = y * s.stride_h - s.pad_h + i * s.dilation_h;
-          for (int64_t x = 0; x < ow; ++x) {
-            const int64_t in_x = x * s.stride_w - s.pad_w + j * s.dilation_w;
-            const bool inside = in_y >= 0 && in_y < s.height && in_x >= 0 && in_x < s.width;
-            row[y * ow + x] = inside ? image[(c * s.height + in_y) * s.width + in_x] : 0.0f;
-          }
+        im2col_row(s, image + c * s.height * s.width, i, j, y_begin, y_end,
+                   columns + ((c * s.kernel_h + i) * s.kernel_w + j) * width);
+      }
+    }
+  }
+}
+
+// The adjoint of im2col for one channel: adds its kh * kw column rows back into `plane`, in the
+// order (i, j, y, x).
+void col2im_channel(const Conv2dShape& s, const float* columns, float* plane) {
+  const int64_t oh = s.out_h(), ow = s.out_w();
+  for (int64_t i = 0; i < s.kernel_h; ++i) {
+    for (int64_t j = 0; j < s.kernel_w; ++j) {
+      const float* row = columns + (i * s.kernel_w + j) * oh * ow;
+      const ColumnRange cr = column_range(s, j);
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t in_y = y * s.stride_h - s.pad_h + i * s.dilation_h;
+        if (in_y < 0 || in_y >= s.height) continue;
+        float* dst = plane + in_y * s.width;  // input column x * stride_w + offset
+        const float* src = row + y * ow;
+        if (s.stride_w == 1) {
+          for (int64_t x = cr.x_begin; x < cr.x_end; ++x) dst[x + cr.offset] += src[x];
+        } else {
+          for (int64_t x = cr.x_begin; x < cr.x_end; ++x) dst[x * s.stride_w + cr.offset] += src[x];
         }
       }
     }
   }
 }
 
-// The adjoint of im2col: accumulates columns back into an image (zeroed by the caller).
-void col2im(const Conv2dShape& s, const float* columns, int64_t channels, float* image) {
-  const int64_t oh = s.out_h(), ow = s.out_w();
-  for (int64_t c = 0; c < channels; ++c) {
-    for (int64_t i = 0; i < s.kernel_h; ++i) {
-      for (int64_t j = 0; j < s.kernel_w; ++j) {
-        const float* row = columns + ((c * s.kernel_h + i) * s.kernel_w + j) * oh * ow;
-        for (int64_t y = 0; y < oh; ++y) {
-          const int64_t in_y = y * s.stride_h - s.pad_h + i * s.dilation_h;
-          if (in_y < 0 || in_y >= s.height) continue;
-          for (int64_t x = 0; x < ow; ++x) {
-            const int64_t in_x = x * s.stride_w - s.pad_w + j * s.dilation_w;
-            if (in_x >= 0 && in_x < s.width) image[(c * s.height + in_y) * s.width + in_x] += row[y * ow + x];
-          }
-        }
-      }
-    }
-  }
-}
+// Jobs of about this many multiply-adds at least, and some per thread when there is work.
+constexpr int64_t kMinJobWork = 1 << 18;
+// Row blocks in multiples of the multiply's row tile where there is a choice.
+constexpr int64_t kTileRows = 8;
+// grad_weight sums this many products in float before adding them up in double.
+constexpr int64_t kSumRun = 256;
 
 }  // namespace
 
+// Each job computes the output rows [y_begin, y_end) of one (image, group): im2col of those
+// rows, then out = weight x columns. Every output element is the same sum in the same order
+// however the jobs are cut.
 void conv2d_forward(const Conv2dShape& s, const float* input, const float* weight, const float* bias, float* out) {
-  configure_blas_threads();
   const int64_t cin_g = s.in_channels / s.groups, cout_g = s.out_channels / s.groups;
-  const int64_t spatial = s.out_h() * s.out_w();
+  const int64_t oh = s.out_h(), ow = s.out_w(), spatial = oh * ow;
   const int64_t patch = cin_g * s.kernel_h * s.kernel_w;
-  std::vector<float> columns(static_cast<size_t>(patch * spatial));
-  for (int64_t n = 0; n < s.batch; ++n) {
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const float* image = input + (n * s.in_channels + g * cin_g) * s.height * s.width;
-      im2col(s, image, cin_g, columns.data());
-      float* dst = out + (n * s.out_channels + g * cout_g) * spatial;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cout_g, spatial, patch, 1.0f,
-                  weight + g * cout_g * patch, patch, columns.data(), spatial, 0.0f, dst, spatial);
-    }
-    if (bias != nullptr) {
-      for (int64_t c = 0; c < s.out_channels; ++c) {
-        float* plane = out + (n * s.out_channels + c) * spatial;
-        for (int64_t k = 0; k < spatial; ++k) plane[k] += bias[c];
+  const int64_t planes = s.batch * s.groups;
+  if (planes == 0 || spatial == 0 || cout_g == 0) return;
+  const int64_t row_work = std::max<int64_t>(1, cout_g * patch * ow);
+  const int64_t wanted_jobs = std::max<int64_t>(1, 4 * compute_threads() / planes);
+  const int64_t y_block = std::clamp<int64_t>(std::max(ceil_div(oh, wanted_jobs), ceil_div(kMinJobWork, row_work)), 1, oh);
+  const int64_t y_blocks = ceil_div(oh, y_block);
+  parallel_for(planes * y_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> columns;
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t plane = job / y_blocks, n = plane / s.groups, g = plane % s.groups;
+      const int64_t y_begin = (job % y_blocks) * y_block, y_end = std::min(oh, y_begin + y_block);
+      const int64_t width = (y_end - y_begin) * ow;
+      columns.resize(static_cast<size_t>(patch * width));
+      im2col(s, input + (n * s.in_channels + g * cin_g) * s.height * s.width, cin_g, y_begin, y_end, columns.data());
+      float* dst = out + (n * s.out_channels + g * cout_g) * spatial + y_begin * ow;
+      multiply_into(cout_g, width, patch, weight + g * cout_g * patch, patch, int64_t{1}, columns.data(), width, dst,
+                    spatial);
+      if (bias != nullptr) {
+        for (int64_t c = 0; c < cout_g; ++c) {
+          const float b = bias[g * cout_g + c];
+          float* row = dst + c * spatial;
+          for (int64_t k = 0; k < width; ++k) row[k] += b;
+        }
       }
     }
-  }
+  });
 }
 
 void conv2d_backward(const Conv2dShape& s, const float* grad_out, const float* input, const float* weight,
                      float* grad_input, float* grad_weight, float* grad_bias) {
-  configure_blas_threads();
   const int64_t cin_g = s.in_channels / s.groups, cout_g = s.out_channels / s.groups;
-  const int64_t spatial = s.out_h() * s.out_w();
-  const int64_t patch = cin_g * s.kernel_h * s.kernel_w;
-  std::vector<float> columns(static_cast<size_t>(patch * spatial));
-  if (grad_input != nullptr) std::fill(grad_input, grad_input + s.batch * s.in_channels * s.height * s.width, 0.0f);
-  if (grad_weight != nullptr) std::fill(grad_weight, grad_weight + s.out_channels * patch, 0.0f);
-  for (int64_t n = 0; n < s.batch; ++n) {
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const float* go = grad_out + (n * s.out_channels + g * cout_g) * spatial;
-      if (grad_weight != nullptr) {
-        im2col(s, input + (n * s.in_channels + g * cin_g) * s.height * s.width, cin_g, columns.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cout_g, patch, spatial, 1.0f, go, spatial,
-                    columns.data(), spatial, 1.0f, grad_weight + g * cout_g * patch, patch);
+  const int64_t oh = s.out_h(), ow = s.out_w(), spatial = oh * ow;
+  const int64_t taps = s.kernel_h * s.kernel_w;
+  const int64_t patch = cin_g * taps;
+  const int64_t image_size = s.height * s.width;
+  if (grad_input != nullptr) {
+    // Jobs own (image, group, block of input channels): columns = weight^T x grad_out for those
+    // channels' rows, added back into their own planes.
+    const int64_t planes = s.batch * s.groups;
+    const int64_t channel_work = std::max<int64_t>(1, taps * spatial * cout_g);
+    const int64_t wanted_jobs = std::max<int64_t>(1, 4 * compute_threads() / std::max<int64_t>(planes, 1));
+    const int64_t c_block = std::clamp<int64_t>(
+        std::max({ceil_div(cin_g, wanted_jobs), ceil_div(kMinJobWork, channel_work), ceil_div(kTileRows, taps)}), 1,
+        std::max<int64_t>(cin_g, 1));
+    const int64_t c_blocks = ceil_div(cin_g, c_block);
+    parallel_for(planes * c_blocks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> columns;
+      for (int64_t job = begin; job < end; ++job) {
+        const int64_t plane = job / c_blocks, n = plane / s.groups, g = plane % s.groups;
+        const int64_t c_begin = (job % c_blocks) * c_block, c_end = std::min(cin_g, c_begin + c_block);
+        float* image = grad_input + (n * s.in_channels + g * cin_g) * image_size;
+        std::fill(image + c_begin * image_size, image + c_end * image_size, 0.0f);
+        const int64_t rows = (c_end - c_begin) * taps;
+        if (rows == 0 || spatial == 0) continue;
+        columns.resize(static_cast<size_t>(rows * spatial));
+        multiply_into(rows, spatial, cout_g, weight + g * cout_g * patch + c_begin * taps, int64_t{1}, patch,
+                      grad_out + (n * s.out_channels + g * cout_g) * spatial, spatial, columns.data(), spatial);
+        for (int64_t c = c_begin; c < c_end; ++c) {
+          col2im_channel(s, columns.data() + (c - c_begin) * taps * spatial, image + c * image_size);
+        }
       }
-      if (grad_input != nullptr) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch, spatial, cout_g, 1.0f, weight + g * cout_g * patch,
-                    patch, go, spatial, 0.0f, columns.data(), spatial);
-        col2im(s, columns.data(), cin_g, grad_input + (n * s.in_channels + g * cin_g) * s.height * s.width);
+    });
+  }
+  if (grad_weight != nullptr) {
+    // grad_weight^T [patch, cout_g] = sum over images of columns [patch, spatial] x grad_out^T
+    // [spatial, cout_g]; jobs own blocks of patch rows and walk the images in order.
+    std::fill(grad_weight, grad_weight + s.out_channels * patch, 0.0f);
+    std::vector<float> grad_t(static_cast<size_t>(s.batch * s.out_channels * spatial));  // [n][g][spatial][cout_g]
+    parallel_for(s.batch * s.groups, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const float* from = grad_out + plane * cout_g * spatial;
+        float* to = grad_t.data() + plane * cout_g * spatial;
+        for (int64_t k0 = 0; k0 < spatial; k0 += 64) {
+          for (int64_t c = 0; c < cout_g; ++c) {
+            for (int64_t k = k0; k < std::min(spatial, k0 + 64); ++k) to[k * cout_g + c] = from[c * spatial + k];
+          }
+        }
       }
-    }
+    });
+    const int64_t row_work = std::max<int64_t>(1, s.batch * spatial * cout_g);
+    const int64_t wanted_jobs = std::max<int64_t>(1, 4 * compute_threads() / std::max<int64_t>(s.groups, 1));
+    const int64_t p_block = std::clamp<int64_t>(
+        ceil_div(std::max(ceil_div(patch, wanted_jobs), ceil_div(kMinJobWork, row_work)), kTileRows) * kTileRows, 1,
+        std::max<int64_t>(patch, 1));
+    const int64_t p_blocks = ceil_div(patch, p_block);
+    parallel_for(s.groups * p_blocks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> columns, partial;
+      std::vector<double> sum_t;
+      for (int64_t job = begin; job < end; ++job) {
+        const int64_t g = job / p_blocks;
+        const int64_t p_begin = (job % p_blocks) * p_block, p_end = std::min(patch, p_begin + p_block);
+        const int64_t rows = p_end - p_begin;
+        columns.resize(static_cast<size_t>(rows * spatial));
+        sum_t.assign(static_cast<size_t>(rows * cout_g), 0.0);
+        for (int64_t n = 0; n < s.batch; ++n) {
+          const float* image = input + (n * s.in_channels + g * cin_g) * image_size;
+          for (int64_t p = p_begin; p < p_end; ++p) {
+            const int64_t c = p / taps, i = (p % taps) / s.kernel_w, j = p % s.kernel_w;
+            im2col_row(s, image + c * image_size, i, j, 0, oh, columns.data() + (p - p_begin) * spatial);
+          }
+          // Float sums over runs of kSumRun output positions, added up in double.
+          const float* grad = grad_t.data() + (n * s.groups + g) * cout_g * spatial;
+          for (int64_t k0 = 0; k0 < spatial; k0 += kSumRun) {
+            partial.resize(static_cast<size_t>(rows * cout_g));
+            multiply_into(rows, cout_g, std::min(kSumRun, spatial - k0), columns.data() + k0, spatial, int64_t{1},
+                          grad + k0 * cout_g, cout_g, partial.data(), cout_g);
+            for (int64_t x = 0; x < rows * cout_g; ++x) sum_t[x] += partial[x];
+          }
+        }
+        for (int64_t p = p_begin; p < p_end; ++p) {
+          for (int64_t c = 0; c < cout_g; ++c) {
+            grad_weight[(g * cout_g + c) * patch + p] = static_cast<float>(sum_t[(p - p_begin) * cout_g + c]);
+          }
+        }
+      }
+    });
   }
   if (grad_bias != nullptr) {
-    for (int64_t c = 0; c < s.out_channels; ++c) {
-      double sum = 0;
-      for (int64_t n = 0; n < s.batch; ++n) {
-        const float* plane = grad_out + (n * s.out_channels + c) * spatial;
-        for (int64_t k = 0; k < spatial; ++k) sum += plane[k];
+    parallel_for(s.out_channels, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        constexpr int kLanes = 8;
+        double lanes[kLanes] = {};
+        double sum = 0;
+        for (int64_t n = 0; n < s.batch; ++n) {
+          const float* plane = grad_out + (n * s.out_channels + c) * spatial;
+          int64_t k = 0;
+          for (; k + kLanes <= spatial; k += kLanes) {
+            for (int l = 0; l < kLanes; ++l) lanes[l] += plane[k + l];
+          }
+          for (; k < spatial; ++k) sum += plane[k];
+        }
+        for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+        grad_bias[c] = static_cast<float>(sum);
       }
-      grad_bias[c] = static_cast<float>(sum);
-    }
+    });
   }
 }
 

@@ -1,4 +1,4 @@
-// 2-D convolution over contiguous float32 NCHW buffers by im2col + GEMM (OpenBLAS): forward,
+// 2-D convolution over contiguous float32 NCHW buffers by im2col + GEMM (kernels/tile_gemm.h): forward,
 // and the input, weight and bias gradients. Groups, stride, padding and dilation supported.
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -41,32 +42,71 @@ void blas_gemm(const GemmArgs& g, const char* a, const char* b, char* c) {
   }
 }
 
+// One operand of a half-type GEMM widened to float: kept in its own orientation (rows or
+// columns contiguous) so that the conversion reads memory in order, on the compute pool.
+template <typename H>
+struct WideMatrix {
+  std::vector<float> data;
+  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  int64_t ld = 1;
+
+  void load(const MatrixOperand& op, const char* base, int64_t rows, int64_t cols) {
+    data.resize(static_cast<size_t>(rows * cols));
+    // Runs of `inner` elements `inner_stride` apart, `outer` of them `outer_stride` apart.
+    const bool transposed = op.col_stride != 1 && op.row_stride == 1 && rows > 1;
+    const int64_t outer = transposed ? cols : rows, inner = transposed ? rows : cols;
+    const int64_t outer_stride = transposed ? op.col_stride : op.row_stride;
+    const int64_t inner_stride = transposed ? op.row_stride : op.col_stride;
+    trans = transposed ? CblasTrans : CblasNoTrans;
+    ld = std::max<int64_t>(inner, 1);
+    float* dense = data.data();
+    parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const char* run = base + o * outer_stride * static_cast<int64_t>(sizeof(H));
+        float* to = dense + o * inner;
+        if (inner_stride == 1) {
+          for (int64_t i = 0; i < inner; ++i) {
+            H value;
+            std::memcpy(&value, run + i * static_cast<int64_t>(sizeof(H)), sizeof(H));
+            to[i] = static_cast<float>(value);
+          }
+        } else {
+          for (int64_t i = 0; i < inner; ++i) {
+            H value;
+            std::memcpy(&value, run + i * inner_stride * static_cast<int64_t>(sizeof(H)), sizeof(H));
+            to[i] = static_cast<float>(value);
+          }
+        }
+      }
+    });
+  }
+};
+
 // Half types: widen A, B (and C when it is read) to float, multiply, round back.
 template <typename H>
 void half_gemm(const GemmArgs& g, const char* a, const char* b, char* c) {
-  auto widen = [](const MatrixOperand& op, const char* base, int64_t rows, int64_t cols) {
-    std::vector<float> dense(static_cast<size_t>(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t col = 0; col < cols; ++col) {
-        H value;
-        std::memcpy(&value, base + (r * op.row_stride + col * op.col_stride) * sizeof(H), sizeof(H));
-        dense[r * cols + col] = static_cast<float>(value);
+  WideMatrix<H> A, B, C;
+  A.load(g.a, a, g.m, g.k);
+  B.load(g.b, b, g.k, g.n);
+  const MatrixOperand c_rows{g.c.data, g.c.batch_stride, g.c.row_stride, 1};  // C is row-major
+  if (g.beta != 0.0) {
+    C.load(c_rows, c, g.m, g.n);
+  } else {
+    C.data.resize(static_cast<size_t>(g.m * g.n));
+    C.ld = std::max<int64_t>(g.n, 1);
+  }
+  cblas_sgemm(CblasRowMajor, A.trans, B.trans, g.m, g.n, g.k, static_cast<float>(g.alpha), A.data.data(), A.ld,
+              B.data.data(), B.ld, static_cast<float>(g.beta), C.data.data(), C.ld);
+  const float* result = C.data.data();
+  parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      char* row = c + r * g.c.row_stride * static_cast<int64_t>(sizeof(H));
+      for (int64_t col = 0; col < g.n; ++col) {
+        const H value(result[r * g.n + col]);
+        std::memcpy(row + col * static_cast<int64_t>(sizeof(H)), &value, sizeof(H));
       }
     }
-    return dense;
-  };
-  std::vector<float> A = widen(g.a, a, g.m, g.k);
-  std::vector<float> B = widen(g.b, b, g.k, g.n);
-  std::vector<float> C = g.beta != 0.0 ? widen(g.c, c, g.m, g.n) : std::vector<float>(g.m * g.n);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.m, g.n, g.k, static_cast<float>(g.alpha), A.data(),
-              std::max<int64_t>(g.k, 1), B.data(), std::max<int64_t>(g.n, 1), static_cast<float>(g.beta), C.data(),
-              std::max<int64_t>(g.n, 1));
-  for (int64_t r = 0; r < g.m; ++r) {
-    for (int64_t col = 0; col < g.n; ++col) {
-      const H value(C[r * g.n + col]);
-      std::memcpy(c + (r * g.c.row_stride + col) * sizeof(H), &value, sizeof(H));
-    }
-  }
+  });
 }
 
 template <typename T>

@@ -114,6 +114,178 @@ void softmax_backward(DType dtype, SoftmaxShape s, void* grad_in, const void* gr
   });
 }
 
+namespace {
+
+// Sum of term(0), ..., term(n - 1) (floats) in 16 lanes combined in double, as lane_sum. One
+// accumulator per loop: GCC vectorizes that well, two in one loop it does not.
+template <typename Term>
+inline double lane_sum_of(int64_t n, Term&& term) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
+  }
+  double total = 0;
+  for (; i < n; ++i) total += term(i);
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+// A row of T as floats: the row itself for float, else converted into `buffer`.
+template <typename T>
+inline const float* float_row(const T* row, int64_t n, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return row;
+  } else {
+    buffer.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) buffer[i] = static_cast<float>(row[i]);
+    return buffer.data();
+  }
+}
+
+// y = (x - mean) * rstd [* w] [+ b], with the optional operands decided outside the loop.
+template <bool kWeight, bool kBias>
+inline void layer_norm_affine(const float* x, const float* w, const float* b, float mean, float rstd, int64_t n,
+                              float* y) {
+  for (int64_t c = 0; c < n; ++c) {
+    float value = (x[c] - mean) * rstd;
+    if constexpr (kWeight) value *= w[c];
+    if constexpr (kBias) value += b[c];
+    y[c] = value;
+  }
+}
+
+// Float and half types: rows in float, the row sums in float lanes.
+template <typename T>
+void layer_norm_float(int64_t rows, int64_t cols, double eps, const T* x, const T* w, const T* b, T* y, T* mean_out,
+                      T* rstd_out) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
+  const double n = static_cast<double>(std::max<int64_t>(cols, 1));
+  std::vector<float> weight_buffer, bias_buffer;  // half types: weight and bias widened once
+  const float* wf = w != nullptr ? float_row(w, cols, weight_buffer) : nullptr;
+  const float* bf = b != nullptr ? float_row(b, cols, bias_buffer) : nullptr;
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<float> in_row, out_row(kFloat ? 0 : cols);
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = float_row(x + r * cols, cols, in_row);
+      const float mean = static_cast<float>(lane_sum(row, cols) / n);
+      const double squares = lane_sum_of(cols, [&](int64_t c) { return (row[c] - mean) * (row[c] - mean); });
+      const float var = static_cast<float>(squares / n);
+      const float rstd = 1.0f / std::sqrt(var + static_cast<float>(eps));
+      float* dst;
+      if constexpr (kFloat) {
+        dst = y + r * cols;
+      } else {
+        dst = out_row.data();
+      }
+      if (wf != nullptr && bf != nullptr) {
+        layer_norm_affine<true, true>(row, wf, bf, mean, rstd, cols, dst);
+      } else if (wf != nullptr) {
+        layer_norm_affine<true, false>(row, wf, bf, mean, rstd, cols, dst);
+      } else if (bf != nullptr) {
+        layer_norm_affine<false, true>(row, wf, bf, mean, rstd, cols, dst);
+      } else {
+        layer_norm_affine<false, false>(row, wf, bf, mean, rstd, cols, dst);
+      }
+      if constexpr (!kFloat) {
+        for (int64_t c = 0; c < cols; ++c) y[r * cols + c] = T(dst[c]);
+      }
+      mean_out[r] = down<T>(mean);
+      rstd_out[r] = down<T>(rstd);
+    }
+  });
+}
+
+// One row of the input gradient: g = grad_out [* w], xhat = (x - m) * s,
+// gx = s * (g - mean(g) - xhat * mean(g * xhat)), the two row sums in float lanes.
+template <bool kWeight>
+inline void layer_norm_grad_row(const float* go, const float* x, const float* w, float m, float s, int64_t n,
+                                float* gx) {
+  auto grad = [&](int64_t c) { return kWeight ? go[c] * w[c] : go[c]; };
+  const double sum_g = lane_sum_of(n, grad);
+  const double sum_gx = lane_sum_of(n, [&](int64_t c) { return grad(c) * (x[c] - m) * s; });
+  const float inv_n = 1.0f / static_cast<float>(std::max<int64_t>(n, 1));
+  const float mean_g = inv_n * static_cast<float>(sum_g);
+  const float sgx = static_cast<float>(sum_gx);
+  for (int64_t c = 0; c < n; ++c) {
+    const float g = grad(c);
+    const float xhat = (x[c] - m) * s;
+    gx[c] = s * (g - mean_g - xhat * inv_n * sgx);
+  }
+}
+
+template <typename T>
+void layer_norm_backward_float(int64_t rows, int64_t cols, const T* go, const T* x, const T* mean, const T* rstd,
+                               const T* w, T* gx, T* grad_weight, T* grad_bias) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
+  std::vector<float> weight_buffer;
+  const float* wf = w != nullptr && gx != nullptr ? float_row(w, cols, weight_buffer) : nullptr;
+  // grad_weight and grad_bias sum over the rows: each block of rows (a size that depends on
+  // cols only, never on threads) adds its rows in order into its own double partial sums,
+  // and the partials are added in block order afterwards. One pass over grad_out and x.
+  const int64_t width = std::max<int64_t>(cols, 1);
+  const bool partials = grad_weight != nullptr || grad_bias != nullptr;
+  const int64_t block_rows =
+      partials ? std::clamp<int64_t>(32768 / width, 8, 256) : std::max<int64_t>(1, 4096 / width);
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
+  std::vector<double> partial_w(grad_weight != nullptr ? blocks * cols : 0);
+  std::vector<double> partial_b(grad_bias != nullptr ? blocks * cols : 0);
+  parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> go_row, x_row, out_row(kFloat ? 0 : cols);
+    for (int64_t block = begin; block < end; ++block) {
+      double* pw = grad_weight != nullptr ? partial_w.data() + block * cols : nullptr;
+      double* pb = grad_bias != nullptr ? partial_b.data() + block * cols : nullptr;
+      for (int64_t r = block * block_rows; r < std::min(rows, (block + 1) * block_rows); ++r) {
+        const float* g = float_row(go + r * cols, cols, go_row);
+        const float* xr = float_row(x + r * cols, cols, x_row);
+        const float m = up(mean[r]), s = up(rstd[r]);
+        if (gx != nullptr) {
+          float* dst;
+          if constexpr (kFloat) {
+            dst = gx + r * cols;
+          } else {
+            dst = out_row.data();
+          }
+          if (wf != nullptr) {
+            layer_norm_grad_row<true>(g, xr, wf, m, s, cols, dst);
+          } else {
+            layer_norm_grad_row<false>(g, xr, wf, m, s, cols, dst);
+          }
+          if constexpr (!kFloat) {
+            for (int64_t c = 0; c < cols; ++c) gx[r * cols + c] = T(dst[c]);
+          }
+        }
+        if (pw != nullptr && pb != nullptr) {
+          for (int64_t c = 0; c < cols; ++c) {
+            pw[c] += g[c] * (xr[c] - m) * s;
+            pb[c] += g[c];
+          }
+        } else if (pw != nullptr) {
+          for (int64_t c = 0; c < cols; ++c) pw[c] += g[c] * (xr[c] - m) * s;
+        } else if (pb != nullptr) {
+          for (int64_t c = 0; c < cols; ++c) pb[c] += g[c];
+        }
+      }
+    }
+  });
+  if (!partials) return;
+  parallel_for(cols, 256, [&](int64_t begin, int64_t end) {
+    auto combine = [&](const std::vector<double>& partial, T* result) {
+      std::vector<double> sum(static_cast<size_t>(end - begin), 0.0);
+      for (int64_t block = 0; block < blocks; ++block) {
+        const double* p = partial.data() + block * cols + begin;
+        for (int64_t c = 0; c < end - begin; ++c) sum[c] += p[c];
+      }
+      for (int64_t c = 0; c < end - begin; ++c) result[begin + c] = down<T>(sum[c]);
+    };
+    if (grad_weight != nullptr) combine(partial_w, grad_weight);
+    if (grad_bias != nullptr) combine(partial_b, grad_bias);
+  });
+}
+
+}  // namespace
+
 void layer_norm(DType dtype, int64_t rows, int64_t cols, double eps, const void* x_in, const void* weight,
                 const void* bias, void* out, void* mean_out, void* rstd_out) {
   dispatch_floating(dtype, "this kernel", [&](auto tag) {
@@ -123,6 +295,9 @@ void layer_norm(DType dtype, int64_t rows, int64_t cols, double eps, const void*
     const T* w = static_cast<const T*>(weight);
     const T* b = static_cast<const T*>(bias);
     T* y = static_cast<T*>(out);
+    if constexpr (!std::is_same_v<T, double>) {
+      return layer_norm_float(rows, cols, eps, x, w, b, y, static_cast<T*>(mean_out), static_cast<T*>(rstd_out));
+    }
     parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T* row = x + r * cols;
@@ -160,6 +335,10 @@ void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* gr
     const T* mean = static_cast<const T*>(mean_in);
     const T* rstd = static_cast<const T*>(rstd_in);
     const T* w = static_cast<const T*>(weight);
+    if constexpr (!std::is_same_v<T, double>) {
+      return layer_norm_backward_float(rows, cols, go, x, mean, rstd, w, static_cast<T*>(grad_x),
+                                       static_cast<T*>(grad_weight), static_cast<T*>(grad_bias));
+    }
     if (grad_x != nullptr) {
       T* gx = static_cast<T*>(grad_x);
       parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
@@ -292,15 +471,40 @@ void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* gr
                                    std::to_string(num_weights) + " embeddings");
       }
     }
-    // Accumulate per destination row in a wider type, in index order (deterministic).
-    std::vector<A> acc(static_cast<size_t>(num_weights * cols), A(0));
-    for (int64_t i = 0; i < count; ++i) {
-      if (index[i] == padding_idx) continue;
-      A* row = acc.data() + index[i] * cols;
-      const T* src = g + i * cols;
-      for (int64_t c = 0; c < cols; ++c) row[c] += up(src[c]);
-    }
-    for (int64_t j = 0; j < num_weights * cols; ++j) gw[j] = down<T>(acc[j]);
+    // Each task owns a range of destination rows and adds into them, in index order, the
+    // gradient rows that land there: deterministic, in a wider type for half types.
+    parallel_for(num_weights, std::max<int64_t>(1, 65536 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, A>) {
+        std::fill(gw + begin * cols, gw + end * cols, T(0));
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t target = index[i];
+          if (target < begin || target >= end || target == padding_idx) continue;
+          T* row = gw + target * cols;
+          const T* src = g + i * cols;
+          for (int64_t c = 0; c < cols; ++c) row[c] += src[c];
+        }
+      } else {
+        std::vector<int64_t> slot(static_cast<size_t>(end - begin), -1);  // row -> accumulator
+        std::vector<A> acc;
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t target = index[i];
+          if (target < begin || target >= end || target == padding_idx) continue;
+          int64_t& at = slot[target - begin];
+          if (at < 0) {
+            at = static_cast<int64_t>(acc.size());
+            acc.resize(acc.size() + static_cast<size_t>(cols), A(0));
+          }
+          A* row = acc.data() + at;
+          const T* src = g + i * cols;
+          for (int64_t c = 0; c < cols; ++c) row[c] += up(src[c]);
+        }
+        for (int64_t r = begin; r < end; ++r) {
+          const int64_t at = slot[r - begin];
+          T* dst = gw + r * cols;
+          for (int64_t c = 0; c < cols; ++c) dst[c] = down<T>(at < 0 ? A(0) : acc[at + c]);
+        }
+      }
+    });
   });
 }
 
