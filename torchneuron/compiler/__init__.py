@@ -95,7 +95,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
 
 
 def _decompositions():
-    """Core ATen decompositions, except for ops that have native neuron kernels (faster whole)."""
+    """Core ATen decompositions, except for ops with a native neuron kernel that a decomposition
+    would split into many launches (norms, pooling, indexing, reductions, losses). Pointwise
+    activations still decompose: their pieces fuse."""
     from torch._decomp import core_aten_decompositions
 
     aten = torch.ops.aten
@@ -104,7 +106,10 @@ def _decompositions():
             aten.embedding_dense_backward, aten.native_batch_norm, aten.native_batch_norm_backward,
             aten.native_group_norm, aten.native_group_norm_backward, aten.gelu, aten.gelu_backward,
             aten.silu, aten.silu_backward, aten.sigmoid_backward, aten.tanh_backward, aten.addmm, aten.mm,
-            aten.bmm, aten.baddbmm, aten.index_select, aten.cat, aten.mse_loss, aten.mse_loss_backward}
+            aten.bmm, aten.baddbmm, aten.index_select, aten.cat, aten.mse_loss, aten.mse_loss_backward,
+            aten.upsample_nearest2d, aten.upsample_bilinear2d, aten.adaptive_avg_pool2d, aten.max_pool2d,
+            aten.index_add, aten.index_copy, aten.index_fill, aten.var, aten.std, aten.var_mean, aten.std_mean,
+            aten.logsumexp, aten.binary_cross_entropy, aten.binary_cross_entropy_backward}
     table = core_aten_decompositions()
     return {op: fn for op, fn in table.items() if op.overloadpacket not in keep}
 
