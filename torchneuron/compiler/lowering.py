@@ -54,7 +54,7 @@ class Lowered:
     value_source: dict = field(default_factory=dict)   # IR value -> (fx node, index in its tuple or None)
     fx_value: dict = field(default_factory=dict)       # fx node -> IR value (single-tensor nodes)
     value_meta: dict = field(default_factory=dict)     # IR value -> (torch dtype, device)
-    layout: dict = field(default_factory=dict)         # IR value -> dim order, outermost first, if not contiguous
+    layout: dict = field(default_factory=dict)         # IR value -> non-row-major layout (see _layout)
     opaque_nodes: list = field(default_factory=list)   # external id -> fx node
     tuple_values: dict = field(default_factory=dict)   # fx node returning a tuple -> its IR values
     pointwise_count: int = 0
@@ -69,16 +69,31 @@ def _tensor_meta(node) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
-def _dim_order(val: torch.Tensor):
-    """The order of val's dims from largest stride to smallest when it is not row-major (eager
-    ops keep their inputs' layout; later views may rely on it), else None."""
+def _layout(val: torch.Tensor):
+    """How eager mode lays out val when it is not row-major (eager ops keep their inputs'
+    layout, and later views may rely on it): (sizes, strides) when they are concrete, else the
+    dim order from largest stride to smallest; None for row-major."""
     try:
-        if val.is_contiguous():
-            return None
         strides = [int(s) for s in val.stride()]
     except Exception:  # noqa: BLE001 - symbolic strides that cannot be ordered: row-major
         return None
-    return sorted(range(val.dim()), key=lambda d: -strides[d])
+    try:
+        sizes = [int(d) for d in val.shape]
+    except Exception:  # noqa: BLE001
+        sizes = None
+    if sizes is not None:
+        # Exactly row-major, size-1 dims included: their strides steer later ops' layouts.
+        row_major, step = [], 1
+        for size in reversed(sizes):
+            row_major.append(step)
+            step *= max(size, 1)
+        if strides == row_major[::-1]:
+            return None
+    elif val.is_contiguous():
+        return None
+    if sizes is not None:
+        return (tuple(sizes), tuple(strides))
+    return sorted(range(val.dim()), key=lambda d: -strides[d])  # symbolic sizes: the order only
 
 
 def _on_device(val: torch.Tensor) -> bool:
@@ -148,9 +163,9 @@ def _try_pointwise(node: fx.Node, lowered: Lowered) -> bool:
     if compute not in DTYPES:
         return False
     value = lowered.graph.add_pointwise(op, operands, DTYPES[out.dtype], _shape(out), DTYPES[compute])
-    order = _dim_order(out)
-    if order is not None:
-        lowered.layout[value] = order
+    layout = _layout(out)
+    if layout is not None:
+        lowered.layout[value] = layout
     lowered.fx_value[node] = value
     lowered.value_source[value] = (node, None)
     lowered.value_meta[value] = (out.dtype, out.device)

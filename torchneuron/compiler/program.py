@@ -108,7 +108,11 @@ class CompiledProgram:
 
         def run(env, slots):
             args, kwargs = resolve(env)
-            env[node] = target(*args, **kwargs)
+            try:
+                env[node] = target(*args, **kwargs)
+            except Exception as error:
+                error.add_note(f"(raised by node {node.name} = {node.format_node()} of a neuron-compiled graph)")
+                raise
             for n in drop:
                 env.pop(n, None)
 
@@ -126,9 +130,17 @@ class CompiledProgram:
         return self.outputs(env)
 
 
-def _allocate(shape, dtype, device, order):
-    """An empty tensor of `shape` laid out with its dims in `order` (outermost first)."""
-    if order is None:
+def _allocate(shape, dtype, device, layout):
+    """An empty tensor of `shape` in eager mode's layout: the traced strides when the sizes are
+    the traced ones, else the traced dim order (outermost first), else row-major."""
+    if layout is None:
         return torch.empty(shape, dtype=dtype, device=device)
+    if isinstance(layout, tuple):
+        sizes, strides = layout
+        if tuple(shape) == sizes:
+            return torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+        order = sorted(range(len(sizes)), key=lambda d: -strides[d])
+    else:
+        order = layout
     physical = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
     return physical.permute([order.index(d) for d in range(len(order))])
