@@ -71,29 +71,17 @@ def _tensor_meta(node) -> torch.Tensor | None:
 
 def _layout(val: torch.Tensor):
     """How eager mode lays out val when it is not row-major (eager ops keep their inputs'
-    layout, and later views may rely on it): (sizes, strides) when they are concrete, else the
-    dim order from largest stride to smallest; None for row-major."""
-    try:
-        strides = [int(s) for s in val.stride()]
-    except Exception:  # noqa: BLE001 - symbolic strides that cannot be ordered: row-major
+    layout, and later views may rely on it): (sizes, strides) when they are concrete, else None
+    (symbolic sizes: reading them would specialize the graph, so row-major is assumed)."""
+    sizes, strides = list(val.shape), list(val.stride())
+    if not all(type(x) is int for x in sizes + strides):
         return None
-    try:
-        sizes = [int(d) for d in val.shape]
-    except Exception:  # noqa: BLE001
-        sizes = None
-    if sizes is not None:
-        # Exactly row-major, size-1 dims included: their strides steer later ops' layouts.
-        row_major, step = [], 1
-        for size in reversed(sizes):
-            row_major.append(step)
-            step *= max(size, 1)
-        if strides == row_major[::-1]:
-            return None
-    elif val.is_contiguous():
-        return None
-    if sizes is not None:
-        return (tuple(sizes), tuple(strides))
-    return sorted(range(val.dim()), key=lambda d: -strides[d])  # symbolic sizes: the order only
+    # Exactly row-major, size-1 dims included: their strides steer later ops' layouts.
+    row_major, step = [], 1
+    for size in reversed(sizes):
+        row_major.append(step)
+        step *= max(size, 1)
+    return None if strides == row_major[::-1] else (tuple(sizes), tuple(strides))
 
 
 def _on_device(val: torch.Tensor) -> bool:

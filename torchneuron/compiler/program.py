@@ -135,12 +135,9 @@ def _allocate(shape, dtype, device, layout):
     the traced ones, else the traced dim order (outermost first), else row-major."""
     if layout is None:
         return torch.empty(shape, dtype=dtype, device=device)
-    if isinstance(layout, tuple):
-        sizes, strides = layout
-        if tuple(shape) == sizes:
-            return torch.empty_strided(sizes, strides, dtype=dtype, device=device)
-        order = sorted(range(len(sizes)), key=lambda d: -strides[d])
-    else:
-        order = layout
+    sizes, strides = layout
+    if tuple(shape) == sizes:
+        return torch.empty_strided(sizes, strides, dtype=dtype, device=device)
+    order = sorted(range(len(sizes)), key=lambda d: -strides[d])
     physical = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
     return physical.permute([order.index(d) for d in range(len(order))])
