@@ -10,8 +10,25 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace torchneuron::kernels {
 namespace {
+
+// Back-to-back kernels are the common case, so threads poll briefly (tens of microseconds)
+// before sleeping: a futex sleep and wake-up costs more than a small kernel.
+constexpr int kWorkerSpins = 1000;
+constexpr int kCallerSpins = 4000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 // One parallel_for call: chunks are claimed through `next`, completion counted in `done`.
 struct Job {
@@ -54,6 +71,7 @@ class ComputePool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (int i = 0; i < helpers; ++i) jobs_.push_back(job);
+      pending_.fetch_add(helpers, std::memory_order_release);
     }
     has_work_.notify_all();
   }
@@ -69,18 +87,21 @@ class ComputePool {
  private:
   void run() {
     for (;;) {
+      for (int i = 0; i < kWorkerSpins && pending_.load(std::memory_order_acquire) == 0; ++i) cpu_relax();
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         has_work_.wait(lock, [this] { return !jobs_.empty(); });
         job = std::move(jobs_.front());
         jobs_.pop_front();
+        pending_.fetch_sub(1, std::memory_order_relaxed);
       }
       job->work();
     }
   }
 
   std::mutex mutex_;
+  std::atomic<int> pending_{0};  // jobs queued and not yet taken
   std::condition_variable has_work_;
   std::deque<std::shared_ptr<Job>> jobs_;
   std::vector<std::thread> workers_;
@@ -107,7 +128,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   job->chunks = (n + job->chunk - 1) / job->chunk;
   pool.post(job, static_cast<int>(std::min<int64_t>(pool.size(), job->chunks - 1)));
   job->work();
-  {
+  for (int i = 0; i < kCallerSpins && job->done.load(std::memory_order_acquire) != job->chunks; ++i) cpu_relax();
+  if (job->done.load(std::memory_order_acquire) != job->chunks) {
     std::unique_lock<std::mutex> lock(job->mutex);
     job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
   }

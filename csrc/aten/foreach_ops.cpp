@@ -1,0 +1,222 @@
+// The _foreach ops that torch.optim's default (foreach) optimizers use, as one queue command per
+// call over every tensor of the lists, instead of one launch per tensor and op. Lists the
+// single command cannot take (other dtypes, non-contiguous or mixed-device tensors) run
+// PyTorch's per-tensor implementation, whose ops are native too.
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_foreach_add_native.h>
+#include <ATen/ops/_foreach_addcdiv_native.h>
+#include <ATen/ops/_foreach_addcmul_native.h>
+#include <ATen/ops/_foreach_div_native.h>
+#include <ATen/ops/_foreach_lerp_native.h>
+#include <ATen/ops/_foreach_mul_native.h>
+#include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "aten/neuron_tensor.h"
+#include "kernels/activation.h"
+#include "kernels/elementwise.h"
+
+namespace torchneuron::aten {
+namespace foreach {
+namespace {
+
+using kernels::ElementwiseArgs;
+
+// Whether the lists (index-aligned) are float32 / float64, contiguous, on one neuron device,
+// with matching element counts per index.
+bool single_command(std::initializer_list<at::TensorList> lists) {
+  const at::TensorList& first = *lists.begin();
+  if (first.empty()) return false;
+  const c10::ScalarType dtype = first[0].scalar_type();
+  if (dtype != at::kFloat && dtype != at::kDouble) return false;
+  for (const at::TensorList& list : lists) {
+    if (list.size() != first.size()) return false;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const at::Tensor& t = list[i];
+      if (t.scalar_type() != dtype || t.device() != first[0].device() || !t.is_contiguous() ||
+          t.numel() != first[i].numel()) {
+        return false;
+      }
+    }
+  }
+  return first[0].device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// A 1-D dense operand layout over `numel` elements; a scalar operand travels by value.
+struct Dense {
+  kernels::DType dtype;
+  int64_t numel;
+  ElementwiseArgs args;
+
+  Dense(kernels::DType dtype_, int64_t numel_) : dtype(dtype_), numel(numel_) {
+    args.ndim = 1;
+    args.sizes[0] = numel;
+  }
+  Dense& tensor(void* data) {
+    const int k = args.num_operands++;
+    args.data[k] = static_cast<char*>(data);
+    args.dtypes[k] = dtype;
+    args.strides[k][0] = static_cast<int64_t>(kernels::element_size(dtype));
+    return *this;
+  }
+  Dense& scalar(double value) {
+    const int k = args.num_operands++;
+    args.dtypes[k] = dtype;
+    args.is_scalar[k] = true;
+    args.strides[k][0] = 0;
+    if (dtype == kernels::DType::kFloat32) {
+      const float typed = static_cast<float>(value);
+      std::memcpy(args.scalar_bytes[k].data(), &typed, sizeof(typed));
+    } else {
+      std::memcpy(args.scalar_bytes[k].data(), &value, sizeof(value));
+    }
+    return *this;
+  }
+};
+
+// Enqueues one command running `per_tensor(i, layout)` for every index of the lists.
+void launch(const char* op, at::TensorList self, std::vector<std::vector<void*>> pointers,
+            std::function<void(size_t, Dense&)> per_tensor) {
+  std::vector<int64_t> sizes;
+  for (const at::Tensor& t : self) sizes.push_back(t.numel());
+  const kernels::DType dtype = to_kernel_dtype(self[0].scalar_type());
+  enqueue(self[0], op, {&self[0]}, [=] {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] == 0) continue;
+      Dense layout(dtype, sizes[i]);
+      for (const auto& list : pointers) layout.tensor(list[i]);
+      per_tensor(i, layout);
+    }
+  });
+}
+
+std::vector<void*> pointers_of(at::TensorList list) {
+  std::vector<void*> result;
+  for (const at::Tensor& t : list) result.push_back(t.data_ptr());
+  return result;
+}
+
+std::vector<double> values_of(at::ArrayRef<at::Scalar> scalars) {
+  std::vector<double> result;
+  for (const at::Scalar& s : scalars) result.push_back(s.toDouble());
+  return result;
+}
+
+void activation_each(const char* op, at::TensorList self, kernels::ActivationOp kind, std::vector<double> params) {
+  launch(op, self, {pointers_of(self), pointers_of(self)}, [kind, params](size_t i, Dense& d) {
+    kernels::activation(kind, d.args, kernels::ActivationParams{params.size() == 1 ? params[0] : params[i]});
+  });
+}
+
+}  // namespace
+
+void mul_scalar_(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_mul_scalar_kernel_slow_(self, scalar);
+  activation_each("aten::_foreach_mul_", self, kernels::ActivationOp::kScale, {scalar.toDouble()});
+}
+
+void mul_scalarlist_(at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
+  if (!single_command({self}) || scalars.size() != self.size()) {
+    return at::native::foreach_tensor_mul_scalarlist_kernel_slow_(self, scalars);
+  }
+  activation_each("aten::_foreach_mul_", self, kernels::ActivationOp::kScale, values_of(scalars));
+}
+
+void div_scalar_(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_div_scalar_kernel_slow_(self, scalar);
+  activation_each("aten::_foreach_div_", self, kernels::ActivationOp::kDivideBy, {scalar.toDouble()});
+}
+
+void div_scalarlist_(at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
+  if (!single_command({self}) || scalars.size() != self.size()) {
+    return at::native::foreach_tensor_div_scalarlist_kernel_slow_(self, scalars);
+  }
+  activation_each("aten::_foreach_div_", self, kernels::ActivationOp::kDivideBy, values_of(scalars));
+}
+
+void add_scalar_(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_add_scalar_kernel_slow_(self, scalar);
+  const double value = scalar.toDouble();
+  launch("aten::_foreach_add_", self, {pointers_of(self), pointers_of(self)}, [value](size_t, Dense& d) {
+    d.scalar(value);
+    kernels::binary(kernels::BinaryOp::kAdd, d.args, {1.0, 1});
+  });
+}
+
+void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
+  if (!single_command({self, other})) return at::native::foreach_tensor_add_list_kernel_slow_(self, other, alpha);
+  const kernels::OpScalar scale{alpha.toDouble(), 0};
+  launch("aten::_foreach_add_", self, {pointers_of(self), pointers_of(self), pointers_of(other)},
+         [scale](size_t, Dense& d) { kernels::binary(kernels::BinaryOp::kAdd, d.args, scale); });
+}
+
+void lerp_scalar_(at::TensorList self, at::TensorList ends, const at::Scalar& weight) {
+  if (!single_command({self, ends})) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, ends, weight);
+  const double w = weight.toDouble();
+  launch("aten::_foreach_lerp_", self, {pointers_of(self), pointers_of(self), pointers_of(ends)}, [w](size_t, Dense& d) {
+    d.scalar(w);
+    kernels::ternary(kernels::TernaryOp::kLerp, d.args, {});
+  });
+}
+
+void addcmul_scalar_(at::TensorList self, at::TensorList t1, at::TensorList t2, const at::Scalar& value) {
+  if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcmul_scalar_slow_(self, t1, t2, value);
+  const kernels::OpScalar scale{value.toDouble(), 0};
+  launch("aten::_foreach_addcmul_", self, {pointers_of(self), pointers_of(self), pointers_of(t1), pointers_of(t2)},
+         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcmul, d.args, scale); });
+}
+
+void addcdiv_scalar_(at::TensorList self, at::TensorList t1, at::TensorList t2, const at::Scalar& value) {
+  if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcdiv_scalar_slow_(self, t1, t2, value);
+  const kernels::OpScalar scale{value.toDouble(), 0};
+  launch("aten::_foreach_addcdiv_", self, {pointers_of(self), pointers_of(self), pointers_of(t1), pointers_of(t2)},
+         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcdiv, d.args, scale); });
+}
+
+void addcdiv_scalarlist_(at::TensorList self, at::TensorList t1, at::TensorList t2, at::ArrayRef<at::Scalar> scalars) {
+  if (!single_command({self, t1, t2}) || scalars.size() != self.size()) {
+    return at::native::foreach_tensor_addcdiv_scalarlist_slow_(self, t1, t2, scalars);
+  }
+  const std::vector<double> values = values_of(scalars);
+  launch("aten::_foreach_addcdiv_", self, {pointers_of(self), pointers_of(self), pointers_of(t1), pointers_of(t2)},
+         [values](size_t i, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcdiv, d.args, {values[i], 0}); });
+}
+
+std::vector<at::Tensor> sqrt(at::TensorList self) {
+  if (!single_command({self})) return at::native::foreach_tensor_sqrt_slow(self);
+  std::vector<at::Tensor> result;
+  for (const at::Tensor& t : self) result.push_back(at::empty_like(t));
+  launch("aten::_foreach_sqrt", self, {pointers_of(result), pointers_of(self)},
+         [](size_t, Dense& d) { kernels::unary(kernels::UnaryOp::kSqrt, d.args); });
+  return result;
+}
+
+void sqrt_(at::TensorList self) {
+  if (!single_command({self})) return at::native::foreach_tensor_sqrt_slow_(self);
+  launch("aten::_foreach_sqrt_", self, {pointers_of(self), pointers_of(self)},
+         [](size_t, Dense& d) { kernels::unary(kernels::UnaryOp::kSqrt, d.args); });
+}
+
+}  // namespace foreach
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_foreach_mul_.Scalar", TORCH_FN(foreach::mul_scalar_));
+  m.impl("_foreach_mul_.ScalarList", TORCH_FN(foreach::mul_scalarlist_));
+  m.impl("_foreach_div_.Scalar", TORCH_FN(foreach::div_scalar_));
+  m.impl("_foreach_div_.ScalarList", TORCH_FN(foreach::div_scalarlist_));
+  m.impl("_foreach_add_.Scalar", TORCH_FN(foreach::add_scalar_));
+  m.impl("_foreach_add_.List", TORCH_FN(foreach::add_list_));
+  m.impl("_foreach_lerp_.Scalar", TORCH_FN(foreach::lerp_scalar_));
+  m.impl("_foreach_addcmul_.Scalar", TORCH_FN(foreach::addcmul_scalar_));
+  m.impl("_foreach_addcdiv_.Scalar", TORCH_FN(foreach::addcdiv_scalar_));
+  m.impl("_foreach_addcdiv_.ScalarList", TORCH_FN(foreach::addcdiv_scalarlist_));
+  m.impl("_foreach_sqrt", TORCH_FN(foreach::sqrt));
+  m.impl("_foreach_sqrt_", TORCH_FN(foreach::sqrt_));
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,48 @@
+"""The _foreach ops of the default (foreach) optimizers as single queue commands, against the
+same ops on CPU: scalar, scalar-list and list forms, out-of-place sqrt, lists the single
+command cannot take (bf16, non-contiguous), and empty tensors."""
+
+import pytest
+import torch
+
+from test_nn_ops import assert_same
+
+
+def lists(count=4, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(3, 5), (7,), (0,), (2, 3, 4)][:count]
+    return [torch.randn(s, generator=g).to(dtype) for s in shapes]
+
+
+def check(fn, *groups):
+    cpu = [[t.clone() for t in group] for group in groups]
+    dev = [[t.to("neuron") for t in group] for group in groups]
+    expected, got = fn(*cpu), fn(*dev)
+    for a, b in zip(dev[0], cpu[0]):  # in-place results
+        assert_same(a, b)
+    if expected is not None:
+        for a, b in zip(got, expected):
+            assert_same(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_foreach_ops_match_cpu(dtype, no_fallback):
+    a, b, c = lists(dtype=dtype, seed=0), lists(dtype=dtype, seed=1), [t.abs() + 0.5 for t in lists(dtype=dtype, seed=2)]
+    check(lambda x: torch._foreach_mul_(x, 0.7), a)
+    check(lambda x: torch._foreach_mul_(x, [0.5, 2.0, 3.0, -1.0]), a)
+    check(lambda x: torch._foreach_div_(x, 3.0), a)
+    check(lambda x: torch._foreach_div_(x, [0.5, 2.0, 3.0, 7.0]), a)
+    check(lambda x: torch._foreach_add_(x, 1e-3), a)
+    check(lambda x, y: torch._foreach_add_(x, y, alpha=-0.25), a, b)
+    check(lambda x, y: torch._foreach_lerp_(x, y, 0.1), a, b)
+    check(lambda x, y, z: torch._foreach_addcmul_(x, y, z, value=0.01), a, b, c)
+    check(lambda x, y, z: torch._foreach_addcdiv_(x, y, z, value=-0.3), a, b, c)
+    check(lambda x, y, z: torch._foreach_addcdiv_(x, y, z, [0.1, 0.2, 0.3, 0.4]), a, b, c)
+    check(lambda x: torch._foreach_sqrt([t.abs() for t in x]), a)
+    check(lambda x: torch._foreach_sqrt_([t.abs_() for t in x]), a)
+
+
+def test_foreach_non_contiguous_lists_take_the_per_tensor_path(no_fallback):
+    x = [torch.randn(4, 6).t(), torch.randn(3)]  # a transposed tensor
+    assert not x[0].to("neuron").is_contiguous()
+    check(lambda t: torch._foreach_mul_(t, 2.0), x)
