@@ -12,6 +12,7 @@
 #include "kernels/elementwise_map.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_math.h"
 #include "runtime/errors.h"
 
 namespace torchneuron::kernels {
@@ -27,9 +28,28 @@ bool is_floating(DType dtype) {
 }
 bool is_integral_or_bool(DType dtype) { return !is_floating(dtype) && !is_complex(dtype); }
 
+// exp and erf of the compute type: the vectorizable float versions (within one ulp) for float,
+// the C library's for double.
+template <typename C>
+inline C exp_of(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return vector_exp(x);
+  } else {
+    return std::exp(x);
+  }
+}
+template <typename C>
+inline C erf_of(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return vector_erf(x);
+  } else {
+    return std::erf(x);
+  }
+}
+
 template <typename C>
 inline C sigmoid(C x) {
-  return C(1) / (C(1) + std::exp(-x));
+  return C(1) / (C(1) + exp_of(-x));
 }
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
@@ -60,7 +80,7 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kReciprocal: return map<T, T, 1>(a, [](C x) { return C(1) / x; });
       case UnaryOp::kSqrt: return map<T, T, 1>(a, [](C x) { return std::sqrt(x); });
       case UnaryOp::kRsqrt: return map<T, T, 1>(a, [](C x) { return C(1) / std::sqrt(x); });
-      case UnaryOp::kExp: return map<T, T, 1>(a, [](C x) { return std::exp(x); });
+      case UnaryOp::kExp: return map<T, T, 1>(a, [](C x) { return exp_of(x); });
       case UnaryOp::kExp2: return map<T, T, 1>(a, [](C x) { return std::exp2(x); });
       case UnaryOp::kExpm1: return map<T, T, 1>(a, [](C x) { return std::expm1(x); });
       case UnaryOp::kLog: return map<T, T, 1>(a, [](C x) { return std::log(x); });
@@ -80,7 +100,7 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kAcosh: return map<T, T, 1>(a, [](C x) { return std::acosh(x); });
       case UnaryOp::kAtanh: return map<T, T, 1>(a, [](C x) { return std::atanh(x); });
       case UnaryOp::kSigmoid: return map<T, T, 1>(a, [](C x) { return sigmoid(x); });
-      case UnaryOp::kErf: return map<T, T, 1>(a, [](C x) { return std::erf(x); });
+      case UnaryOp::kErf: return map<T, T, 1>(a, [](C x) { return erf_of(x); });
       case UnaryOp::kErfc: return map<T, T, 1>(a, [](C x) { return std::erfc(x); });
       case UnaryOp::kFloor: return map<T, T, 1>(a, [](C x) { return std::floor(x); });
       case UnaryOp::kCeil: return map<T, T, 1>(a, [](C x) { return std::ceil(x); });
@@ -88,7 +108,7 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kTrunc: return map<T, T, 1>(a, [](C x) { return std::trunc(x); });
       case UnaryOp::kSilu: return map<T, T, 1>(a, [](C x) { return x * sigmoid(x); });
       case UnaryOp::kGeluErf:
-        return map<T, T, 1>(a, [](C x) { return x * C(0.5) * (C(1) + std::erf(x * C(kSqrt1_2))); });
+        return map<T, T, 1>(a, [](C x) { return x * C(0.5) * (C(1) + erf_of(x * C(kSqrt1_2))); });
       case UnaryOp::kGeluTanh:
         return map<T, T, 1>(a, [](C x) {
           return C(0.5) * x * (C(1) + std::tanh(C(kGeluBeta) * (x + C(kGeluKappa) * x * x * x)));
@@ -306,8 +326,8 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
           });
         case BinaryOp::kGeluErfBackward:
           return map<T, T, 2>(a, [](C grad, C x) {
-            const C cdf = C(0.5) * (C(1) + std::erf(x * C(kSqrt1_2)));
-            const C pdf = std::exp(C(-0.5) * x * x) * C(kGeluBeta * 0.5);
+            const C cdf = C(0.5) * (C(1) + erf_of(x * C(kSqrt1_2)));
+            const C pdf = exp_of(C(-0.5) * x * x) * C(kGeluBeta * 0.5);
             return grad * (cdf + x * pdf);
           });
         case BinaryOp::kGeluTanhBackward:

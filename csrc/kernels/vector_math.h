@@ -1,6 +1,6 @@
-// Branch-free float math that the compiler vectorizes inside loops: an exp accurate to about
-// one ulp (range reduction by ln 2 and a degree-6 polynomial), and lane-split sums and maxima
-// whose rounding depends only on the data, not on threads.
+// Branch-free float math that the compiler vectorizes inside loops: exp and erf accurate to
+// about one ulp, and lane-split sums and maxima whose rounding depends only on the data, not on
+// threads.
 #pragma once
 
 #include <bit>
@@ -31,6 +31,41 @@ inline float vector_exp(float x) {
   float result = poly * scale1 * scale2;
   result = x > 88.7228f ? std::numeric_limits<float>::infinity() : result;
   result = x < -103.97f ? 0.0f : result;
+  return x != x ? x : result;
+}
+
+// erf for float arguments, within one ulp: |x| < 1 as x P(x^2), 1 <= |x| < 4 as
+// 1 - exp(-x^2) Q(1/|x|) (P and Q least-squares fits of ours at Chebyshev nodes, evaluated in
+// double), and +-1 beyond, where float erf rounds to 1.
+inline float vector_erf(float x) {
+  const float a = std::fabs(x);
+  const double ad = a;
+  const double t = ad * ad;
+  double p = -9.7283040583208889e-06;
+  p = p * t + 0.00011288140773966945;
+  p = p * t - 0.00084872634059358399;
+  p = p * t + 0.0052212612243523054;
+  p = p * t - 0.026865517357652236;
+  p = p * t + 0.1128378411052281;
+  p = p * t - 0.37612638590355024;
+  p = p * t + 1.1283791670822767;
+  const double small = ad * p;
+  const double u = 1.0 / (a > 1.0f ? ad : 1.0);
+  double q = 0.028236368893914156;
+  q = q * u - 0.22747909906632446;
+  q = q * u + 0.83020932593532248;
+  q = q * u - 1.8041033922983549;
+  q = q * u + 2.5629217510213342;
+  q = q * u - 2.4178276048378384;
+  q = q * u + 1.3890168262992535;
+  q = q * u - 0.25626508387317865;
+  q = q * u - 0.2363922534824138;
+  q = q * u - 0.0052644664307562785;
+  q = q * u + 0.56454144169592402;
+  q = q * u - 1.0237649306077401e-05;
+  const double large = 1.0 - static_cast<double>(vector_exp(-a * a)) * q;
+  const float magnitude = a < 1.0f ? static_cast<float>(small) : (a < 4.0f ? static_cast<float>(large) : 1.0f);
+  const float result = std::copysign(magnitude, x);
   return x != x ? x : result;
 }
 

@@ -2,6 +2,7 @@
 // for the 16-bit float types, against nested-loop references and known IEEE bit patterns.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "kernels/copy.h"
 #include "kernels/half.h"
 #include "kernels/strided.h"
+#include "kernels/vector_math.h"
 #include "strided_view_util.h"
 
 namespace k = torchneuron::kernels;
@@ -243,4 +245,30 @@ TEST(StridedView, SizesNamesAndContiguity) {
   EXPECT_FALSE(view(nullptr, k::DType::kFloat32, {2, 3}, {1, 2}).is_contiguous());
   EXPECT_EQ(view(nullptr, k::DType::kFloat32, {2, 0, 3}, {0, 3, 1}).numel(), 0);
   EXPECT_EQ(view(nullptr, k::DType::kFloat32, {}, {}).numel(), 1);
+}
+
+// The vectorizable exp and erf stay within about one ulp of the C library's double results
+// across their whole float range, and handle NaN and infinities.
+TEST(VectorMath, ExpAndErfWithinOneUlp) {
+  double worst_exp = 0, worst_erf = 0;
+  for (uint32_t bits = 0; bits < 0xffffff00u; bits += 9973) {
+    float x;
+    std::memcpy(&x, &bits, sizeof(x));
+    if (!std::isfinite(x)) continue;
+    const auto ulps = [](float got, double want) {
+      const float rounded = static_cast<float>(want);
+      const double ulp = std::fabs(std::nextafter(rounded, INFINITY) - rounded);
+      return ulp > 0 ? std::fabs(got - want) / ulp : 0.0;
+    };
+    if (x > -87.0f && x < 88.0f) worst_exp = std::max(worst_exp, ulps(torchneuron::kernels::vector_exp(x), std::exp(double(x))));
+    if (std::fabs(x) < 10.0f) worst_erf = std::max(worst_erf, ulps(torchneuron::kernels::vector_erf(x), std::erf(double(x))));
+  }
+  EXPECT_LT(worst_exp, 1.01);
+  EXPECT_LT(worst_erf, 1.01);
+  EXPECT_TRUE(std::isnan(torchneuron::kernels::vector_exp(NAN)));
+  EXPECT_EQ(torchneuron::kernels::vector_exp(-INFINITY), 0.0f);
+  EXPECT_EQ(torchneuron::kernels::vector_exp(INFINITY), INFINITY);
+  EXPECT_EQ(torchneuron::kernels::vector_erf(INFINITY), 1.0f);
+  EXPECT_EQ(torchneuron::kernels::vector_erf(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::isnan(torchneuron::kernels::vector_erf(NAN)));
 }
