@@ -26,20 +26,41 @@ BlasMatrix as_blas(const MatrixOperand& op, int64_t cols) {
   return {CblasTrans, std::max<int64_t>(op.col_stride, 1)};
 }
 
+// C = alpha A B + beta C split into blocks of rows (or of columns when C is wide and short) over
+// the compute pool, each block a single-threaded BLAS call. OpenBLAS's own threads wait for each
+// other at barriers and crawl when the host thread takes one of the cores; pool chunks do not.
+// a_row / b_col: element steps between consecutive rows of A and columns of B.
+template <typename T>
+void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A,
+                int64_t lda, int64_t a_row, const T* B, int64_t ldb, int64_t b_col, T beta, T* C, int64_t ldc) {
+  auto call = [&](int64_t rows, int64_t cols, const T* a, const T* b, T* c) {
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    } else {
+      cblas_dgemm(CblasRowMajor, ta, tb, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+  };
+  const int64_t work = m * n * std::max<int64_t>(k, 1);
+  if (work < (int64_t{1} << 18)) return call(m, n, A, B, C);  // too small to split
+  if (m >= n) {
+    parallel_for(m, std::max<int64_t>(16, m / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
+      call(end - begin, n, A + begin * a_row, B, C + begin * ldc);
+    });
+  } else {
+    parallel_for(n, std::max<int64_t>(16, n / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
+      call(m, end - begin, A, B + begin * b_col, C + begin);
+    });
+  }
+}
+
 template <typename T>
 void blas_gemm(const GemmArgs& g, const char* a, const char* b, char* c) {
   const BlasMatrix ba = as_blas(g.a, g.k);
   const BlasMatrix bb = as_blas(g.b, g.n);
-  const auto* A = reinterpret_cast<const T*>(a);
-  const auto* B = reinterpret_cast<const T*>(b);
-  auto* C = reinterpret_cast<T*>(c);
   const int64_t ldc = std::max<int64_t>(g.c.row_stride, std::max<int64_t>(g.n, 1));
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ba.trans, bb.trans, g.m, g.n, g.k, static_cast<float>(g.alpha), A, ba.ld, B,
-                bb.ld, static_cast<float>(g.beta), C, ldc);
-  } else {
-    cblas_dgemm(CblasRowMajor, ba.trans, bb.trans, g.m, g.n, g.k, g.alpha, A, ba.ld, B, bb.ld, g.beta, C, ldc);
-  }
+  split_gemm<T>(ba.trans, bb.trans, g.m, g.n, g.k, static_cast<T>(g.alpha), reinterpret_cast<const T*>(a), ba.ld,
+                g.a.row_stride, reinterpret_cast<const T*>(b), bb.ld, g.b.col_stride, static_cast<T>(g.beta),
+                reinterpret_cast<T*>(c), ldc);
 }
 
 // One operand of a half-type GEMM widened to float: kept in its own orientation (rows or
@@ -95,8 +116,9 @@ void half_gemm(const GemmArgs& g, const char* a, const char* b, char* c) {
     C.data.resize(static_cast<size_t>(g.m * g.n));
     C.ld = std::max<int64_t>(g.n, 1);
   }
-  cblas_sgemm(CblasRowMajor, A.trans, B.trans, g.m, g.n, g.k, static_cast<float>(g.alpha), A.data.data(), A.ld,
-              B.data.data(), B.ld, static_cast<float>(g.beta), C.data.data(), C.ld);
+  const int64_t a_row = A.trans == CblasNoTrans ? A.ld : 1, b_col = B.trans == CblasNoTrans ? 1 : B.ld;
+  split_gemm<float>(A.trans, B.trans, g.m, g.n, g.k, static_cast<float>(g.alpha), A.data.data(), A.ld, a_row,
+                    B.data.data(), B.ld, b_col, static_cast<float>(g.beta), C.data.data(), C.ld);
   const float* result = C.data.data();
   parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -160,7 +182,7 @@ void scale_output(const GemmArgs& g, char* c) {
 
 void configure_blas_threads() {
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(compute_threads()); });
+  std::call_once(once, [] { openblas_set_num_threads(1); });  // the compute pool splits the work
 }
 
 bool gemm_supported(DType dtype) {

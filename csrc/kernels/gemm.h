@@ -27,7 +27,7 @@ struct GemmArgs {
 };
 
 bool gemm_supported(DType dtype);
-// Sizes OpenBLAS's own threads like the compute pool (once); call before any cblas_* call.
+// Makes OpenBLAS single-threaded (once; the compute pool splits GEMMs); call before any cblas_*.
 void configure_blas_threads();
 void gemm(const GemmArgs& args);
 
