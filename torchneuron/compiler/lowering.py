@@ -208,7 +208,7 @@ def lower(gm: fx.GraphModule) -> Lowered:
                 if arg in lowered.fx_value:
                     lowered.graph.mark_output(lowered.fx_value[arg])
         else:
-            raise NotImplementedError(f"FX node kind {node.op!r} ({node.target}) is not supported by the neuron compiler")
+            raise ValueError(f"FX node kind {node.op!r} ({node.target}) is not supported by the neuron compiler")
     return lowered
 
 
