@@ -51,7 +51,8 @@ def _count(**deltas) -> None:
 
 
 def cache_dir() -> str:
-    """Where artifacts are kept: TORCHNEURON_CACHE_DIR, else ~/.cache/torchneuron/compiler."""
+    """Where artifacts are kept: compiler-v<version> under TORCHNEURON_CACHE_DIR (default
+    ~/.cache/torchneuron), so that a new code generator never loads an old artifact."""
     root = os.environ.get("TORCHNEURON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "torchneuron")
     return os.path.join(root, "compiler-v" + _C._compiler.version)
 
