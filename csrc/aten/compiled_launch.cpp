@@ -33,9 +33,9 @@ void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs
     // Broadcast as ATen does: dims align at the right; size-1 and missing dims repeat.
     TORCH_CHECK(in.dim() <= ndim, "compiled kernel: input of size ", in.sizes(), " does not broadcast to ",
                 at::IntArrayRef(shape));
-    if (in.device().type() == c10::DeviceType::PrivateUse1 || in.dim() > 0) {
-      check_same_device("torchneuron::compiled_kernel", outputs[0].device(), {&in});
-    }
+    // Kernels read device memory when they run; a host tensor (even a 0-dim one) may be gone.
+    TORCH_CHECK(in.device() == outputs[0].device(), "compiled kernel: expected every input on ", outputs[0].device(),
+                ", got one on ", in.device());
     data.push_back(static_cast<char*>(const_cast<void*>(in.const_data_ptr())));
     const int offset = ndim - static_cast<int>(in.dim());
     for (int d = 0; d < ndim; ++d) {
