@@ -27,21 +27,6 @@ inline A exp_of(A x) {
   }
 }
 
-// Sum of term(0..n-1) in 16 lanes, combined in double (as lane_sum).
-template <typename A, typename Term>
-inline A lane_sum_of(int64_t n, Term&& term) {
-  constexpr int kLanes = 16;
-  A lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
-  }
-  double total = 0;
-  for (; i < n; ++i) total += term(i);
-  for (int l = 0; l < kLanes; ++l) total += lanes[l];
-  return static_cast<A>(total);
-}
-
 // Largest non-NaN value of x[0..n) (NaNs are skipped, as a fold of std::max does); -inf if none.
 template <typename A>
 inline A lane_max_of(const A* x, int64_t n) {
@@ -176,7 +161,7 @@ void forward_typed(const AttentionShape& s, const T* q, const T* k, const T* v, 
           }
           const A correction = exp_of(row_max[r] - new_max);
           for (int64_t c = 0; c < cols; ++c) row[c] = exp_of(row[c] - new_max);
-          row_sum[r] = row_sum[r] * correction + lane_sum_of<A>(cols, [&](int64_t c) { return row[c]; });
+          row_sum[r] = row_sum[r] * correction + static_cast<A>(lane_sum_of<A>(cols, [&](int64_t c) { return row[c]; }));
           row_max[r] = new_max;
           A* o = acc.data() + r * ev;
           for (int64_t d = 0; d < ev; ++d) o[d] *= correction;
@@ -211,7 +196,7 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
     for (int64_t row = begin; row < end; ++row) {
       const T* go = grad_out + row * ev;
       const T* o = out + row * ev;
-      delta[row] = lane_sum_of<A>(ev, [&](int64_t d) { return up(go[d]) * up(o[d]); });
+      delta[row] = static_cast<A>(lane_sum_of<A>(ev, [&](int64_t d) { return up(go[d]) * up(o[d]); }));
     }
   });
   // A block's probabilities (recomputed from the log-sum-exp) and score gradients: `dscores`

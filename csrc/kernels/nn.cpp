@@ -116,22 +116,6 @@ void softmax_backward(DType dtype, SoftmaxShape s, void* grad_in, const void* gr
 
 namespace {
 
-// Sum of term(0), ..., term(n - 1) (floats) in 16 lanes combined in double, as lane_sum. One
-// accumulator per loop: GCC vectorizes that well, two in one loop it does not.
-template <typename Term>
-inline double lane_sum_of(int64_t n, Term&& term) {
-  constexpr int kLanes = 16;
-  float lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
-  }
-  double total = 0;
-  for (; i < n; ++i) total += term(i);
-  for (int l = 0; l < kLanes; ++l) total += lanes[l];
-  return total;
-}
-
 // A row of T as floats: the row itself for float, else converted into `buffer`.
 template <typename T>
 inline const float* float_row(const T* row, int64_t n, std::vector<float>& buffer) {
