@@ -54,17 +54,12 @@ Params2d pick(c10::IntArrayRef values, bool one_d, int64_t neutral) {
   return one_d ? Params2d{neutral, values[0]} : Params2d{values[0], values[1]};
 }
 
-// The forward convolution's shape, for conv(input, weight).
-kernels::Conv2dShape conv_shape(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-                                c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
-  const bool one_d = input.dim() == 3;
+// The window of a convolution (kernel, stride, padding, dilation, groups) from its weight and
+// arguments; the caller fills in the image and channel sizes.
+kernels::Conv2dShape conv_window(const at::Tensor& weight, bool one_d, c10::IntArrayRef stride,
+                                 c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
   const Params2d st = pick(stride, one_d, 1), pad = pick(padding, one_d, 0), dil = pick(dilation, one_d, 1);
   kernels::Conv2dShape s;
-  s.batch = input.size(0);
-  s.in_channels = input.size(1);
-  s.height = one_d ? 1 : input.size(2);
-  s.width = input.size(-1);
-  s.out_channels = weight.size(0);
   s.kernel_h = one_d ? 1 : weight.size(2);
   s.kernel_w = weight.size(-1);
   s.stride_h = st.h;
@@ -74,6 +69,19 @@ kernels::Conv2dShape conv_shape(const at::Tensor& input, const at::Tensor& weigh
   s.dilation_h = dil.h;
   s.dilation_w = dil.w;
   s.groups = groups;
+  return s;
+}
+
+// The forward convolution's shape, for conv(input, weight).
+kernels::Conv2dShape conv_shape(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                                c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
+  const bool one_d = input.dim() == 3;
+  kernels::Conv2dShape s = conv_window(weight, one_d, stride, padding, dilation, groups);
+  s.batch = input.size(0);
+  s.in_channels = input.size(1);
+  s.height = one_d ? 1 : input.size(2);
+  s.width = input.size(-1);
+  s.out_channels = weight.size(0);
   return s;
 }
 
@@ -102,26 +110,16 @@ kernels::Conv2dShape transposed_shape(const at::Tensor& input, const at::Tensor&
   TORCH_CHECK(groups > 0 && weight.size(0) == input.size(1) && input.size(1) % groups == 0, "Given transposed=1, weight of size ",
               weight.sizes(), ", expected input", input.sizes(), " to have ", weight.size(0), " channels, but got ",
               input.size(1), " channels instead");
-  const Params2d st = pick(stride, one_d, 1), pad = pick(padding, one_d, 0), dil = pick(dilation, one_d, 1);
   const Params2d extra = pick(output_padding, one_d, 0);
-  TORCH_CHECK((extra.h < st.h || extra.h < dil.h) && (extra.w < st.w || extra.w < dil.w),
+  kernels::Conv2dShape s = conv_window(weight, one_d, stride, padding, dilation, groups);
+  TORCH_CHECK((extra.h < s.stride_h || extra.h < s.dilation_h) && (extra.w < s.stride_w || extra.w < s.dilation_w),
               "output padding must be smaller than either stride or dilation, got output_padding ", output_padding);
-  kernels::Conv2dShape s;
   s.batch = input.size(0);
   s.in_channels = weight.size(1) * groups;
   s.out_channels = weight.size(0);
-  s.kernel_h = one_d ? 1 : weight.size(2);
-  s.kernel_w = weight.size(-1);
-  s.stride_h = st.h;
-  s.stride_w = st.w;
-  s.pad_h = pad.h;
-  s.pad_w = pad.w;
-  s.dilation_h = dil.h;
-  s.dilation_w = dil.w;
-  s.groups = groups;
   const int64_t in_h = one_d ? 1 : input.size(2), in_w = input.size(-1);
-  s.height = (in_h - 1) * st.h - 2 * pad.h + dil.h * (s.kernel_h - 1) + extra.h + 1;
-  s.width = (in_w - 1) * st.w - 2 * pad.w + dil.w * (s.kernel_w - 1) + extra.w + 1;
+  s.height = (in_h - 1) * s.stride_h - 2 * s.pad_h + s.dilation_h * (s.kernel_h - 1) + extra.h + 1;
+  s.width = (in_w - 1) * s.stride_w - 2 * s.pad_w + s.dilation_w * (s.kernel_w - 1) + extra.w + 1;
   TORCH_CHECK(s.height > 0 && s.width > 0, "Calculated output size is too small for transposed convolution of input ",
               input.sizes(), " and kernel ", weight.sizes());
   return s;
