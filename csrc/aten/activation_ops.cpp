@@ -1,9 +1,12 @@
 // Parameterized activations on neuron (leaky_relu, elu, softplus, hardtanh, hardswish,
 // hardsigmoid, mish, log_sigmoid, threshold, nan_to_num) and their backward ops, built on
-// TensorIterator like the other pointwise ops and run by csrc/kernels/activation.
+// TensorIterator like the other pointwise ops and run by csrc/kernels/activation; glu composed
+// from native ops.
 #include <ATen/TensorIterator.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/elu_backward_ops.h>
 #include <ATen/ops/elu_ops.h>
 #include <ATen/ops/empty.h>
@@ -19,7 +22,10 @@
 #include <ATen/ops/log_sigmoid_backward_ops.h>
 #include <ATen/ops/log_sigmoid_forward_ops.h>
 #include <ATen/ops/mish_ops.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/nan_to_num_ops.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/sigmoid.h>
 #include <ATen/ops/softplus_backward_ops.h>
 #include <ATen/ops/softplus_ops.h>
 #include <ATen/ops/threshold_ops.h>
@@ -216,6 +222,36 @@ at::Tensor& nan_to_num_(at::Tensor& self, std::optional<double> nan, std::option
   return activation::nan_to_num_out(self, nan, posinf, neginf, self);
 }
 
+// glu(x) = a * sigmoid(b) for the two halves a, b of x along dim, composed from native ops.
+at::Tensor glu(const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", self.size(d));
+  const auto halves = self.chunk(2, d);
+  return at::mul(halves[0], at::sigmoid(halves[1]));
+}
+
+at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  const at::Tensor value = activation::glu(self, dim);
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const auto halves = self.chunk(2, d);
+  const at::Tensor gate = at::sigmoid(halves[1]);
+  const at::Tensor grad_a = at::mul(grad, gate);
+  const at::Tensor grad_b = at::mul(at::mul(grad_a, halves[0]), at::rsub(gate, 1));
+  return at::cat({grad_a, grad_b}, d);
+}
+
+at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim, at::Tensor& grad_input) {
+  const at::Tensor value = activation::glu_backward(grad, self, dim);
+  at::native::resize_output(grad_input, value.sizes());
+  return grad_input.copy_(value);
+}
+
 }  // namespace activation
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -250,6 +286,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log_sigmoid_forward.output", TORCH_FN(activation::log_sigmoid_forward_out));
   m.impl("log_sigmoid_backward", TORCH_FN(activation::log_sigmoid_backward));
   m.impl("log_sigmoid_backward.grad_input", TORCH_FN(activation::log_sigmoid_backward_out));
+  m.impl("glu", TORCH_FN(activation::glu));
+  m.impl("glu.out", TORCH_FN(activation::glu_out));
+  m.impl("glu_backward", TORCH_FN(activation::glu_backward));
+  m.impl("glu_backward.grad_input", TORCH_FN(activation::glu_backward_out));
 }
 
 }  // namespace torchneuron::aten

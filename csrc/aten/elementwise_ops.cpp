@@ -437,6 +437,16 @@ at::Tensor pow_scalar_functional(const at::Tensor& self, const c10::Scalar& expo
   return iter.output();
 }
 
+// pow with a scalar base: base ** exponent, the base a weak Python scalar.
+at::Tensor& pow_scalar_base_out(const c10::Scalar& base, const at::Tensor& exponent, at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, wrapped(base), exponent);
+  if (!launch_binary(iter, BinaryOp::kPow, "aten::pow", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(pow, Scalar_out)>::call(base, exponent, result);
+  }
+  return result;
+}
+
 // Comparisons: name.Tensor, name.Scalar and their out / in-place forms.
 #define NEURON_COMPARE(name, KOP)                                                               \
   at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) { \
@@ -602,6 +612,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("pow.Tensor_Tensor_out", TORCH_FN(pow_out));
   m.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar_functional));
   m.impl("pow.Tensor_Scalar_out", TORCH_FN(pow_scalar_out));
+  m.impl("pow.Scalar_out", TORCH_FN(pow_scalar_base_out));
 #define REGISTER_COMPARE(name)                                    \
   m.impl(#name ".Tensor", TORCH_FN(name##_tensor));               \
   m.impl(#name ".Tensor_out", TORCH_FN(name##_tensor_out));       \

@@ -62,3 +62,24 @@ def test_nan_to_num(dtype, no_fallback):
     x = x.to(dtype)
     assert_same(torch.nan_to_num(x.to("neuron")), torch.nan_to_num(x))
     assert_same(torch.nan_to_num(x.to("neuron"), nan=7.0, posinf=1.0, neginf=-1.0), torch.nan_to_num(x, nan=7.0, posinf=1.0, neginf=-1.0))
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+def test_glu_forward_backward(dim, no_fallback):
+    x = inputs(torch.float32)[:108].reshape(3, 6, 6)
+    results = []
+    for device in ("cpu", "neuron"):
+        leaf = x.to(device).detach().requires_grad_()
+        out = F.glu(leaf, dim)
+        out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(device))
+        results.append((out.detach(), leaf.grad))
+    assert_same(results[1][0], results[0][0])
+    assert_same(results[1][1], results[0][1])
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        F.glu(torch.ones(3, 5, device="neuron"))
+
+
+def test_pow_with_a_scalar_base(no_fallback):
+    e = inputs(torch.float32)[:50]
+    assert_same(torch.pow(2.0, e.to("neuron")), torch.pow(2.0, e))
+    assert_same(torch.pow(0.5, e.to("neuron")), torch.pow(0.5, e))
