@@ -18,15 +18,6 @@ constexpr int64_t kQueryBlock = 32;   // query rows per block
 constexpr int64_t kKeyBlock = 256;    // keys per block (the online softmax's step)
 constexpr int64_t kKeyTask = 64;      // keys per dK/dV task when the backward splits heads
 
-template <typename A>
-inline A exp_of(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return vector_exp(x);
-  } else {
-    return std::exp(x);
-  }
-}
-
 // Largest non-NaN value of x[0..n) (NaNs are skipped, as a fold of std::max does); -inf if none.
 template <typename A>
 inline A lane_max_of(const A* x, int64_t n) {

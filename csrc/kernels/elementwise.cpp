@@ -28,25 +28,6 @@ bool is_floating(DType dtype) {
 }
 bool is_integral_or_bool(DType dtype) { return !is_floating(dtype) && !is_complex(dtype); }
 
-// exp and erf of the compute type: the vectorizable float versions (within one ulp) for float,
-// the C library's for double.
-template <typename C>
-inline C exp_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return vector_exp(x);
-  } else {
-    return std::exp(x);
-  }
-}
-template <typename C>
-inline C erf_of(C x) {
-  if constexpr (std::is_same_v<C, float>) {
-    return vector_erf(x);
-  } else {
-    return std::erf(x);
-  }
-}
-
 template <typename C>
 inline C sigmoid(C x) {
   return C(1) / (C(1) + exp_of(-x));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace torchneuron::kernels {
 
@@ -67,6 +68,25 @@ inline float vector_erf(float x) {
   const float magnitude = a < 1.0f ? static_cast<float>(small) : (a < 4.0f ? static_cast<float>(large) : 1.0f);
   const float result = std::copysign(magnitude, x);
   return x != x ? x : result;
+}
+
+// exp and erf of a kernel's compute type: the vectorizable versions above for float, the C
+// library's for double.
+template <typename C>
+inline C exp_of(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return vector_exp(x);
+  } else {
+    return std::exp(x);
+  }
+}
+template <typename C>
+inline C erf_of(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return vector_erf(x);
+  } else {
+    return std::erf(x);
+  }
 }
 
 // Sum of n floats in 16 lanes (combined in double).

@@ -11,7 +11,6 @@ import textwrap
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import torchneuron
@@ -19,7 +18,7 @@ from conftest import REPO_ROOT, _clean_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from tiny_gpt import TinyGPT, train_step  # noqa: E402
-from test_training import cnn_batches, small_cnn  # noqa: E402
+from test_training import cnn_batches, mlp_step as classifier_step, small_cnn  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -68,15 +67,6 @@ def run_training(model, batches, step, compiled, steps):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     forward = torch.compile(model, backend="neuron") if compiled else model
     return [step(forward, optimizer, [t.to("neuron") for t in batch]).item() for batch in batches[:steps]]
-
-
-def classifier_step(model, optimizer, batch):
-    x, y = batch
-    loss = F.cross_entropy(model(x), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss
 
 
 def test_compiled_training_tracks_eager():
