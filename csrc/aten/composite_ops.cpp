@@ -1,5 +1,5 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
-// are backend-specific: vector norms (clip_grad_norm_), dropout, tril/triu masks, all/any and
+// are backend-specific: dropout, tril/triu masks, all/any and
 // isposinf/isneginf, flip. Every step dispatches to a native kernel; nothing runs on the CPU.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -31,37 +31,6 @@
 
 namespace torchneuron::aten {
 namespace composite {
-
-at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
-                                   bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
-  TORCH_CHECK(!self.is_complex(), "linalg.vector_norm: complex inputs are not supported on neuron yet");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
-              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
-  const at::Tensor x = dtype.has_value() ? self.to(*dtype) : self;
-  const double p = ord.toDouble();
-  at::Tensor norm;
-  if (p == 2.0) {
-    norm = at::sqrt(at::sum(at::mul(x, x), dim, keepdim));
-  } else if (p == 1.0) {
-    norm = at::sum(at::abs(x), dim, keepdim);
-  } else if (std::isinf(p)) {
-    const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
-    norm = p > 0 ? at::amax(at::abs(x), dims, keepdim) : at::amin(at::abs(x), dims, keepdim);
-  } else if (p == 0.0) {
-    norm = at::sum(at::ne(x, 0).to(x.scalar_type()), dim, keepdim);
-  } else {
-    norm = at::pow(at::sum(at::pow(at::abs(x), ord), dim, keepdim), 1.0 / p);
-  }
-  at::native::resize_output(result, norm.sizes());
-  result.copy_(norm);
-  return result;
-}
-
-at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
-                              bool keepdim, std::optional<c10::ScalarType> dtype) {
-  at::Tensor result = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
-  return linalg_vector_norm_out(self, ord, dim, keepdim, dtype, result);
-}
 
 // Keeps each element with probability 1 - p and scales kept ones by 1 / (1 - p); the mask is
 // drawn from the device generator.
@@ -201,8 +170,6 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", TORCH_FN(composite::flip));
-  m.impl("linalg_vector_norm", TORCH_FN(composite::linalg_vector_norm));
-  m.impl("linalg_vector_norm.out", TORCH_FN(composite::linalg_vector_norm_out));
   m.impl("native_dropout", TORCH_FN(composite::native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(composite::native_dropout_backward));
   m.impl("tril", TORCH_FN(composite::tril));

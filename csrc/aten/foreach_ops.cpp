@@ -9,10 +9,13 @@
 #include <ATen/ops/_foreach_div_native.h>
 #include <ATen/ops/_foreach_lerp_native.h>
 #include <ATen/ops/_foreach_mul_native.h>
+#include <ATen/ops/_foreach_norm_native.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/_foreach_sqrt_native.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "aten/neuron_tensor.h"
 #include "kernels/activation.h"
 #include "kernels/elementwise.h"
+#include "kernels/reduce.h"
 
 namespace torchneuron::aten {
 namespace foreach {
@@ -62,6 +66,12 @@ struct Dense {
     args.data[k] = static_cast<char*>(data);
     args.dtypes[k] = dtype;
     args.strides[k][0] = static_cast<int64_t>(kernels::element_size(dtype));
+    return *this;
+  }
+  // A one-element tensor broadcast over the whole operand (stride 0).
+  Dense& broadcast(void* data) {
+    tensor(data);
+    args.strides[args.num_operands - 1][0] = 0;
     return *this;
   }
   Dense& scalar(double value) {
@@ -125,6 +135,55 @@ void mul_scalarlist_(at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
     return at::native::foreach_tensor_mul_scalarlist_kernel_slow_(self, scalars);
   }
   activation_each("aten::_foreach_mul_", self, kernels::ActivationOp::kScale, values_of(scalars));
+}
+
+void mul_tensor_(at::TensorList self, const at::Tensor& other) {
+  TORCH_CHECK(other.dim() == 0, "scalar tensor expected to be 0 dim but it has ", other.dim(),
+              " dimensions and ", other.numel(), " elements.");
+  if (other.device().is_cpu()) return mul_scalar_(self, other.item());
+  if (!single_command({self}) || other.scalar_type() != self[0].scalar_type() || other.device() != self[0].device()) {
+    return at::native::foreach_tensor_mul_tensor_kernel_slow_(self, other);
+  }
+  void* factor = other.data_ptr();
+  launch("aten::_foreach_mul_", self, {pointers_of(self), pointers_of(self)}, [factor](size_t, Dense& d) {
+    d.broadcast(factor);
+    kernels::binary(kernels::BinaryOp::kMul, d.args, {1.0, 1});
+  });
+}
+
+// Each tensor's vector norm as a 0-dim tensor (clip_grad_norm_), all in one command.
+std::vector<at::Tensor> norm(at::TensorList self, const at::Scalar& ord, std::optional<c10::ScalarType> dtype) {
+  const double p = ord.toDouble();
+  const bool native_ord = p == 0.0 || p == 1.0 || p == 2.0 || std::isinf(p);
+  bool nonempty = true;
+  for (const at::Tensor& t : self) nonempty = nonempty && t.numel() > 0;
+  if (!single_command({self}) || !native_ord || (std::isinf(p) && !nonempty) ||
+      (dtype.has_value() && *dtype != self[0].scalar_type())) {
+    return at::native::foreach_tensor_norm_slow(self, ord, dtype);
+  }
+  const kernels::ReduceOp op = p == 0.0 ? kernels::ReduceOp::kNorm0 : p == 1.0 ? kernels::ReduceOp::kNorm1
+                               : p == 2.0 ? kernels::ReduceOp::kNorm2
+                               : p > 0 ? kernels::ReduceOp::kNormInf : kernels::ReduceOp::kNormNegInf;
+  std::vector<at::Tensor> result;
+  for (const at::Tensor& t : self) result.push_back(at::empty({}, t.options()));
+  const kernels::DType kind = to_kernel_dtype(self[0].scalar_type());
+  const std::vector<void*> inputs = pointers_of(self), outputs = pointers_of(result);
+  std::vector<int64_t> sizes;
+  for (const at::Tensor& t : self) sizes.push_back(t.numel());
+  enqueue(self[0], "aten::_foreach_norm", {&self[0]}, [=] {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      kernels::StridedView in, out;
+      in.data = inputs[i];
+      in.dtype = kind;
+      in.ndim = 1;
+      in.sizes[0] = sizes[i];
+      in.strides[0] = 1;
+      out.data = outputs[i];
+      out.dtype = kind;
+      kernels::reduce(op, out, in, 1);
+    }
+  });
+  return result;
 }
 
 void div_scalar_(at::TensorList self, const at::Scalar& scalar) {
@@ -207,6 +266,8 @@ void sqrt_(at::TensorList self) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_mul_.Scalar", TORCH_FN(foreach::mul_scalar_));
   m.impl("_foreach_mul_.ScalarList", TORCH_FN(foreach::mul_scalarlist_));
+  m.impl("_foreach_mul_.Tensor", TORCH_FN(foreach::mul_tensor_));
+  m.impl("_foreach_norm.Scalar", TORCH_FN(foreach::norm));
   m.impl("_foreach_div_.Scalar", TORCH_FN(foreach::div_scalar_));
   m.impl("_foreach_div_.ScalarList", TORCH_FN(foreach::div_scalarlist_));
   m.impl("_foreach_add_.Scalar", TORCH_FN(foreach::add_scalar_));

@@ -34,6 +34,7 @@
 
 #include "aten/cpu_fallback.h"
 #include "aten/neuron_tensor.h"
+#include "kernels/copy.h"
 #include "kernels/nn.h"
 
 namespace torchneuron::aten {
@@ -431,12 +432,40 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   }
   shape[wrapped] = total;
   at::native::resize_output(result, shape);
+  bool one_command = has_kernel_dtype(result.scalar_type()) && result.dim() <= kernels::kMaxDims;
+  for (const auto& t : inputs) {
+    const at::Tensor& tensor = t.get();
+    one_command = one_command && has_kernel_dtype(tensor.scalar_type()) &&
+                  kernels::copy_supported(to_kernel_dtype(result.scalar_type()), to_kernel_dtype(tensor.scalar_type()));
+  }
   int64_t offset = 0;
+  if (!one_command) {
+    for (const auto& t : inputs) {
+      const at::Tensor& tensor = t.get();
+      if (tensor.dim() == 1 && tensor.numel() == 0) continue;
+      result.narrow(wrapped, offset, tensor.size(wrapped)).copy_(tensor);
+      offset += tensor.size(wrapped);
+    }
+    return result;
+  }
+  // Every part is copied by one queue command: a stack of many small tensors (clip_grad_norm_
+  // stacks one norm per parameter) costs one launch, not one per part.
+  std::vector<std::pair<kernels::StridedView, kernels::StridedView>> parts;
+  const kernels::StridedView whole = strided_view(result);
+  const int64_t item = static_cast<int64_t>(result.element_size());
   for (const auto& t : inputs) {
     const at::Tensor& tensor = t.get();
     if (tensor.dim() == 1 && tensor.numel() == 0) continue;
-    result.narrow(wrapped, offset, tensor.size(wrapped)).copy_(tensor);
+    kernels::StridedView dst = whole;
+    dst.data = static_cast<char*>(whole.data) + offset * whole.strides[wrapped] * item;
+    dst.sizes[wrapped] = tensor.size(wrapped);
     offset += tensor.size(wrapped);
+    if (tensor.numel() > 0) parts.emplace_back(dst, strided_view(tensor));
+  }
+  if (!parts.empty()) {
+    enqueue(result, "aten::cat", {&inputs[0].get()}, [parts = std::move(parts)] {
+      for (const auto& [dst, src] : parts) kernels::copy(dst, src);
+    });
   }
   return result;
 }

@@ -1,16 +1,19 @@
-// Reductions on neuron (sum, mean, prod, amax, amin, full max/min; var / std composed from
-// them): the host resolves dims, keepdim and the output dtype, lays the reduced dimensions
+// Reductions on neuron (sum, mean, prod, amax, amin, full max/min, vector norms; var / std
+// composed from them): the host resolves dims, keepdim and the output dtype, lays the reduced dimensions
 // last, and csrc/kernels/reduce runs.
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/abs.h>
 #include <ATen/ops/amax_ops.h>
 #include <ATen/ops/amin_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/max_ops.h>
+#include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/pow.h>
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/std_mean_ops.h>
@@ -22,6 +25,7 @@
 
 #include <algorithm>
 #include <bitset>
+#include <cmath>
 #include <tuple>
 #include <vector>
 
@@ -183,6 +187,48 @@ at::Tensor min_all(const at::Tensor& self) {
   return reductions::amin(self, {}, false);
 }
 
+// ---- vector norms: p = 0, 1, 2, +-inf native, other p composed from native ops ------------
+
+at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
+                                   bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
+  TORCH_CHECK(!self.is_complex(), "linalg.vector_norm: complex inputs are not supported on neuron yet");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  const at::Tensor x = dtype.has_value() ? self.to(*dtype) : self;
+  const double p = ord.toDouble();
+  const DimMask mask = reduced_dims(x, dim);
+  if (std::isinf(p) && x.numel() == 0) {
+    const bool all_dims = !dim.has_value() || dim->empty();
+    TORCH_CHECK(!all_dims, "linalg.vector_norm cannot compute the ", ord, " norm on an empty tensor because the "
+                "operation does not have an identity");
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      TORCH_CHECK(!mask[d] || x.size(d) != 0, "linalg.vector_norm cannot compute the ", ord,
+                  " norm on the dimension ", d, " because this dimension is empty and the operation does not have an "
+                  "identity");
+    }
+  }
+  const ReduceOp op = p == 0.0 ? ReduceOp::kNorm0 : p == 1.0 ? ReduceOp::kNorm1 : p == 2.0 ? ReduceOp::kNorm2
+                      : std::isinf(p) ? (p > 0 ? ReduceOp::kNormInf : ReduceOp::kNormNegInf) : ReduceOp::kSum;
+  if (op != ReduceOp::kSum && launch_reduce(op, "aten::linalg_vector_norm", x, mask, keepdim, result)) return result;
+  at::Tensor norm;
+  if (op == ReduceOp::kSum) {
+    norm = at::pow(reductions::sum_dim(at::pow(at::abs(x), ord), dim, keepdim, std::nullopt), 1.0 / p);
+  } else {  // the kernels cannot take these dtypes
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(linalg_vector_norm, out)>::call(
+        self, ord, dim, keepdim, dtype, result);
+  }
+  at::native::resize_output(result, norm.sizes());
+  result.copy_(norm);
+  return result;
+}
+
+at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
+                              bool keepdim, std::optional<c10::ScalarType> dtype) {
+  const c10::ScalarType type = dtype.value_or(self.scalar_type());
+  at::Tensor result = at::empty({0}, self.options().dtype(c10::toRealValueType(type)));
+  return reductions::linalg_vector_norm_out(self, ord, dim, keepdim, dtype, result);
+}
+
 // ---- prod ----------------------------------------------------------------------------------
 
 at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype,
@@ -293,6 +339,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amin.out", TORCH_FN(reductions::amin_out));
   m.impl("max", TORCH_FN(reductions::max_all));
   m.impl("min", TORCH_FN(reductions::min_all));
+  m.impl("linalg_vector_norm", TORCH_FN(reductions::linalg_vector_norm));
+  m.impl("linalg_vector_norm.out", TORCH_FN(reductions::linalg_vector_norm_out));
   m.impl("prod", TORCH_FN(reductions::prod_all));
   m.impl("prod.dim_int", TORCH_FN(reductions::prod_dim));
   m.impl("prod.int_out", TORCH_FN(reductions::prod_out));

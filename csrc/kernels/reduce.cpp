@@ -55,29 +55,56 @@ inline void store_out(char* p, A value) {
   std::memcpy(p, &typed, sizeof(Out));
 }
 
+// How a norm folds: its mapped values are summed (p = 0, 1, 2) or compared (p = +-inf).
+constexpr ReduceOp base_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kNorm0:
+    case ReduceOp::kNorm1:
+    case ReduceOp::kNorm2: return ReduceOp::kSum;
+    case ReduceOp::kNormInf: return ReduceOp::kMax;
+    case ReduceOp::kNormNegInf: return ReduceOp::kMin;
+    default: return op;
+  }
+}
+
+// The per-element map of a norm before it is folded (identity for the plain reductions).
+template <ReduceOp kOp, typename V>
+inline V map_value(V x) {
+  if constexpr (kOp == ReduceOp::kNorm0) {
+    return x != V(0) ? V(1) : V(0);
+  } else if constexpr (kOp == ReduceOp::kNorm1 || kOp == ReduceOp::kNormInf || kOp == ReduceOp::kNormNegInf) {
+    return x < V(0) ? -x : x;  // keeps NaN
+  } else if constexpr (kOp == ReduceOp::kNorm2) {
+    return x * x;
+  } else {
+    return x;
+  }
+}
+
 // The op is a template parameter so that the inner loops vectorize.
 template <typename A, ReduceOp kOp>
 struct Reducer {
-  static constexpr ReduceOp op = kOp;
+  static constexpr ReduceOp norm = kOp;
+  static constexpr ReduceOp op = base_op(kOp);
   static constexpr A identity() {
-    if constexpr (kOp == ReduceOp::kProd) {
+    if constexpr (op == ReduceOp::kProd) {
       return A(1);
-    } else if constexpr (kOp == ReduceOp::kMax) {
+    } else if constexpr (op == ReduceOp::kMax) {
       return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
-    } else if constexpr (kOp == ReduceOp::kMin) {
+    } else if constexpr (op == ReduceOp::kMin) {
       return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
     } else {
       return A(0);
     }
   }
   static A combine(A acc, A value) {
-    if constexpr (kOp == ReduceOp::kProd) {
+    if constexpr (op == ReduceOp::kProd) {
       return acc * value;
-    } else if constexpr (kOp == ReduceOp::kMax || kOp == ReduceOp::kMin) {
+    } else if constexpr (op == ReduceOp::kMax || op == ReduceOp::kMin) {
       if constexpr (std::is_floating_point_v<A>) {
         if (std::isnan(acc) || std::isnan(value)) return std::numeric_limits<A>::quiet_NaN();
       }
-      return kOp == ReduceOp::kMax ? std::max(acc, value) : std::min(acc, value);
+      return op == ReduceOp::kMax ? std::max(acc, value) : std::min(acc, value);
     } else {
       return acc + value;
     }
@@ -89,12 +116,14 @@ struct Reducer {
 template <typename T>
 constexpr bool kFloatLanes = std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-constexpr int kLanes = 16;
+// 64 float lanes: four independent vector accumulators, so that the adds of a row overlap
+// instead of waiting on one register's latency.
+constexpr int kLanes = 64;
 constexpr int64_t kLaneChunk = 2048;  // elements summed in float before joining the double total
 
-// Sum of a contiguous run: 16 float lanes per chunk of 2048 elements, chunks added in double,
-// so that error grows with the chunk length, not the run length.
-template <typename T>
+// Sum of kOp's mapped values of a contiguous run: 64 float lanes per chunk of 2048 elements,
+// chunks added in double, so that error grows with the chunk length, not the run length.
+template <typename T, ReduceOp kOp>
 double sum_run(const T* run, int64_t n) {
   double total = 0;
   for (int64_t start = 0; start < n; start += kLaneChunk) {
@@ -103,18 +132,21 @@ double sum_run(const T* run, int64_t n) {
     float lanes[kLanes] = {};
     int64_t i = 0;
     for (; i + kLanes <= len; i += kLanes) {
-      for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<float>(chunk[i + l]);
+      for (int l = 0; l < kLanes; ++l) lanes[l] += map_value<kOp>(static_cast<float>(chunk[i + l]));
     }
-    double chunk_total = 0;
-    for (; i < len; ++i) chunk_total += static_cast<float>(chunk[i]);
-    for (int l = 0; l < kLanes; ++l) chunk_total += lanes[l];
+    for (int width = kLanes / 2; width >= 1; width /= 2) {  // a tree in vector adds, not a serial chain
+      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+    }
+    double chunk_total = lanes[0];
+    for (; i < len; ++i) chunk_total += map_value<kOp>(static_cast<float>(chunk[i]));
     total += chunk_total;
   }
   return total;
 }
 
-// Maximum (or minimum) of a contiguous run; NaN anywhere makes the result NaN.
-template <typename T, bool kMax>
+// Maximum (or minimum) of kOp's mapped values of a contiguous run; NaN anywhere makes the
+// result NaN.
+template <typename T, bool kMax, ReduceOp kOp>
 double extremum_run(const T* run, int64_t n) {
   float lanes[kLanes];
   int nan_seen[kLanes] = {};
@@ -122,7 +154,7 @@ double extremum_run(const T* run, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
-      const float x = static_cast<float>(run[i + l]);
+      const float x = map_value<kOp>(static_cast<float>(run[i + l]));
       lanes[l] = kMax ? (x > lanes[l] ? x : lanes[l]) : (x < lanes[l] ? x : lanes[l]);
       nan_seen[l] |= x != x;
     }
@@ -134,7 +166,7 @@ double extremum_run(const T* run, int64_t n) {
     any_nan |= nan_seen[l];
   }
   for (; i < n; ++i) {
-    const float x = static_cast<float>(run[i]);
+    const float x = map_value<kOp>(static_cast<float>(run[i]));
     any_nan |= x != x;
     result = kMax ? std::max(result, x) : std::min(result, x);
   }
@@ -152,8 +184,9 @@ struct ReducedShape {
 // Folds elements [begin, end) of the reduced index space that starts at `base`.
 template <typename T, typename R>
 Acc<T> fold(const char* base, const ReducedShape& shape, int64_t begin, int64_t end) {
+  constexpr ReduceOp kNorm = R::norm;
   Acc<T> acc = R::identity();
-  if (shape.ndim == 0) return begin < end ? R::combine(acc, load_acc<T>(base)) : acc;
+  if (shape.ndim == 0) return begin < end ? R::combine(acc, map_value<kNorm>(load_acc<T>(base))) : acc;
   const int last = shape.ndim - 1;
   int64_t index[kMaxDims];
   int64_t rest = begin;
@@ -171,20 +204,22 @@ Acc<T> fold(const char* base, const ReducedShape& shape, int64_t begin, int64_t 
     constexpr bool kExtremum = R::op == ReduceOp::kMax || R::op == ReduceOp::kMin;
     if (kFloatLanes<T> && (kSumLike || kExtremum) && stride == static_cast<int64_t>(sizeof(T))) {
       const T* run = reinterpret_cast<const T*>(p);
-      if constexpr (kFloatLanes<T> && kSumLike) acc = R::combine(acc, sum_run(run, n));
-      if constexpr (kFloatLanes<T> && kExtremum) acc = R::combine(acc, extremum_run<T, R::op == ReduceOp::kMax>(run, n));
+      if constexpr (kFloatLanes<T> && kSumLike) acc = R::combine(acc, sum_run<T, kNorm>(run, n));
+      if constexpr (kFloatLanes<T> && kExtremum) {
+        acc = R::combine(acc, extremum_run<T, R::op == ReduceOp::kMax, kNorm>(run, n));
+      }
     } else if (stride == static_cast<int64_t>(sizeof(T))) {
       // Contiguous run: typed loads and four independent accumulators.
       const T* run = reinterpret_cast<const T*>(p);
       Acc<T> lanes[4] = {R::identity(), R::identity(), R::identity(), R::identity()};
       int64_t i = 0;
       for (; i + 4 <= n; i += 4) {
-        for (int l = 0; l < 4; ++l) lanes[l] = R::combine(lanes[l], to_acc<T>(run[i + l]));
+        for (int l = 0; l < 4; ++l) lanes[l] = R::combine(lanes[l], map_value<kNorm>(to_acc<T>(run[i + l])));
       }
-      for (; i < n; ++i) lanes[0] = R::combine(lanes[0], to_acc<T>(run[i]));
+      for (; i < n; ++i) lanes[0] = R::combine(lanes[0], map_value<kNorm>(to_acc<T>(run[i])));
       for (int l = 0; l < 4; ++l) acc = R::combine(acc, lanes[l]);
     } else {
-      for (int64_t i = 0; i < n; ++i) acc = R::combine(acc, load_acc<T>(p + i * stride));
+      for (int64_t i = 0; i < n; ++i) acc = R::combine(acc, map_value<kNorm>(load_acc<T>(p + i * stride)));
     }
     remaining -= n;
     if (remaining == 0) break;
@@ -225,6 +260,7 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
   const int64_t outputs = out.numel();
   auto finish = [&](A acc) {
     if (op == ReduceOp::kMean) return static_cast<A>(acc / static_cast<A>(shape.numel));
+    if constexpr (op == ReduceOp::kNorm2) return static_cast<A>(std::sqrt(acc));
     return acc;
   };
   const char* in_base = static_cast<const char*>(in.data);
@@ -254,7 +290,7 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
       const char* row = in_base;
       for (int64_t r = 0; r < shape.numel; ++r) {
         const T* values = reinterpret_cast<const T*>(row) + begin;
-        for (int64_t j = 0; j < end - begin; ++j) acc[j] = R::combine(acc[j], to_acc<T>(values[j]));
+        for (int64_t j = 0; j < end - begin; ++j) acc[j] = R::combine(acc[j], map_value<op>(to_acc<T>(values[j])));
         for (int d = last; d >= 0; --d) {
           row += shape.strides[d];
           if (++index[d] < shape.sizes[d]) break;
@@ -283,6 +319,7 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
 bool reduce_supported(ReduceOp op, DType in, DType out) {
   if (is_complex(in) || is_complex(out)) return false;
   if (op == ReduceOp::kMean) return is_floating(in) && is_floating(out);
+  if (op >= ReduceOp::kNorm0) return is_floating(in) && is_floating(out);
   return true;
 }
 
@@ -298,6 +335,11 @@ void reduce(ReduceOp op, const StridedView& out, const StridedView& in, int redu
         case ReduceOp::kProd: return reduce_typed<T, Out, ReduceOp::kProd>(out, in, reduced_dims);
         case ReduceOp::kMax: return reduce_typed<T, Out, ReduceOp::kMax>(out, in, reduced_dims);
         case ReduceOp::kMin: return reduce_typed<T, Out, ReduceOp::kMin>(out, in, reduced_dims);
+        case ReduceOp::kNorm0: return reduce_typed<T, Out, ReduceOp::kNorm0>(out, in, reduced_dims);
+        case ReduceOp::kNorm1: return reduce_typed<T, Out, ReduceOp::kNorm1>(out, in, reduced_dims);
+        case ReduceOp::kNorm2: return reduce_typed<T, Out, ReduceOp::kNorm2>(out, in, reduced_dims);
+        case ReduceOp::kNormInf: return reduce_typed<T, Out, ReduceOp::kNormInf>(out, in, reduced_dims);
+        case ReduceOp::kNormNegInf: return reduce_typed<T, Out, ReduceOp::kNormNegInf>(out, in, reduced_dims);
       }
     });
   });

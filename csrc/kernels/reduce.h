@@ -1,4 +1,5 @@
-// Reductions over the trailing dimensions of a strided view: sum, mean, prod, max, min.
+// Reductions over the trailing dimensions of a strided view: sum, mean, prod, max, min and the
+// vector norms (p = 0, 1, 2, +-inf).
 // The aten layer permutes the reduced dimensions to the end; the leading ones match the output.
 #pragma once
 
@@ -6,7 +7,14 @@
 
 namespace torchneuron::kernels {
 
-enum class ReduceOp : uint8_t { kSum, kMean, kProd, kMax, kMin };
+enum class ReduceOp : uint8_t {
+  kSum, kMean, kProd, kMax, kMin,
+  kNorm0,       // count of nonzeros
+  kNorm1,       // sum of |x|
+  kNorm2,       // sqrt of the sum of squares
+  kNormInf,     // max |x|
+  kNormNegInf,  // min |x|
+};
 
 bool reduce_supported(ReduceOp op, DType in, DType out);
 

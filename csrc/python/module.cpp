@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "aten/cpu_fallback.h"
@@ -38,13 +39,37 @@ bool is_library_file(const char* file) {
   return false;
 }
 
-std::string format_site(PyFrameObject* frame) {
-  PyCodeObject* code = PyFrame_GetCode(frame);
+// What the site capture needs of a code object, computed once: every launch walks the stack,
+// so this keeps string work off the per-op path. Entries hold a reference to their code object
+// so that an address is never reused by another one. Only touched with the GIL held.
+struct CodeSite {
+  bool library;
+  std::string file;
+};
+
+std::unordered_map<PyCodeObject*, CodeSite>& code_sites() {
+  static auto* sites = new std::unordered_map<PyCodeObject*, CodeSite>();
+  return *sites;
+}
+
+void forget_code_sites() {
+  for (auto& entry : code_sites()) Py_DECREF(entry.first);
+  code_sites().clear();
+}
+
+const CodeSite& code_site(PyCodeObject* code) {
+  auto* sites = &code_sites();
+  auto it = sites->find(code);
+  if (it != sites->end()) return it->second;
   const char* file = PyUnicode_AsUTF8(code->co_filename);
-  std::string site = std::string(file != nullptr ? file : "?") + ":" +
-                     std::to_string(PyFrame_GetLineNumber(frame));
-  Py_DECREF(code);
-  return site;
+  if (file == nullptr) PyErr_Clear();
+  Py_INCREF(code);
+  CodeSite site{file == nullptr || is_library_file(file), file != nullptr ? file : "?"};
+  return sites->emplace(code, std::move(site)).first->second;
+}
+
+std::string format_site(PyFrameObject* frame, const CodeSite& site) {
+  return site.file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
 }
 
 // The innermost Python frame outside torch and torchneuron, as "file:line".
@@ -56,15 +81,14 @@ std::string python_launch_site() {
   std::string site;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
-  std::string innermost;
+  PyFrameObject* innermost = frame;
+  Py_XINCREF(innermost);
   for (int depth = 0; frame != nullptr && depth < 64; ++depth) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    const bool library = file == nullptr || is_library_file(file);
+    const CodeSite& info = code_site(code);
     Py_DECREF(code);
-    if (innermost.empty()) innermost = format_site(frame);
-    if (!library) {
-      site = format_site(frame);
+    if (!info.library) {
+      site = format_site(frame, info);
       break;
     }
     PyFrameObject* back = PyFrame_GetBack(frame);
@@ -72,9 +96,14 @@ std::string python_launch_site() {
     frame = back;
   }
   Py_XDECREF(frame);
-  PyErr_Clear();
+  if (site.empty() && innermost != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(innermost);
+    site = format_site(innermost, code_site(code));
+    Py_DECREF(code);
+  }
+  Py_XDECREF(innermost);
   PyGILState_Release(gil);
-  return site.empty() ? innermost : site;
+  return site;
 }
 
 aten::FallbackMode parse_mode(const std::string& mode) {
@@ -128,6 +157,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_set_library_prefixes", [](std::vector<std::string> prefixes) {
     python::library_prefixes() = std::move(prefixes);
+    python::forget_code_sites();
   });
   m.def("_device_count", [] { return rt::device_count(); });
   m.def("_is_initialized", [] { return rt::is_initialized(); });

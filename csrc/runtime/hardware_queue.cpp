@@ -1,8 +1,14 @@
 #include "runtime/hardware_queue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "runtime/errors.h"
 
@@ -18,6 +24,26 @@ bool env_flag(const char* name) {
 
 std::atomic<bool> g_launch_blocking{env_flag("NEURON_LAUNCH_BLOCKING") ||
                                     env_flag("TORCHNEURON_LAUNCH_BLOCKING")};
+
+// An idle worker polls this long for the next command before it sleeps: the host usually
+// submits again within microseconds, and a futex sleep plus wake-up costs more than a small
+// kernel (and makes the submitting thread pay a system call).
+// TORCHNEURON_QUEUE_POLL_US sets it (0: sleep at once).
+std::chrono::microseconds idle_poll() {
+  static const std::chrono::microseconds poll = [] {
+    const char* value = std::getenv("TORCHNEURON_QUEUE_POLL_US");
+    return std::chrono::microseconds(value != nullptr && *value != '\0' ? std::max(0L, std::atol(value)) : 30L);
+  }();
+  return poll;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 }  // namespace
 
@@ -66,14 +92,17 @@ HardwareQueue::~HardwareQueue() {
 
 uint64_t HardwareQueue::submit(StreamId stream, LaunchInfo info, Kernel kernel) {
   uint64_t seq;
+  bool wake;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     has_room_.wait(lock, [this] { return pending_.size() < max_depth_; });
     seq = next_seq_++;
     last_seq_by_stream_[stream] = seq;
     pending_.push_back(Command{seq, std::move(info), std::move(kernel)});
+    submitted_.store(seq, std::memory_order_release);
+    wake = worker_sleeping_;
   }
-  has_work_.notify_one();
+  if (wake) has_work_.notify_one();
   if (launch_blocking()) {
     wait_for(seq);
     raise_pending_fault();
@@ -87,13 +116,29 @@ uint64_t HardwareQueue::submit_wait(StreamId stream, HardwareQueue& other, uint6
   return submit(stream, std::move(info), [&other, seq] { other.wait_for(seq); });
 }
 
+void HardwareQueue::wait_briefly_for_work(uint64_t taken) const {
+  const auto deadline = std::chrono::steady_clock::now() + idle_poll();
+  for (int spin = 1;; ++spin) {
+    if (submitted_.load(std::memory_order_acquire) > taken) return;
+    if (spin % 64 == 0 && std::chrono::steady_clock::now() > deadline) return;
+    cpu_relax();
+  }
+}
+
 void HardwareQueue::run_worker() {
+  uint64_t taken = 0;
   for (;;) {
+    wait_briefly_for_work(taken);
     std::unique_lock<std::mutex> lock(mutex_);
-    has_work_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+    if (!stopping_ && pending_.empty()) {
+      worker_sleeping_ = true;
+      has_work_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      worker_sleeping_ = false;
+    }
     if (pending_.empty()) return;  // stopping with nothing left
     Command command = std::move(pending_.front());
     pending_.pop_front();
+    taken = command.seq;
     const bool skip = fault_.has_value() || command.seq <= skip_through_;
     lock.unlock();
     has_room_.notify_one();

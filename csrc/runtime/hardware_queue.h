@@ -98,6 +98,8 @@ class HardwareQueue {
   };
 
   void run_worker();
+  // Polls for up to a few tens of microseconds until a command after `taken` is submitted.
+  void wait_briefly_for_work(uint64_t taken) const;
   void record_fault(const Command& command, const char* what);
 
   const int device_index_;
@@ -113,6 +115,8 @@ class HardwareQueue {
   std::optional<std::string> fault_;  // the earliest failure, until raised
   uint64_t skip_through_ = 0;         // commands submitted before the last raise are skipped
   bool stopping_ = false;
+  bool worker_sleeping_ = false;          // under mutex_: submit wakes the worker only then
+  std::atomic<uint64_t> submitted_{0};  // the last sequence number submitted, for polling
   std::thread worker_;
 };
 

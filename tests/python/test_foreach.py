@@ -46,3 +46,37 @@ def test_foreach_non_contiguous_lists_take_the_per_tensor_path(no_fallback):
     x = [torch.randn(4, 6).t(), torch.randn(3)]  # a transposed tensor
     assert not x[0].to("neuron").is_contiguous()
     check(lambda t: torch._foreach_mul_(t, 2.0), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("ord", [2, 1, 0, float("inf"), float("-inf"), 3])
+def test_foreach_norm_matches_cpu(dtype, ord, no_fallback):
+    x = [t for t in lists(dtype=dtype) if t.numel() > 0] + [torch.tensor([0.0, -2.5, 0.0]).to(dtype)]
+    check(lambda t: torch._foreach_norm(t, ord), x)
+
+
+def test_foreach_norm_of_an_empty_tensor(no_fallback):
+    check(lambda t: torch._foreach_norm(t, 2), lists())  # holds a (0,) tensor: its norm is 0
+    with pytest.raises(RuntimeError, match="empty tensor"):
+        torch._foreach_norm([t.to("neuron") for t in lists()], float("inf"))
+
+
+def test_foreach_mul_by_a_tensor(no_fallback):
+    a = lists()
+    check(lambda x: torch._foreach_mul_(x, torch.tensor(0.25, device=x[0].device)), a)
+    check(lambda x: torch._foreach_mul_(x, torch.tensor(-3.0)), a)  # a CPU scalar tensor travels by value
+
+
+def test_clip_grad_norm_matches_cpu(no_fallback):
+    torch.manual_seed(0)
+    cpu = [torch.randn(s, requires_grad=True) for s in [(8, 4), (4,), (3, 3, 3)]]
+    dev = [p.detach().to("neuron").requires_grad_() for p in cpu]
+    for p, q in zip(cpu, dev):
+        p.grad = torch.randn_like(p) * 5
+        q.grad = p.grad.to("neuron")
+    for max_norm, norm_type in [(1.0, 2.0), (0.5, float("inf")), (2.0, 1.0)]:
+        expected = torch.nn.utils.clip_grad_norm_(cpu, max_norm, norm_type)
+        got = torch.nn.utils.clip_grad_norm_(dev, max_norm, norm_type)
+        assert_same(got, expected)
+        for p, q in zip(cpu, dev):
+            assert_same(q.grad, p.grad)

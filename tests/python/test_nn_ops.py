@@ -96,6 +96,11 @@ def test_cat_and_arange(no_fallback):
     assert_same(torch.cat([a.to("neuron"), b.to("neuron")], dim=1), torch.cat([a, b], dim=1))
     assert_same(torch.cat([a.to("neuron").t(), b.to("neuron").t()]), torch.cat([a.t(), b.t()]))
     assert_same(torch.cat([a.to("neuron"), torch.empty(0, device="neuron")]), torch.cat([a, torch.empty(0)]))
+    parts = [sample((), seed=i) for i in range(30)] + [sample((), dtype=torch.float64)]  # promoted to float64
+    assert_same(torch.stack([p.to("neuron") for p in parts]), torch.stack(parts))
+    c = sample((2, 4), dtype=torch.int32)  # converted while copied
+    assert_same(torch.cat([a.to("neuron"), c.to("neuron"), torch.empty(2, 0, device="neuron")], 1),
+                torch.cat([a, c, torch.empty(2, 0)], 1))
     for args, dtype in (((10,), torch.int64), ((1, 7, 2), torch.int64), ((0.5, 3.0, 0.25), torch.float32),
                         ((5, -3, -2), torch.int32)):
         assert_same(torch.arange(*args, dtype=dtype, device="neuron"), torch.arange(*args, dtype=dtype))

@@ -82,3 +82,33 @@ def test_empty_inputs_and_errors():
         torch.ones(3, dtype=torch.int64, device="neuron").mean()
     with pytest.raises(IndexError, match="Dimension out of range"):
         torch.ones(3, device="neuron").sum(dim=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("ord", [2, 1, 0, float("inf"), float("-inf"), 3, 0.5])
+@pytest.mark.parametrize("dim", [None, 1, (0, 2)])
+def test_vector_norm(dtype, ord, dim, no_fallback):
+    x = sample((4, 37, 5), dtype)
+    x[0, 0, 0] = 0
+    d = x.to("neuron")
+    assert_same(torch.linalg.vector_norm(d, ord, dim=dim), torch.linalg.vector_norm(x, ord, dim=dim), atol=1e-4, rtol=1e-5)
+    assert_same(torch.linalg.vector_norm(d.transpose(0, 2), ord, dim=dim, keepdim=True),
+                torch.linalg.vector_norm(x.transpose(0, 2), ord, dim=dim, keepdim=True), atol=1e-4, rtol=1e-5)
+    assert_same(d.norm(), x.norm(), atol=1e-4, rtol=1e-5)
+
+
+def test_vector_norm_dtype_nan_and_empty(no_fallback):
+    x = torch.tensor([[1.0, float("nan"), -3.0], [2.0, -2.0, 0.5]])
+    d = x.to("neuron")
+    for ord in [2, 1, float("inf"), float("-inf")]:
+        assert_same(torch.linalg.vector_norm(d, ord, dim=1), torch.linalg.vector_norm(x, ord, dim=1))
+    assert_same(torch.linalg.vector_norm(d, dtype=torch.float64), torch.linalg.vector_norm(x, dtype=torch.float64))
+    e = torch.empty(0, 3)
+    assert_same(torch.linalg.vector_norm(e.to("neuron")), torch.linalg.vector_norm(e))
+    assert_same(torch.linalg.vector_norm(e.to("neuron"), float("inf"), dim=1), torch.linalg.vector_norm(e, float("inf"), dim=1))
+    with pytest.raises(RuntimeError, match="cannot compute the inf norm on an empty tensor"):
+        torch.linalg.vector_norm(e.to("neuron"), float("inf"))
+    with pytest.raises(RuntimeError, match="on the dimension 0"):
+        torch.linalg.vector_norm(e.to("neuron"), float("inf"), dim=0)
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.linalg.vector_norm(torch.ones(3, dtype=torch.int64, device="neuron"))

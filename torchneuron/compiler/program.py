@@ -5,6 +5,7 @@ is prepared once as a small closure, so that a call does no graph walking."""
 from __future__ import annotations
 
 import ctypes
+import operator
 
 import torch
 from torch import fx
@@ -23,6 +24,64 @@ def _resolver(arg):
         items = [(k, _resolver(v)) for k, v in arg.items()]
         return lambda env: {k: p(env) for k, p in items}
     return lambda env: arg
+
+
+def _has_node(arg) -> bool:
+    if isinstance(arg, fx.Node):
+        return True
+    if isinstance(arg, (list, tuple)):
+        return any(_has_node(a) for a in arg)
+    if isinstance(arg, dict):
+        return any(_has_node(a) for a in arg.values())
+    return False
+
+
+# Views and tuple indexing are most of a graph's eager calls; Tensor methods skip the
+# OpOverload layer and run the same ATen op.
+_METHODS = {
+    torch.ops.aten.view.default: torch.Tensor.view, torch.ops.aten.permute.default: torch.Tensor.permute,
+    torch.ops.aten.t.default: torch.Tensor.t,
+    torch.ops.aten.transpose.int: torch.Tensor.transpose, torch.ops.aten.unsqueeze.default: torch.Tensor.unsqueeze,
+    torch.ops.aten.squeeze.dim: torch.Tensor.squeeze, torch.ops.aten.select.int: torch.Tensor.select,
+}
+
+
+def _binder(node):
+    """A function (target, env) -> the node's value, with its constant arguments bound once and
+    only its FX-node arguments looked up per call (the common shapes get their own closures)."""
+    args, kwargs = node.args, node.kwargs
+    if _has_node(kwargs):
+        resolve = _resolver((args, kwargs))
+
+        def call(target, env):
+            a, k = resolve(env)
+            return target(*a, **k)
+
+        return call
+    if node.target is operator.getitem and isinstance(args[0], fx.Node) and not _has_node(args[1]):
+        source, index = args
+        return lambda target, env: env[source][index]
+    method = _METHODS.get(node.target)
+    if args and isinstance(args[0], fx.Node) and not _has_node(args[1:]):
+        first, rest = args[0], tuple(args[1:])
+        if method is not None and not kwargs:
+            return lambda target, env: method(env[first], *rest)
+        if kwargs:
+            return lambda target, env: target(env[first], *rest, **kwargs)
+        return lambda target, env: target(env[first], *rest)
+    direct = [(i, a) for i, a in enumerate(args) if isinstance(a, fx.Node)]
+    nested = [(i, _resolver(a)) for i, a in enumerate(args) if not isinstance(a, fx.Node) and _has_node(a)]
+    template = list(args)
+
+    def call(target, env):
+        a = template.copy()
+        for i, n in direct:
+            a[i] = env[n]
+        for i, r in nested:
+            a[i] = r(env)
+        return target(*a, **kwargs)
+
+    return call
 
 
 class CompiledProgram:
@@ -104,12 +163,11 @@ class CompiledProgram:
                     env.pop(n, None)
 
             return run
-        resolve, target = _resolver((node.args, node.kwargs)), node.target
+        target, call = node.target, _binder(node)
 
         def run(env, slots):
-            args, kwargs = resolve(env)
             try:
-                env[node] = target(*args, **kwargs)
+                env[node] = call(target, env)
             except Exception as error:
                 error.add_note(f"(raised by node {node.name} = {node.format_node()} of a neuron-compiled graph)")
                 raise
