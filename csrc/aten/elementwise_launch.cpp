@@ -24,6 +24,16 @@ void store_scalar(const c10::Scalar& value, c10::ScalarType dtype, unsigned char
   });
 }
 
+// The value of a CPU scalar tensor, read from its memory (Tensor::item() goes through the
+// dispatcher, which costs more than a small op's whole launch).
+c10::Scalar host_scalar_value(const at::TensorBase& tensor) {
+  c10::Scalar value;
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, tensor.scalar_type(), "host_scalar_value", [&] {
+    value = c10::Scalar(*static_cast<const scalar_t*>(tensor.const_data_ptr()));
+  });
+  return value;
+}
+
 }  // namespace
 
 bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype) {
@@ -37,7 +47,7 @@ bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
   for (int k = 0; k < ntensors; ++k) {
     const bool host_scalar = iter.device(k).type() != c10::DeviceType::PrivateUse1 && iter.is_cpu_scalar(k);
     const c10::ScalarType dtype = host_scalar && scalar_dtype != c10::ScalarType::Undefined ? scalar_dtype : iter.dtype(k);
-    if (!has_kernel_dtype(dtype) || c10::isComplexType(dtype)) return false;
+    if (!has_kernel_dtype(dtype) || c10::isComplexType(dtype) || c10::isComplexType(iter.dtype(k))) return false;
     args.dtypes[k] = to_kernel_dtype(dtype);
     const at::IntArrayRef strides = iter.strides(k);
     for (int d = 0; d < ndim; ++d) args.strides[k][d] = strides[ndim - 1 - d];
@@ -46,7 +56,7 @@ bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
     } else if (host_scalar) {
       // The host scalar is read now; its memory may be gone when the kernel runs.
       args.is_scalar[k] = true;
-      store_scalar(at::Tensor(iter.tensor_base(k)).item(), dtype, args.scalar_bytes[k].data());
+      store_scalar(host_scalar_value(iter.tensor_base(k)), dtype, args.scalar_bytes[k].data());
       for (int d = 0; d < ndim; ++d) args.strides[k][d] = 0;
     } else {
       return false;
@@ -86,7 +96,7 @@ bool launch_half_scaling(at::TensorIteratorBase& iter, BinaryOp op, const char* 
   }
   const int scalar = args.is_scalar[2] ? 2 : (op == BinaryOp::kMul && args.is_scalar[1] ? 1 : -1);
   if (scalar < 0 || args.is_scalar[3 - scalar]) return false;
-  const double value = at::Tensor(iter.tensor_base(scalar)).item<double>();
+  const double value = host_scalar_value(iter.tensor_base(scalar)).toDouble();
   kernels::ElementwiseArgs unary = args;
   unary.num_operands = 2;
   const int tensor = 3 - scalar;

@@ -45,6 +45,7 @@ bool is_library_file(const char* file) {
 struct CodeSite {
   bool library;
   std::string file;
+  std::unordered_map<int, std::string> sites;  // "file:line" by instruction offset
 };
 
 std::unordered_map<PyCodeObject*, CodeSite>& code_sites() {
@@ -57,19 +58,23 @@ void forget_code_sites() {
   code_sites().clear();
 }
 
-const CodeSite& code_site(PyCodeObject* code) {
+CodeSite& code_site(PyCodeObject* code) {
   auto* sites = &code_sites();
   auto it = sites->find(code);
   if (it != sites->end()) return it->second;
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   if (file == nullptr) PyErr_Clear();
   Py_INCREF(code);
-  CodeSite site{file == nullptr || is_library_file(file), file != nullptr ? file : "?"};
+  CodeSite site{file == nullptr || is_library_file(file), file != nullptr ? file : "?", {}};
   return sites->emplace(code, std::move(site)).first->second;
 }
 
-std::string format_site(PyFrameObject* frame, const CodeSite& site) {
-  return site.file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+// Line numbers come from decoding the code object's line table, so each call site is decoded
+// once and its text kept.
+std::string format_site(PyFrameObject* frame, CodeSite& site) {
+  auto [it, inserted] = site.sites.try_emplace(PyFrame_GetLasti(frame));
+  if (inserted) it->second = site.file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+  return it->second;
 }
 
 // The innermost Python frame outside torch and torchneuron, as "file:line".
@@ -85,7 +90,7 @@ std::string python_launch_site() {
   Py_XINCREF(innermost);
   for (int depth = 0; frame != nullptr && depth < 64; ++depth) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const CodeSite& info = code_site(code);
+    CodeSite& info = code_site(code);
     Py_DECREF(code);
     if (!info.library) {
       site = format_site(frame, info);

@@ -1,5 +1,5 @@
 """torch.compile(backend="neuron"): fused kernels match eager, the three training models of the
-eager tests track eager when compiled, graph breaks, dynamic sizes without recompiling, no_grad
+eager tests track eager when compiled, constant folding, graph breaks, dynamic sizes without recompiling, no_grad
 inference, modules with buffers, the artifact cache (in memory, on disk, across processes and
 concurrent builders), and the eager fallback with one warning when the system compiler fails."""
 
@@ -50,6 +50,24 @@ def test_fused_kernel_matches_eager(dtype, no_fallback):
     assert stats["graphs_compiled"] == 1 and stats["graphs_eager"] == 0
     assert stats["kernels_generated"] == 1  # every pointwise op in one loop nest
     assert stats["ops_lowered"] >= 8 and stats["ops_eager"] == 1  # the sum
+
+
+def test_constants_are_folded_but_outputs_stay_fresh(no_fallback):
+    def f(x):
+        positions = torch.arange(x.shape[-1], device=x.device)
+        scale = torch.full((x.shape[-1],), 0.5, device=x.device).exp().sum()  # constant, not fusible
+        return x * scale + positions, torch.ones(3, device=x.device)
+
+    compiled = torch.compile(f, backend="neuron")
+    for seed in range(2):
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(seed)).to("neuron")
+        got, ones = compiled(x)
+        expected, _ = f(x)
+        torch.testing.assert_close(got.cpu(), expected.cpu())
+        assert torch.equal(ones.cpu(), torch.ones(3))
+        ones.zero_()  # a caller's change to an output must not reach the next call
+    stats = torchneuron.compile_stats()
+    assert stats["graphs_compiled"] == 1 and stats["constants_folded"] >= 1
 
 
 def test_non_contiguous_inputs_and_outputs(no_fallback):

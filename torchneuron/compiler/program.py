@@ -46,6 +46,38 @@ _METHODS = {
 }
 
 
+# Constant folding keeps at most this many elements per folded value on the device.
+_FOLD_LIMIT = 1 << 20
+
+
+def _constant_nodes(graph: fx.Graph) -> set:
+    """Nodes whose value is the same at every call: deterministic, non-mutating ATen ops on
+    graph constants and literals only (positions from arange, filled tensors, casts of
+    parameters frozen into the graph), with static sizes. Graph outputs are left out, since a
+    caller may modify what it gets back."""
+    outputs = set()
+    for node in graph.nodes:
+        if node.op == "output":
+            fx.node.map_arg(node.args[0], lambda n: outputs.add(n) or n)
+    constant = set()
+    for node in graph.nodes:
+        if node.op == "get_attr":
+            constant.add(node)
+            continue
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        schema = node.target._schema
+        if schema.is_mutable or torch.Tag.nondeterministic_seeded in node.target.tags:
+            continue
+        if not all(arg in constant for arg in node.all_input_nodes):
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not all(type(d) is int for d in val.shape) or val.numel() > _FOLD_LIMIT:
+            continue
+        constant.add(node)
+    return {n for n in constant if n.op == "call_function" and n not in outputs}
+
+
 def _binder(node):
     """A function (target, env) -> the node's value, with its constant arguments bound once and
     only its FX-node arguments looked up per call (the common shapes get their own closures)."""
@@ -109,6 +141,8 @@ class CompiledProgram:
         for v, (node, _) in source.items():
             values_of.setdefault(node, []).append(v)
         released = set()
+        constants = _constant_nodes(gm.graph)
+        self.constant_count = sum(1 for n in lowered.opaque_nodes if n in constants)
         self.steps = []
         for is_kernel, index, release in plan["steps"]:
             released.update(release)
@@ -125,7 +159,8 @@ class CompiledProgram:
                 self.steps.append(self._kernel_step(entry, [read(v) for v in k["inputs"]], outputs, in_place_sources,
                                                     drop))
             else:
-                self.steps.append(self._opaque_step(lowered.opaque_nodes[index], drop))
+                node = lowered.opaque_nodes[index]
+                self.steps.append(self._opaque_step(node, drop, node in constants))
 
     def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop):
         launch = self.launch
@@ -153,7 +188,7 @@ class CompiledProgram:
 
         return run
 
-    def _opaque_step(self, node, drop):
+    def _opaque_step(self, node, drop, constant=False):
         if node.op == "get_attr":
             gm, target = self.gm, node.target
 
@@ -164,6 +199,13 @@ class CompiledProgram:
 
             return run
         target, call = node.target, _binder(node)
+        if constant:  # folded: computed by the first call, then reused
+            bind, folded = call, []
+
+            def call(target, env):
+                if not folded:
+                    folded.append(bind(target, env))
+                return folded[0]
 
         def run(env, slots):
             try:
