@@ -178,9 +178,11 @@ const char* compute_type(DType dtype) {
   }
 }
 
+// Bools are stored as bytes (0 or 1) and read back with != 0: GCC does not vectorize loops
+// that load the C++ bool type.
 const char* storage_type(DType dtype) {
   switch (dtype) {
-    case DType::kBool: return "bool";
+    case DType::kBool: return "uint8_t";
     case DType::kUInt8: return "uint8_t";
     case DType::kInt8: return "int8_t";
     case DType::kInt32: return "int32_t";
@@ -196,6 +198,7 @@ const char* storage_type(DType dtype) {
 std::string load_expression(DType dtype, const std::string& element) {
   if (dtype == DType::kBFloat16) return "tn_load_bf16(" + element + ")";
   if (dtype == DType::kFloat16) return "tn_load_f16(" + element + ")";
+  if (dtype == DType::kBool) return "(" + element + " != 0)";
   return std::string(compute_type(dtype)) + "(" + element + ")";
 }
 
@@ -229,8 +232,24 @@ std::string expand(const std::string& pattern, const std::vector<std::string>& o
   return out;
 }
 
-// The per-element body: loads, node formulas in order, stores. `index(k)` is operand k's
-// element index expression.
+// How an input is read in the inner loop. Rank-0 inputs are one value for the whole kernel;
+// inputs that may broadcast along the innermost dimension (stride 0 there) are read through
+// a flag the C++ compiler can unswitch on, so that both cases still vectorize.
+enum class InputRead { kScalar, kMaybeBroadcast, kDense };
+
+InputRead input_read(const Graph& graph, const Kernel& kernel, int value) {
+  const Shape& shape = graph.values()[value].shape;
+  if (shape.empty()) return InputRead::kScalar;
+  if (shape.size() < kernel.shape.size()) return InputRead::kMaybeBroadcast;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != kernel.shape[kernel.shape.size() - shape.size() + d]) return InputRead::kMaybeBroadcast;
+  }
+  return InputRead::kDense;
+}
+
+// The per-element body: loads, node formulas in order, stores. On the unit-stride path,
+// operand k is read at j (dense), at 0 (scalar) or at j unless its flag b<k> says it is
+// broadcast; on the strided path at j * s[k].
 std::string element_body(const Graph& graph, const Kernel& kernel, bool unit_strides) {
   std::ostringstream body;
   const int outputs = static_cast<int>(kernel.outputs.size());
@@ -239,8 +258,18 @@ std::string element_body(const Graph& graph, const Kernel& kernel, bool unit_str
     const int v = kernel.inputs[k];
     const int operand = outputs + static_cast<int>(k);
     const DType dtype = graph.values()[v].dtype;
-    body << "        const " << compute_type(dtype) << " v" << v << " = "
-         << load_expression(dtype, "p" + std::to_string(operand) + "[" + index(operand) + "]") << ";\n";
+    const std::string p = "p" + std::to_string(operand);
+    std::string at = p + "[" + index(operand) + "]";
+    if (unit_strides) {
+      switch (input_read(graph, kernel, v)) {
+        case InputRead::kScalar: at = p + "[0]"; break;
+        case InputRead::kMaybeBroadcast:
+          at = "(b" + std::to_string(operand) + " ? " + p + "[0] : " + p + "[j])";
+          break;
+        case InputRead::kDense: break;
+      }
+    }
+    body << "        const " << compute_type(dtype) << " v" << v << " = " << load_expression(dtype, at) << ";\n";
   }
   for (int n : kernel.nodes) {
     const Node& node = graph.nodes()[n];
@@ -285,8 +314,22 @@ std::string kernel_source(const Graph& graph, const Kernel& kernel) {
   src << "  const int last = ndim - 1;\n  int64_t remaining = end - begin;\n";
   src << "  while (remaining > 0) {\n";
   src << "    const int64_t n = ndim == 0 ? 1 : std::min(sizes[last] - index[last], remaining);\n";
-  src << "    int64_t s[kOperands];\n    bool unit = true;\n";
-  src << "    for (int k = 0; k < kOperands; ++k) { s[k] = ndim == 0 ? 0 : strides[k * ndim + last]; unit = unit && s[k] == 1; }\n";
+  src << "    int64_t s[kOperands];\n";
+  src << "    for (int k = 0; k < kOperands; ++k) s[k] = ndim == 0 ? 0 : strides[k * ndim + last];\n";
+  // The unit-stride path takes broadcast inputs (stride 0) too; see element_body.
+  src << "    const bool unit = true";
+  for (int k = 0; k < operands; ++k) {
+    const InputRead read = k < outputs ? InputRead::kDense : input_read(graph, kernel, kernel.inputs[k - outputs]);
+    if (read == InputRead::kScalar) continue;
+    src << " && (s[" << k << "] == 1" << (read == InputRead::kMaybeBroadcast ? " || s[" + std::to_string(k) + "] == 0" : "")
+        << ")";
+  }
+  src << ";\n";
+  for (int k = outputs; k < operands; ++k) {
+    if (input_read(graph, kernel, kernel.inputs[k - outputs]) == InputRead::kMaybeBroadcast) {
+      src << "    const bool b" << k << " = s[" << k << "] == 0;\n";
+    }
+  }
   for (int k = 0; k < operands; ++k) {
     const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
     const char* type = storage_type(graph.values()[v].dtype);
