@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/gemm_bf16.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
@@ -215,7 +216,13 @@ void gemm(const GemmArgs& g) {
     switch (g.dtype) {
       case DType::kFloat32: blas_gemm<float>(g, a, b, c); break;
       case DType::kFloat64: blas_gemm<double>(g, a, b, c); break;
-      case DType::kBFloat16: half_gemm<BFloat16>(g, a, b, c); break;
+      case DType::kBFloat16:
+        if (bf16_gemm_suits(g)) {
+          bf16_gemm(g, a, b, c);
+        } else {
+          half_gemm<BFloat16>(g, a, b, c);
+        }
+        break;
       case DType::kFloat16: half_gemm<Half>(g, a, b, c); break;
       case DType::kInt64: integer_gemm<int64_t>(g, a, b, c); break;
       case DType::kInt32: integer_gemm<int32_t>(g, a, b, c); break;

@@ -1,5 +1,6 @@
 // Matrix multiplication over device buffers: batched C = alpha * A @ B + beta * C through
-// OpenBLAS for float32/float64 (half types via float), plain loops for integers.
+// OpenBLAS for float32/float64, AVX512-BF16 micro-kernels for bfloat16 (kernels/gemm_bf16.h;
+// widened to float on other CPUs, as float16 always is), plain loops for integers.
 #pragma once
 
 #include <cstdint>

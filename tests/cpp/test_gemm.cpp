@@ -1,0 +1,202 @@
+// Tests for the bfloat16 GEMM (the AVX512-BF16 kernel where the CPU has it, and gemm()'s
+// dispatch): against a double-precision reference from the same bfloat16 inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/half.h"
+
+namespace k = torchneuron::kernels;
+
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+struct Epilogue {
+  double alpha, beta;
+  int64_t c_pad;  // row_stride - n for C
+};
+
+// A bf16 matrix of rows x cols stored row-major (unit column stride) or transposed (unit row
+// stride), with a leading dimension padded by 3 so that strides are not the dense ones.
+struct Operand {
+  std::vector<k::BFloat16> data;
+  int64_t row_stride, col_stride;
+
+  Operand(int64_t rows, int64_t cols, bool transposed, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    const int64_t ld = (transposed ? rows : cols) + 3;
+    data.resize(static_cast<size_t>(ld * (transposed ? cols : rows)), k::BFloat16(std::nanf("")));
+    row_stride = transposed ? 1 : ld;
+    col_stride = transposed ? ld : 1;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) at(r, c) = k::BFloat16(dist(rng));
+    }
+  }
+  k::BFloat16& at(int64_t r, int64_t c) { return data[static_cast<size_t>(r * row_stride + c * col_stride)]; }
+  k::MatrixOperand operand() { return {reinterpret_cast<char*>(data.data()), 0, row_stride, col_stride}; }
+};
+
+// Runs one GEMM through `run` and checks every element of C against the double reference,
+// within 1e-2 of the sum of the terms' magnitudes, and that C's row padding is untouched.
+template <typename Run>
+void check(Shape s, bool ta, bool tb, Epilogue e, uint32_t seed, Run run) {
+  std::mt19937 rng(seed);
+  Operand a(s.m, s.k, ta, rng), b(s.k, s.n, tb, rng);
+  const int64_t ldc = s.n + e.c_pad;
+  const k::BFloat16 sentinel = k::BFloat16(12345.0f);
+  std::vector<k::BFloat16> c(static_cast<size_t>(s.m * ldc), sentinel);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      c[i * ldc + j] = e.beta == 0.0 ? k::BFloat16(std::nanf("")) : k::BFloat16(dist(rng));
+    }
+  }
+  const std::vector<k::BFloat16> old = c;
+
+  k::GemmArgs g;
+  g.dtype = k::DType::kBFloat16;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.a = a.operand();
+  g.b = b.operand();
+  g.c = {reinterpret_cast<char*>(c.data()), 0, ldc, 1};
+  g.alpha = e.alpha;
+  g.beta = e.beta;
+  run(g);
+
+  int failures = 0;
+  for (int64_t i = 0; i < s.m && failures < 5; ++i) {
+    for (int64_t j = 0; j < ldc && failures < 5; ++j) {
+      const float got = static_cast<float>(c[i * ldc + j]);
+      if (j >= s.n) {
+        EXPECT_EQ(c[i * ldc + j].bits, sentinel.bits) << "padding overwritten at " << i << "," << j;
+        continue;
+      }
+      double sum = 0.0, magnitude = 0.0;
+      for (int64_t p = 0; p < s.k; ++p) {
+        const double product = static_cast<double>(static_cast<float>(a.at(i, p))) *
+                               static_cast<double>(static_cast<float>(b.at(p, j)));
+        sum += product;
+        magnitude += std::fabs(product);
+      }
+      double expected = e.alpha * sum;
+      magnitude *= std::fabs(e.alpha);
+      if (e.beta != 0.0) {
+        const double previous = static_cast<float>(old[i * ldc + j]);
+        expected += e.beta * previous;
+        magnitude += std::fabs(e.beta * previous);
+      }
+      const double reference = static_cast<float>(k::BFloat16(static_cast<float>(expected)));
+      if (!(std::fabs(got - reference) <= 1e-2 * magnitude + 1e-30)) {
+        ++failures;
+        ADD_FAILURE() << "C[" << i << "," << j << "] = " << got << ", expected " << reference << " (m=" << s.m
+                      << " n=" << s.n << " k=" << s.k << " ta=" << ta << " tb=" << tb << " alpha=" << e.alpha
+                      << " beta=" << e.beta << ")";
+      }
+    }
+  }
+}
+
+const Shape kShapes[] = {{1, 1, 1},    {1, 1, 2},     {3, 5, 7},     {12, 32, 2},   {13, 33, 3},
+                         {25, 47, 31}, {64, 64, 64},  {100, 17, 129}, {1, 300, 65}, {300, 1, 65},
+                         {37, 200, 511}, {130, 70, 1}, {200, 300, 257}};
+const Epilogue kEpilogues[] = {{1.0, 0.0, 0}, {0.75, 0.5, 5}, {-1.5, 0.0, 2}};
+
+template <typename Run>
+void check_all(Run run) {
+  uint32_t seed = 1;
+  for (const Shape& s : kShapes) {
+    for (int orientation = 0; orientation < 4; ++orientation) {
+      for (const Epilogue& e : kEpilogues) check(s, orientation & 1, orientation & 2, e, seed++, run);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GemmBFloat16, DispatchMatchesDoubleReference) {
+  check_all([](const k::GemmArgs& g) { k::gemm(g); });
+}
+
+TEST(GemmBFloat16, KernelMatchesDoubleReferenceForAllShapes) {
+  if (!k::bf16_gemm_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  check_all([](const k::GemmArgs& g) {
+    ASSERT_TRUE(k::bf16_gemm_suits(g));
+    k::bf16_gemm(g, g.a.data, g.b.data, g.c.data);
+  });
+}
+
+// Small integers make every product and sum exact in float, so the result must be the
+// epilogue's float value rounded to nearest even, bit for bit.
+TEST(GemmBFloat16, ExactSumsRoundOnceToNearestEven) {
+  const int64_t m = 19, n = 37, kk = 9;
+  std::vector<k::BFloat16> a(m * kk), b(kk * n), c(m * n);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> dist(-3, 3);
+  for (auto& x : a) x = k::BFloat16(static_cast<float>(dist(rng)));
+  for (auto& x : b) x = k::BFloat16(static_cast<float>(dist(rng)));
+  for (auto& x : c) x = k::BFloat16(static_cast<float>(dist(rng)) * 0.125f);
+  const std::vector<k::BFloat16> old = c;
+  k::GemmArgs g;
+  g.dtype = k::DType::kBFloat16;
+  g.m = m;
+  g.n = n;
+  g.k = kk;
+  g.a = {reinterpret_cast<char*>(a.data()), 0, kk, 1};
+  g.b = {reinterpret_cast<char*>(b.data()), 0, n, 1};
+  g.c = {reinterpret_cast<char*>(c.data()), 0, n, 1};
+  g.alpha = 0.3;
+  g.beta = 0.7;
+  k::gemm(g);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (int64_t p = 0; p < kk; ++p) sum += static_cast<float>(a[i * kk + p]) * static_cast<float>(b[p * n + j]);
+      const float expected = 0.3f * sum + 0.7f * static_cast<float>(old[i * n + j]);
+      ASSERT_EQ(c[i * n + j].bits, k::BFloat16(expected).bits) << i << "," << j;
+    }
+  }
+}
+
+TEST(GemmBFloat16, BatchedNaNInputAndEmptyInnerDimension) {
+  // Two batch entries of 40x50x33; a NaN in A's first row spreads along C's first row only.
+  const int64_t m = 40, n = 50, kk = 33;
+  std::vector<k::BFloat16> a(2 * m * kk, k::BFloat16(1.0f)), b(2 * kk * n, k::BFloat16(0.5f)), c(2 * m * n);
+  a[m * kk + 3] = k::BFloat16(std::nanf(""));
+  k::GemmArgs g;
+  g.dtype = k::DType::kBFloat16;
+  g.batch = 2;
+  g.m = m;
+  g.n = n;
+  g.k = kk;
+  g.a = {reinterpret_cast<char*>(a.data()), m * kk, kk, 1};
+  g.b = {reinterpret_cast<char*>(b.data()), kk * n, n, 1};
+  g.c = {reinterpret_cast<char*>(c.data()), m * n, n, 1};
+  k::gemm(g);
+  for (int64_t batch = 0; batch < 2; ++batch) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float value = static_cast<float>(c[batch * m * n + i * n + j]);
+        if (batch == 1 && i == 0) {
+          EXPECT_TRUE(std::isnan(value));
+        } else {
+          EXPECT_EQ(value, 16.5f);
+        }
+      }
+    }
+  }
+  g.k = 0;
+  g.beta = 0.0;
+  k::gemm(g);
+  for (const auto& x : c) EXPECT_EQ(x.bits, 0);
+}
