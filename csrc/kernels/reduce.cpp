@@ -187,6 +187,11 @@ Acc<T> fold(const char* base, const ReducedShape& shape, int64_t begin, int64_t 
   constexpr ReduceOp kNorm = R::norm;
   Acc<T> acc = R::identity();
   if (shape.ndim == 0) return begin < end ? R::combine(acc, map_value<kNorm>(load_acc<T>(base))) : acc;
+  constexpr bool kLaneSum = kFloatLanes<T> && (R::op == ReduceOp::kSum || R::op == ReduceOp::kMean);
+  if (kLaneSum && shape.ndim == 1 && shape.strides[0] == static_cast<int64_t>(sizeof(T))) {
+    // A whole or partial contiguous row: no index bookkeeping.
+    if constexpr (kLaneSum) return R::combine(acc, sum_run<T, kNorm>(reinterpret_cast<const T*>(base) + begin, end - begin));
+  }
   const int last = shape.ndim - 1;
   int64_t index[kMaxDims];
   int64_t rest = begin;
@@ -307,8 +312,14 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
   const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, shape.numel));
   parallel_for(outputs, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const char* src = in_base + offset_of(i, kept, in.sizes.data(), in.strides.data(), sizeof(T));
-      char* dst = out_base + offset_of(i, out.ndim, out.sizes.data(), out.strides.data(), sizeof(Out));
+      // One kept dimension (rows of a matrix) needs no index arithmetic: 64-bit divisions cost
+      // as much as summing a short row.
+      const char* src = kept == 1 && out.ndim == 1
+                            ? in_base + i * in.strides[0] * static_cast<int64_t>(sizeof(T))
+                            : in_base + offset_of(i, kept, in.sizes.data(), in.strides.data(), sizeof(T));
+      char* dst = kept == 1 && out.ndim == 1
+                      ? out_base + i * out.strides[0] * static_cast<int64_t>(sizeof(Out))
+                      : out_base + offset_of(i, out.ndim, out.sizes.data(), out.strides.data(), sizeof(Out));
       store_out<Out>(dst, finish(fold<T, R>(src, shape, 0, shape.numel)));
     }
   });
