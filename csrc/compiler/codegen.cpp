@@ -55,7 +55,8 @@ const std::map<std::string, Template>& templates() {
       {"relu", {1, "tn_relu({0})"}},
       {"silu", {1, "{0} * ({T}(1) / ({T}(1) + tn_exp(-{0})))"}},
       {"gelu", {1, "{0} * {T}(0.5) * ({T}(1) + tn_erf({0} * {T}(0.70710678118654752440)))"}},
-      {"gelu_tanh", {1, "{T}(0.5) * {0} * ({T}(1) + std::tanh({T}(0.79788456080286535588) * ({0} + {T}(0.044715) * {0} * {0} * {0})))"}},
+      // As eager mode computes it: x sigmoid(2y) for 0.5 x (1 + tanh(y)).
+      {"gelu_tanh", {1, "{0} / ({T}(1) + tn_exp({T}(-2) * ({T}(0.79788456080286535588) * ({0} + {T}(0.044715) * {0} * {0} * {0}))))"}},
       {"pow", {2, "std::pow({0}, {1})"}},
       {"maximum", {2, "tn_maximum({0}, {1})"}},
       {"minimum", {2, "tn_minimum({0}, {1})"}},

@@ -92,7 +92,10 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
         return map<T, T, 1>(a, [](C x) { return x * C(0.5) * (C(1) + erf_of(x * C(kSqrt1_2))); });
       case UnaryOp::kGeluTanh:
         return map<T, T, 1>(a, [](C x) {
-          return C(0.5) * x * (C(1) + std::tanh(C(kGeluBeta) * (x + C(kGeluKappa) * x * x * x)));
+          // 0.5 x (1 + tanh(y)) written as x sigmoid(2y): no cancellation where tanh(y) is near
+          // -1, and the vectorized exp instead of a scalar tanh (14x slower than CPU PyTorch).
+          const C y = C(kGeluBeta) * (x + C(kGeluKappa) * x * x * x);
+          return x / (C(1) + exp_of(C(-2) * y));
         });
       default:
         break;
@@ -315,11 +318,10 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
           return map<T, T, 2>(a, [](C grad, C x) {
             const C x_sq = x * x;
             const C inner = C(kGeluBeta) * (x + C(kGeluKappa) * x_sq * x);
-            const C tanh_inner = std::tanh(inner);
-            const C left_derivative = C(0.5) * (C(1) + tanh_inner);
-            const C right_derivative = C(0.5) * x * (C(1) - tanh_inner * tanh_inner) * C(kGeluBeta) *
-                                       (C(1) + C(3 * kGeluKappa) * x_sq);
-            return grad * (left_derivative + right_derivative);
+            // s = (1 + tanh(inner)) / 2 and 1 - tanh^2 = 4 s (1 - s), as in the forward.
+            const C s = C(1) / (C(1) + exp_of(C(-2) * inner));
+            const C right_derivative = C(2) * x * s * (C(1) - s) * C(kGeluBeta) * (C(1) + C(3 * kGeluKappa) * x_sq);
+            return grad * (s + right_derivative);
           });
         default:
           break;
