@@ -156,18 +156,23 @@ class CompiledProgram:
                             plan["in_place"][v], plan["in_place"][v] >= 0 and lowered.layout.get(v) ==
                             lowered.layout.get(plan["in_place"][v])) for v in k["outputs"]]
                 in_place_sources = {v: source[v][0] for v in k["inputs"]}
+                val = outputs[0][0].meta.get("val") if outputs else None
+                static_shape = None  # every output has the kernel's shape; static sizes are known now
+                if isinstance(val, torch.Tensor) and all(type(d) is int for d in val.shape):
+                    static_shape = torch.Size(val.shape)
                 self.steps.append(self._kernel_step(entry, [read(v) for v in k["inputs"]], outputs, in_place_sources,
-                                                    drop))
+                                                    drop, static_shape))
             else:
                 node = lowered.opaque_nodes[index]
                 self.steps.append(self._opaque_step(node, drop, node in constants))
 
-    def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop):
+    def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop, static_shape=None):
         launch = self.launch
+        static_list = list(static_shape) if static_shape is not None else None
 
         def run(env, slots):
             tensors = [r(env) for r in inputs]
-            shape = torch.broadcast_shapes(*[t.shape for t in tensors])
+            shape = static_shape if static_shape is not None else torch.broadcast_shapes(*[t.shape for t in tensors])
             device = tensors[0].device
             outs = []
             for node, dtype, order, slot, reuse, same_layout in outputs:
@@ -182,7 +187,7 @@ class CompiledProgram:
                     slots[slot] = buffer
                 outs.append(buffer)
                 env[node] = buffer
-            launch(entry, outs, tensors, list(shape))
+            launch(entry, outs, tensors, static_list if static_list is not None else list(shape))
             for node in drop:
                 env.pop(node, None)
 
