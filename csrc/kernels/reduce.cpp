@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/dtype_dispatch.h"
+#include "kernels/floating.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
@@ -186,7 +187,8 @@ template <typename T, typename R>
 Acc<T> fold(const char* base, const ReducedShape& shape, int64_t begin, int64_t end) {
   constexpr ReduceOp kNorm = R::norm;
   Acc<T> acc = R::identity();
-  if (shape.ndim == 0) return begin < end ? R::combine(acc, map_value<kNorm>(load_acc<T>(base))) : acc;
+  if (begin >= end) return acc;  // nothing to fold; an empty reduced dim would divide by zero below
+  if (shape.ndim == 0) return R::combine(acc, map_value<kNorm>(load_acc<T>(base)));
   constexpr bool kLaneSum = kFloatLanes<T> && (R::op == ReduceOp::kSum || R::op == ReduceOp::kMean);
   if (kLaneSum && shape.ndim == 1 && shape.strides[0] == static_cast<int64_t>(sizeof(T))) {
     // A whole or partial contiguous row: no index bookkeeping.
@@ -336,6 +338,25 @@ bool reduce_supported(ReduceOp op, DType in, DType out) {
 
 void reduce(ReduceOp op, const StridedView& out, const StridedView& in, int reduced_dims) {
   if (out.numel() == 0) return;
+  if (op >= ReduceOp::kNorm0) {
+    // Norms take floating dtypes only (reduce_supported); dispatching just those keeps the
+    // instantiations, and this file's compile time, in check.
+    dispatch_floating(in.dtype, "vector norm", [&](auto in_tag) {
+      using T = decltype(in_tag);
+      dispatch_floating(out.dtype, "vector norm", [&](auto out_tag) {
+        using Out = decltype(out_tag);
+        switch (op) {
+          case ReduceOp::kNorm0: return reduce_typed<T, Out, ReduceOp::kNorm0>(out, in, reduced_dims);
+          case ReduceOp::kNorm1: return reduce_typed<T, Out, ReduceOp::kNorm1>(out, in, reduced_dims);
+          case ReduceOp::kNorm2: return reduce_typed<T, Out, ReduceOp::kNorm2>(out, in, reduced_dims);
+          case ReduceOp::kNormInf: return reduce_typed<T, Out, ReduceOp::kNormInf>(out, in, reduced_dims);
+          case ReduceOp::kNormNegInf: return reduce_typed<T, Out, ReduceOp::kNormNegInf>(out, in, reduced_dims);
+          default: return;
+        }
+      });
+    });
+    return;
+  }
   dispatch_real_dtype(in.dtype, "reduction", [&](auto in_tag) {
     using T = decltype(in_tag);
     dispatch_real_dtype(out.dtype, "reduction", [&](auto out_tag) {
@@ -346,11 +367,7 @@ void reduce(ReduceOp op, const StridedView& out, const StridedView& in, int redu
         case ReduceOp::kProd: return reduce_typed<T, Out, ReduceOp::kProd>(out, in, reduced_dims);
         case ReduceOp::kMax: return reduce_typed<T, Out, ReduceOp::kMax>(out, in, reduced_dims);
         case ReduceOp::kMin: return reduce_typed<T, Out, ReduceOp::kMin>(out, in, reduced_dims);
-        case ReduceOp::kNorm0: return reduce_typed<T, Out, ReduceOp::kNorm0>(out, in, reduced_dims);
-        case ReduceOp::kNorm1: return reduce_typed<T, Out, ReduceOp::kNorm1>(out, in, reduced_dims);
-        case ReduceOp::kNorm2: return reduce_typed<T, Out, ReduceOp::kNorm2>(out, in, reduced_dims);
-        case ReduceOp::kNormInf: return reduce_typed<T, Out, ReduceOp::kNormInf>(out, in, reduced_dims);
-        case ReduceOp::kNormNegInf: return reduce_typed<T, Out, ReduceOp::kNormNegInf>(out, in, reduced_dims);
+        default: return;
       }
     });
   });
