@@ -89,7 +89,7 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kTrunc: return map<T, T, 1>(a, [](C x) { return std::trunc(x); });
       case UnaryOp::kSilu: return map<T, T, 1>(a, [](C x) { return x * sigmoid(x); });
       case UnaryOp::kGeluErf:
-        return map<T, T, 1>(a, [](C x) { return x * C(0.5) * (C(1) + erf_of(x * C(kSqrt1_2))); });
+        return map<T, T, 1>(a, [](C x) { return x * C(0.5) * (C(1) + gelu_erf_of(x * C(kSqrt1_2))); });
       case UnaryOp::kGeluTanh:
         return map<T, T, 1>(a, [](C x) {
           // 0.5 x (1 + tanh(y)) written as x sigmoid(2y): no cancellation where tanh(y) is near
@@ -310,7 +310,7 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
           });
         case BinaryOp::kGeluErfBackward:
           return map<T, T, 2>(a, [](C grad, C x) {
-            const C cdf = C(0.5) * (C(1) + erf_of(x * C(kSqrt1_2)));
+            const C cdf = C(0.5) * (C(1) + gelu_erf_of(x * C(kSqrt1_2)));
             const C pdf = exp_of(C(-0.5) * x * x) * C(kGeluBeta * 0.5);
             return grad * (cdf + x * pdf);
           });

@@ -70,6 +70,41 @@ inline float vector_erf(float x) {
   return x != x ? x : result;
 }
 
+// erf for GELU: float arithmetic with fused multiply-adds, within 1.4 ulp (vector_erf: 1 ulp) and
+// about twice as fast. |x| < 1 as x (c0 + x^2 P(x^2)) with c0 and x^2 carried in two floats each;
+// 1 <= |x| < 4 as 1 - exp(-x^2) Q(1/|x|) (P and Q least-squares fits of ours); +-1 beyond.
+inline float vector_erf_gelu(float x) {
+  const float a = std::fabs(x);
+  const float t = a * a;
+  const float t_low = std::fma(a, a, -t);  // t + t_low == a * a exactly
+  float p = 1.058911099596771e-06f;
+  p = std::fma(p, t, -1.3910049787249634e-05f);
+  p = std::fma(p, t, 0.00011956854218580365f);
+  p = std::fma(p, t, -0.0008542683345886468f);
+  p = std::fma(p, t, 0.005223787026838449f);
+  p = std::fma(p, t, -0.02686613471884504f);
+  p = std::fma(p, t, 0.1128379134046238f);
+  p = std::fma(p, t, -0.37612638892660544f);
+  constexpr float kC0High = 1.12837922573089599609375f, kC0Low = -5.8635382e-08f;  // 2 / sqrt(pi)
+  const float small = std::fma(a, kC0High, a * std::fma(t, p, std::fma(t_low, p, kC0Low)));
+  const float u = 1.0f / (a > 1.0f ? a : 1.0f);
+  float q = -0.010788219362753454f;
+  q = std::fma(q, u, 0.08134907712562024f);
+  q = std::fma(q, u, -0.26616717998032646f);
+  q = std::fma(q, u, 0.47801791450128406f);
+  q = std::fma(q, u, -0.4593947253146692f);
+  q = std::fma(q, u, 0.0886801903595551f);
+  q = std::fma(q, u, 0.35383703381068976f);
+  q = std::fma(q, u, -0.43456733223515553f);
+  q = std::fma(q, u, 0.03716601684825599f);
+  q = std::fma(q, u, 0.5591537774034503f);
+  q = std::fma(q, u, 0.0002970229931893807f);
+  const float large = 1.0f - vector_exp(-t) * q;
+  const float magnitude = a < 1.0f ? small : (a < 4.0f ? large : 1.0f);
+  const float result = std::copysign(magnitude, x);
+  return x != x ? x : result;
+}
+
 // exp and erf of a kernel's compute type: the vectorizable versions above for float, the C
 // library's for double.
 template <typename C>
@@ -84,6 +119,16 @@ template <typename C>
 inline C erf_of(C x) {
   if constexpr (std::is_same_v<C, float>) {
     return vector_erf(x);
+  } else {
+    return std::erf(x);
+  }
+}
+
+// GELU's erf: the faster float version, which GELU's own (1 + erf) cancellation dwarfs.
+template <typename C>
+inline C gelu_erf_of(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return vector_erf_gelu(x);
   } else {
     return std::erf(x);
   }
