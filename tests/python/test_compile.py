@@ -56,16 +56,17 @@ def test_constants_are_folded_but_outputs_stay_fresh(no_fallback):
     def f(x):
         positions = torch.arange(x.shape[-1], device=x.device)
         scale = torch.full((x.shape[-1],), 0.5, device=x.device).exp().sum()  # constant, not fusible
-        return x * scale + positions, torch.ones(3, device=x.device)
+        return x * scale + positions, torch.ones(3, device=x.device), torch.full((2, 3), 2.0, device=x.device).t()
 
     compiled = torch.compile(f, backend="neuron")
     for seed in range(2):
         x = torch.randn(4, 8, generator=torch.Generator().manual_seed(seed)).to("neuron")
-        got, ones = compiled(x)
-        expected, _ = f(x)
+        got, ones, twos = compiled(x)
+        expected, _, _ = f(x)
         torch.testing.assert_close(got.cpu(), expected.cpu())
-        assert torch.equal(ones.cpu(), torch.ones(3))
-        ones.zero_()  # a caller's change to an output must not reach the next call
+        assert torch.equal(ones.cpu(), torch.ones(3)) and torch.equal(twos.cpu(), torch.full((3, 2), 2.0))
+        ones.zero_()  # a caller's change to an output (or to a view it is) must not reach the next call
+        twos.zero_()
     stats = torchneuron.compile_stats()
     assert stats["graphs_compiled"] == 1 and stats["constants_folded"] >= 1
 

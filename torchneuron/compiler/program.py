@@ -53,12 +53,21 @@ _FOLD_LIMIT = 1 << 20
 def _constant_nodes(graph: fx.Graph) -> set:
     """Nodes whose value is the same at every call: deterministic, non-mutating ATen ops on
     graph constants and literals only (positions from arange, filled tensors, casts of
-    parameters frozen into the graph), with static sizes. Graph outputs are left out, since a
-    caller may modify what it gets back."""
-    outputs = set()
+    parameters frozen into the graph), with static sizes. Values a graph output may alias (the
+    outputs and what they are views of) are left out, since a caller may modify what it gets
+    back."""
+    escaping = set()
     for node in graph.nodes:
         if node.op == "output":
-            fx.node.map_arg(node.args[0], lambda n: outputs.add(n) or n)
+            fx.node.map_arg(node.args[0], lambda n: escaping.add(n) or n)
+    for node in reversed(graph.nodes):  # users before producers: follow views back to their bases
+        if node not in escaping or node.op != "call_function":
+            continue
+        views = node.target is operator.getitem or (
+            isinstance(node.target, torch._ops.OpOverload)
+            and any(r.alias_info is not None for r in node.target._schema.returns))
+        if views:
+            escaping.update(node.all_input_nodes)
     constant = set()
     for node in graph.nodes:
         if node.op == "get_attr":
@@ -75,7 +84,7 @@ def _constant_nodes(graph: fx.Graph) -> set:
         if not isinstance(val, torch.Tensor) or not all(type(d) is int for d in val.shape) or val.numel() > _FOLD_LIMIT:
             continue
         constant.add(node)
-    return {n for n in constant if n.op == "call_function" and n not in outputs}
+    return {n for n in constant if n.op == "call_function" and n not in escaping}
 
 
 def _binder(node):
