@@ -15,6 +15,7 @@
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -23,6 +24,7 @@
 #include "aten/neuron_tensor.h"
 #include "kernels/activation.h"
 #include "kernels/elementwise.h"
+#include "kernels/parallel.h"
 #include "kernels/reduce.h"
 
 namespace torchneuron::aten {
@@ -89,19 +91,33 @@ struct Dense {
   }
 };
 
-// Enqueues one command running `per_tensor(i, layout)` for every index of the lists.
+// Enqueues one command running `per_tensor(i, layout)` over every tensor of the lists, cut into
+// pieces of at most kPiece elements that one parallel loop shares out: a loop per tensor cost
+// a compute-pool hand-off per tensor, more than the arithmetic of a 256x256 parameter.
+constexpr int64_t kPiece = 32768;  // the elementwise kernels run a range this long inline
+
 void launch(const char* op, at::TensorList self, std::vector<std::vector<void*>> pointers,
             std::function<void(size_t, Dense&)> per_tensor) {
-  std::vector<int64_t> sizes;
-  for (const at::Tensor& t : self) sizes.push_back(t.numel());
+  struct Piece {
+    size_t tensor;
+    int64_t begin, length;
+  };
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < self.size(); ++i) {
+    const int64_t numel = self[i].numel();
+    for (int64_t begin = 0; begin < numel; begin += kPiece) pieces.push_back({i, begin, std::min(kPiece, numel - begin)});
+  }
   const kernels::DType dtype = to_kernel_dtype(self[0].scalar_type());
+  const int64_t item = static_cast<int64_t>(kernels::element_size(dtype));
   enqueue(self[0], op, {&self[0]}, [=] {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (sizes[i] == 0) continue;
-      Dense layout(dtype, sizes[i]);
-      for (const auto& list : pointers) layout.tensor(list[i]);
-      per_tensor(i, layout);
-    }
+    kernels::parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p) {
+        const Piece& piece = pieces[p];
+        Dense layout(dtype, piece.length);
+        for (const auto& list : pointers) layout.tensor(static_cast<char*>(list[piece.tensor]) + piece.begin * item);
+        per_tensor(piece.tensor, layout);
+      }
+    });
   });
 }
 

@@ -133,9 +133,20 @@ inline void dense_run(char* const* p, int64_t n, const int64_t* s, F& f) {
     const auto* b = reinterpret_cast<const In*>(p[2]);
     const auto* c = reinterpret_cast<const In*>(p[3]);
     const int64_t sa = s[1] != 0, sb = s[2] != 0, sc = s[3] != 0;
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = static_cast<Out>(static_cast<CO>(
-          f(static_cast<CI>(a[i * sa]), static_cast<CI>(b[i * sb]), static_cast<CI>(c[i * sc]))));
+    if (sa && sb && sc) {  // addcmul / addcdiv / lerp with a tensor weight
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<Out>(static_cast<CO>(f(static_cast<CI>(a[i]), static_cast<CI>(b[i]), static_cast<CI>(c[i]))));
+      }
+    } else if (sa && sb) {  // lerp with a scalar weight
+      const CI z = static_cast<CI>(c[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<Out>(static_cast<CO>(f(static_cast<CI>(a[i]), static_cast<CI>(b[i]), z)));
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = static_cast<Out>(static_cast<CO>(
+            f(static_cast<CI>(a[i * sa]), static_cast<CI>(b[i * sb]), static_cast<CI>(c[i * sc]))));
+      }
     }
   }
 }

@@ -80,3 +80,14 @@ def test_clip_grad_norm_matches_cpu(no_fallback):
         assert_same(got, expected)
         for p, q in zip(cpu, dev):
             assert_same(q.grad, p.grad)
+
+
+def test_foreach_ops_on_tensors_longer_than_one_piece(no_fallback):
+    # A command cuts its tensors into pieces of 32768 elements shared across threads.
+    g = torch.Generator().manual_seed(3)
+    make = lambda: [torch.randn(s, generator=g) for s in [(70001,), (5,), (256, 256)]]  # noqa: E731
+    a, b, c = make(), make(), [t.abs() + 0.5 for t in make()]
+    check(lambda x, y, z: torch._foreach_addcdiv_(x, y, z, [0.1, 0.2, 0.3]), a, b, c)
+    check(lambda x, y: torch._foreach_lerp_(x, y, 0.3), a, b)
+    check(lambda x: torch._foreach_mul_(x, torch.tensor(0.5, device=x[0].device)), a)
+    check(lambda x: torch._foreach_sqrt([t.abs() for t in x]), a)
