@@ -6,6 +6,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
@@ -162,13 +163,16 @@ at::Tensor& lerp_scalar_inplace(at::Tensor& self, const at::Tensor& end, const c
 at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
                       const std::optional<c10::Scalar>& max, at::Tensor& result) {
   TORCH_CHECK(min.has_value() || max.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  const bool promoted = at::isIntegralType(self.scalar_type(), true) &&
+                        ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint()));
+  if (promoted || result.scalar_type() != self.scalar_type()) {  // the kernel keeps its input's dtype
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(clamp, out)>::call(self, min, max, result);
+  }
   at::TensorBase out = result;
   auto iter = at::TensorIterator::unary_op(out, self);
   kernels::ElementwiseArgs args;
   const bool ok = to_args(iter, args) && args.dtypes[0] == args.dtypes[1] &&
-                  args.dtypes[1] != kernels::DType::kBool && !kernels::is_complex(args.dtypes[1]) &&
-                  !(at::isIntegralType(self.scalar_type(), true) &&
-                    ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint())));
+                  args.dtypes[1] != kernels::DType::kBool && !kernels::is_complex(args.dtypes[1]);
   if (!ok) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(clamp, out)>::call(self, min, max, result);
   }
@@ -182,7 +186,16 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& 
 
 at::Tensor clamp_functional(const at::Tensor& self, const std::optional<c10::Scalar>& min,
                             const std::optional<c10::Scalar>& max) {
-  at::Tensor result = at::empty({0}, self.options());
+  // As CPU PyTorch: an integer tensor clamped to floating bounds gives a floating result.
+  c10::ScalarType dtype = self.scalar_type();
+  if (!at::isFloatingType(dtype) && !at::isComplexType(dtype)) {
+    at::native::ResultTypeState state = {};
+    state = at::native::update_result_type_state(self, state);
+    if (min) state = at::native::update_result_type_state(*min, state);
+    if (max) state = at::native::update_result_type_state(*max, state);
+    dtype = at::native::result_type(state);
+  }
+  at::Tensor result = at::empty({0}, self.options().dtype(dtype));
   return ternary::clamp_out(self, min, max, result);
 }
 

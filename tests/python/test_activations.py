@@ -83,3 +83,36 @@ def test_pow_with_a_scalar_base(no_fallback):
     e = inputs(torch.float32)[:50]
     assert_same(torch.pow(2.0, e.to("neuron")), torch.pow(2.0, e))
     assert_same(torch.pow(0.5, e.to("neuron")), torch.pow(0.5, e))
+
+
+SPECIALS = torch.tensor([1.5, -2.0, 0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e-30, 3.0, -0.7])
+
+
+def same_bits(a, b):
+    a = a.cpu()
+    return a.dtype == b.dtype and torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 2.5])
+def test_pow_by_common_exponents(dtype, exponent, no_fallback):
+    # 2, 3, 0.5, -0.5, -1 and -2 use exact forms (x * x, sqrt, ...) instead of std::pow per element.
+    x = torch.cat([SPECIALS, inputs(torch.float32)[:200]]).to(dtype)
+    got, expected = x.to("neuron").pow(exponent), x.pow(exponent)
+    assert torch.equal(got.cpu().isnan(), expected.isnan())
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+    if exponent == 2:
+        assert same_bits(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_clamp_scalar_bounds_match_cpu(dtype):
+    x = SPECIALS.to(dtype) if dtype.is_floating_point else torch.tensor([1, -2, 0, 5, 9])
+    bounds = [(-0.5, 0.5), (None, 0.5), (-0.5, None), (1.0, -1.0), (0, 3)]
+    if dtype.is_floating_point:
+        bounds += [(float("nan"), 1.0), (1.0, float("nan"))]  # a NaN bound makes every element NaN
+    for lo, hi in bounds:
+        assert same_bits(x.to("neuron").clamp(lo, hi), x.clamp(lo, hi)), (lo, hi)
+    # An integer tensor with floating bounds gives a floating result, as on CPU.
+    if not dtype.is_floating_point:
+        assert same_bits(x.to("neuron").clamp(-0.5, 2.5), x.clamp(-0.5, 2.5))
