@@ -38,7 +38,7 @@ const std::map<std::string, Template>& templates() {
       {"sin", {1, "std::sin({0})"}},
       {"cos", {1, "std::cos({0})"}},
       {"tan", {1, "std::tan({0})"}},
-      {"tanh", {1, "std::tanh({0})"}},
+      {"tanh", {1, "tn_tanh({0})"}},
       {"sinh", {1, "std::sinh({0})"}},
       {"cosh", {1, "std::cosh({0})"}},
       {"asin", {1, "std::asin({0})"}},
@@ -155,6 +155,7 @@ inline double tn_exp(double x) { return std::exp(x); }
 inline float tn_erf(float x) { return torchneuron::kernels::vector_erf(x); }
 inline double tn_erf(double x) { return std::erf(x); }
 template <typename T> inline T tn_gelu_erf(T x) { return torchneuron::kernels::gelu_erf_of(x); }
+template <typename T> inline T tn_tanh(T x) { return torchneuron::kernels::tanh_of(x); }
 
 template <typename T> inline T tn_silu_backward(T grad, T x) {
   const T s = T(1) / (T(1) + tn_exp(-x));

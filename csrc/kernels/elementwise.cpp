@@ -76,7 +76,7 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kAtan: return map<T, T, 1>(a, [](C x) { return std::atan(x); });
       case UnaryOp::kSinh: return map<T, T, 1>(a, [](C x) { return std::sinh(x); });
       case UnaryOp::kCosh: return map<T, T, 1>(a, [](C x) { return std::cosh(x); });
-      case UnaryOp::kTanh: return map<T, T, 1>(a, [](C x) { return std::tanh(x); });
+      case UnaryOp::kTanh: return map<T, T, 1>(a, [](C x) { return tanh_of(x); });
       case UnaryOp::kAsinh: return map<T, T, 1>(a, [](C x) { return std::asinh(x); });
       case UnaryOp::kAcosh: return map<T, T, 1>(a, [](C x) { return std::acosh(x); });
       case UnaryOp::kAtanh: return map<T, T, 1>(a, [](C x) { return std::atanh(x); });

@@ -247,10 +247,10 @@ TEST(StridedView, SizesNamesAndContiguity) {
   EXPECT_EQ(view(nullptr, k::DType::kFloat32, {}, {}).numel(), 1);
 }
 
-// The vectorizable exp and erf stay within about one ulp (GELU's faster erf within 1.4) of the C library's double results
+// The vectorizable exp, erf and tanh stay within about one ulp (GELU's faster erf within 1.4) of the C library's double results
 // across their whole float range, and handle NaN and infinities.
 TEST(VectorMath, ExpAndErfWithinOneUlp) {
-  double worst_exp = 0, worst_erf = 0, worst_gelu_erf = 0;
+  double worst_exp = 0, worst_erf = 0, worst_gelu_erf = 0, worst_tanh = 0;
   for (uint32_t bits = 0; bits < 0xffffff00u; bits += 9973) {
     float x;
     std::memcpy(&x, &bits, sizeof(x));
@@ -261,6 +261,7 @@ TEST(VectorMath, ExpAndErfWithinOneUlp) {
       return ulp > 0 ? std::fabs(got - want) / ulp : 0.0;
     };
     if (x > -87.0f && x < 88.0f) worst_exp = std::max(worst_exp, ulps(torchneuron::kernels::vector_exp(x), std::exp(double(x))));
+    worst_tanh = std::max(worst_tanh, ulps(torchneuron::kernels::vector_tanh(x), std::tanh(double(x))));
     if (std::fabs(x) < 10.0f) {
       worst_erf = std::max(worst_erf, ulps(torchneuron::kernels::vector_erf(x), std::erf(double(x))));
       worst_gelu_erf = std::max(worst_gelu_erf, ulps(torchneuron::kernels::vector_erf_gelu(x), std::erf(double(x))));
@@ -269,6 +270,7 @@ TEST(VectorMath, ExpAndErfWithinOneUlp) {
   EXPECT_LT(worst_exp, 1.01);
   EXPECT_LT(worst_erf, 1.01);
   EXPECT_LT(worst_gelu_erf, 1.4);
+  EXPECT_LT(worst_tanh, 1.1);
   EXPECT_TRUE(std::isnan(torchneuron::kernels::vector_exp(NAN)));
   EXPECT_EQ(torchneuron::kernels::vector_exp(-INFINITY), 0.0f);
   EXPECT_EQ(torchneuron::kernels::vector_exp(INFINITY), INFINITY);
@@ -278,4 +280,8 @@ TEST(VectorMath, ExpAndErfWithinOneUlp) {
   EXPECT_EQ(torchneuron::kernels::vector_erf_gelu(INFINITY), 1.0f);
   EXPECT_EQ(torchneuron::kernels::vector_erf_gelu(-INFINITY), -1.0f);
   EXPECT_TRUE(std::isnan(torchneuron::kernels::vector_erf_gelu(NAN)));
+  EXPECT_EQ(torchneuron::kernels::vector_tanh(INFINITY), 1.0f);
+  EXPECT_EQ(torchneuron::kernels::vector_tanh(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::signbit(torchneuron::kernels::vector_tanh(-0.0f)));
+  EXPECT_TRUE(std::isnan(torchneuron::kernels::vector_tanh(NAN)));
 }
