@@ -1,7 +1,7 @@
-// The _foreach ops that torch.optim's default (foreach) optimizers use, as one queue command per
-// call over every tensor of the lists, instead of one launch per tensor and op. Lists the
-// single command cannot take (other dtypes, non-contiguous or mixed-device tensors) run
-// PyTorch's per-tensor implementation, whose ops are native too.
+// The _foreach ops that torch.optim's default (foreach) optimizers and clip_grad_norm_ use, as one
+// queue command per call over every tensor of the lists, instead of one launch per tensor and op.
+// Lists the single command cannot take (other dtypes, non-contiguous or mixed-device tensors)
+// run PyTorch's per-tensor implementation, whose ops are native too.
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_foreach_add_native.h>
 #include <ATen/ops/_foreach_addcdiv_native.h>

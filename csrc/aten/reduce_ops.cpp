@@ -1,6 +1,6 @@
 // Reductions on neuron (sum, mean, prod, amax, amin, full max/min, vector norms; var / std
-// composed from them): the host resolves dims, keepdim and the output dtype, lays the reduced dimensions
-// last, and csrc/kernels/reduce runs.
+// composed from them): the host resolves dims, keepdim and the output dtype, lays the reduced
+// dimensions last, and csrc/kernels/reduce runs.
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -207,16 +207,17 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& or
                   "identity");
     }
   }
-  const ReduceOp op = p == 0.0 ? ReduceOp::kNorm0 : p == 1.0 ? ReduceOp::kNorm1 : p == 2.0 ? ReduceOp::kNorm2
-                      : std::isinf(p) ? (p > 0 ? ReduceOp::kNormInf : ReduceOp::kNormNegInf) : ReduceOp::kSum;
-  if (op != ReduceOp::kSum && launch_reduce(op, "aten::linalg_vector_norm", x, mask, keepdim, result)) return result;
-  at::Tensor norm;
-  if (op == ReduceOp::kSum) {
-    norm = at::pow(reductions::sum_dim(at::pow(at::abs(x), ord), dim, keepdim, std::nullopt), 1.0 / p);
-  } else {  // the kernels cannot take these dtypes
+  if (p == 0.0 || p == 1.0 || p == 2.0 || std::isinf(p)) {
+    const ReduceOp op = p == 0.0   ? ReduceOp::kNorm0
+                        : p == 1.0 ? ReduceOp::kNorm1
+                        : p == 2.0 ? ReduceOp::kNorm2
+                        : p > 0    ? ReduceOp::kNormInf
+                                   : ReduceOp::kNormNegInf;
+    if (launch_reduce(op, "aten::linalg_vector_norm", x, mask, keepdim, result)) return result;
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(linalg_vector_norm, out)>::call(
         self, ord, dim, keepdim, dtype, result);
   }
+  const at::Tensor norm = at::pow(reductions::sum_dim(at::pow(at::abs(x), ord), dim, keepdim, std::nullopt), 1.0 / p);
   at::native::resize_output(result, norm.sizes());
   result.copy_(norm);
   return result;
