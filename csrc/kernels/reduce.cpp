@@ -18,6 +18,8 @@ namespace {
 
 constexpr int64_t kGrain = 16384;
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 bool is_floating(DType dtype) {
   return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32 ||
          dtype == DType::kFloat64;
@@ -288,25 +290,35 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
     return;
   }
   if (kept == 1 && in.strides[0] == 1 && shape.ndim > 0 && shape.strides[shape.ndim - 1] != sizeof(T)) {
-    // Reducing over leading dims of memory (a column sum): walk the input in memory order and
-    // accumulate whole rows into a block of outputs.
-    parallel_for(outputs, 256, [&](int64_t begin, int64_t end) {
-      std::vector<A> acc(static_cast<size_t>(end - begin), R::identity());
-      const int last = shape.ndim - 1;
-      int64_t index[kMaxDims] = {};
-      const char* row = in_base;
-      for (int64_t r = 0; r < shape.numel; ++r) {
-        const T* values = reinterpret_cast<const T*>(row) + begin;
-        for (int64_t j = 0; j < end - begin; ++j) acc[j] = R::combine(acc[j], map_value<op>(to_acc<T>(values[j])));
-        for (int d = last; d >= 0; --d) {
-          row += shape.strides[d];
-          if (++index[d] < shape.sizes[d]) break;
-          row -= shape.strides[d] * shape.sizes[d];
-          index[d] = 0;
+    // Reducing over leading dims of memory (a column sum, as in a bias gradient): walk the input
+    // in memory order, one block of kColumns outputs at a time, whose sums stay in registers
+    // across all rows (kept in memory, they were stored and reloaded at every row).
+    constexpr int64_t kColumns = 64;
+    parallel_for(ceil_div(outputs, kColumns), 1, [&](int64_t first, int64_t last_block) {
+      for (int64_t block = first; block < last_block; ++block) {
+        const int64_t begin = block * kColumns, width = std::min(kColumns, outputs - begin);
+        A acc[kColumns];
+        for (int64_t j = 0; j < kColumns; ++j) acc[j] = R::identity();
+        const int last = shape.ndim - 1;
+        int64_t index[kMaxDims] = {};
+        const char* row = in_base;
+        for (int64_t r = 0; r < shape.numel; ++r) {
+          const T* values = reinterpret_cast<const T*>(row) + begin;
+          if (width == kColumns) {  // a constant trip count: the sums become vector registers
+            for (int64_t j = 0; j < kColumns; ++j) acc[j] = R::combine(acc[j], map_value<op>(to_acc<T>(values[j])));
+          } else {
+            for (int64_t j = 0; j < width; ++j) acc[j] = R::combine(acc[j], map_value<op>(to_acc<T>(values[j])));
+          }
+          for (int d = last; d >= 0; --d) {
+            row += shape.strides[d];
+            if (++index[d] < shape.sizes[d]) break;
+            row -= shape.strides[d] * shape.sizes[d];
+            index[d] = 0;
+          }
         }
-      }
-      for (int64_t j = begin; j < end; ++j) {
-        store_out<Out>(out_base + j * out.strides[0] * static_cast<int64_t>(sizeof(Out)), finish(acc[j - begin]));
+        for (int64_t j = 0; j < width; ++j) {
+          store_out<Out>(out_base + (begin + j) * out.strides[0] * static_cast<int64_t>(sizeof(Out)), finish(acc[j]));
+        }
       }
     });
     return;
