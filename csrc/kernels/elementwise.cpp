@@ -299,8 +299,8 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
         case BinaryOp::kPow:
           if constexpr (std::is_floating_point_v<C>) {
             if (a.is_scalar[2]) {
-              // CPU PyTorch's exact forms for the common exponents (x.pow(2) is x * x there too);
-              // std::pow per element is 90x slower and not vectorized.
+              // Exact forms for the common exponents (x.pow(2) is x * x on CPU too): std::pow per
+              // element was 90x slower than CPU and does not vectorize.
               const C e = load<T>(reinterpret_cast<const char*>(a.scalar_bytes[2].data()));
               if (e == C(2)) return map<T, T, 2>(a, [](C x, C) { return x * x; });
               if (e == C(3)) return map<T, T, 2>(a, [](C x, C) { return x * x * x; });
