@@ -10,25 +10,17 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
+#include "runtime/cpu_relax.h"
 
 namespace torchneuron::kernels {
 namespace {
+
+using runtime::cpu_relax;
 
 // Back-to-back kernels are the common case, so threads poll briefly (tens of microseconds)
 // before sleeping: a futex sleep and wake-up costs more than a small kernel.
 constexpr int kWorkerSpins = 1000;
 constexpr int kCallerSpins = 4000;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 // One parallel_for call: chunks are claimed through `next`, completion counted in `done`.
 struct Job {

@@ -4,12 +4,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
+#include "runtime/cpu_relax.h"
 #include "runtime/errors.h"
 
 namespace torchneuron::runtime {
@@ -35,14 +31,6 @@ std::chrono::microseconds idle_poll() {
     return std::chrono::microseconds(value != nullptr && *value != '\0' ? std::max(0L, std::atol(value)) : 30L);
   }();
   return poll;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
 }
 
 }  // namespace
