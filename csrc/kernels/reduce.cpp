@@ -11,6 +11,7 @@
 #include "kernels/floating.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
+#include "kernels/vector_math.h"
 #include "runtime/errors.h"
 
 namespace torchneuron::kernels {
@@ -137,9 +138,7 @@ double sum_run(const T* run, int64_t n) {
     for (; i + kLanes <= len; i += kLanes) {
       for (int l = 0; l < kLanes; ++l) lanes[l] += map_value<kOp>(static_cast<float>(chunk[i + l]));
     }
-    for (int width = kLanes / 2; width >= 1; width /= 2) {  // a tree in vector adds, not a serial chain
-      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-    }
+    fold_lane_tree<kLanes / 2>(lanes, [](float a, float b) { return a + b; });
     double chunk_total = lanes[0];
     for (; i < len; ++i) chunk_total += map_value<kOp>(static_cast<float>(chunk[i]));
     total += chunk_total;
@@ -162,12 +161,10 @@ double extremum_run(const T* run, int64_t n) {
       nan_seen[l] |= x != x;
     }
   }
+  fold_lane_tree<kLanes / 2>(lanes, [](float a, float b) { return kMax ? std::max(a, b) : std::min(a, b); });
+  fold_lane_tree<kLanes / 2>(nan_seen, [](int a, int b) { return a | b; });
   float result = lanes[0];
-  int any_nan = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    result = kMax ? std::max(result, lanes[l]) : std::min(result, lanes[l]);
-    any_nan |= nan_seen[l];
-  }
+  int any_nan = nan_seen[0];
   for (; i < n; ++i) {
     const float x = map_value<kOp>(static_cast<float>(run[i]));
     any_nan |= x != x;

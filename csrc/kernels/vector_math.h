@@ -164,6 +164,17 @@ inline C tanh_of(C x) {
   }
 }
 
+// Folds lanes[0, 2 * kWidth) into lanes[0] as a tree, pairing lane l with lane l + width.
+// Each level has a constant trip count, so it becomes a few vector ops rather than a loop
+// through memory (which cost as much as summing a 1024-element row).
+template <int kWidth, typename V, typename Combine>
+inline void fold_lane_tree(V* lanes, Combine&& combine) {
+  if constexpr (kWidth >= 1) {
+    for (int l = 0; l < kWidth; ++l) lanes[l] = combine(lanes[l], lanes[l + kWidth]);
+    fold_lane_tree<kWidth / 2>(lanes, combine);
+  }
+}
+
 // Sum of n floats in 64 lanes: four vector accumulators, so that the adds overlap instead of
 // waiting on one register, folded as a tree of vector adds and then widened to double.
 inline double lane_sum(const float* x, int64_t n) {
@@ -173,9 +184,7 @@ inline double lane_sum(const float* x, int64_t n) {
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) lanes[l] += x[i + l];
   }
-  for (int width = kLanes / 2; width >= 1; width /= 2) {
-    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-  }
+  fold_lane_tree<kLanes / 2>(lanes, [](float a, float b) { return a + b; });
   double total = lanes[0];
   for (; i < n; ++i) total += x[i];
   return total;
@@ -210,12 +219,10 @@ inline float lane_max(const float* x, int64_t n) {
       nan_seen[l] |= x[i + l] != x[i + l];
     }
   }
-  float result = -std::numeric_limits<float>::infinity();
-  int any_nan = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    result = lanes[l] > result ? lanes[l] : result;
-    any_nan |= nan_seen[l];
-  }
+  fold_lane_tree<kLanes / 2>(lanes, [](float a, float b) { return b > a ? b : a; });
+  fold_lane_tree<kLanes / 2>(nan_seen, [](int a, int b) { return a | b; });
+  float result = lanes[0];
+  int any_nan = nan_seen[0];
   for (; i < n; ++i) {
     result = x[i] > result ? x[i] : result;
     any_nan |= x[i] != x[i];

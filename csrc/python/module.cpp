@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "aten/cpu_fallback.h"
@@ -45,8 +46,15 @@ bool is_library_file(const char* file) {
 struct CodeSite {
   bool library;
   std::string file;
-  std::unordered_map<int, std::string> sites;  // "file:line" by instruction offset
+  std::unordered_map<int, const char*> sites;  // interned "file:line" by instruction offset
 };
+
+// Every "file:line" a command has carried, kept for the life of the process: queued commands
+// point into it, and forget_code_sites() must not free a string a command still holds.
+const char* intern_site(std::string text) {
+  static auto* interned = new std::unordered_set<std::string>();
+  return interned->insert(std::move(text)).first->c_str();
+}
 
 std::unordered_map<PyCodeObject*, CodeSite>& code_sites() {
   static auto* sites = new std::unordered_map<PyCodeObject*, CodeSite>();
@@ -71,19 +79,19 @@ CodeSite& code_site(PyCodeObject* code) {
 
 // Line numbers come from decoding the code object's line table, so each call site is decoded
 // once and its text kept.
-std::string format_site(PyFrameObject* frame, CodeSite& site) {
+const char* format_site(PyFrameObject* frame, CodeSite& site) {
   auto [it, inserted] = site.sites.try_emplace(PyFrame_GetLasti(frame));
-  if (inserted) it->second = site.file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+  if (inserted) it->second = intern_site(site.file + ":" + std::to_string(PyFrame_GetLineNumber(frame)));
   return it->second;
 }
 
 // The innermost Python frame outside torch and torchneuron, as "file:line".
-std::string python_launch_site() {
+const char* python_launch_site() {
   if (!Py_IsInitialized() || _Py_IsFinalizing() || PyGILState_GetThisThreadState() == nullptr) {
-    return {};
+    return "";
   }
   const PyGILState_STATE gil = PyGILState_Ensure();
-  std::string site;
+  const char* site = nullptr;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
   PyFrameObject* innermost = frame;
@@ -101,14 +109,14 @@ std::string python_launch_site() {
     frame = back;
   }
   Py_XDECREF(frame);
-  if (site.empty() && innermost != nullptr) {
+  if (site == nullptr && innermost != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(innermost);
     site = format_site(innermost, code_site(code));
     Py_DECREF(code);
   }
   Py_XDECREF(innermost);
   PyGILState_Release(gil);
-  return site;
+  return site != nullptr ? site : "";
 }
 
 aten::FallbackMode parse_mode(const std::string& mode) {

@@ -37,9 +37,9 @@ std::chrono::microseconds idle_poll() {
 
 void set_launch_site_provider(LaunchSiteProvider provider) { g_launch_site_provider = provider; }
 
-std::string capture_launch_site() {
+const char* capture_launch_site() {
   LaunchSiteProvider provider = g_launch_site_provider.load();
-  return provider != nullptr ? provider() : std::string();
+  return provider != nullptr ? provider() : "";
 }
 
 bool launch_blocking() { return g_launch_blocking.load(std::memory_order_relaxed); }
@@ -83,10 +83,16 @@ uint64_t HardwareQueue::submit(StreamId stream, LaunchInfo info, Kernel kernel) 
   bool wake;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    has_room_.wait(lock, [this] { return pending_.size() < max_depth_; });
+    if (count_ >= max_depth_) {
+      // Wait for half the queue to drain rather than for one free slot: waking per command
+      // would put the host thread and the worker in lockstep, a context switch per op.
+      ++waiting_producers_;
+      has_room_.wait(lock, [this] { return count_ <= max_depth_ / 2; });
+      --waiting_producers_;
+    }
     seq = next_seq_++;
     last_seq_by_stream_[stream] = seq;
-    pending_.push_back(Command{seq, std::move(info), std::move(kernel)});
+    push(Command{seq, std::move(info), std::move(kernel)});
     submitted_.store(seq, std::memory_order_release);
     wake = worker_sleeping_;
   }
@@ -113,39 +119,73 @@ void HardwareQueue::wait_briefly_for_work(uint64_t taken) const {
   }
 }
 
+void HardwareQueue::push(Command command) {
+  if (count_ == ring_.size()) {
+    std::vector<Command> grown(std::max<size_t>(64, std::min(2 * ring_.size(), max_depth_)));
+    for (size_t i = 0; i < count_; ++i) grown[i] = std::move(ring_[(head_ + i) % ring_.size()]);
+    ring_ = std::move(grown);
+    head_ = 0;
+  }
+  ring_[(head_ + count_) % ring_.size()] = std::move(command);
+  ++count_;
+}
+
+HardwareQueue::Command HardwareQueue::pop() {
+  Command command = std::move(ring_[head_]);
+  head_ = (head_ + 1) % ring_.size();
+  --count_;
+  return command;
+}
+
 void HardwareQueue::run_worker() {
+  // Commands are taken in batches under one lock: the host thread submits under the same
+  // mutex, and every acquisition moves its cache line between the two cores.
+  constexpr size_t kBatch = 64;
+  std::vector<Command> batch;
+  batch.reserve(kBatch);
   uint64_t taken = 0;
   for (;;) {
     wait_briefly_for_work(taken);
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!stopping_ && pending_.empty()) {
+    if (!stopping_ && count_ == 0) {
       worker_sleeping_ = true;
-      has_work_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      has_work_.wait(lock, [this] { return stopping_ || count_ > 0; });
       worker_sleeping_ = false;
     }
-    if (pending_.empty()) return;  // stopping with nothing left
-    Command command = std::move(pending_.front());
-    pending_.pop_front();
-    taken = command.seq;
-    const bool skip = fault_.has_value() || command.seq <= skip_through_;
+    if (count_ == 0) return;  // stopping with nothing left
+    while (count_ > 0 && batch.size() < kBatch) batch.push_back(pop());
+    taken = batch.back().seq;
+    const bool room = waiting_producers_ > 0 && count_ <= max_depth_ / 2;
     lock.unlock();
-    has_room_.notify_one();
+    if (room) has_room_.notify_all();
 
-    if (!skip) {
-      try {
-        command.kernel();
-      } catch (const std::exception& e) {
-        record_fault(command, e.what());
-      } catch (...) {
-        record_fault(command, "unknown exception");
+    for (Command& command : batch) {
+      // Read per command: a fault earlier in this batch, or a raise on the host since the
+      // batch was taken, decides whether it runs.
+      const bool skip = fault_pending_.load(std::memory_order_acquire) ||
+                        command.seq <= skip_through_.load(std::memory_order_acquire);
+      if (!skip) {
+        try {
+          command.kernel();
+        } catch (const std::exception& e) {
+          record_fault(command, e.what());
+        } catch (...) {
+          record_fault(command, "unknown exception");
+        }
       }
+      command.kernel = nullptr;  // release captured state before signalling completion
+      publish_completed(command.seq);
     }
-    command.kernel = nullptr;  // release captured state before signalling completion
-    {
-      // Publishing under the mutex pairs with the predicate check in wait_for.
-      std::lock_guard<std::mutex> guard(mutex_);
-      completed_.store(command.seq, std::memory_order_release);
-    }
+    batch.clear();
+  }
+}
+
+void HardwareQueue::publish_completed(uint64_t seq) {
+  // wait_for registers in progress_waiters_ before it checks completed_ (both sequentially
+  // consistent), so either it sees this store or this load sees it waiting and wakes it.
+  completed_.store(seq, std::memory_order_seq_cst);
+  if (progress_waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> guard(mutex_); }  // a waiter between its check and its sleep holds it
     has_progress_.notify_all();
   }
 }
@@ -155,17 +195,20 @@ void HardwareQueue::record_fault(const Command& command, const char* what) {
                         "' failed on the device: " + what;
   if (command.info.num_inputs > 0) message += "\n  inputs: " + command.info.describe_inputs();
   message += "\n  launched at: " +
-             (command.info.site.empty() ? std::string("<not from Python>") : command.info.site);
+             (*command.info.site == '\0' ? std::string("<not from Python>") : std::string(command.info.site));
   message += "\n  Commands queued after it were skipped. Set NEURON_LAUNCH_BLOCKING=1 to raise "
              "the error at the launching call.";
   std::lock_guard<std::mutex> lock(mutex_);
   if (!fault_) fault_ = std::move(message);  // keep the earliest failure only
+  fault_pending_.store(true, std::memory_order_release);
 }
 
 void HardwareQueue::wait_for(uint64_t seq) {
   if (is_complete(seq)) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  has_progress_.wait(lock, [this, seq] { return is_complete(seq); });
+  progress_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  has_progress_.wait(lock, [this, seq] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+  progress_waiters_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void HardwareQueue::synchronize() {
@@ -190,7 +233,9 @@ void HardwareQueue::raise_pending_fault() {
     // Work queued before the raise still belongs to the faulted run: it stays skipped even
     // when the raise came from a stream or event sync that did not wait for it.
     fault.swap(fault_);
-    skip_through_ = next_seq_ - 1;
+    // skip_through_ first: the worker reads fault_pending_ and then skip_through_.
+    skip_through_.store(next_seq_ - 1, std::memory_order_release);
+    fault_pending_.store(false, std::memory_order_release);
   }
   throw DeviceFault(*fault);
 }
@@ -213,7 +258,7 @@ uint64_t HardwareQueue::last_submitted(StreamId stream) const {
 
 size_t HardwareQueue::depth() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return pending_.size();
+  return count_;
 }
 
 }  // namespace torchneuron::runtime

@@ -6,13 +6,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
+
+#include "runtime/kernel_function.h"
 
 namespace torchneuron::runtime {
 
@@ -33,7 +34,7 @@ struct LaunchInfo {
   const char* op = "";  // a static name such as "aten::copy_"
   std::array<TensorSummary, 3> inputs{};
   int num_inputs = 0;
-  std::string site;  // Python "file.py:12", empty when not launched from Python
+  const char* site = "";  // Python "file.py:12" (interned, never freed); "" when not from Python
 
   static LaunchInfo named(const char* op) {
     LaunchInfo info;
@@ -45,10 +46,11 @@ struct LaunchInfo {
   std::string describe_inputs() const;
 };
 
-// Returns the launching source location; installed by the Python module.
-using LaunchSiteProvider = std::string (*)();
+// Returns the launching source location as a string that lives as long as the process (so
+// that a command carries a pointer, not a copy); installed by the Python module.
+using LaunchSiteProvider = const char* (*)();
 void set_launch_site_provider(LaunchSiteProvider provider);
-std::string capture_launch_site();
+const char* capture_launch_site();
 
 // NEURON_LAUNCH_BLOCKING=1 (or TORCHNEURON_LAUNCH_BLOCKING=1) makes every submit wait for its
 // command and raise its error at once.
@@ -57,15 +59,16 @@ void set_launch_blocking(bool enabled);
 
 class HardwareQueue {
  public:
-  using Kernel = std::function<void()>;
+  using Kernel = KernelFunction;
 
   explicit HardwareQueue(int device_index, size_t max_depth = 4096);
   ~HardwareQueue();
   HardwareQueue(const HardwareQueue&) = delete;
   HardwareQueue& operator=(const HardwareQueue&) = delete;
 
-  // Enqueues a command and returns its sequence number (1, 2, ...). Blocks while the queue is
-  // full. Under launch blocking it waits for the command and raises its error.
+  // Enqueues a command and returns its sequence number (1, 2, ...). When the queue is full it
+  // blocks until the queue has drained to half its depth. Under launch blocking it waits for
+  // the command and raises its error.
   uint64_t submit(StreamId stream, LaunchInfo info, Kernel kernel);
 
   // Enqueues a command on this queue that holds it until `other` has completed `seq`.
@@ -97,27 +100,46 @@ class HardwareQueue {
     Kernel kernel;
   };
 
+  void push(Command command);  // under mutex_, with room
+  Command pop();               // under mutex_, not empty
   void run_worker();
+  void publish_completed(uint64_t seq);
   // Polls for up to a few tens of microseconds until a command after `taken` is submitted.
   void wait_briefly_for_work(uint64_t taken) const;
   void record_fault(const Command& command, const char* what);
 
   const int device_index_;
   const size_t max_depth_;
-  mutable std::mutex mutex_;
+  std::thread worker_;
+
+  // Members are grouped by the thread that writes them, one cache line apart, so that the
+  // worker's polling and completion stores do not pull the submitting thread's lines away.
+  // Written under mutex_ by submitting threads (and by the worker when it takes commands):
+  alignas(64) mutable std::mutex mutex_;
   std::condition_variable has_work_;
   std::condition_variable has_room_;
   std::condition_variable has_progress_;
-  std::deque<Command> pending_;
+  // Pending commands, a ring that grows on demand up to max_depth_: no allocation per command.
+  std::vector<Command> ring_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+  int waiting_producers_ = 0;  // submits blocked on a full queue
   std::unordered_map<StreamId, uint64_t> last_seq_by_stream_;
   uint64_t next_seq_ = 1;
-  std::atomic<uint64_t> completed_{0};
   std::optional<std::string> fault_;  // the earliest failure, until raised
-  uint64_t skip_through_ = 0;         // commands submitted before the last raise are skipped
   bool stopping_ = false;
-  bool worker_sleeping_ = false;          // under mutex_: submit wakes the worker only then
-  std::atomic<uint64_t> submitted_{0};  // the last sequence number submitted, for polling
-  std::thread worker_;
+  bool worker_sleeping_ = false;  // submit wakes the worker only then
+
+  // Written by submit, polled by the idle worker: the last sequence number submitted.
+  alignas(64) std::atomic<uint64_t> submitted_{0};
+
+  // Written by the worker after each command.
+  alignas(64) std::atomic<uint64_t> completed_{0};
+  std::atomic<int> progress_waiters_{0};  // threads in wait_for; the worker wakes them only then
+
+  // Written rarely (a fault, a raise), read by the worker before each command without the lock.
+  alignas(64) std::atomic<bool> fault_pending_{false};
+  std::atomic<uint64_t> skip_through_{0};  // commands submitted before the last raise are skipped
 };
 
 }  // namespace torchneuron::runtime

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -57,7 +58,7 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-std::string test_site() { return "model.py:42"; }
+const char* test_site() { return "model.py:42"; }
 
 }  // namespace
 
@@ -103,7 +104,7 @@ TEST(HardwareQueue, FaultIsRaisedAtSynchronizeWithOpInputsAndSite) {
   info.site = rt::capture_launch_site();
   const uint64_t seq = q.submit(rt::kDefaultStream, info, failing("index 9 is out of bounds"));
   rt::set_launch_site_provider(nullptr);
-  EXPECT_EQ(rt::capture_launch_site(), "");
+  EXPECT_STREQ(rt::capture_launch_site(), "");
   q.wait_for(seq);  // never raises
   EXPECT_TRUE(q.has_pending_fault());
   const std::string message = fault_message([&] { q.synchronize(); });
@@ -353,4 +354,61 @@ TEST(Event, BlockMakesAnotherDeviceWaitForTheMarker) {
   EXPECT_TRUE(ran.load());
   EXPECT_TRUE(event.query());
   d0.synchronize();
+}
+
+namespace {
+
+// Counts live copies of itself, to check that a kernel's captures are released exactly once.
+struct Tracked {
+  explicit Tracked(std::shared_ptr<int> counter) : counter(std::move(counter)) { ++*this->counter; }
+  Tracked(const Tracked& other) : counter(other.counter) { ++*counter; }
+  Tracked(Tracked&& other) noexcept : counter(other.counter) { ++*counter; }
+  ~Tracked() { --*counter; }
+  std::shared_ptr<int> counter;
+};
+
+}  // namespace
+
+TEST(KernelFunction, SmallAndLargeCallablesRunMoveAndReleaseTheirCaptures) {
+  auto live = std::make_shared<int>(0);
+  int calls = 0;
+  {
+    rt::KernelFunction small([t = Tracked(live), &calls] { ++calls; });
+    std::array<char, rt::KernelFunction::kInlineBytes + 1> big{};
+    big[0] = 7;
+    rt::KernelFunction large([t = Tracked(live), big, &calls] { calls += big[0]; });  // on the heap
+    EXPECT_EQ(*live, 2);
+    rt::KernelFunction moved(std::move(small));
+    EXPECT_FALSE(static_cast<bool>(small));
+    EXPECT_EQ(*live, 2);
+    moved();
+    large();
+    EXPECT_EQ(calls, 8);
+    large = std::move(moved);  // releases the large callable's captures
+    EXPECT_EQ(*live, 1);
+    large();
+    EXPECT_EQ(calls, 9);
+    large = nullptr;
+    EXPECT_EQ(*live, 0);
+  }
+  EXPECT_EQ(*live, 0);
+}
+
+TEST(HardwareQueue, FullQueueResumesAfterDrainingToHalfWithoutLosingCommands) {
+  rt::HardwareQueue q(0, 8);
+  Gate gate;
+  std::atomic<int> ran{0};
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), gate.waiter());
+  for (int i = 0; i < 7; ++i) q.submit(rt::kDefaultStream, rt::LaunchInfo::named("count"), [&] { ++ran; });
+  std::atomic<bool> submitted{false};
+  std::thread producer([&] {
+    for (int i = 0; i < 100; ++i) q.submit(rt::kDefaultStream, rt::LaunchInfo::named("count"), [&] { ++ran; });
+    submitted = true;
+  });
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(submitted.load());  // blocked: the gate holds the queue full
+  gate.open();
+  producer.join();
+  q.synchronize();
+  EXPECT_EQ(ran.load(), 107);
 }
