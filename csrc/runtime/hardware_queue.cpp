@@ -183,9 +183,15 @@ void HardwareQueue::run_worker() {
 void HardwareQueue::publish_completed(uint64_t seq) {
   // wait_for registers in progress_waiters_ before it checks completed_ (both sequentially
   // consistent), so either it sees this store or this load sees it waiting and wakes it.
+  // Waiters are woken only once the earliest sequence number one of them waits for is done:
+  // waking a synchronize for every command cost it a context switch per command.
   completed_.store(seq, std::memory_order_seq_cst);
-  if (progress_waiters_.load(std::memory_order_seq_cst) > 0) {
-    { std::lock_guard<std::mutex> guard(mutex_); }  // a waiter between its check and its sleep holds it
+  if (progress_waiters_.load(std::memory_order_seq_cst) > 0 &&
+      seq >= earliest_awaited_.load(std::memory_order_seq_cst)) {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);  // a waiter between its check and its sleep holds it
+      earliest_awaited_.store(UINT64_MAX, std::memory_order_seq_cst);  // woken waiters register again
+    }
     has_progress_.notify_all();
   }
 }
@@ -207,7 +213,13 @@ void HardwareQueue::wait_for(uint64_t seq) {
   if (is_complete(seq)) return;
   std::unique_lock<std::mutex> lock(mutex_);
   progress_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  has_progress_.wait(lock, [this, seq] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+  for (;;) {
+    if (seq < earliest_awaited_.load(std::memory_order_relaxed)) {
+      earliest_awaited_.store(seq, std::memory_order_seq_cst);
+    }
+    if (completed_.load(std::memory_order_seq_cst) >= seq) break;
+    has_progress_.wait(lock);
+  }
   progress_waiters_.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -136,6 +136,9 @@ class HardwareQueue {
   // Written by the worker after each command.
   alignas(64) std::atomic<uint64_t> completed_{0};
   std::atomic<int> progress_waiters_{0};  // threads in wait_for; the worker wakes them only then
+  // The smallest sequence number a thread in wait_for needs (UINT64_MAX once they are woken);
+  // written under mutex_.
+  std::atomic<uint64_t> earliest_awaited_{UINT64_MAX};
 
   // Written rarely (a fault, a raise), read by the worker before each command without the lock.
   alignas(64) std::atomic<bool> fault_pending_{false};
