@@ -412,3 +412,21 @@ TEST(HardwareQueue, FullQueueResumesAfterDrainingToHalfWithoutLosingCommands) {
   q.synchronize();
   EXPECT_EQ(ran.load(), 107);
 }
+
+TEST(HardwareQueue, WaitersForDifferentCommandsEachReturnOnceTheirCommandIsDone) {
+  rt::HardwareQueue q(0);
+  Gate first_gate, second_gate;
+  const uint64_t first = q.submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), first_gate.waiter());
+  const uint64_t second = q.submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), second_gate.waiter());
+  std::atomic<int> returned{0};
+  std::thread late([&] { q.wait_for(second); returned += 10; });
+  std::thread early([&] { q.wait_for(first); returned += 1; });
+  std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(returned.load(), 0);
+  first_gate.open();
+  early.join();
+  EXPECT_EQ(returned.load(), 1);  // the later waiter is still asleep
+  second_gate.open();
+  late.join();
+  EXPECT_EQ(returned.load(), 11);
+}
