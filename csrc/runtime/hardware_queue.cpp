@@ -92,9 +92,17 @@ uint64_t HardwareQueue::submit(StreamId stream, LaunchInfo info, Kernel kernel) 
     }
     seq = next_seq_++;
     last_seq_by_stream_[stream] = seq;
-    push(Command{seq, std::move(info), std::move(kernel)});
-    submitted_.store(seq, std::memory_order_release);
+    Command& slot = push_slot();  // filled in place: each move of a command copies its captures
+    slot.seq = seq;
+    slot.info = std::move(info);
+    slot.kernel = std::move(kernel);
     wake = worker_sleeping_;
+  }
+  // Published after the unlock: a polling worker that saw it while the lock was still held
+  // would block on the mutex, and the unlock would then cost a futex wake per command.
+  // Concurrent submitters may publish out of order, so it only moves forward.
+  uint64_t published = submitted_.load(std::memory_order_relaxed);
+  while (published < seq && !submitted_.compare_exchange_weak(published, seq, std::memory_order_release)) {
   }
   if (wake) has_work_.notify_one();
   if (launch_blocking()) {
@@ -119,15 +127,14 @@ void HardwareQueue::wait_briefly_for_work(uint64_t taken) const {
   }
 }
 
-void HardwareQueue::push(Command command) {
+HardwareQueue::Command& HardwareQueue::push_slot() {
   if (count_ == ring_.size()) {
     std::vector<Command> grown(std::max<size_t>(64, std::min(2 * ring_.size(), max_depth_)));
     for (size_t i = 0; i < count_; ++i) grown[i] = std::move(ring_[(head_ + i) % ring_.size()]);
     ring_ = std::move(grown);
     head_ = 0;
   }
-  ring_[(head_ + count_) % ring_.size()] = std::move(command);
-  ++count_;
+  return ring_[(head_ + count_++) % ring_.size()];
 }
 
 HardwareQueue::Command HardwareQueue::pop() {

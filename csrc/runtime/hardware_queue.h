@@ -100,7 +100,7 @@ class HardwareQueue {
     Kernel kernel;
   };
 
-  void push(Command command);  // under mutex_, with room
+  Command& push_slot();        // under mutex_, with room: the new last command, to fill in
   Command pop();               // under mutex_, not empty
   void run_worker();
   void publish_completed(uint64_t seq);
