@@ -1,5 +1,6 @@
 #include "kernels/copy.h"
 
+#include <algorithm>
 #include <complex>
 #include <cstring>
 #include <limits>
@@ -7,6 +8,7 @@
 
 #include "kernels/dtype_dispatch.h"
 #include "kernels/half.h"
+#include "kernels/parallel.h"
 #include "kernels/strided_loop.h"
 
 namespace torchneuron::kernels {
@@ -87,8 +89,52 @@ inline Dst convert(Src value) {
 }
 
 template <typename Dst, typename Src>
+inline void copy_element(char* out, const char* in) {
+  Src value;
+  std::memcpy(&value, in, sizeof(Src));
+  const Dst converted = convert<Dst>(value);
+  std::memcpy(out, &converted, sizeof(Dst));
+}
+
+// The two innermost dimensions in 16 x 16 blocks, for copies where one side is strided in the
+// innermost dimension and contiguous in the one before (a transposing copy): element by
+// element, each read or write touched a new cache line.
+template <typename Dst, typename Src>
+void copy_blocked(char* out, const char* in, int64_t rows, int64_t cols, const int64_t* out_strides,
+                  const int64_t* in_strides) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const int64_t r1 = std::min(rows, r0 + kBlock);
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r) {
+        char* o = out + r * out_strides[0] + c0 * out_strides[1];
+        const char* i = in + r * in_strides[0] + c0 * in_strides[1];
+        for (int64_t c = c0; c < c1; ++c, o += out_strides[1], i += in_strides[1]) copy_element<Dst, Src>(o, i);
+      }
+    }
+  }
+}
+
+template <typename Dst, typename Src>
 void copy_typed(const CoalescedShape& shape, char* dst, const char* src) {
   char* const base[2] = {dst, const_cast<char*>(src)};
+  const int last = shape.ndim - 1;
+  if (last >= 1 && (shape.strides[0][last] != sizeof(Dst) || shape.strides[1][last] != sizeof(Src)) &&
+      (shape.strides[0][last - 1] == sizeof(Dst) || shape.strides[1][last - 1] == sizeof(Src))) {
+    const int64_t out_strides[2] = {shape.strides[0][last - 1], shape.strides[0][last]};
+    const int64_t in_strides[2] = {shape.strides[1][last - 1], shape.strides[1][last]};
+    auto block = [&](char* out, const char* in) {
+      copy_blocked<Dst, Src>(out, in, shape.sizes[last - 1], shape.sizes[last], out_strides, in_strides);
+    };
+    if (last == 1) return block(dst, src);
+    CoalescedShape outer = shape;  // the dimensions outside the blocked pair
+    outer.ndim = last - 1;
+    for_each_run<2>(outer, base, [&](char* const* ptrs, int64_t n, const int64_t* strides) {
+      for (int64_t i = 0; i < n; ++i) block(ptrs[0] + i * strides[0], ptrs[1] + i * strides[1]);
+    });
+    return;
+  }
   for_each_run<2>(shape, base, [](char* const* ptrs, int64_t n, const int64_t* strides) {
     if constexpr (std::is_same_v<Dst, Src>) {
       if (strides[0] == sizeof(Dst) && strides[1] == sizeof(Src)) {
@@ -104,14 +150,12 @@ void copy_typed(const CoalescedShape& shape, char* dst, const char* src) {
     }
     char* out = ptrs[0];
     const char* in = ptrs[1];
-    for (int64_t i = 0; i < n; ++i, out += strides[0], in += strides[1]) {
-      Src value;
-      std::memcpy(&value, in, sizeof(Src));
-      *reinterpret_cast<Dst*>(out) = convert<Dst>(value);
-    }
+    for (int64_t i = 0; i < n; ++i, out += strides[0], in += strides[1]) copy_element<Dst, Src>(out, in);
   });
 }
 
+// Copies this large are split along their outermost dimension across the compute engines.
+constexpr int64_t kParallelCopyElements = 1 << 16;
 
 }  // namespace
 
@@ -130,7 +174,14 @@ void copy(const StridedView& dst, const StridedView& src) {
       if constexpr (IsComplex<Src>::value && !IsComplex<Dst>::value) {
         return;  // rejected by copy_supported on the host
       } else {
-        copy_typed<Dst, Src>(shape, out, in);
+        const int64_t numel = dst.numel();
+        if (numel < kParallelCopyElements || shape.ndim == 0) return copy_typed<Dst, Src>(shape, out, in);
+        const int64_t outer = shape.sizes[0], per_outer = numel / outer;
+        parallel_for(outer, std::max<int64_t>(1, kParallelCopyElements / 4 / per_outer), [&](int64_t begin, int64_t end) {
+          CoalescedShape part = shape;
+          part.sizes[0] = end - begin;
+          copy_typed<Dst, Src>(part, out + begin * shape.strides[0][0], in + begin * shape.strides[1][0]);
+        });
       }
     });
   });
