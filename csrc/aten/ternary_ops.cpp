@@ -57,7 +57,16 @@ at::Tensor& where_out(const at::Tensor& condition, const at::Tensor& self, const
 
 at::Tensor where_functional(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
   const c10::ScalarType dtype = at::result_type(self, other);
-  at::Tensor result = at::empty({0}, self.options().dtype(dtype));
+  // The result lives where the device operands are: self may be a 0-dim CPU tensor, which
+  // TensorIterator takes as a scalar (torch.where(mask, torch.tensor(0.0), x)).
+  c10::Device device = self.device();
+  for (const at::Tensor* t : {&self, &other, &condition}) {
+    if (!t->device().is_cpu()) {
+      device = t->device();
+      break;
+    }
+  }
+  at::Tensor result = at::empty({0}, self.options().dtype(dtype).device(device));
   return ternary::where_out(condition, self, other, result);
 }
 

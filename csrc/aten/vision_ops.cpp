@@ -44,6 +44,16 @@ at::Tensor param(const at::Tensor& t, c10::ScalarType dtype) {
 const void* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 void* mutable_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// CPU PyTorch, and the meta kernels torch.compile traces with, give a 4-D op on a channels-last
+// input a channels-last result; the kernels here write NCHW, so the result is relaid to match
+// (a compiled graph that views the result relies on those strides).
+at::Tensor like_input_layout(const at::Tensor& result, const at::Tensor& input) {
+  if (result.dim() == 4 && input.dim() == 4 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+    return result.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  return result;
+}
+
 // Copies a functional result into an out= tensor.
 at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
   at::native::resize_output(out, value.sizes());
@@ -350,7 +360,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& input, c10::IntA
     const auto window = plan.window;
     enqueue(out, "aten::max_pool2d_with_indices", {&x}, [=] { kernels::max_pool2d(dtype, shape, window, px, po, pi); });
   }
-  return {out, indices};
+  return {like_input_layout(out, input), like_input_layout(indices, input)};
 }
 
 std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& input, c10::IntArrayRef kernel,
@@ -383,7 +393,7 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& inp
     enqueue(grad_in, "aten::max_pool2d_with_indices_backward", {&go, &idx},
             [=] { kernels::max_pool2d_backward(dtype, shape, pgo, pi, pgi); });
   }
-  return grad_in;
+  return like_input_layout(grad_in, input);
 }
 
 at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
@@ -413,7 +423,7 @@ at::Tensor avg_pool2d(const at::Tensor& input, c10::IntArrayRef kernel, c10::Int
     enqueue(out, "aten::avg_pool2d", {&x},
             [=] { kernels::avg_pool2d(dtype, shape, window, count_include_pad, divisor, px, po); });
   }
-  return out;
+  return like_input_layout(out, input);
 }
 
 at::Tensor& avg_pool2d_out(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
@@ -444,7 +454,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& inp
     enqueue(grad_in, "aten::avg_pool2d_backward", {&go},
             [=] { kernels::avg_pool2d_backward(dtype, shape, window, count_include_pad, divisor, pgo, pgi); });
   }
-  return grad_in;
+  return like_input_layout(grad_in, input);
 }
 
 at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
@@ -473,7 +483,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& input, c10::IntArrayRef output_
     void* po = out.data_ptr();
     enqueue(out, "aten::_adaptive_avg_pool2d", {&x}, [=] { kernels::adaptive_avg_pool2d(dtype, shape, px, po); });
   }
-  return out;
+  return like_input_layout(out, input);
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input) {
@@ -490,7 +500,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_out, const at::Te
     enqueue(grad_in, "aten::_adaptive_avg_pool2d_backward", {&go},
             [=] { kernels::adaptive_avg_pool2d_backward(dtype, shape, pgo, pgi); });
   }
-  return grad_in;
+  return like_input_layout(grad_in, input);
 }
 
 // ---- upsampling ----------------------------------------------------------------------------
@@ -514,7 +524,7 @@ at::Tensor upsample(const char* op, kernels::UpsampleMode mode, const at::Tensor
     void* po = out.data_ptr();
     enqueue(out, op, {&x}, [=] { kernels::upsample2d(dtype, mode, shape, sh, sw, px, po); });
   }
-  return out;
+  return like_input_layout(out, input);
 }
 
 at::Tensor upsample_backward(const char* op, kernels::UpsampleMode mode, const at::Tensor& grad_out,

@@ -169,3 +169,14 @@ def test_integer_division_by_zero_is_a_device_error():
     result = torch.floor_divide(torch.ones(2, dtype=torch.int64, device="neuron"), torch.zeros(2, dtype=torch.int64, device="neuron"))
     with pytest.raises(torch.AcceleratorError, match="ZeroDivisionError"):
         result.cpu()
+
+
+def test_where_with_a_cpu_scalar_tensor_runs_on_the_device():
+    # A 0-dim CPU tensor is a scalar to TensorIterator, in either value position.
+    cond = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)) > 0
+    y = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    scalar = torch.tensor(2.5)
+    for args in ((cond, scalar, y), (cond, y, scalar)):
+        got = torch.where(*(a if a is scalar else a.to("neuron") for a in args))
+        assert got.device.type == "neuron"
+        assert torch.equal(got.cpu(), torch.where(*args))

@@ -131,6 +131,27 @@ def test_upsample_matches_cpu(dtype, kwargs):
     compare(lambda x: F.interpolate(x, **kwargs), sample((2, 3, 6, 4), dtype), tol=1e-5)
 
 
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("op", [
+    lambda x: F.max_pool2d(x, 2),
+    lambda x: F.avg_pool2d(x, (1, 2)),
+    lambda x: F.adaptive_avg_pool2d(x, (2, 3)),
+    lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+], ids=["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "upsample"])
+def test_channels_last_input_gives_channels_last_output_like_cpu(op):
+    # torch.compile traces with meta kernels that keep the input's memory format; a compiled
+    # graph that views the result relies on those strides.
+    x = sample((2, 8, 6, 10)).contiguous(memory_format=torch.channels_last)
+    leaves = [x.detach().to(device).requires_grad_() for device in ("cpu", "neuron")]
+    outs = [op(leaf) for leaf in leaves]
+    assert outs[1].stride() == outs[0].stride()
+    assert_same(outs[1].detach(), outs[0].detach())
+    for out in outs:
+        out.backward(torch.ones_like(out))
+    assert leaves[1].grad.stride() == leaves[0].grad.stride()
+    assert_same(leaves[1].grad, leaves[0].grad)
+
+
 def test_pooling_rejects_bad_arguments():
     x = torch.randn(2, 3, 4, 4, device="neuron")
     with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel size"):
