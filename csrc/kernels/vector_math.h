@@ -16,14 +16,17 @@ inline float vector_exp(float x) {
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   const float clamped = x < -103.97f ? -103.97f : (x > 88.7228f ? 88.7228f : x);
   const float n = std::floor(clamped * kLog2e + 0.5f);
-  const float r = clamped - n * kLn2Hi - n * kLn2Lo;
+  // Fused multiply-adds written out: the library is built with -ffp-contract=off (so that
+  // generated code, which includes this text, rounds the same), and unfused, the reduction and
+  // the polynomial cost twice the instructions.
+  const float r = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, clamped));
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float poly = p * r * r + r + 1.0f;
+  p = std::fma(p, r, 1.3981999507e-3f);
+  p = std::fma(p, r, 8.3334519073e-3f);
+  p = std::fma(p, r, 4.1665795894e-2f);
+  p = std::fma(p, r, 1.6666665459e-1f);
+  p = std::fma(p, r, 5.0000001201e-1f);
+  const float poly = std::fma(p * r, r, r) + 1.0f;
   // 2^n in two factors, so that n down to -150 (subnormal results) stays representable.
   const int32_t k = static_cast<int32_t>(n);
   const int32_t half = k / 2;
