@@ -20,6 +20,31 @@ bool nn_supported(DType dtype) { return is_floating_dtype(dtype); }
 
 namespace {
 
+// Sum of exp(src[j] - shift) over a row, with each term also stored to dst when kStore: one pass
+// instead of an exp pass and a sum pass. The lanes, their tree and the double tail are those of
+// lane_sum, so the sum rounds the same as lane_sum over the stored terms.
+template <bool kStore>
+double exp_sum_row(const float* src, int64_t dim, float shift, float* dst) {
+  constexpr int kLanes = 64;
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= dim; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float e = vector_exp(src[j + l] - shift);
+      if constexpr (kStore) dst[j + l] = e;
+      lanes[l] += e;
+    }
+  }
+  fold_lane_tree<kLanes / 2>(lanes, [](float a, float b) { return a + b; });
+  double total = lanes[0];
+  for (; j < dim; ++j) {
+    const float e = vector_exp(src[j] - shift);
+    if constexpr (kStore) dst[j] = e;
+    total += e;
+  }
+  return total;
+}
+
 // Softmax of contiguous float rows (the common case: the last dim) with vectorized exp and
 // lane sums; half types go through a float row buffer.
 template <typename T>
@@ -42,8 +67,8 @@ void softmax_rows(int64_t rows, int64_t dim, const T* x, T* y, bool log) {
       } else {
         dst = out_row.data();
       }
-      for (int64_t j = 0; j < dim; ++j) dst[j] = vector_exp(src[j] - max_value);
-      const float sum = static_cast<float>(lane_sum(dst, dim));
+      const float sum = static_cast<float>(log ? exp_sum_row<false>(src, dim, max_value, dst)
+                                               : exp_sum_row<true>(src, dim, max_value, dst));
       if (log) {
         const float shift = max_value + std::log(sum);
         for (int64_t j = 0; j < dim; ++j) dst[j] = src[j] - shift;
