@@ -56,6 +56,41 @@ def test_conv2d_forward_backward_native(args):
     assert torchneuron.fallback_report() == {}
 
 
+@pytest.mark.parametrize("args,size", [
+    (dict(in_channels=16, out_channels=32, kernel_size=3, padding=1), (32, 32)),
+    (dict(in_channels=8, out_channels=8, kernel_size=3, padding=1, bias=False), (13, 9)),  # odd sizes: partial tiles
+    (dict(in_channels=16, out_channels=24, kernel_size=3), (15, 12)),  # no padding
+    (dict(in_channels=32, out_channels=32, kernel_size=3, padding=2, groups=2), (15, 17)),
+    (dict(in_channels=64, out_channels=8, kernel_size=3, padding=1), (5, 30)),
+], ids=["32x32", "odd", "unpadded", "groups", "wide"])
+def test_conv2d_3x3_stride_1_matches_float64(args, size):
+    # These shapes take the Winograd F(2x2, 3x3) forward (32 or more 2x2 output tiles); the
+    # reference is float64 on the CPU.
+    torch.manual_seed(0)
+    conv = nn.Conv2d(**args)
+    conv.init_args = args
+    x = torch.randn(2, args["in_channels"], *size)
+    expected = conv.double()(x.double())
+    conv.float()
+    got = type(conv)(**args)
+    got.load_state_dict(conv.state_dict())
+    got = got.to("neuron")(x.to("neuron")).detach().cpu().double()
+    scale = expected.abs().max()
+    assert ((got - expected).abs().max() / scale).item() < 2e-6
+    torchneuron.reset_fallback_report()
+    check_conv_against_cpu(conv, x)
+    assert torchneuron.fallback_report() == {}
+
+
+def test_conv_transpose_3x3_stride_1_matches_cpu():
+    # Its input gradient is a forward 3x3 convolution, which takes the Winograd path.
+    torch.manual_seed(2)
+    args = dict(in_channels=16, out_channels=8, kernel_size=3, padding=1)
+    conv = nn.ConvTranspose2d(**args)
+    conv.init_args = args
+    check_conv_against_cpu(conv, torch.randn(2, 16, 12, 14))
+
+
 def test_conv1d_native():
     torch.manual_seed(0)
     args = dict(in_channels=4, out_channels=4, kernel_size=3, padding=2, dilation=2, groups=4)
