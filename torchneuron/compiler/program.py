@@ -213,6 +213,8 @@ class CompiledProgram:
 
             return run
         target, call = node.target, _binder(node)
+        if isinstance(target, torch._ops.OpOverload):
+            target = target._op  # the C++ callable: OpOverload.__call__ is one more Python frame per op
         if constant:  # folded: computed by the first call, then reused
             bind, folded = call, []
 
