@@ -192,12 +192,10 @@ void winograd_input_row(const float* const (&even)[4], const float* const (&odd)
 }
 
 // A^T m A for the tiles of one tile row of one output channel: m[xi * m_stride + k] are tile k's
-// 16 products; writes output rows 0 and 1 of `out` (only row 0 when rows is 1) plus the bias.
-// A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
+// 16 products; writes the two output rows row0 and row1 (a scratch row when the output has an
+// odd height and this is its last tile row) plus the bias. A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
 void winograd_output_row(const float* __restrict m, int64_t m_stride, int64_t tiles, float bias,
-                         float* __restrict out, int64_t out_w, int64_t rows) {
-  float* __restrict row0 = out;
-  float* __restrict row1 = out + (rows == 2 ? out_w : 0);  // written last: row 0 wins when there is one row
+                         float* __restrict row0, float* __restrict row1, int64_t out_w) {
   const int64_t pairs = out_w / 2;  // tiles whose two columns are both inside the output
 #pragma GCC ivdep  // the products and the two output rows never overlap
   for (int64_t k = 0; k < tiles; ++k) {
@@ -252,6 +250,7 @@ void conv2d_forward_winograd(const Conv2dShape& s, const float* input, const flo
     // store forwarding.
     const int64_t half = tiles_w + 1, max_rows = 2 * rows_per_block + 2;
     std::vector<float> padded(static_cast<size_t>(max_rows * padded_w)), split(static_cast<size_t>(max_rows * 2 * half));
+    std::vector<float> scratch(static_cast<size_t>(ow));  // the row below an odd-height output
     for (int64_t job = begin; job < end; ++job) {
       const int64_t plane = job / blocks, n = plane / s.groups, g = plane % s.groups;
       const int64_t ty_begin = (job % blocks) * rows_per_block, ty_end = std::min(tiles_h, ty_begin + rows_per_block);
@@ -293,8 +292,10 @@ void conv2d_forward_winograd(const Conv2dShape& s, const float* input, const flo
         const int64_t oc = g * cout_g + co;
         float* dst = out + (n * s.out_channels + oc) * spatial;
         for (int64_t ty = ty_begin; ty < ty_end; ++ty) {
+          float* row0 = dst + 2 * ty * ow;
+          float* row1 = 2 * ty + 1 < oh ? row0 + ow : scratch.data();
           winograd_output_row(m.data() + co * width + (ty - ty_begin) * tiles_w, cout_g * width, tiles_w,
-                              bias != nullptr ? bias[oc] : 0.0f, dst + 2 * ty * ow, ow, std::min<int64_t>(2, oh - 2 * ty));
+                              bias != nullptr ? bias[oc] : 0.0f, row0, row1, ow);
         }
       }
     }
