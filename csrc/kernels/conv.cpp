@@ -142,24 +142,22 @@ void winograd_input_row(const float* const (&even)[4], const float* const (&odd)
   const float* __restrict o1 = odd[1];
   const float* __restrict o2 = odd[2];
   const float* __restrict o3 = odd[3];
-  float* __restrict out[16];
-  for (int xi = 0; xi < 16; ++xi) out[xi] = v + xi * v_stride;
-  float* __restrict v0 = out[0];
-  float* __restrict v1 = out[1];
-  float* __restrict v2 = out[2];
-  float* __restrict v3 = out[3];
-  float* __restrict v4 = out[4];
-  float* __restrict v5 = out[5];
-  float* __restrict v6 = out[6];
-  float* __restrict v7 = out[7];
-  float* __restrict v8 = out[8];
-  float* __restrict v9 = out[9];
-  float* __restrict v10 = out[10];
-  float* __restrict v11 = out[11];
-  float* __restrict v12 = out[12];
-  float* __restrict v13 = out[13];
-  float* __restrict v14 = out[14];
-  float* __restrict v15 = out[15];
+  float* __restrict v0 = v;
+  float* __restrict v1 = v + v_stride;
+  float* __restrict v2 = v + 2 * v_stride;
+  float* __restrict v3 = v + 3 * v_stride;
+  float* __restrict v4 = v + 4 * v_stride;
+  float* __restrict v5 = v + 5 * v_stride;
+  float* __restrict v6 = v + 6 * v_stride;
+  float* __restrict v7 = v + 7 * v_stride;
+  float* __restrict v8 = v + 8 * v_stride;
+  float* __restrict v9 = v + 9 * v_stride;
+  float* __restrict v10 = v + 10 * v_stride;
+  float* __restrict v11 = v + 11 * v_stride;
+  float* __restrict v12 = v + 12 * v_stride;
+  float* __restrict v13 = v + 13 * v_stride;
+  float* __restrict v14 = v + 14 * v_stride;
+  float* __restrict v15 = v + 15 * v_stride;
 #pragma GCC ivdep  // the 16 outputs never overlap the inputs or each other
   for (int64_t k = 0; k < tiles; ++k) {
     // d B: the patch columns (a, b, c, d) combined, per patch row.
