@@ -95,14 +95,14 @@ void check_same_device(const char* op, const c10::Device& device, std::initializ
 
 uint64_t enqueue(const at::Tensor& tensor, const char* op,
                  std::initializer_list<const at::Tensor*> inputs,
-                 runtime::HardwareQueue::Kernel kernel) {
+                 runtime::HardwareQueue::Kernel&& kernel) {
   check_same_device(op, tensor.device(), inputs);
   return enqueue_copy(tensor, op, inputs, std::move(kernel));
 }
 
 uint64_t enqueue_copy(const at::Tensor& tensor, const char* op,
                       std::initializer_list<const at::Tensor*> inputs,
-                      runtime::HardwareQueue::Kernel kernel) {
+                      runtime::HardwareQueue::Kernel&& kernel) {
   const int index = tensor.device().index();
   runtime::LaunchInfo info;
   info.op = op;

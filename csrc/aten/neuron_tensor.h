@@ -42,11 +42,11 @@ void check_same_device(const char* op, const c10::Device& device, std::initializ
 // must be on that device: kernels read device memory only.
 uint64_t enqueue(const at::Tensor& tensor, const char* op,
                  std::initializer_list<const at::Tensor*> inputs,
-                 runtime::HardwareQueue::Kernel kernel);
+                 runtime::HardwareQueue::Kernel&& kernel);
 // The same without the device check, for copies, whose inputs live on the host or another device.
 uint64_t enqueue_copy(const at::Tensor& tensor, const char* op,
                       std::initializer_list<const at::Tensor*> inputs,
-                      runtime::HardwareQueue::Kernel kernel);
+                      runtime::HardwareQueue::Kernel&& kernel);
 
 // The device allocator for neuron memory (c10::DeviceAllocator) and the pinned host allocator.
 c10::Allocator* neuron_allocator();

@@ -2,11 +2,17 @@
 // injection for tests, and the Python launch-site capture used in device error messages.
 #include <Python.h>
 #include <frameobject.h>
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(Py_GIL_DISABLED)
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#endif
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <ATen/ops/empty.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -79,11 +85,72 @@ CodeSite& code_site(PyCodeObject* code) {
 
 // Line numbers come from decoding the code object's line table, so each call site is decoded
 // once and its text kept.
-const char* format_site(PyFrameObject* frame, CodeSite& site) {
-  auto [it, inserted] = site.sites.try_emplace(PyFrame_GetLasti(frame));
-  if (inserted) it->second = intern_site(site.file + ":" + std::to_string(PyFrame_GetLineNumber(frame)));
+const char* format_site(CodeSite& site, PyCodeObject* code, int lasti) {
+  auto [it, inserted] = site.sites.try_emplace(lasti);
+  if (inserted) it->second = intern_site(site.file + ":" + std::to_string(PyCode_Addr2Line(code, lasti)));
   return it->second;
 }
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && !defined(Py_GIL_DISABLED)
+// CPython 3.11: torch releases the GIL around every op, and taking it back to read the stack
+// cost more than the rest of a tiny op's launch. The calling thread's own frames cannot change
+// while it runs this C++ code, so the stack is read without the GIL through the interpreter's
+// frame records, and each (code object, instruction) is looked up in a per-thread cache. Cached
+// code objects stay alive through code_sites(), so an address in the cache is never reused.
+// Only a miss takes the GIL.
+struct CachedFrame {
+  PyCodeObject* code;
+  int lasti;
+  uint32_t generation;  // 0: empty; forget_code_sites() makes older entries stale
+  bool library;
+  const char* site;
+};
+constexpr size_t kFrameCacheSize = 512;
+thread_local CachedFrame t_frame_cache[kFrameCacheSize];
+std::atomic<uint32_t> g_frame_cache_generation{1};
+
+CachedFrame& cache_slot(PyCodeObject* code, int lasti) {
+  const auto key = reinterpret_cast<uintptr_t>(code) ^ (static_cast<uintptr_t>(lasti) << 4);
+  return t_frame_cache[(key ^ (key >> 9)) % kFrameCacheSize];
+}
+
+// The innermost frame outside torch and torchneuron as "file:line"; the innermost frame when
+// all are library frames; nullptr when a frame is not cached yet and `have_gil` is false.
+const char* walk_frames(PyThreadState* thread, bool have_gil) {
+  const uint32_t generation = g_frame_cache_generation.load(std::memory_order_relaxed);
+  const char* innermost = nullptr;
+  _PyInterpreterFrame* frame = thread->cframe != nullptr ? thread->cframe->current_frame : nullptr;
+  for (int depth = 0; frame != nullptr && depth < 64; frame = frame->previous) {
+    if (_PyFrame_IsIncomplete(frame)) continue;  // not started yet; Python's own walks skip these
+    ++depth;
+    PyCodeObject* code = frame->f_code;
+    const int lasti = _PyInterpreterFrame_LASTI(frame) * static_cast<int>(sizeof(_Py_CODEUNIT));
+    CachedFrame& slot = cache_slot(code, lasti);
+    if (slot.generation != generation || slot.code != code || slot.lasti != lasti) {
+      if (!have_gil) return nullptr;
+      CodeSite& info = code_site(code);
+      slot = CachedFrame{code, lasti, generation, info.library, format_site(info, code, lasti)};
+    }
+    if (innermost == nullptr) innermost = slot.site;
+    if (!slot.library) return slot.site;
+  }
+  return innermost != nullptr ? innermost : "";
+}
+
+void forget_cached_frames() { g_frame_cache_generation.fetch_add(1); }
+
+const char* python_launch_site() {
+  PyThreadState* thread = PyGILState_GetThisThreadState();
+  if (thread == nullptr || !Py_IsInitialized() || _Py_IsFinalizing()) return "";
+  const bool have_gil = PyGILState_Check() != 0;
+  if (const char* site = walk_frames(thread, have_gil)) return site;
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  const char* site = walk_frames(thread, true);
+  PyGILState_Release(gil);
+  return site;
+}
+#else
+void forget_cached_frames() {}
 
 // The innermost Python frame outside torch and torchneuron, as "file:line".
 const char* python_launch_site() {
@@ -92,16 +159,17 @@ const char* python_launch_site() {
   }
   const PyGILState_STATE gil = PyGILState_Ensure();
   const char* site = nullptr;
+  const char* innermost = nullptr;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
-  PyFrameObject* innermost = frame;
-  Py_XINCREF(innermost);
   for (int depth = 0; frame != nullptr && depth < 64; ++depth) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     CodeSite& info = code_site(code);
+    const char* here = format_site(info, code, PyFrame_GetLasti(frame));
     Py_DECREF(code);
+    if (innermost == nullptr) innermost = here;
     if (!info.library) {
-      site = format_site(frame, info);
+      site = here;
       break;
     }
     PyFrameObject* back = PyFrame_GetBack(frame);
@@ -109,15 +177,11 @@ const char* python_launch_site() {
     frame = back;
   }
   Py_XDECREF(frame);
-  if (site == nullptr && innermost != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(innermost);
-    site = format_site(innermost, code_site(code));
-    Py_DECREF(code);
-  }
-  Py_XDECREF(innermost);
   PyGILState_Release(gil);
-  return site != nullptr ? site : "";
+  if (site != nullptr) return site;
+  return innermost != nullptr ? innermost : "";
 }
+#endif
 
 aten::FallbackMode parse_mode(const std::string& mode) {
   if (mode == "warn") return aten::FallbackMode::kWarn;
@@ -170,6 +234,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_set_library_prefixes", [](std::vector<std::string> prefixes) {
     python::library_prefixes() = std::move(prefixes);
+    python::forget_cached_frames();
     python::forget_code_sites();
   });
   m.def("_device_count", [] { return rt::device_count(); });

@@ -1,9 +1,11 @@
 #include "runtime/hardware_queue.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "runtime/cpu_relax.h"
 #include "runtime/errors.h"
@@ -65,7 +67,10 @@ std::string LaunchInfo::describe_inputs() const {
 }
 
 HardwareQueue::HardwareQueue(int device_index, size_t max_depth)
-    : device_index_(device_index), max_depth_(max_depth) {
+    : device_index_(device_index),
+      max_depth_(std::max<size_t>(max_depth, 2)),
+      ring_mask_(std::bit_ceil(max_depth_) - 1),
+      ring_(std::allocator<Command>().allocate(ring_mask_ + 1)) {
   worker_ = std::thread([this] { run_worker(); });
 }
 
@@ -75,36 +80,37 @@ HardwareQueue::~HardwareQueue() {
     stopping_ = true;
   }
   has_work_.notify_all();
-  worker_.join();
+  worker_.join();  // the worker runs and destroys every submitted command before it returns
+  std::allocator<Command>().deallocate(ring_, ring_mask_ + 1);
 }
 
-uint64_t HardwareQueue::submit(StreamId stream, LaunchInfo info, Kernel kernel) {
+uint64_t HardwareQueue::submit(StreamId stream, const LaunchInfo& info, Kernel&& kernel) {
   uint64_t seq;
-  bool wake;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (count_ >= max_depth_) {
-      // Wait for half the queue to drain rather than for one free slot: waking per command
-      // would put the host thread and the worker in lockstep, a context switch per op.
-      ++waiting_producers_;
-      has_room_.wait(lock, [this] { return count_ <= max_depth_ / 2; });
-      --waiting_producers_;
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    seq = next_seq_;
+    // completed_ is read only when the last value read says the queue may be full: its cache
+    // line is written by the worker after every command, so reading it costs a transfer.
+    if (seq - 1 - completed_seen_ >= max_depth_) {
+      completed_seen_ = completed_.load(std::memory_order_acquire);
+      if (seq - 1 - completed_seen_ >= max_depth_) {
+        // Full: wait for half the queue to drain rather than for one free slot, which would
+        // put the host thread and the worker in lockstep, a context switch per op.
+        wait_for(seq - 1 - max_depth_ / 2);
+        completed_seen_ = completed_.load(std::memory_order_acquire);
+      }
     }
-    seq = next_seq_++;
+    next_seq_ = seq + 1;
     last_seq_by_stream_[stream] = seq;
-    Command& slot = push_slot();  // filled in place: each move of a command copies its captures
-    slot.seq = seq;
-    slot.info = std::move(info);
-    slot.kernel = std::move(kernel);
-    wake = worker_sleeping_;
+    new (slot(seq)) Command{seq, info, std::move(kernel)};
+    // Sequentially consistent, as is the worker's sleeping flag: either the worker sees this
+    // command before it sleeps or this thread sees it sleeping and wakes it.
+    submitted_.store(seq, std::memory_order_seq_cst);
   }
-  // Published after the unlock: a polling worker that saw it while the lock was still held
-  // would block on the mutex, and the unlock would then cost a futex wake per command.
-  // Concurrent submitters may publish out of order, so it only moves forward.
-  uint64_t published = submitted_.load(std::memory_order_relaxed);
-  while (published < seq && !submitted_.compare_exchange_weak(published, seq, std::memory_order_release)) {
+  if (worker_sleeping_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    has_work_.notify_one();
   }
-  if (wake) has_work_.notify_one();
   if (launch_blocking()) {
     wait_for(seq);
     raise_pending_fault();
@@ -127,63 +133,45 @@ void HardwareQueue::wait_briefly_for_work(uint64_t taken) const {
   }
 }
 
-HardwareQueue::Command& HardwareQueue::push_slot() {
-  if (count_ == ring_.size()) {
-    std::vector<Command> grown(std::max<size_t>(64, std::min(2 * ring_.size(), max_depth_)));
-    for (size_t i = 0; i < count_; ++i) grown[i] = std::move(ring_[(head_ + i) % ring_.size()]);
-    ring_ = std::move(grown);
-    head_ = 0;
-  }
-  return ring_[(head_ + count_++) % ring_.size()];
-}
-
-HardwareQueue::Command HardwareQueue::pop() {
-  Command command = std::move(ring_[head_]);
-  head_ = (head_ + 1) % ring_.size();
-  --count_;
-  return command;
+bool HardwareQueue::sleep_until_work(uint64_t taken) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  worker_sleeping_.store(true, std::memory_order_seq_cst);
+  has_work_.wait(lock, [&] { return stopping_ || submitted_.load(std::memory_order_seq_cst) > taken; });
+  worker_sleeping_.store(false, std::memory_order_relaxed);
+  return submitted_.load(std::memory_order_acquire) > taken;
 }
 
 void HardwareQueue::run_worker() {
-  // Commands are taken in batches under one lock: the host thread submits under the same
-  // mutex, and every acquisition moves its cache line between the two cores.
-  constexpr size_t kBatch = 64;
-  std::vector<Command> batch;
-  batch.reserve(kBatch);
   uint64_t taken = 0;
   for (;;) {
-    wait_briefly_for_work(taken);
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!stopping_ && count_ == 0) {
-      worker_sleeping_ = true;
-      has_work_.wait(lock, [this] { return stopping_ || count_ > 0; });
-      worker_sleeping_ = false;
+    uint64_t available = submitted_.load(std::memory_order_acquire);
+    if (available == taken) {
+      wait_briefly_for_work(taken);
+      available = submitted_.load(std::memory_order_acquire);
+      if (available == taken) {
+        if (!sleep_until_work(taken)) return;  // stopping with nothing left
+        continue;
+      }
     }
-    if (count_ == 0) return;  // stopping with nothing left
-    while (count_ > 0 && batch.size() < kBatch) batch.push_back(pop());
-    taken = batch.back().seq;
-    const bool room = waiting_producers_ > 0 && count_ <= max_depth_ / 2;
-    lock.unlock();
-    if (room) has_room_.notify_all();
-
-    for (Command& command : batch) {
-      // Read per command: a fault earlier in this batch, or a raise on the host since the
-      // batch was taken, decides whether it runs.
+    for (uint64_t seq = taken + 1; seq <= available; ++seq) {
+      Command* command = slot(seq);
+      // Read per command: a fault earlier in this run, or a raise on the host since, decides
+      // whether it runs.
       const bool skip = fault_pending_.load(std::memory_order_acquire) ||
-                        command.seq <= skip_through_.load(std::memory_order_acquire);
+                        seq <= skip_through_.load(std::memory_order_acquire);
       if (!skip) {
         try {
-          command.kernel();
+          command->kernel();
         } catch (const std::exception& e) {
-          record_fault(command, e.what());
+          record_fault(*command, e.what());
         } catch (...) {
-          record_fault(command, "unknown exception");
+          record_fault(*command, "unknown exception");
         }
       }
-      command.kernel = nullptr;  // release captured state before signalling completion
-      publish_completed(command.seq);
+      command->~Command();  // releases captured state, and the slot, before completion is seen
+      publish_completed(seq);
     }
-    batch.clear();
+    taken = available;
   }
 }
 
@@ -253,7 +241,7 @@ void HardwareQueue::raise_pending_fault() {
     // when the raise came from a stream or event sync that did not wait for it.
     fault.swap(fault_);
     // skip_through_ first: the worker reads fault_pending_ and then skip_through_.
-    skip_through_.store(next_seq_ - 1, std::memory_order_release);
+    skip_through_.store(submitted_.load(std::memory_order_acquire), std::memory_order_release);
     fault_pending_.store(false, std::memory_order_release);
   }
   throw DeviceFault(*fault);
@@ -264,20 +252,17 @@ bool HardwareQueue::has_pending_fault() const {
   return fault_.has_value();
 }
 
-uint64_t HardwareQueue::last_submitted() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return next_seq_ - 1;
-}
+uint64_t HardwareQueue::last_submitted() const { return submitted_.load(std::memory_order_acquire); }
 
 uint64_t HardwareQueue::last_submitted(StreamId stream) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(submit_mutex_);
   auto it = last_seq_by_stream_.find(stream);
   return it == last_seq_by_stream_.end() ? 0 : it->second;
 }
 
 size_t HardwareQueue::depth() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return count_;
+  const uint64_t completed = completed_.load(std::memory_order_acquire);
+  return static_cast<size_t>(submitted_.load(std::memory_order_acquire) - completed);
 }
 
 }  // namespace torchneuron::runtime

@@ -66,10 +66,10 @@ class HardwareQueue {
   HardwareQueue(const HardwareQueue&) = delete;
   HardwareQueue& operator=(const HardwareQueue&) = delete;
 
-  // Enqueues a command and returns its sequence number (1, 2, ...). When the queue is full it
-  // blocks until the queue has drained to half its depth. Under launch blocking it waits for
+  // Enqueues a command and returns its sequence number (1, 2, ...). When `max_depth` commands
+  // are pending it blocks until the queue has drained to half that. Under launch blocking it waits for
   // the command and raises its error.
-  uint64_t submit(StreamId stream, LaunchInfo info, Kernel kernel);
+  uint64_t submit(StreamId stream, const LaunchInfo& info, Kernel&& kernel);
 
   // Enqueues a command on this queue that holds it until `other` has completed `seq`.
   uint64_t submit_wait(StreamId stream, HardwareQueue& other, uint64_t seq);
@@ -94,44 +94,49 @@ class HardwareQueue {
   int device_index() const { return device_index_; }
 
  private:
-  struct Command {
+  struct alignas(64) Command {  // whole cache lines: the worker reads one while the next is written
     uint64_t seq;
     LaunchInfo info;
     Kernel kernel;
   };
 
-  Command& push_slot();        // under mutex_, with room: the new last command, to fill in
-  Command pop();               // under mutex_, not empty
+  Command* slot(uint64_t seq) const { return ring_ + (seq & ring_mask_); }
   void run_worker();
   void publish_completed(uint64_t seq);
   // Polls for up to a few tens of microseconds until a command after `taken` is submitted.
   void wait_briefly_for_work(uint64_t taken) const;
+  // Sleeps until a command after `taken` is submitted; false when stopping with none left.
+  bool sleep_until_work(uint64_t taken);
   void record_fault(const Command& command, const char* what);
 
   const int device_index_;
   const size_t max_depth_;
+  const uint64_t ring_mask_;  // the ring holds a power of two >= max_depth_ commands
+  // Pending commands, slot seq & ring_mask_. Submitters construct a command in place and
+  // publish submitted_; the worker runs it in place, destroys it and publishes completed_. The
+  // worker never takes a submitter's lock: a lock shared by both moved its cache line between
+  // the two cores on every op. Raw storage, so pages are touched only as the queue fills.
+  Command* const ring_;
   std::thread worker_;
 
   // Members are grouped by the thread that writes them, one cache line apart, so that the
   // worker's polling and completion stores do not pull the submitting thread's lines away.
-  // Written under mutex_ by submitting threads (and by the worker when it takes commands):
-  alignas(64) mutable std::mutex mutex_;
-  std::condition_variable has_work_;
-  std::condition_variable has_room_;
-  std::condition_variable has_progress_;
-  // Pending commands, a ring that grows on demand up to max_depth_: no allocation per command.
-  std::vector<Command> ring_;
-  size_t head_ = 0;
-  size_t count_ = 0;
-  int waiting_producers_ = 0;  // submits blocked on a full queue
+  // Submitting threads, under submit_mutex_:
+  alignas(64) mutable std::mutex submit_mutex_;
   std::unordered_map<StreamId, uint64_t> last_seq_by_stream_;
   uint64_t next_seq_ = 1;
+  uint64_t completed_seen_ = 0;  // a past value of completed_, enough to know there is room
+
+  // Written by submit under submit_mutex_, in order; polled by the worker.
+  alignas(64) std::atomic<uint64_t> submitted_{0};
+
+  // The worker's sleep and the waiters' wake-ups, and the recorded fault.
+  alignas(64) mutable std::mutex mutex_;
+  std::condition_variable has_work_;
+  std::condition_variable has_progress_;
   std::optional<std::string> fault_;  // the earliest failure, until raised
   bool stopping_ = false;
-  bool worker_sleeping_ = false;  // submit wakes the worker only then
-
-  // Written by submit, polled by the idle worker: the last sequence number submitted.
-  alignas(64) std::atomic<uint64_t> submitted_{0};
+  std::atomic<bool> worker_sleeping_{false};  // submit wakes the worker only then
 
   // Written by the worker after each command.
   alignas(64) std::atomic<uint64_t> completed_{0};
