@@ -115,6 +115,23 @@ at::Tensor& fill_scalar_(at::Tensor& self, const c10::Scalar& value) {
     fill.is_integer = true;
     fill.integer = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
   }
+  if (self.is_contiguous()) {
+    // zero_ and fill_ are the commonest tiny ops: capture three words, not a 272-byte view
+    // that the launch copies twice.
+    void* data = self.data_ptr();
+    const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
+    const int64_t numel = self.numel();
+    enqueue(self, "aten::fill_", {&self}, [data, dtype, numel, fill] {
+      kernels::StridedView flat;
+      flat.data = data;
+      flat.dtype = dtype;
+      flat.ndim = 1;
+      flat.sizes[0] = numel;
+      flat.strides[0] = 1;
+      kernels::fill(flat, fill);
+    });
+    return self;
+  }
   const kernels::StridedView view = strided_view(self);
   enqueue(self, "aten::fill_", {&self}, [view, fill] { kernels::fill(view, fill); });
   return self;

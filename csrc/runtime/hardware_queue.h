@@ -61,7 +61,8 @@ class HardwareQueue {
  public:
   using Kernel = KernelFunction;
 
-  explicit HardwareQueue(int device_index, size_t max_depth = 4096);
+  // 1024 pending commands (768 KiB of ring) keeps the slots the host writes in a core's L2.
+  explicit HardwareQueue(int device_index, size_t max_depth = 1024);
   ~HardwareQueue();
   HardwareQueue(const HardwareQueue&) = delete;
   HardwareQueue& operator=(const HardwareQueue&) = delete;
