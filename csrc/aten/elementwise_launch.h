@@ -24,7 +24,12 @@ void launch(at::TensorIteratorBase& iter, const char* op, const kernels::Element
   if (iter.numel() > 0) {
     const at::Tensor output(iter.output_base());
     const at::Tensor input(iter.input_base(0));
-    enqueue(output, op, {&input}, [args, kernel] { kernel(args); });
+    if (kernels::PackedElementwiseArgs::fits(args)) {
+      const kernels::PackedElementwiseArgs packed(args);
+      enqueue(output, op, {&input}, [packed, kernel] { kernel(packed.unpack()); });
+    } else {
+      enqueue(output, op, {&input}, [args, kernel] { kernel(args); });
+    }
   }
   iter.cast_outputs();
 }

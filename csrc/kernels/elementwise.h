@@ -26,6 +26,54 @@ struct ElementwiseArgs {
   int64_t numel() const;
 };
 
+// The common layouts (up to 4 dims, up to 3 operands) in 220 bytes. A queued command copies
+// its captures, and a full ElementwiseArgs (over 700 bytes) does not fit inside one: it was
+// allocated on the host thread and freed on the queue's worker for every op.
+class PackedElementwiseArgs {
+ public:
+  static constexpr int kDims = 4;
+  static constexpr int kOperands = 3;
+
+  static bool fits(const ElementwiseArgs& args) { return args.ndim <= kDims && args.num_operands <= kOperands; }
+
+  explicit PackedElementwiseArgs(const ElementwiseArgs& args)  // requires fits(args)
+      : ndim_(static_cast<int8_t>(args.ndim)), num_operands_(static_cast<int8_t>(args.num_operands)) {
+    for (int d = 0; d < ndim_; ++d) sizes_[d] = args.sizes[d];
+    for (int k = 0; k < num_operands_; ++k) {
+      data_[k] = args.data[k];
+      dtypes_[k] = args.dtypes[k];
+      is_scalar_[k] = args.is_scalar[k];
+      scalar_bytes_[k] = args.scalar_bytes[k];
+      for (int d = 0; d < ndim_; ++d) strides_[k][d] = args.strides[k][d];
+    }
+  }
+
+  ElementwiseArgs unpack() const {
+    ElementwiseArgs args;
+    args.ndim = ndim_;
+    args.num_operands = num_operands_;
+    for (int d = 0; d < ndim_; ++d) args.sizes[d] = sizes_[d];
+    for (int k = 0; k < num_operands_; ++k) {
+      args.data[k] = data_[k];
+      args.dtypes[k] = dtypes_[k];
+      args.is_scalar[k] = is_scalar_[k];
+      args.scalar_bytes[k] = scalar_bytes_[k];
+      for (int d = 0; d < ndim_; ++d) args.strides[k][d] = strides_[k][d];
+    }
+    return args;
+  }
+
+ private:
+  int8_t ndim_;
+  int8_t num_operands_;
+  std::array<DType, kOperands> dtypes_{};
+  std::array<bool, kOperands> is_scalar_{};
+  std::array<int64_t, kDims> sizes_{};
+  std::array<char*, kOperands> data_{};
+  std::array<std::array<int64_t, kDims>, kOperands> strides_{};
+  std::array<std::array<unsigned char, 16>, kOperands> scalar_bytes_{};
+};
+
 enum class UnaryOp : uint8_t {
   kAbs, kNeg, kSign, kReciprocal, kSqrt, kRsqrt, kExp, kExp2, kExpm1, kLog, kLog2, kLog10,
   kLog1p, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
