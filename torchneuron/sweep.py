@@ -243,10 +243,17 @@ def input_candidates(model, config):
     feats = torch.randn(BATCH, mels, frames, generator=gen)
     base = {"input_ids": ids, "pixel_values": pixels, "input_features": feats,
             "input_values": torch.randn(BATCH, AUDIO_SAMPLES, generator=gen)}
-    main = getattr(model, "main_input_name", "input_ids")
-    if main not in base:
-        return [], f"main input {main!r} has no generator in the sweep"
-    first = {main: base[main]}
+    names = getattr(model, "main_input_name", "input_ids")
+    names = [names] if isinstance(names, str) else list(names)  # some models name several
+    main = names[0]
+    first = {}
+    for name in names:
+        if name in base:
+            first[name] = base[name]
+        elif name.endswith(("_ids", "_inputs")):  # token ids, as OneFormer's task_inputs
+            first[name] = ids.clone()
+        else:
+            return [], f"main input {name!r} has no generator in the sweep"
     if "input_ids" in first and "attention_mask" in params:
         first["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:

@@ -130,3 +130,25 @@ def test_compare_tensors_reports_mismatch_and_max_error():
     assert "6/6 elements differ" in why and err == pytest.approx(0.5)
     why, _ = sweep.compare_tensors({}, expected)
     assert "missing on neuron" in why
+
+
+def test_input_candidates_accept_several_main_inputs():
+    # OneFormer names two main inputs (pixel values and task token ids); a name the sweep has no
+    # generator for is a skip reason, not a crash.
+    import torch
+    from types import SimpleNamespace
+
+    class TwoInputs(torch.nn.Module):
+        main_input_name = ["pixel_values", "task_inputs"]
+
+        def forward(self, pixel_values, task_inputs):
+            return pixel_values
+
+    config = SimpleNamespace(vocab_size=100, num_channels=3, image_size=32)
+    cands, why = sweep.input_candidates(TwoInputs(), config)
+    assert why == "" and set(cands[0]) == {"pixel_values", "task_inputs"}
+    assert cands[0]["task_inputs"].dtype == torch.long and cands[0]["pixel_values"].dim() == 4
+
+    TwoInputs.main_input_name = ["pixel_values", "point_coords"]
+    cands, why = sweep.input_candidates(TwoInputs(), config)
+    assert cands == [] and "point_coords" in why
