@@ -33,6 +33,64 @@ inline C sigmoid(C x) {
   return C(1) / (C(1) + exp_of(-x));
 }
 
+// sin (kCos: cos) of a float, branch-free so that loops vectorize (glibc's scalar sinf ran at a
+// sixth of CPU PyTorch's speed). The argument is reduced by pi/2 in double, with pi/2 as two
+// doubles and fused multiply-adds: r is then exact to double rounding for |x| below
+// kSinCosReduceLimit. sin and cos of r on [-pi/4, pi/4] are their Taylor polynomials (through
+// r^11 and r^12, truncation below 2e-9) in float; the quadrant picks one and its sign.
+constexpr float kSinCosReduceLimit = 1e15f;
+
+template <bool kCos>
+inline float vector_sin_cos(float x) {
+  const double xd = x;
+  const double n = std::floor(xd * 0.63661977236758134308 + 0.5);  // nearest multiple of pi/2
+  const double r = std::fma(-n, 6.123233995736766036e-17, std::fma(-n, 1.5707963267948966192, xd));
+  const float rf = static_cast<float>(r);
+  const float t = rf * rf;
+  float sp = -2.5052108385441719e-08f;       // -1/11!
+  sp = std::fma(sp, t, 2.7557319223985891e-06f);   // 1/9!
+  sp = std::fma(sp, t, -1.9841269841269841e-04f);  // -1/7!
+  sp = std::fma(sp, t, 8.3333333333333333e-03f);   // 1/5!
+  sp = std::fma(sp, t, -1.6666666666666666e-01f);  // -1/3!
+  const float abs_r = std::fabs(rf);
+  const float sin_r = std::copysign(std::fma(abs_r * t, sp, abs_r), rf);  // odd; keeps sin(-0) = -0
+  float cp = 2.0876756987868099e-09f;        // 1/12!
+  cp = std::fma(cp, t, -2.7557319223985888e-07f);  // -1/10!
+  cp = std::fma(cp, t, 2.4801587301587302e-05f);   // 1/8!
+  cp = std::fma(cp, t, -1.3888888888888889e-03f);  // -1/6!
+  cp = std::fma(cp, t, 4.1666666666666664e-02f);   // 1/4!
+  cp = std::fma(cp, t, -0.5f);
+  const float cos_r = std::fma(t, cp, 1.0f);
+  const int64_t quadrant = static_cast<int64_t>(n) + (kCos ? 1 : 0);  // cos x = sin(x + pi/2)
+  const float value = (quadrant & 1) ? cos_r : sin_r;
+  return (quadrant & 2) ? -value : value;
+}
+
+// float32 sin / cos: dense runs take vector_sin_cos, unless an argument in the run is beyond its
+// reduction range (or not finite, where the cast of n is undefined); those runs and strided
+// ones take the C library's.
+template <bool kCos>
+void sin_cos_float(const ElementwiseArgs& a) {
+  drive<2>(a, [](char* const* p, int64_t n, const int64_t* s) {
+    auto* out = reinterpret_cast<float*>(p[0]);
+    const auto* in = reinterpret_cast<const float*>(p[1]);
+    if (s[0] == static_cast<int64_t>(sizeof(float)) && s[1] == static_cast<int64_t>(sizeof(float))) {
+      int out_of_range = 0;  // checked first: in and out may be the same buffer
+      for (int64_t i = 0; i < n; ++i) out_of_range |= !(std::fabs(in[i]) < kSinCosReduceLimit);
+      if (!out_of_range) {
+        for (int64_t i = 0; i < n; ++i) out[i] = vector_sin_cos<kCos>(in[i]);
+        return;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float x;
+      std::memcpy(&x, p[1] + i * s[1], sizeof(float));
+      const float y = kCos ? std::cos(x) : std::sin(x);
+      std::memcpy(p[0] + i * s[0], &y, sizeof(float));
+    }
+  });
+}
+
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kGeluBeta = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluKappa = 0.044715;
@@ -68,8 +126,12 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kLog2: return map<T, T, 1>(a, [](C x) { return std::log2(x); });
       case UnaryOp::kLog10: return map<T, T, 1>(a, [](C x) { return std::log10(x); });
       case UnaryOp::kLog1p: return map<T, T, 1>(a, [](C x) { return std::log1p(x); });
-      case UnaryOp::kSin: return map<T, T, 1>(a, [](C x) { return std::sin(x); });
-      case UnaryOp::kCos: return map<T, T, 1>(a, [](C x) { return std::cos(x); });
+      case UnaryOp::kSin:
+        if constexpr (std::is_same_v<T, float>) return sin_cos_float<false>(a);
+        return map<T, T, 1>(a, [](C x) { return std::sin(x); });
+      case UnaryOp::kCos:
+        if constexpr (std::is_same_v<T, float>) return sin_cos_float<true>(a);
+        return map<T, T, 1>(a, [](C x) { return std::cos(x); });
       case UnaryOp::kTan: return map<T, T, 1>(a, [](C x) { return std::tan(x); });
       case UnaryOp::kAsin: return map<T, T, 1>(a, [](C x) { return std::asin(x); });
       case UnaryOp::kAcos: return map<T, T, 1>(a, [](C x) { return std::acos(x); });
