@@ -68,8 +68,8 @@ class HardwareQueue {
   HardwareQueue& operator=(const HardwareQueue&) = delete;
 
   // Enqueues a command and returns its sequence number (1, 2, ...). When `max_depth` commands
-  // are pending it blocks until the queue has drained to half that. Under launch blocking it waits for
-  // the command and raises its error.
+  // are pending it blocks until the queue has drained to half that. Under launch blocking it
+  // waits for the command and raises its error.
   uint64_t submit(StreamId stream, const LaunchInfo& info, Kernel&& kernel);
 
   // Enqueues a command on this queue that holds it until `other` has completed `seq`.
