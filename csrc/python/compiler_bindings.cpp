@@ -13,8 +13,11 @@ namespace cc = torchneuron::compiler;
 
 namespace torchneuron::python {
 
+void register_program(py::module_& compiler);  // program_bindings.cpp
+
 void register_compiler(py::module_& parent) {
   py::module_ m = parent.def_submodule("_compiler", "The neuron graph compiler.");
+  register_program(m);
   m.attr("version") = cc::kCompilerVersion;
   m.def("supports", &cc::supports_pointwise);
 

@@ -10,6 +10,8 @@ import operator
 import torch
 from torch import fx
 
+from .. import _C
+
 
 def _resolver(arg):
     """A function env -> arg with every FX node in `arg` replaced by its value in env."""
@@ -125,10 +127,165 @@ def _binder(node):
     return call
 
 
+class _NotNative(Exception):
+    """The graph holds a node the native executor does not run (a Python callable, an op whose
+    arguments it cannot encode); the program runs its steps from Python instead."""
+
+
+# Whether programs run on the native executor when their graph allows it (tests turn it off to
+# compare against the Python step loop).
+native_executor = True
+
+
+def _literal(arg):
+    """A constant argument in the form the native executor converts by the op's schema."""
+    if isinstance(arg, (list, tuple)):
+        return [_literal(a) for a in arg]
+    if isinstance(arg, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise _NotNative(f"symbolic constant {arg}")
+    return arg
+
+
+# Python integer operators on sizes (dynamic shapes) that the native executor computes.
+_INT_ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "/", operator.mod: "%",
+                   operator.neg: "n"}
+
+
+def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants: set):
+    """The program as a _C._compiler.NativeProgram: the same steps as the Python loop, with
+    tuple indexing and aliases resolved now and each value released after its last use."""
+    ids = {}  # (fx node, index in its tuple or None) -> value id
+
+    def vid(key):
+        return ids.setdefault(key, len(ids))
+
+    nodes = list(gm.graph.nodes)
+    inputs = [vid((n, None)) for n in nodes if n.op == "placeholder"]
+    source = lowered.value_source
+    steps = []  # (kind, payload, values read, values written)
+    constant_values = {}
+
+    def encode(arg, argument):
+        if isinstance(arg, fx.Node):
+            number = isinstance(argument.type, torch.TensorType) and not isinstance(arg.meta.get("val"), torch.Tensor)
+            return ("number" if number else "value", vid((arg, None)))
+        if isinstance(arg, (list, tuple)) and _has_node(arg):
+            return ("list", [("value", vid((a, None))) if isinstance(a, fx.Node) else _literal(a) for a in arg])
+        return ("literal", _literal(arg))
+
+    for is_kernel, index, _ in plan["steps"]:
+        if is_kernel:
+            k = plan["kernels"][index]
+            entry = ctypes.cast(getattr(library, k["symbol"]), ctypes.c_void_p).value
+            reads = [vid(source[v]) for v in k["inputs"]]
+            outputs = []
+            for v in k["outputs"]:
+                reuse, layout = plan["in_place"][v], lowered.layout.get(v)
+                overwrites = vid(source[reuse]) if reuse >= 0 and lowered.layout.get(reuse) == layout else -1
+                outputs.append((vid(source[v]), lowered.value_meta[v][0], layout, plan["slot"][v], overwrites))
+            val = source[k["outputs"][0]][0].meta.get("val")
+            static_shape = None
+            if isinstance(val, torch.Tensor) and all(type(d) is int for d in val.shape):
+                static_shape = list(val.shape)
+            steps.append(("kernel", (entry, reads, outputs, static_shape), reads, [o[0] for o in outputs]))
+            continue
+        node = lowered.opaque_nodes[index]
+        target = node.target
+        if node.op == "get_attr":
+            value = getattr(gm, node.target)
+            if not isinstance(value, torch.Tensor):
+                raise _NotNative(f"constant {node.target} of type {type(value).__name__}")
+            constant_values[vid((node, None))] = value
+        elif target is operator.getitem:
+            src, item = node.args
+            if not isinstance(src, fx.Node) or (src, item) not in ids:
+                raise _NotNative(f"indexing {node.format_node()}")
+            ids[(node, None)] = ids[(src, item)]
+        elif target is torch.ops.aten.alias.default and isinstance(node.args[0], fx.Node):
+            ids[(node, None)] = vid((node.args[0], None))  # functional graphs never mutate through an alias's metadata
+        elif isinstance(target, torch._ops.OpOverload):
+            schema = target._schema
+            encoded = []
+            for i, argument in enumerate(schema.arguments):
+                if i < len(node.args):
+                    encoded.append(encode(node.args[i], argument))
+                elif argument.name in node.kwargs:
+                    encoded.append(encode(node.kwargs[argument.name], argument))
+                else:
+                    encoded.append(("default",))
+            returns = schema.returns
+            list_return = len(returns) == 1 and isinstance(returns[0].type, torch.ListType)
+            if len(returns) > 1 and any(isinstance(r.type, torch.ListType) for r in returns):
+                raise _NotNative(f"op {target} returns lists in a tuple")
+            results = [vid((node, None))] if len(returns) == 1 else [vid((node, i)) for i in range(len(returns))]
+            reads = [e[1] for e in encoded if e[0] in ("value", "number")]
+            reads += [x[1] for e in encoded if e[0] == "list" for x in e[1] if isinstance(x, tuple) and x[:1] == ("value",)]
+            name, overload = schema.name, schema.overload_name
+            description = f"{node.name} = {node.format_node()}"
+            steps.append(("op", (name, overload, encoded, results, node in constants, description), reads, results))
+            if list_return:  # tuple indexing reads the elements as values of their own
+                val = node.meta.get("val")
+                if not isinstance(val, (list, tuple)):
+                    raise _NotNative(f"op {target} returns a list of unknown length")
+                for i in range(len(val)):
+                    steps.append(("item", (results[0], i, vid((node, i))), [results[0]], [vid((node, i))]))
+        elif target in _INT_ARITHMETIC and _int_operands(node):
+            operands = tuple(("value", vid((a, None))) if isinstance(a, fx.Node) else a for a in node.args)
+            result = vid((node, None))
+            reads = [o[1] for o in operands if isinstance(o, tuple)]
+            steps.append(("int", (_INT_ARITHMETIC[target], operands, result), reads, [result]))
+        else:
+            raise _NotNative(f"node {node.format_node()}")
+
+    output_args = next(n for n in nodes if n.op == "output").args[0]
+    if not isinstance(output_args, (list, tuple)) or not all(a is None or isinstance(a, fx.Node) for a in output_args):
+        raise _NotNative("graph outputs are not a flat list of values")
+    outputs = [-1 if a is None else vid((a, None)) for a in output_args]
+
+    # Release each value after the last step that reads it (or the one that writes it, if none).
+    kept = set(outputs) | set(constant_values)
+    last = {}
+    for position, (_, _, reads, writes) in enumerate(steps):
+        for v in writes:
+            last.setdefault(v, position)
+        for v in reads:
+            last[v] = position
+    release = [[] for _ in steps]
+    for v, position in last.items():
+        if v not in kept:
+            release[position].append(v)
+
+    program = _C._compiler.NativeProgram(len(ids), plan["num_slots"], inputs)
+    for v, tensor in constant_values.items():
+        program.set_constant(v, tensor)
+    for (kind, payload, _, _), released in zip(steps, release):
+        if kind == "kernel":
+            program.add_kernel(*payload)
+        elif kind == "op":
+            program.add_op(*payload)
+        elif kind == "int":
+            program.add_int_arithmetic(*payload)
+        else:
+            program.add_list_item(*payload)
+        if released:
+            program.release_after_last_step(released)
+    program.set_outputs(outputs)
+    return program, isinstance(output_args, list)
+
+
+def _int_operands(node: fx.Node) -> bool:
+    """Whether every argument is an int or a node whose traced value is an integer size."""
+    def is_int(a):
+        if isinstance(a, fx.Node):
+            return isinstance(a.meta.get("val"), (int, torch.SymInt)) and not isinstance(a.meta.get("val"), bool)
+        return type(a) is int
+    return not node.kwargs and all(is_int(a) for a in node.args)
+
+
 class CompiledProgram:
     """Called with the list of the FX graph's inputs (AOTAutograd's boxed convention: the list is
     emptied so that inputs can be freed early) or with the inputs themselves; returns the
-    graph's outputs."""
+    graph's outputs. Runs on the native executor unless the graph holds a node it cannot run."""
 
     _boxed_call = True
 
@@ -174,6 +331,12 @@ class CompiledProgram:
             else:
                 node = lowered.opaque_nodes[index]
                 self.steps.append(self._opaque_step(node, drop, node in constants))
+        self.native = None
+        if native_executor:
+            try:
+                self.native, self._list_outputs = _native_program(gm, lowered, plan, library, constants)
+            except _NotNative as reason:
+                self.not_native_reason = str(reason)
 
     def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop, static_shape=None):
         launch = self.launch
@@ -235,7 +398,11 @@ class CompiledProgram:
         return run
 
     def __call__(self, *args):
-        if len(args) == 1 and isinstance(args[0], list):  # boxed: graph inputs are never lists
+        boxed = len(args) == 1 and isinstance(args[0], list)  # boxed: graph inputs are never lists
+        if self.native is not None:
+            outputs = self.native.run(args[0] if boxed else list(args))
+            return list(outputs) if self._list_outputs else outputs
+        if boxed:
             boxed = args[0]
             args = tuple(boxed)
             boxed.clear()

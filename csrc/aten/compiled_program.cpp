@@ -1,0 +1,245 @@
+#include "aten/compiled_program.h"
+
+#include <ATen/ScalarOps.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+
+#include "aten/compiled_launch.h"
+
+namespace torchneuron::aten {
+
+namespace {
+
+// The shape `inputs` broadcast to, as ATen broadcasts (dims align at the right).
+std::vector<int64_t> broadcast_shape(const std::vector<at::Tensor>& inputs) {
+  size_t ndim = 0;
+  for (const at::Tensor& t : inputs) ndim = std::max(ndim, static_cast<size_t>(t.dim()));
+  std::vector<int64_t> shape(ndim, 1);
+  for (const at::Tensor& t : inputs) {
+    const size_t offset = ndim - t.dim();
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      int64_t& size = shape[offset + d];
+      const int64_t other = t.size(d);
+      TORCH_CHECK(size == other || size == 1 || other == 1, "compiled kernel: inputs of sizes that do not broadcast");
+      if (size == 1) size = other;
+    }
+  }
+  return shape;
+}
+
+// An empty tensor in eager mode's layout: the traced strides when the sizes are the traced
+// ones, else the traced dim order (outermost first), else row-major.
+at::Tensor allocate(const std::vector<int64_t>& shape, const KernelOutput& out, const c10::Device& device) {
+  const auto options = at::TensorOptions().dtype(out.dtype).device(device);
+  if (!out.layout) return at::empty(shape, options);
+  const auto& [sizes, strides] = *out.layout;
+  if (shape == sizes) return at::empty_strided(sizes, strides, options);
+  std::vector<int64_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  std::vector<int64_t> physical_shape, inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    physical_shape.push_back(shape[order[i]]);
+    inverse[order[i]] = static_cast<int64_t>(i);
+  }
+  return at::empty(physical_shape, options).permute(inverse);
+}
+
+c10::IValue build_list(const ListArgument& list, const std::vector<c10::IValue>& env) {
+  auto element = [&](const ListElement& e) -> const c10::IValue& { return e.value >= 0 ? env[e.value] : e.constant; };
+  switch (list.kind) {
+    case ListArgument::Kind::kTensors: {
+      c10::List<at::Tensor> out;
+      out.reserve(list.elements.size());
+      for (const ListElement& e : list.elements) out.push_back(element(e).toTensor());
+      return out;
+    }
+    case ListArgument::Kind::kOptionalTensors: {
+      c10::List<std::optional<at::Tensor>> out;
+      out.reserve(list.elements.size());
+      for (const ListElement& e : list.elements) out.push_back(element(e).toOptional<at::Tensor>());
+      return out;
+    }
+    case ListArgument::Kind::kInts: {
+      c10::List<int64_t> out;
+      out.reserve(list.elements.size());
+      for (const ListElement& e : list.elements) out.push_back(element(e).toInt());
+      return out;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+NativeProgram::NativeProgram(int num_values, int num_buffer_slots, std::vector<int> input_values)
+    : num_values_(num_values), num_buffer_slots_(num_buffer_slots), input_values_(std::move(input_values)) {}
+
+const c10::FunctionSchema& NativeProgram::schema_of(const std::string& name, const std::string& overload) const {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str()).schema();
+}
+
+void NativeProgram::add_op(const std::string& name, const std::string& overload, std::vector<c10::IValue> arguments,
+                           std::vector<ValueArgument> value_arguments, std::vector<ListArgument> list_arguments,
+                           std::vector<int> results, bool fold, std::string description) {
+  Step step;
+  step.kind = Step::Kind::kOp;
+  step.op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  step.arguments = std::move(arguments);
+  step.value_arguments = std::move(value_arguments);
+  step.list_arguments = std::move(list_arguments);
+  step.results = std::move(results);
+  step.fold = fold;
+  step.description = std::move(description);
+  steps_.push_back(std::move(step));
+}
+
+void NativeProgram::add_kernel(uintptr_t entry, std::vector<int> inputs, std::vector<KernelOutput> outputs,
+                               std::optional<std::vector<int64_t>> static_shape) {
+  TORCH_CHECK(!inputs.empty() && !outputs.empty(), "compiled kernel: expected inputs and outputs");
+  Step step;
+  step.kind = Step::Kind::kKernel;
+  step.entry = entry;
+  step.inputs = std::move(inputs);
+  step.outputs = std::move(outputs);
+  step.static_shape = std::move(static_shape);
+  steps_.push_back(std::move(step));
+}
+
+void NativeProgram::add_list_item(int source, int64_t index, int result) {
+  Step step;
+  step.kind = Step::Kind::kListItem;
+  step.source = source;
+  step.index = index;
+  step.results = {result};
+  steps_.push_back(std::move(step));
+}
+
+void NativeProgram::add_int_arithmetic(char op, ListElement a, ListElement b, int result) {
+  TORCH_CHECK(std::string("+-*/%n").find(op) != std::string::npos, "compiled program: unknown integer operation '", op,
+              "'");
+  Step step;
+  step.kind = Step::Kind::kIntArithmetic;
+  step.arithmetic = op;
+  step.a = std::move(a);
+  step.b = std::move(b);
+  step.results = {result};
+  steps_.push_back(std::move(step));
+}
+
+void NativeProgram::release_after_last_step(std::vector<int> values) {
+  TORCH_CHECK(!steps_.empty(), "compiled program: no step to release values after");
+  steps_.back().release = std::move(values);
+}
+
+void NativeProgram::set_constant(int value, c10::IValue constant) { constants_.emplace_back(value, std::move(constant)); }
+
+void NativeProgram::set_outputs(std::vector<int> values) { outputs_ = std::move(values); }
+
+void NativeProgram::run_op(Step& step, std::vector<c10::IValue>& env) {
+  std::unique_lock<std::mutex> fold_guard(fold_mutex_, std::defer_lock);
+  if (step.fold) fold_guard.lock();  // several threads may run the program; the first computes
+  if (step.fold && !step.folded.empty()) {
+    for (size_t i = 0; i < step.results.size(); ++i) {
+      if (step.results[i] >= 0) env[step.results[i]] = step.folded[i];
+    }
+    return;
+  }
+  torch::jit::Stack stack = step.arguments;
+  for (const ValueArgument& argument : step.value_arguments) {
+    if (argument.number_as_tensor) {
+      at::Tensor number = c10::scalar_to_tensor(env[argument.value].toScalar());
+      number.unsafeGetTensorImpl()->set_wrapped_number(true);
+      stack[argument.position] = std::move(number);
+    } else {
+      stack[argument.position] = env[argument.value];
+    }
+  }
+  for (const ListArgument& list : step.list_arguments) stack[list.position] = build_list(list, env);
+  try {
+    step.op->callBoxed(stack);
+  } catch (c10::Error& error) {
+    error.add_context("raised by node " + step.description + " of a neuron-compiled graph");
+    throw;
+  }
+  TORCH_CHECK(stack.size() == step.results.size(), "compiled program: ", step.description, " returned ", stack.size(),
+              " values, expected ", step.results.size());
+  for (size_t i = 0; i < stack.size(); ++i) {
+    if (step.results[i] >= 0) env[step.results[i]] = stack[i];
+  }
+  if (step.fold) step.folded = std::move(stack);
+}
+
+void NativeProgram::run_int_arithmetic(const Step& step, std::vector<c10::IValue>& env) {
+  auto read = [&](const ListElement& e) { return (e.value >= 0 ? env[e.value] : e.constant).toInt(); };
+  const int64_t a = read(step.a);
+  int64_t result = 0;
+  if (step.arithmetic == 'n') {
+    result = -a;
+  } else {
+    const int64_t b = read(step.b);
+    TORCH_CHECK(b != 0 || (step.arithmetic != '/' && step.arithmetic != '%'), "compiled program: integer division by zero");
+    switch (step.arithmetic) {
+      case '+': result = a + b; break;
+      case '-': result = a - b; break;
+      case '*': result = a * b; break;
+      case '/': result = a / b - ((a % b != 0) && ((a < 0) != (b < 0))); break;
+      case '%': result = a % b + ((a % b != 0) && ((a < 0) != (b < 0)) ? b : 0); break;
+    }
+  }
+  env[step.results[0]] = result;
+}
+
+void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers) {
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(step.inputs.size());
+  for (int v : step.inputs) inputs.push_back(env[v].toTensor());
+  const std::vector<int64_t> shape = step.static_shape ? *step.static_shape : broadcast_shape(inputs);
+  const c10::Device device = inputs[0].device();
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(step.outputs.size());
+  for (const KernelOutput& out : step.outputs) {
+    at::Tensor buffer;
+    if (out.overwrites >= 0) {
+      buffer = env[out.overwrites].toTensor();
+    } else if (out.buffer_slot >= 0 && !out.layout) {
+      buffer = buffers[out.buffer_slot];
+    }
+    if (!buffer.defined() || !buffer.sizes().equals(shape) || buffer.scalar_type() != out.dtype) {
+      buffer = allocate(shape, out, device);
+    }
+    if (out.buffer_slot >= 0) buffers[out.buffer_slot] = buffer;
+    env[out.value] = buffer;
+    outputs.push_back(std::move(buffer));
+  }
+  launch_fused_kernel(step.entry, outputs, inputs, shape);
+}
+
+std::vector<c10::IValue> NativeProgram::run(std::vector<c10::IValue>&& inputs) {
+  TORCH_CHECK(inputs.size() == input_values_.size(), "compiled program: expected ", input_values_.size(),
+              " inputs, got ", inputs.size());
+  std::vector<c10::IValue> env(num_values_);
+  for (size_t i = 0; i < inputs.size(); ++i) env[input_values_[i]] = std::move(inputs[i]);
+  inputs.clear();
+  for (const auto& [value, constant] : constants_) env[value] = constant;
+  std::vector<at::Tensor> buffers(num_buffer_slots_);
+  for (Step& step : steps_) {
+    switch (step.kind) {
+      case Step::Kind::kOp: run_op(step, env); break;
+      case Step::Kind::kKernel: run_kernel(step, env, buffers); break;
+      case Step::Kind::kListItem: env[step.results[0]] = env[step.source].toListRef().at(step.index); break;
+      case Step::Kind::kIntArithmetic: run_int_arithmetic(step, env); break;
+    }
+    for (int v : step.release) env[v] = c10::IValue();
+  }
+  std::vector<c10::IValue> outputs;
+  outputs.reserve(outputs_.size());
+  for (int v : outputs_) outputs.push_back(v >= 0 ? env[v] : c10::IValue());
+  return outputs;
+}
+
+}  // namespace torchneuron::aten

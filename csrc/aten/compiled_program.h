@@ -1,0 +1,121 @@
+// The native executor of a compiled program: the step list of a planned graph (fused kernels
+// from the artifact and ATen ops called through the dispatcher), run without returning to
+// Python between steps. Values live in a flat environment of IValues, indexed by the ids the
+// Python side assigned; each is dropped after its last use, as the planner decided.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torchneuron::aten {
+
+// An element of a list argument built per call: a value id (>= 0) or a constant.
+struct ListElement {
+  int value = -1;
+  c10::IValue constant;
+};
+
+// An argument read from a value. A size (dynamic shapes) passed where the schema takes a
+// Tensor becomes a wrapped-number tensor, as Python's argument parser makes it.
+struct ValueArgument {
+  int position = 0;
+  int value = -1;
+  bool number_as_tensor = false;
+};
+
+// An argument that is a list holding values (Tensor[], Tensor?[] or SymInt[]).
+struct ListArgument {
+  enum class Kind { kTensors, kOptionalTensors, kInts };
+  int position = 0;
+  Kind kind = Kind::kTensors;
+  std::vector<ListElement> elements;
+};
+
+// A fused-kernel output: where it lives and the eager layout it must have.
+struct KernelOutput {
+  int value = -1;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> layout;  // (sizes, strides)
+  int buffer_slot = -1;  // planned buffer shared with values of disjoint lifetimes, or -1
+  int overwrites = -1;   // the dying input value whose buffer it takes, or -1
+};
+
+class NativeProgram {
+ public:
+  NativeProgram(int num_values, int num_buffer_slots, std::vector<int> input_values);
+
+  // An ATen op call: `arguments` is the full schema-ordered stack with placeholders where
+  // `value_arguments` and `list_arguments` fill in per call. `results`
+  // gets one value id per schema return (-1: not needed). A folded step runs once and keeps
+  // its results.
+  void add_op(const std::string& name, const std::string& overload, std::vector<c10::IValue> arguments,
+              std::vector<ValueArgument> value_arguments, std::vector<ListArgument> list_arguments,
+              std::vector<int> results, bool fold, std::string description);
+  // A fused kernel at `entry`; `static_shape` is empty when sizes are symbolic (then the
+  // inputs' broadcast shape is used).
+  void add_kernel(uintptr_t entry, std::vector<int> inputs, std::vector<KernelOutput> outputs,
+                  std::optional<std::vector<int64_t>> static_shape);
+  // Integer arithmetic on sizes (dynamic shapes): `op` is one of + - * / % (floor division and
+  // modulo, as Python computes them) and n (negation of `a`).
+  void add_int_arithmetic(char op, ListElement a, ListElement b, int result);
+  // Element `index` of the list held by value `source` (ops returning Tensor[]).
+  void add_list_item(int source, int64_t index, int result);
+  // Values whose last use is the step added last.
+  void release_after_last_step(std::vector<int> values);
+  void set_constant(int value, c10::IValue constant);
+  void set_outputs(std::vector<int> values);  // -1: None
+
+  const c10::FunctionSchema& schema_of(const std::string& name, const std::string& overload) const;
+  size_t num_steps() const { return steps_.size(); }
+
+  std::vector<c10::IValue> run(std::vector<c10::IValue>&& inputs);
+
+ private:
+  struct Step {
+    enum class Kind { kOp, kKernel, kListItem, kIntArithmetic };
+    Kind kind = Kind::kOp;
+    // kOp
+    std::optional<c10::OperatorHandle> op;
+    std::vector<c10::IValue> arguments;
+    std::vector<ValueArgument> value_arguments;
+    std::vector<ListArgument> list_arguments;
+    std::vector<int> results;
+    bool fold = false;
+    std::vector<c10::IValue> folded;
+    std::string description;
+    // kKernel
+    uintptr_t entry = 0;
+    std::vector<int> inputs;
+    std::vector<KernelOutput> outputs;
+    std::optional<std::vector<int64_t>> static_shape;
+    // kListItem
+    int source = -1;
+    int64_t index = 0;
+    // kIntArithmetic
+    char arithmetic = '+';
+    ListElement a, b;
+    std::vector<int> release;
+  };
+
+  void run_op(Step& step, std::vector<c10::IValue>& env);
+  static void run_int_arithmetic(const Step& step, std::vector<c10::IValue>& env);
+  void run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers);
+
+  std::mutex fold_mutex_;
+  int num_values_;
+  int num_buffer_slots_;
+  std::vector<int> input_values_;
+  std::vector<std::pair<int, c10::IValue>> constants_;
+  std::vector<int> outputs_;
+  std::vector<Step> steps_;
+};
+
+}  // namespace torchneuron::aten
