@@ -10,6 +10,42 @@
 
 namespace torchneuron::aten {
 
+namespace {
+
+// Reduces the iteration space to as few dims as possible, the way TensorIterator does: size-1
+// dims go, dims are ordered by the first output's strides (outermost first, so a channels-last
+// output iterates in memory order), and neighbours that every operand steps through as one
+// (stride[d] == stride[d + 1] * size[d + 1]) merge. Generated kernels run their unit-stride loop
+// over the innermost dim only, so a contiguous [8, 16, 32, 32] must become [131072].
+void coalesce_dims(std::vector<int64_t>& sizes, std::vector<int64_t>& strides, int operands) {
+  const int ndim = static_cast<int>(sizes.size());
+  std::vector<int> order;
+  for (int d = 0; d < ndim; ++d) {
+    if (sizes[d] != 1) order.push_back(d);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return strides[a] > strides[b]; });
+  std::vector<int64_t> merged_sizes;
+  std::vector<std::vector<int64_t>> merged(operands);
+  for (int d : order) {
+    bool joins = !merged_sizes.empty();
+    for (int k = 0; k < operands && joins; ++k) {
+      joins = merged[k].back() == strides[k * ndim + d] * sizes[d];
+    }
+    if (joins) {
+      merged_sizes.back() *= sizes[d];
+      for (int k = 0; k < operands; ++k) merged[k].back() = strides[k * ndim + d];
+    } else {
+      merged_sizes.push_back(sizes[d]);
+      for (int k = 0; k < operands; ++k) merged[k].push_back(strides[k * ndim + d]);
+    }
+  }
+  sizes = merged_sizes;
+  strides.clear();
+  for (int k = 0; k < operands; ++k) strides.insert(strides.end(), merged[k].begin(), merged[k].end());
+}
+
+}  // namespace
+
 void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                          const std::vector<int64_t>& shape) {
   TORCH_CHECK(!outputs.empty(), "compiled kernel: expected at least one output");
@@ -50,11 +86,13 @@ void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs
     }
   }
   if (numel == 0) return;
-  const auto kernel = reinterpret_cast<compiler::KernelEntry>(entry);
   std::vector<int64_t> sizes = shape;
+  coalesce_dims(sizes, strides, operands);
+  const int dims = static_cast<int>(sizes.size());
+  const auto kernel = reinterpret_cast<compiler::KernelEntry>(entry);
   enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]}, [=] {
     kernels::parallel_for(numel, 32768, [&](int64_t begin, int64_t end) {
-      kernel(data.data(), strides.data(), sizes.data(), ndim, begin, end);
+      kernel(data.data(), strides.data(), sizes.data(), dims, begin, end);
     });
   });
 }

@@ -81,6 +81,29 @@ def test_non_contiguous_inputs_and_outputs(no_fallback):
     assert got.stride() == f(x).stride()
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "transposed", "sliced"])
+def test_fused_kernel_layouts_and_broadcasts(layout, no_fallback):
+    """The launcher merges dims every operand steps through as one and orders them by the
+    output's strides; each layout and broadcast must still read and write the right elements."""
+    def f(x, bias, row, scalar):
+        return torch.relu(x * scalar + bias) - row, x.sigmoid()
+
+    x = torch.randn(3, 5, 7, 9, device="neuron")
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "transposed":
+        x = x.transpose(1, 3)
+    elif layout == "sliced":
+        x = torch.randn(3, 5, 7, 20, device="neuron")[..., 2:11]
+    bias = torch.randn(x.shape[1], 1, 1, device="neuron")  # per channel
+    row = torch.randn(x.shape[-1], device="neuron")        # along the innermost dim
+    scalar = torch.tensor(1.5, device="neuron")
+    got = torch.compile(f, backend="neuron")(x, bias, row, scalar)
+    for g, e in zip(got, f(x, bias, row, scalar)):
+        torch.testing.assert_close(g.cpu(), e.cpu())
+        assert g.stride() == e.stride()
+
+
 def run_training(model, batches, step, compiled, steps):
     model = copy.deepcopy(model).to("neuron")
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
