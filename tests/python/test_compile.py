@@ -52,6 +52,21 @@ def test_fused_kernel_matches_eager(dtype, no_fallback):
     assert stats["ops_lowered"] >= 8 and stats["ops_eager"] == 1  # the sum
 
 
+def test_relu_backward_fuses_into_one_kernel(no_fallback):
+    """The forward's mask reads relu through aten.alias nodes, and threshold_backward decomposes
+    into le, scalar_tensor(0) and where: pointwise ops read through the aliases and take the
+    0-dim constant as a literal, so neither eager call splits its graph's kernel."""
+    x = torch.randn(4, 8, 6, device="neuron", requires_grad=True)
+    grad = torch.randn(4, 8, 6, device="neuron")
+    reference = x.detach().clone().requires_grad_()
+    f = lambda t: torch.relu(t * 2) * 3
+    torch.compile(f, backend="neuron")(x).backward(grad)
+    f(reference).backward(grad)
+    torch.testing.assert_close(x.grad.cpu(), reference.grad.cpu())
+    stats = torchneuron.compile_stats()
+    assert stats["graphs_compiled"] == 2 and stats["kernels_generated"] == 2  # one per graph
+
+
 def test_constants_are_folded_but_outputs_stay_fresh(no_fallback):
     def f(x):
         positions = torch.arange(x.shape[-1], device=x.device)

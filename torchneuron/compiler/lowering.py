@@ -88,6 +88,21 @@ def _on_device(val: torch.Tensor) -> bool:
     return val.device.type == "neuron" and val.dtype in DTYPES and val.layout == torch.strided
 
 
+def _scalar_constant(node: fx.Node) -> float | None:
+    """The value of a 0-dim constant tensor (aten.scalar_tensor of a literal, which
+    decompositions such as threshold_backward's emit) when its dtype holds it exactly: a
+    literal operand instead, so that the eager call between producer and consumer does not
+    split their kernel."""
+    if node.op != "call_function" or node.target is not aten.scalar_tensor.default:
+        return None
+    value, val = node.args[0], _tensor_meta(node)
+    if not isinstance(value, (int, float)) or val is None or not _on_device(val):
+        return None
+    if float(torch.tensor(value, dtype=val.dtype)) != float(value):
+        return None
+    return float(value)
+
+
 def _pointwise_operands(node: fx.Node, lowered: Lowered):
     """The node's operands as IR value ids (int) and literals (float), or None if unsupported."""
     target = node.target
@@ -105,7 +120,11 @@ def _pointwise_operands(node: fx.Node, lowered: Lowered):
         return None
     operands = []
     for arg in args:
-        if isinstance(arg, fx.Node):
+        while isinstance(arg, fx.Node) and arg.target is aten.alias.default:
+            arg = arg.args[0]  # the same values: reading the source keeps the alias call from splitting a kernel
+        if isinstance(arg, fx.Node) and _scalar_constant(arg) is not None:
+            operands.append(_scalar_constant(arg))
+        elif isinstance(arg, fx.Node):
             val = _tensor_meta(arg)
             if val is None or not _on_device(val) or arg not in lowered.fx_value:
                 return None
