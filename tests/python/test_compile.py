@@ -67,6 +67,24 @@ def test_relu_backward_fuses_into_one_kernel(no_fallback):
     assert stats["graphs_compiled"] == 2 and stats["kernels_generated"] == 2  # one per graph
 
 
+def test_pointwise_reads_through_expand(no_fallback):
+    """A pointwise op on an expanded tensor reads the expand's source and broadcasts it in the
+    kernel (an expanded operand has stride 0 where its shape says dense); the mean's backward
+    expands its gradient like this."""
+    def f(x, row, scalar):
+        pooled = x.mean((2, 3), keepdim=True)
+        return (pooled.expand_as(x) * x + row.expand(x.shape) - scalar.expand(x.shape)).relu()
+
+    x = torch.randn(2, 3, 4, 5, device="neuron", requires_grad=True)
+    row, scalar = torch.randn(5, device="neuron"), torch.tensor(0.25, device="neuron")
+    reference = x.detach().clone().requires_grad_()
+    got, expected = torch.compile(f, backend="neuron")(x, row, scalar), f(reference, row, scalar)
+    torch.testing.assert_close(got.cpu(), expected.cpu())
+    got.square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), reference.grad.cpu())
+
+
 def test_constants_are_folded_but_outputs_stay_fresh(no_fallback):
     def f(x):
         positions = torch.arange(x.shape[-1], device=x.device)

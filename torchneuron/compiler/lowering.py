@@ -88,6 +88,26 @@ def _on_device(val: torch.Tensor) -> bool:
     return val.device.type == "neuron" and val.dtype in DTYPES and val.layout == torch.strided
 
 
+def _through_views(arg, static_shape: bool):
+    """The node a pointwise operand reads its values from: aliases are the same values, and an
+    expand only broadcasts, which the kernel does itself. Reading the source keeps the eager
+    call from splitting a kernel, and lets the kernel read a broadcast operand as one (an
+    expanded input looks dense to the code generator and would take the strided loop).
+    Expands are kept for symbolic output sizes: there the kernel's size comes from its inputs'
+    broadcast."""
+    while isinstance(arg, fx.Node) and arg.op == "call_function":
+        if arg.target is aten.alias.default:
+            arg = arg.args[0]
+        elif static_shape and arg.target is aten.expand.default and isinstance(arg.args[0], fx.Node):
+            source = _tensor_meta(arg.args[0])
+            if source is None or source.dim() > len(arg.args[1]):
+                break
+            arg = arg.args[0]
+        else:
+            break
+    return arg
+
+
 def _scalar_constant(node: fx.Node) -> float | None:
     """The value of a 0-dim constant tensor (aten.scalar_tensor of a literal, which
     decompositions such as threshold_backward's emit) when its dtype holds it exactly: a
@@ -118,10 +138,11 @@ def _pointwise_operands(node: fx.Node, lowered: Lowered):
         kwargs.pop("approximate", None)
     if kwargs:
         return None
+    out = _tensor_meta(node)
+    static_shape = out is not None and all(type(d) is int for d in out.shape)
     operands = []
     for arg in args:
-        while isinstance(arg, fx.Node) and arg.target is aten.alias.default:
-            arg = arg.args[0]  # the same values: reading the source keeps the alias call from splitting a kernel
+        arg = _through_views(arg, static_shape)
         if isinstance(arg, fx.Node) and _scalar_constant(arg) is not None:
             operands.append(_scalar_constant(arg))
         elif isinstance(arg, fx.Node):
