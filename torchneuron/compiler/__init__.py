@@ -28,8 +28,8 @@ def reset_compile_stats() -> None:
     """Zeroes the counters compile_stats() reports."""
     with _lock:
         _stats.clear()
-        _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, ops_lowered=0, ops_eager=0,
-                      constants_folded=0, memory_cache_hits=0, disk_cache_hits=0, artifacts_built=0, compile_seconds=0.0,
+        _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, ops_lowered=0,
+                      ops_eager=0, constants_folded=0, memory_cache_hits=0, disk_cache_hits=0, artifacts_built=0, compile_seconds=0.0,
                       codegen_seconds=0.0)
 
 
@@ -38,9 +38,10 @@ reset_compile_stats()
 
 def compile_stats() -> dict:
     """Counters of the neuron compiler since start (or the last reset): graphs compiled (of them,
-    graphs_native run by the native executor, the rest by the Python step loop) and run eagerly, kernels generated, ops fused into kernels vs run as eager calls, eager calls folded
-    into constants (computed once), artifact cache hits
-    in memory and on disk, and seconds spent compiling (all of it) and in the system compiler."""
+    graphs_native run by the native executor, the rest by the Python step loop) and run
+    eagerly, kernels generated, ops fused into kernels vs run as eager calls, eager calls folded
+    into constants (computed once), artifact cache hits in memory and on disk, and seconds spent
+    compiling (all of it) and in the system compiler."""
     with _lock:
         return dict(_stats)
 
@@ -91,8 +92,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         from functorch.compile import make_boxed_func
 
         return make_boxed_func(gm.forward)
-    _count(graphs_compiled=1, graphs_native=int(program.native is not None), kernels_generated=len(plan["kernels"]), ops_lowered=plan["fused_nodes"],
-           ops_eager=len(lowered.opaque_nodes), constants_folded=program.constant_count,
+    _count(graphs_compiled=1, graphs_native=int(program.native is not None), kernels_generated=len(plan["kernels"]),
+           ops_lowered=plan["fused_nodes"], ops_eager=len(lowered.opaque_nodes), constants_folded=program.constant_count,
            compile_seconds=time.perf_counter() - start)
     return program
 

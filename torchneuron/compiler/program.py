@@ -1,6 +1,8 @@
 """The compiled program: runs a planned graph, launching fused kernels from the artifact on the
-device queue and running opaque nodes as eager calls, with buffers reused as planned. Each step
-is prepared once as a small closure, so that a call does no graph walking."""
+device queue and running opaque nodes as eager calls, with buffers reused as planned. The steps
+run on the native executor (csrc/aten/compiled_program.cpp) when every node is an ATen op, a
+tuple index, an alias or size arithmetic; otherwise each step is a small Python closure, so that
+a call still does no graph walking."""
 
 from __future__ import annotations
 
@@ -309,7 +311,15 @@ class CompiledProgram:
         released = set()
         constants = _constant_nodes(gm.graph)
         self.constant_count = sum(1 for n in lowered.opaque_nodes if n in constants)
-        self.steps = []
+        self.native, self.not_native_reason = None, None
+        if native_executor:
+            try:
+                self.native, self._list_outputs = _native_program(gm, lowered, plan, library, constants)
+            except _NotNative as reason:
+                self.not_native_reason = str(reason)
+        self.steps = []  # the Python step loop, when the native executor cannot run the graph
+        if self.native is not None:
+            return
         for is_kernel, index, release in plan["steps"]:
             released.update(release)
             drop = [n for n, vs in values_of.items() if n.op != "placeholder" and all(v in released for v in vs)]
@@ -331,12 +341,6 @@ class CompiledProgram:
             else:
                 node = lowered.opaque_nodes[index]
                 self.steps.append(self._opaque_step(node, drop, node in constants))
-        self.native = None
-        if native_executor:
-            try:
-                self.native, self._list_outputs = _native_program(gm, lowered, plan, library, constants)
-            except _NotNative as reason:
-                self.not_native_reason = str(reason)
 
     def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop, static_shape=None):
         launch = self.launch
