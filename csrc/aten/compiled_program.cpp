@@ -1,5 +1,6 @@
 #include "aten/compiled_program.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -13,23 +14,6 @@
 namespace torchneuron::aten {
 
 namespace {
-
-// The shape `inputs` broadcast to, as ATen broadcasts (dims align at the right).
-std::vector<int64_t> broadcast_shape(const std::vector<at::Tensor>& inputs) {
-  size_t ndim = 0;
-  for (const at::Tensor& t : inputs) ndim = std::max(ndim, static_cast<size_t>(t.dim()));
-  std::vector<int64_t> shape(ndim, 1);
-  for (const at::Tensor& t : inputs) {
-    const size_t offset = ndim - t.dim();
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      int64_t& size = shape[offset + d];
-      const int64_t other = t.size(d);
-      TORCH_CHECK(size == other || size == 1 || other == 1, "compiled kernel: inputs of sizes that do not broadcast");
-      if (size == 1) size = other;
-    }
-  }
-  return shape;
-}
 
 // An empty tensor in eager mode's layout: the traced strides when the sizes are the traced
 // ones, else the traced dim order (outermost first), else row-major.
@@ -198,7 +182,12 @@ void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, 
   std::vector<at::Tensor> inputs;
   inputs.reserve(step.inputs.size());
   for (int v : step.inputs) inputs.push_back(env[v].toTensor());
-  const std::vector<int64_t> shape = step.static_shape ? *step.static_shape : broadcast_shape(inputs);
+  std::vector<int64_t> shape;
+  if (step.static_shape) {
+    shape = *step.static_shape;
+  } else {
+    for (const at::Tensor& input : inputs) shape = at::infer_size(shape, input.sizes());
+  }
   const c10::Device device = inputs[0].device();
   std::vector<at::Tensor> outputs;
   outputs.reserve(step.outputs.size());
