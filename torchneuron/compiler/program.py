@@ -289,9 +289,11 @@ class CompiledProgram:
     emptied so that inputs can be freed early) or with the inputs themselves; returns the
     graph's outputs. Runs on the native executor unless the graph holds a node it cannot run."""
 
-    _boxed_call = True
-
     def __init__(self, gm: fx.GraphModule, lowered, plan: dict, library: ctypes.CDLL | None):
+        # An instance attribute, not a class one: Dynamo wraps backward programs in
+        # torch._dynamo.disable, whose functools.wraps copies the instance's __dict__ only.
+        # Without it AOTAutograd calls the backward unboxed (saved tensors live to its end).
+        self._boxed_call = True
         self.gm = gm
         nodes = list(gm.graph.nodes)
         self.placeholders = [n for n in nodes if n.op == "placeholder"]
