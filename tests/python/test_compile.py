@@ -68,6 +68,27 @@ def test_relu_backward_fuses_into_one_kernel(no_fallback):
     assert stats["graphs_compiled"] == 2 and stats["kernels_generated"] == 2  # one per graph
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+def test_clone_fuses_into_its_consumer(channels_last, no_fallback):
+    """Dropout with p=0 decomposes to a clone: it is a kernel op, not an eager copy, and keeps
+    the traced layout when it is an output."""
+    def f(x, y):
+        kept = torch.nn.functional.dropout(x, 0.0, training=True)
+        return kept + y, x.clone(memory_format=torch.contiguous_format)
+
+    x = torch.randn(2, 3, 4, 5, device="neuron")
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = torch.randn(5, device="neuron")
+    with torch.no_grad():
+        got = torch.compile(f, backend="neuron")(x, y)
+    for g, e in zip(got, f(x, y)):
+        torch.testing.assert_close(g.cpu(), e.cpu())
+        assert g.stride() == e.stride()
+    stats = torchneuron.compile_stats()
+    assert stats["ops_eager"] == 0 and stats["kernels_generated"] == 1
+
+
 def test_pointwise_reads_through_expand(no_fallback):
     """A pointwise op on an expanded tensor reads the expand's source and broadcasts it in the
     kernel (an expanded operand has stride 0 where its shape says dense); the mean's backward

@@ -38,7 +38,7 @@ POINTWISE = {
     aten.logical_or.default: "logical_or", aten.where.self: "where",
     aten.threshold_backward.default: "threshold_backward", aten.sigmoid_backward.default: "sigmoid_backward",
     aten.tanh_backward.default: "tanh_backward", aten.silu_backward.default: "silu_backward",
-    prims.convert_element_type.default: "identity",
+    prims.convert_element_type.default: "identity", aten.clone.default: "identity",
 }
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or"}
 DTYPES = {
@@ -133,6 +133,10 @@ def _pointwise_operands(node: fx.Node, lowered: Lowered):
             return None
     if target is prims.convert_element_type.default:
         args = args[:1]
+    elif target is aten.clone.default:
+        # The output's layout is the traced one whatever the memory format asked for; a clone
+        # only a kernel reads (dropout with p=0 decomposes to one) then never reaches memory.
+        kwargs.pop("memory_format", None)
     elif target in (aten.gelu.default, aten.gelu_backward.default):
         args = args[:2] if target is aten.gelu_backward.default else args[:1]
         kwargs.pop("approximate", None)
