@@ -60,22 +60,47 @@ at::Tensor additive_bias(const at::Tensor& mask, const at::Tensor& q, const at::
   return bias.expand({q.size(0), q.size(1), q.size(2), k.size(2)});
 }
 
-// A tensor of `sizes` whose dims are laid out in memory in the order of `like`'s (as PyTorch's
-// meta function for these ops allocates), holding the contiguous `values`.
-at::Tensor in_layout_of(const at::Tensor& like, const at::Tensor& values) {
-  if (like.is_contiguous()) return values;
-  std::vector<int64_t> order(like.dim());
+// `t`'s dims from outermost to innermost in memory (ties keep their order).
+std::vector<int64_t> dim_order(const at::Tensor& t) {
+  std::vector<int64_t> order(t.dim());
   std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  std::vector<int64_t> physical, inverse(like.dim());
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  return order;
+}
+
+// An empty tensor of `sizes` whose dims lie in memory in `order` (outermost first).
+at::Tensor empty_in_order(const std::vector<int64_t>& order, at::IntArrayRef sizes, const at::TensorOptions& options) {
+  std::vector<int64_t> physical, inverse(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
-    physical.push_back(values.size(order[i]));
+    physical.push_back(sizes[order[i]]);
     inverse[order[i]] = static_cast<int64_t>(i);
   }
-  at::Tensor result = at::empty(physical, values.options()).permute(inverse);
+  return at::empty(physical, options).permute(inverse);
+}
+
+// An empty 4-D result laid out like `like` (as PyTorch's meta functions for these ops allocate
+// it) when that keeps each row, the last dim, contiguous for the kernel to write; else a
+// contiguous one, which in_layout_of copies afterwards.
+at::Tensor empty_result_like(const at::Tensor& like, at::IntArrayRef sizes, const at::TensorOptions& options) {
+  const std::vector<int64_t> order = dim_order(like);
+  if (like.is_contiguous() || order.back() != 3) return at::empty(sizes, options);
+  return empty_in_order(order, sizes, options);
+}
+
+// `values` laid out like `like`: itself when it already is, else a copy.
+at::Tensor in_layout_of(const at::Tensor& like, const at::Tensor& values) {
+  const std::vector<int64_t> order = dim_order(like);
+  if (like.is_contiguous() || dim_order(values) == order) return values;
+  at::Tensor result = empty_in_order(order, values.sizes(), values.options());
   result.copy_(values);
   return result;
 }
+
+// The tensor itself when its rows are contiguous (the kernel reads it through its strides),
+// else a contiguous copy.
+at::Tensor rows_contiguous(const at::Tensor& t) { return t.size(3) <= 1 || t.stride(3) == 1 ? t : t.contiguous(); }
+
+kernels::HeadStrides head_strides(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
 kernels::AttentionBias bias_view(const at::Tensor& bias) {
   kernels::AttentionBias view;
@@ -99,10 +124,15 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
               "fused attention expects 4-D query, key and value, got ", query.sizes(), ", ", key.sizes(), ", ", value.sizes());
   const at::Tensor mask = attn_bias.has_value() ? *attn_bias : at::Tensor();
   check_same_device("aten::_scaled_dot_product_fused_attention_overrideable", query.device(), {&key, &value, &mask});
-  const at::Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
+  const at::Tensor q = rows_contiguous(query), k = rows_contiguous(key), v = rows_contiguous(value);
   const at::Tensor bias = additive_bias(mask, q, k);
   const kernels::AttentionShape shape = attention_shape(q, k, v);
-  at::Tensor out = at::empty({shape.batch, shape.heads, shape.q_len, shape.value_dim}, q.options());
+  at::Tensor out = empty_result_like(query, {shape.batch, shape.heads, shape.q_len, shape.value_dim}, q.options());
+  kernels::AttentionLayout layout;
+  layout.q = head_strides(q);
+  layout.k = head_strides(k);
+  layout.v = head_strides(v);
+  layout.out = head_strides(out);
   const auto lse_dtype = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   at::Tensor lse = at::empty({shape.batch, shape.heads, shape.q_len}, q.options().dtype(lse_dtype));
   if (out.numel() > 0) {
@@ -112,7 +142,7 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
     const void *pq = q.data_ptr(), *pk = k.data_ptr(), *pv = v.data_ptr();
     void *po = out.data_ptr(), *pl = lse.data_ptr();
     enqueue(out, "aten::_scaled_dot_product_fused_attention_overrideable", {&q, &k, &v, &bias},
-            [=] { kernels::attention_forward(dtype, shape, pq, pk, pv, view, is_causal, s, po, pl); });
+            [=] { kernels::attention_forward(dtype, shape, layout, pq, pk, pv, view, is_causal, s, po, pl); });
   }
   const at::Tensor none = at::empty({0}, q.options().dtype(at::kLong));
   return {in_layout_of(query, out), lse, none, none, c10::SymInt(shape.q_len), c10::SymInt(shape.kv_len), none, none,
@@ -127,13 +157,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   TORCH_CHECK(dropout_p == 0.0, "neuron's fused attention backward does not apply dropout");
   check_same_device("aten::_scaled_dot_product_fused_attention_overrideable_backward", query.device(),
                     {&grad_out, &key, &value, &attn_bias, &out, &logsumexp});
-  const at::Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
-  const at::Tensor go = grad_out.contiguous(), o = out.contiguous(), lse = logsumexp.contiguous();
+  const at::Tensor q = rows_contiguous(query), k = rows_contiguous(key), v = rows_contiguous(value);
+  const at::Tensor go = rows_contiguous(grad_out), o = rows_contiguous(out), lse = logsumexp.contiguous();
   const at::Tensor bias = additive_bias(attn_bias, q, k);
   const kernels::AttentionShape shape = attention_shape(q, k, v);
-  at::Tensor grad_q = grad_input_mask[0] ? at::empty(q.sizes(), q.options()) : at::Tensor();
-  at::Tensor grad_k = grad_input_mask[1] ? at::empty(k.sizes(), k.options()) : at::Tensor();
-  at::Tensor grad_v = grad_input_mask[2] ? at::empty(v.sizes(), v.options()) : at::Tensor();
+  at::Tensor grad_q = grad_input_mask[0] ? empty_result_like(query, q.sizes(), q.options()) : at::Tensor();
+  at::Tensor grad_k = grad_input_mask[1] ? empty_result_like(key, k.sizes(), k.options()) : at::Tensor();
+  at::Tensor grad_v = grad_input_mask[2] ? empty_result_like(value, v.sizes(), v.options()) : at::Tensor();
+  kernels::AttentionLayout layout;
+  layout.q = head_strides(q);
+  layout.k = head_strides(k);
+  layout.v = head_strides(v);
+  layout.out = head_strides(o);
+  layout.grad_out = head_strides(go);
+  if (grad_q.defined()) layout.grad_q = head_strides(grad_q);
+  if (grad_k.defined()) layout.grad_k = head_strides(grad_k);
+  if (grad_v.defined()) layout.grad_v = head_strides(grad_v);
   const bool want_bias = grad_input_mask[3] && attn_bias.defined() && attn_bias.scalar_type() != at::kBool;
   at::Tensor grad_full_bias = want_bias ? at::empty({shape.batch, shape.heads, shape.q_len, shape.kv_len}, q.options())
                                         : at::Tensor();
@@ -148,7 +187,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     auto ptr = [](const at::Tensor& t) -> void* { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; };
     void *pgq = ptr(grad_q), *pgk = ptr(grad_k), *pgv = ptr(grad_v), *pgb = ptr(grad_full_bias);
     enqueue(q, "aten::_scaled_dot_product_fused_attention_overrideable_backward", {&go, &q, &k, &v, &o, &lse}, [=] {
-      kernels::attention_backward(dtype, shape, pgo, pq, pk, pv, view, is_causal, s, po, pl, pgq, pgk, pgv, pgb);
+      kernels::attention_backward(dtype, shape, layout, pgo, pq, pk, pv, view, is_causal, s, po, pl, pgq, pgk, pgv, pgb);
     });
   }
   at::Tensor grad_bias;
@@ -161,8 +200,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     grad_bias = dims.empty() ? grad_full_bias : at::sum(grad_full_bias, dims, /*keepdim=*/true);
     grad_bias = grad_bias.reshape(attn_bias.sizes());
   }
-  auto layout = [](const at::Tensor& like, const at::Tensor& t) { return t.defined() ? in_layout_of(like, t) : t; };
-  return {layout(query, grad_q), layout(key, grad_k), layout(value, grad_v), grad_bias};
+  auto like = [](const at::Tensor& model, const at::Tensor& t) { return t.defined() ? in_layout_of(model, t) : t; };
+  return {like(query, grad_q), like(key, grad_k), like(value, grad_v), grad_bias};
 }
 
 }  // namespace attention

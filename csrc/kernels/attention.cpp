@@ -34,16 +34,26 @@ inline A lane_max_of(const A* x, int64_t n) {
   return result;
 }
 
-// `n` elements of T in the compute type A: the buffer itself when T is A, else a converted copy.
+// `rows` rows of `cols` elements, `row_stride` apart, in the compute type A and packed: the
+// memory itself when it already is, else a converted or gathered copy.
 template <typename T, typename A>
-const A* compute_view(const T* from, int64_t n, std::vector<A>& buffer) {
+const A* rows_view(const T* from, int64_t rows, int64_t cols, int64_t row_stride, std::vector<A>& buffer) {
   if constexpr (std::is_same_v<T, A>) {
-    return from;
-  } else {
-    buffer.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) buffer[i] = static_cast<A>(up(from[i]));
-    return buffer.data();
+    if (row_stride == cols || rows <= 1) return from;
   }
+  buffer.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = from + r * row_stride;
+    A* to = buffer.data() + r * cols;
+    for (int64_t c = 0; c < cols; ++c) to[c] = static_cast<A>(up(row[c]));
+  }
+  return buffer.data();
+}
+
+// The start of (batch, head) slice `bh` of an operand.
+template <typename P>
+P* head_start(P* base, const HeadStrides& strides, const AttentionShape& s, int64_t bh) {
+  return base + (bh / s.heads) * strides.batch + (bh % s.heads) * strides.head;
 }
 
 // to[c][r] = from[r][c] for a row-major [rows, cols] matrix.
@@ -71,16 +81,18 @@ struct HeadSlice {
   std::vector<A> q_buffer, k_buffer, v_buffer, go_buffer;
   std::vector<A> key_t, value_t;  // [E, S], [Ev, S]
 
-  void load_forward(const AttentionShape& s, int64_t bh, const T* pq, const T* pk, const T* pv) {
-    q = compute_view(pq + bh * s.q_len * s.head_dim, s.q_len * s.head_dim, q_buffer);
-    k = compute_view(pk + bh * s.kv_len * s.head_dim, s.kv_len * s.head_dim, k_buffer);
-    v = compute_view(pv + bh * s.kv_len * s.value_dim, s.kv_len * s.value_dim, v_buffer);
+  void load_forward(const AttentionShape& s, const AttentionLayout& l, int64_t bh, const T* pq, const T* pk,
+                    const T* pv) {
+    q = rows_view(head_start(pq, l.q, s, bh), s.q_len, s.head_dim, l.q.row, q_buffer);
+    k = rows_view(head_start(pk, l.k, s, bh), s.kv_len, s.head_dim, l.k.row, k_buffer);
+    v = rows_view(head_start(pv, l.v, s, bh), s.kv_len, s.value_dim, l.v.row, v_buffer);
     transpose(k, s.kv_len, s.head_dim, key_t);
   }
 
-  void load_backward(const AttentionShape& s, int64_t bh, const T* pq, const T* pk, const T* pv, const T* pgo) {
-    load_forward(s, bh, pq, pk, pv);
-    go = compute_view(pgo + bh * s.q_len * s.value_dim, s.q_len * s.value_dim, go_buffer);
+  void load_backward(const AttentionShape& s, const AttentionLayout& l, int64_t bh, const T* pq, const T* pk,
+                     const T* pv, const T* pgo) {
+    load_forward(s, l, bh, pq, pk, pv);
+    go = rows_view(head_start(pgo, l.grad_out, s, bh), s.q_len, s.value_dim, l.grad_out.row, go_buffer);
     transpose(v, s.kv_len, s.value_dim, value_t);
   }
 };
@@ -117,8 +129,8 @@ inline int64_t visible_keys(const AttentionShape& s, bool causal, int64_t i0, in
 }
 
 template <typename T>
-void forward_typed(const AttentionShape& s, const T* q, const T* k, const T* v, const AttentionBias& bias, bool causal,
-                   double scale_value, T* out, void* lse_out) {
+void forward_typed(const AttentionShape& s, const AttentionLayout& layout, const T* q, const T* k, const T* v,
+                   const AttentionBias& bias, bool causal, double scale_value, T* out, void* lse_out) {
   using A = Acc<T>;
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const A scale = static_cast<A>(scale_value);
@@ -133,7 +145,7 @@ void forward_typed(const AttentionShape& s, const T* q, const T* k, const T* v, 
       const int64_t bh = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.q_len - i0);
       if (bh != loaded) {
-        slice.load_forward(s, bh, q, k, v);
+        slice.load_forward(s, layout, bh, q, k, v);
         loaded = bh;
       }
       acc.assign(static_cast<size_t>(rows * ev), A(0));
@@ -161,7 +173,7 @@ void forward_typed(const AttentionShape& s, const T* q, const T* k, const T* v, 
       }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t row_index = bh * s.q_len + i0 + r;
-        T* o = out + row_index * ev;
+        T* o = head_start(out, layout.out, s, bh) + (i0 + r) * layout.out.row;
         // A row that sees no key (all masked, or no keys) outputs zeros, as CPU PyTorch's kernel.
         const A inverse = row_sum[r] > A(0) ? A(1) / row_sum[r] : A(0);
         for (int64_t d = 0; d < ev; ++d) o[d] = down<T>(row_max[r] == kNegInf ? A(0) : acc[r * ev + d] * inverse);
@@ -172,7 +184,8 @@ void forward_typed(const AttentionShape& s, const T* q, const T* k, const T* v, 
 }
 
 template <typename T>
-void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, const T* k, const T* v,
+void backward_typed(const AttentionShape& s, const AttentionLayout& layout, const T* grad_out, const T* q, const T* k,
+                    const T* v,
                     const AttentionBias& bias, bool causal, double scale_value, const T* out, const void* lse_in,
                     T* grad_q, T* grad_k, T* grad_v, T* grad_bias) {
   using A = Acc<T>;
@@ -185,8 +198,9 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
   std::vector<A> delta(static_cast<size_t>(heads * s.q_len));
   parallel_for(heads * s.q_len, 1024, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      const T* go = grad_out + row * ev;
-      const T* o = out + row * ev;
+      const int64_t bh = row / s.q_len, i = row % s.q_len;
+      const T* go = head_start(grad_out, layout.grad_out, s, bh) + i * layout.grad_out.row;
+      const T* o = head_start(out, layout.out, s, bh) + i * layout.out.row;
       delta[row] = static_cast<A>(lane_sum_of<A>(ev, [&](int64_t d) { return up(go[d]) * up(o[d]); }));
     }
   });
@@ -241,8 +255,15 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
     T* gb = grad_bias + (bh * s.q_len + i0) * s.kv_len;
     std::fill(gb, gb + rows * s.kv_len, down<T>(A(0)));
   };
-  auto store = [](const std::vector<A>& from, T* to) {
-    for (size_t i = 0; i < from.size(); ++i) to[i] = down<T>(from[i]);
+  // Packed rows of `width` values into rows `to_row` apart.
+  auto store = [](const std::vector<A>& from, int64_t width, T* to, int64_t to_row) {
+    const int64_t rows = width > 0 ? static_cast<int64_t>(from.size()) / width : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < width; ++c) to[r * to_row + c] = down<T>(from[r * width + c]);
+    }
+  };
+  auto grad_rows = [&](T* base, const HeadStrides& strides, int64_t bh, int64_t first_row) {
+    return head_start(base, strides, s, bh) + first_row * strides.row;
   };
   const bool want_keys = grad_k != nullptr || grad_v != nullptr;
   const bool want_queries = grad_q != nullptr || grad_bias != nullptr;
@@ -254,7 +275,7 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
       Block b;
       std::vector<A> dq, dk, dv;
       for (int64_t bh = begin; bh < end; ++bh) {
-        slice.load_backward(s, bh, q, k, v, grad_out);
+        slice.load_backward(s, layout, bh, q, k, v, grad_out);
         dq.assign(static_cast<size_t>(grad_q != nullptr ? s.q_len * e : 0), A(0));
         dk.assign(static_cast<size_t>(grad_k != nullptr ? s.kv_len * e : 0), A(0));
         dv.assign(static_cast<size_t>(grad_v != nullptr ? s.kv_len * ev : 0), A(0));
@@ -269,9 +290,9 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
             add_query_grads(slice, b, bh, i0, rows, j0, cols, dq.data() + i0 * e);
           }
         }
-        if (grad_q != nullptr) store(dq, grad_q + bh * s.q_len * e);
-        if (grad_k != nullptr) store(dk, grad_k + bh * s.kv_len * e);
-        if (grad_v != nullptr) store(dv, grad_v + bh * s.kv_len * ev);
+        if (grad_q != nullptr) store(dq, e, grad_rows(grad_q, layout.grad_q, bh, 0), layout.grad_q.row);
+        if (grad_k != nullptr) store(dk, e, grad_rows(grad_k, layout.grad_k, bh, 0), layout.grad_k.row);
+        if (grad_v != nullptr) store(dv, ev, grad_rows(grad_v, layout.grad_v, bh, 0), layout.grad_v.row);
       }
     });
     return;
@@ -289,7 +310,7 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
         const int64_t bh = task / k_blocks, j0 = (task % k_blocks) * kKeyTask;
         const int64_t cols = std::min(kKeyTask, s.kv_len - j0);
         if (bh != loaded) {
-          slice.load_backward(s, bh, q, k, v, grad_out);
+          slice.load_backward(s, layout, bh, q, k, v, grad_out);
           loaded = bh;
         }
         dk.assign(static_cast<size_t>(grad_k != nullptr ? cols * e : 0), A(0));
@@ -299,8 +320,8 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
           block(slice, b, bh, i0, rows, j0, cols);
           add_key_grads(slice, b, i0, rows, cols, dk.data(), dv.data());
         }
-        if (grad_k != nullptr) store(dk, grad_k + (bh * s.kv_len + j0) * e);
-        if (grad_v != nullptr) store(dv, grad_v + (bh * s.kv_len + j0) * ev);
+        if (grad_k != nullptr) store(dk, e, grad_rows(grad_k, layout.grad_k, bh, j0), layout.grad_k.row);
+        if (grad_v != nullptr) store(dv, ev, grad_rows(grad_v, layout.grad_v, bh, j0), layout.grad_v.row);
       }
     });
   }
@@ -314,7 +335,7 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
       const int64_t bh = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, s.q_len - i0);
       if (bh != loaded) {
-        slice.load_backward(s, bh, q, k, v, grad_out);
+        slice.load_backward(s, layout, bh, q, k, v, grad_out);
         loaded = bh;
       }
       dq.assign(static_cast<size_t>(grad_q != nullptr ? rows * e : 0), A(0));
@@ -325,28 +346,29 @@ void backward_typed(const AttentionShape& s, const T* grad_out, const T* q, cons
         block(slice, b, bh, i0, rows, j0, cols);
         add_query_grads(slice, b, bh, i0, rows, j0, cols, dq.data());
       }
-      if (grad_q != nullptr) store(dq, grad_q + (bh * s.q_len + i0) * e);
+      if (grad_q != nullptr) store(dq, e, grad_rows(grad_q, layout.grad_q, bh, i0), layout.grad_q.row);
     }
   });
 }
 
 }  // namespace
 
-void attention_forward(DType dtype, AttentionShape shape, const void* q, const void* k, const void* v,
-                       AttentionBias bias, bool causal, double scale, void* out, void* logsumexp) {
+void attention_forward(DType dtype, AttentionShape shape, const AttentionLayout& layout, const void* q, const void* k,
+                       const void* v, AttentionBias bias, bool causal, double scale, void* out, void* logsumexp) {
   dispatch_floating(dtype, "attention", [&](auto tag) {
     using T = decltype(tag);
-    forward_typed<T>(shape, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), bias, causal,
+    forward_typed<T>(shape, layout, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), bias, causal,
                      scale, static_cast<T*>(out), logsumexp);
   });
 }
 
-void attention_backward(DType dtype, AttentionShape shape, const void* grad_out, const void* q, const void* k,
-                        const void* v, AttentionBias bias, bool causal, double scale, const void* out,
-                        const void* logsumexp, void* grad_q, void* grad_k, void* grad_v, void* grad_bias) {
+void attention_backward(DType dtype, AttentionShape shape, const AttentionLayout& layout, const void* grad_out,
+                        const void* q, const void* k, const void* v, AttentionBias bias, bool causal, double scale,
+                        const void* out, const void* logsumexp, void* grad_q, void* grad_k, void* grad_v,
+                        void* grad_bias) {
   dispatch_floating(dtype, "attention backward", [&](auto tag) {
     using T = decltype(tag);
-    backward_typed<T>(shape, static_cast<const T*>(grad_out), static_cast<const T*>(q), static_cast<const T*>(k),
+    backward_typed<T>(shape, layout, static_cast<const T*>(grad_out), static_cast<const T*>(q), static_cast<const T*>(k),
                       static_cast<const T*>(v), bias, causal, scale, static_cast<const T*>(out), logsumexp,
                       static_cast<T*>(grad_q), static_cast<T*>(grad_k), static_cast<T*>(grad_v), static_cast<T*>(grad_bias));
   });

@@ -1,5 +1,6 @@
-// Memory-efficient scaled dot-product attention over contiguous [batch, heads, len, dim] device
-// buffers: the forward walks key blocks with an online softmax and keeps only the row
+// Memory-efficient scaled dot-product attention over [batch, heads, len, dim] device buffers
+// whose rows are contiguous, each operand with its own batch, head and row strides (a
+// [batch, len, heads, dim] projection viewed per head needs no copy): the forward walks key blocks with an online softmax and keeps only the row
 // log-sum-exp; the backward recomputes each block's probabilities from it. Neither ever holds
 // a [len, len] score matrix. Half types compute in float.
 #pragma once
@@ -14,6 +15,20 @@ struct AttentionShape {
   int64_t batch = 1, heads = 1, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
 };
 
+// Element strides of one operand's batch, head and row dims; a row's elements are contiguous.
+struct HeadStrides {
+  int64_t batch = 0, head = 0, row = 0;
+  // The strides of a contiguous [batch, heads, rows, width] buffer.
+  static HeadStrides contiguous(int64_t heads, int64_t rows, int64_t width) {
+    return {heads * rows * width, rows * width, width};
+  }
+};
+
+struct AttentionLayout {
+  HeadStrides q, k, v, out;                  // forward and backward
+  HeadStrides grad_out, grad_q, grad_k, grad_v;  // backward only
+};
+
 // An additive float bias broadcast to [batch, heads, q_len, kv_len] (element strides, 0 for
 // broadcast dims), in the inputs' dtype; data null means none.
 struct AttentionBias {
@@ -23,12 +38,13 @@ struct AttentionBias {
 
 // out: [B, H, L, Ev] in the inputs' dtype; logsumexp: [B, H, L] float32 (or float64 for double
 // inputs). Causal masking is top-left aligned (key j is visible to query i when j <= i).
-void attention_forward(DType dtype, AttentionShape shape, const void* q, const void* k, const void* v,
-                       AttentionBias bias, bool causal, double scale, void* out, void* logsumexp);
+void attention_forward(DType dtype, AttentionShape shape, const AttentionLayout& layout, const void* q, const void* k,
+                       const void* v, AttentionBias bias, bool causal, double scale, void* out, void* logsumexp);
 
 // Any of grad_q, grad_k, grad_v, grad_bias may be null; grad_bias is a full [B, H, L, S] buffer.
-void attention_backward(DType dtype, AttentionShape shape, const void* grad_out, const void* q, const void* k,
-                        const void* v, AttentionBias bias, bool causal, double scale, const void* out,
-                        const void* logsumexp, void* grad_q, void* grad_k, void* grad_v, void* grad_bias);
+void attention_backward(DType dtype, AttentionShape shape, const AttentionLayout& layout, const void* grad_out,
+                        const void* q, const void* k, const void* v, AttentionBias bias, bool causal, double scale,
+                        const void* out, const void* logsumexp, void* grad_q, void* grad_k, void* grad_v,
+                        void* grad_bias);
 
 }  // namespace torchneuron::kernels

@@ -74,6 +74,35 @@ def test_fused_attention_bfloat16(no_fallback):
         assert_same(got, ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layout", ["heads from projection", "rows strided", "expanded batch"])
+def test_fused_attention_reads_and_writes_strided_heads(dtype, layout, no_fallback):
+    """Per-head views of a [B, L, 3, H, E] projection (as attention layers make them) are read
+    through their strides and the output and gradients come back in the query's layout; inputs
+    whose rows are not contiguous are copied first."""
+    B, L, H, E = 2, 37, 3, 8
+    g = torch.Generator().manual_seed(4)
+    qkv = torch.randn(B, L, 3, H, E, generator=g).to(dtype)
+    grad = torch.randn(B, H, L, E, generator=g).to(dtype)
+    results = []
+    for device in ("cpu", "neuron"):
+        leaf = qkv.to(device).detach().requires_grad_()
+        if layout == "heads from projection":
+            q, k, v = (t.squeeze(2).transpose(1, 2) for t in leaf.split(1, dim=2))
+        elif layout == "rows strided":
+            q, k, v = (t.squeeze(2).permute(0, 2, 3, 1).transpose(2, 3) for t in leaf.split(1, dim=2))
+        else:
+            q = leaf[:, :, 0].transpose(1, 2)
+            k, v = (t[:1].expand(B, -1, -1, -1).transpose(1, 2) for t in (leaf[:, :, 1], leaf[:, :, 2]))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.backward(grad.to(device))
+        results.append((out.detach(), leaf.grad))
+    (cpu_out, cpu_grad), (out, got_grad) = results
+    assert_same(out, cpu_out)
+    assert_same(got_grad, cpu_grad)
+    assert out.stride() == cpu_out.stride()
+
+
 def test_kernel_route_and_math_route():
     q = torch.randn(1, 2, 8, 4, device="neuron")
     with OpsSeen() as seen:
