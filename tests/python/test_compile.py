@@ -292,17 +292,29 @@ def test_dynamic_sizes_compile_once(no_fallback):
     assert torchneuron.compile_stats()["graphs_compiled"] == 1
 
 
-def test_batch_norm_buffers_update():
+def test_batch_norm_buffers_update(monkeypatch):
+    """Training batch norms update their running statistics in place (native_batch_norm, as
+    eager mode does) instead of functionalization's clones and write-back copies, and the
+    buffers track eager mode's."""
+    from torchneuron.compiler import lowering
+
+    rewrites = []
+    rewrite = lowering.update_batch_norm_stats_in_place
+    monkeypatch.setattr(lowering, "update_batch_norm_stats_in_place", lambda gm: rewrites.append(rewrite(gm)) or rewrites[-1])
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU())
+    model = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU(), nn.Linear(5, 5), nn.BatchNorm1d(5))
     eager, compiled = copy.deepcopy(model).to("neuron"), copy.deepcopy(model).to("neuron")
     run = torch.compile(compiled, backend="neuron")
     for _ in range(3):
-        x = torch.randn(8, 6, device="neuron")
-        torch.testing.assert_close(run(x).cpu(), eager(x).cpu())
-    torch.testing.assert_close(compiled[1].running_mean.cpu(), eager[1].running_mean.cpu())
-    torch.testing.assert_close(compiled[1].running_var.cpu(), eager[1].running_var.cpu())
-    assert compiled[1].num_batches_tracked.item() == 3
+        x = torch.randn(8, 6, device="neuron", requires_grad=True)
+        got, expected = run(x), eager(x)
+        torch.testing.assert_close(got.cpu(), expected.cpu())
+        got.sum().backward()
+    for index in (1, 4):
+        torch.testing.assert_close(compiled[index].running_mean.cpu(), eager[index].running_mean.cpu())
+        torch.testing.assert_close(compiled[index].running_var.cpu(), eager[index].running_var.cpu())
+        assert compiled[index].num_batches_tracked.item() == 3
+    assert rewrites[0] == 2  # the forward graph's two batch norms
 
 
 def start_python(code, env):

@@ -76,11 +76,12 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
-    from .lowering import lower
+    from .lowering import lower, update_batch_norm_stats_in_place
     from .program import CompiledProgram
 
     start = time.perf_counter()
     try:
+        update_batch_norm_stats_in_place(gm)
         lowered = lower(gm)
         plan = _C._compiler.plan(lowered.graph)
         library = _load_artifact(plan["source"]) if plan["kernels"] else None

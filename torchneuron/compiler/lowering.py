@@ -231,6 +231,54 @@ def _add_opaque(node: fx.Node, lowered: Lowered) -> None:
             lowered.tuple_values.setdefault(node, []).append(value)
 
 
+def update_batch_norm_stats_in_place(gm: fx.GraphModule) -> int:
+    """Functionalization turns a training batch norm into _native_batch_norm_legit_functional,
+    which returns new running statistics, and copy_ nodes that write them back into the
+    buffers: two clones and two copies per batch norm. When the buffers are graph inputs read by
+    nothing else, native_batch_norm updates them in place instead, as eager mode does. Returns
+    the number of batch norms rewritten."""
+    graph, rewritten = gm.graph, 0
+    for node in list(graph.nodes):
+        if node.target is not aten._native_batch_norm_legit_functional.default:
+            continue
+        x, weight, bias, running_mean, running_var, training, momentum, eps = node.args
+        if not training or not all(isinstance(b, fx.Node) and b.op == "placeholder" for b in (running_mean, running_var)):
+            continue
+        items = {}
+        for user in node.users:
+            if user.target is not operator.getitem:
+                break
+            items[user.args[1]] = user
+        else:
+            stale = []  # each buffer's write-back copy and the new value it copied
+            for index, buffer in ((3, running_mean), (4, running_var)):
+                item = items.get(index)
+                users = list(item.users) if item is not None else []
+                copies = [u for u in users if u.target is aten.copy_.default]
+                # The new value may also be saved for the backward (a graph output), which
+                # then reads the updated buffer itself.
+                if (len(copies) != 1 or copies[0].args != (buffer, item) or copies[0].users
+                        or any(u.op != "output" for u in users if u is not copies[0])
+                        or any(u.op != "output" for u in buffer.users if u not in (node, copies[0]))):
+                    break
+                stale.append((copies[0], item, buffer))
+            else:
+                with graph.inserting_before(node):
+                    in_place = graph.call_function(aten.native_batch_norm.default,
+                                                   (x, weight, bias, running_mean, running_var, True, momentum, eps))
+                in_place.meta["val"] = tuple(node.meta["val"][:3])
+                for copy, item, buffer in stale:
+                    graph.erase_node(copy)
+                    item.replace_all_uses_with(buffer)
+                    graph.erase_node(item)
+                node.replace_all_uses_with(in_place)
+                graph.erase_node(node)
+                rewritten += 1
+    if rewritten:
+        gm.recompile()
+    return rewritten
+
+
 def lower(gm: fx.GraphModule) -> Lowered:
     """Lowers every node of `gm`; raises for graphs the compiler cannot take at all."""
     lowered = Lowered(graph=_C._compiler.Graph())
