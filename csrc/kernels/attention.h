@@ -1,8 +1,9 @@
 // Memory-efficient scaled dot-product attention over [batch, heads, len, dim] device buffers
 // whose rows are contiguous, each operand with its own batch, head and row strides (a
-// [batch, len, heads, dim] projection viewed per head needs no copy): the forward walks key blocks with an online softmax and keeps only the row
-// log-sum-exp; the backward recomputes each block's probabilities from it. Neither ever holds
-// a [len, len] score matrix. Half types compute in float.
+// [batch, len, heads, dim] projection viewed per head needs no copy). The forward walks key
+// blocks with an online softmax and keeps only the row log-sum-exp; the backward recomputes
+// each block's probabilities from it. Neither ever holds a [len, len] score matrix. Half types
+// compute in float.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +19,10 @@ struct AttentionShape {
 // Element strides of one operand's batch, head and row dims; a row's elements are contiguous.
 struct HeadStrides {
   int64_t batch = 0, head = 0, row = 0;
-  // The strides of a contiguous [batch, heads, rows, width] buffer.
-  static HeadStrides contiguous(int64_t heads, int64_t rows, int64_t width) {
-    return {heads * rows * width, rows * width, width};
-  }
 };
 
 struct AttentionLayout {
-  HeadStrides q, k, v, out;                  // forward and backward
+  HeadStrides q, k, v, out;                      // forward and backward
   HeadStrides grad_out, grad_q, grad_k, grad_v;  // backward only
 };
 

@@ -241,6 +241,8 @@ def update_batch_norm_stats_in_place(gm: fx.GraphModule) -> int:
     for node in list(graph.nodes):
         if node.target is not aten._native_batch_norm_legit_functional.default:
             continue
+        if len(node.args) != 8 or node.kwargs:
+            continue
         x, weight, bias, running_mean, running_var, training, momentum, eps = node.args
         if not training or not all(isinstance(b, fx.Node) and b.op == "placeholder" for b in (running_mean, running_var)):
             continue
