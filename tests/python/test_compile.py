@@ -247,6 +247,23 @@ def test_backward_program_frees_saved_tensors_as_it_goes(no_fallback):
     assert peak_mib < 8 + 8
 
 
+def test_native_executor_keeps_error_types(no_fallback):
+    """An op failing inside a natively run graph raises the same exception type as in eager mode
+    (here torch.OutOfMemoryError), naming the graph node when the executor called it; the
+    device stays usable."""
+    def f(x):
+        return x + torch.ones(1 << 40, device=x.device).sum()
+
+    x = torch.randn(4, device="neuron")
+    compiled = torch.compile(f, backend="neuron")
+    with pytest.raises(torch.OutOfMemoryError):
+        compiled(x)  # the first call runs under an AOTAutograd dispatch mode, in Python
+    with pytest.raises(torch.OutOfMemoryError, match="raised by node"):
+        compiled(x)
+    assert torchneuron.compile_stats()["graphs_native"] == 1
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)
+
+
 def test_native_executor_computes_symbolic_sizes(no_fallback):
     """Dynamic shapes put Python integer arithmetic on sizes into the graphs; the native executor
     computes it, so that one compiled graph serves every size."""
