@@ -16,6 +16,7 @@
 #include <vector>
 #include <tuple>
 
+#include "aten/layout.h"
 #include "aten/neuron_tensor.h"
 #include "kernels/attention.h"
 #include "kernels/floating.h"
@@ -60,37 +61,19 @@ at::Tensor additive_bias(const at::Tensor& mask, const at::Tensor& q, const at::
   return bias.expand({q.size(0), q.size(1), q.size(2), k.size(2)});
 }
 
-// `t`'s dims from outermost to innermost in memory (ties keep their order).
-std::vector<int64_t> dim_order(const at::Tensor& t) {
-  std::vector<int64_t> order(t.dim());
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
-  return order;
-}
-
-// An empty tensor of `sizes` whose dims lie in memory in `order` (outermost first).
-at::Tensor empty_in_order(const std::vector<int64_t>& order, at::IntArrayRef sizes, const at::TensorOptions& options) {
-  std::vector<int64_t> physical, inverse(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    physical.push_back(sizes[order[i]]);
-    inverse[order[i]] = static_cast<int64_t>(i);
-  }
-  return at::empty(physical, options).permute(inverse);
-}
-
 // An empty 4-D result laid out like `like` (as PyTorch's meta functions for these ops allocate
 // it) when that keeps each row, the last dim, contiguous for the kernel to write; else a
 // contiguous one, which in_layout_of copies afterwards.
 at::Tensor empty_result_like(const at::Tensor& like, at::IntArrayRef sizes, const at::TensorOptions& options) {
-  const std::vector<int64_t> order = dim_order(like);
+  const std::vector<int64_t> order = dim_order(like.strides());
   if (like.is_contiguous() || order.back() != 3) return at::empty(sizes, options);
   return empty_in_order(order, sizes, options);
 }
 
 // `values` laid out like `like`: itself when it already is, else a copy.
 at::Tensor in_layout_of(const at::Tensor& like, const at::Tensor& values) {
-  const std::vector<int64_t> order = dim_order(like);
-  if (like.is_contiguous() || dim_order(values) == order) return values;
+  const std::vector<int64_t> order = dim_order(like.strides());
+  if (like.is_contiguous() || dim_order(values.strides()) == order) return values;
   at::Tensor result = empty_in_order(order, values.sizes(), values.options());
   result.copy_(values);
   return result;

@@ -5,11 +5,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 
-#include <algorithm>
 #include <mutex>
-#include <numeric>
 
 #include "aten/compiled_launch.h"
+#include "aten/layout.h"
 
 namespace torchneuron::aten {
 
@@ -22,15 +21,7 @@ at::Tensor allocate(const std::vector<int64_t>& shape, const KernelOutput& out, 
   if (!out.layout) return at::empty(shape, options);
   const auto& [sizes, strides] = *out.layout;
   if (shape == sizes) return at::empty_strided(sizes, strides, options);
-  std::vector<int64_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  std::vector<int64_t> physical_shape, inverse(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    physical_shape.push_back(shape[order[i]]);
-    inverse[order[i]] = static_cast<int64_t>(i);
-  }
-  return at::empty(physical_shape, options).permute(inverse);
+  return empty_in_order(dim_order(strides), shape, options);
 }
 
 c10::IValue build_list(const ListArgument& list, const std::vector<c10::IValue>& env) {

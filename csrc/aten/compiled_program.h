@@ -53,9 +53,8 @@ class NativeProgram {
   NativeProgram(int num_values, int num_buffer_slots, std::vector<int> input_values);
 
   // An ATen op call: `arguments` is the full schema-ordered stack with placeholders where
-  // `value_arguments` and `list_arguments` fill in per call. `results`
-  // gets one value id per schema return (-1: not needed). A folded step runs once and keeps
-  // its results.
+  // `value_arguments` and `list_arguments` fill in per call. `results` gets one value id per
+  // schema return (-1: not needed). A folded step runs once and keeps its results.
   void add_op(const std::string& name, const std::string& overload, std::vector<c10::IValue> arguments,
               std::vector<ValueArgument> value_arguments, std::vector<ListArgument> list_arguments,
               std::vector<int> results, bool fold, std::string description);
@@ -74,7 +73,6 @@ class NativeProgram {
   void set_outputs(std::vector<int> values);  // -1: None
 
   const c10::FunctionSchema& schema_of(const std::string& name, const std::string& overload) const;
-  size_t num_steps() const { return steps_.size(); }
 
   std::vector<c10::IValue> run(std::vector<c10::IValue>&& inputs);
 

@@ -17,8 +17,8 @@ namespace torchneuron::python {
 namespace {
 
 // Encoded arguments (see torchneuron/compiler/program.py): ("value", id), ("number", id) (a
-// size where the schema takes a tensor), ("default",),
-// ("literal", object) or ("list", [("value", id) or object, ...]).
+// size where the schema takes a tensor), ("default",), ("literal", object) or
+// ("list", [("value", id) or object, ...]).
 std::string tag_of(const py::handle& encoded) { return py::cast<std::string>(encoded[py::int_(0)]); }
 
 ta::ListArgument list_argument(int position, const c10::Argument& argument, const py::list& elements) {
@@ -134,7 +134,6 @@ void register_program(py::module_& compiler) {
         program.set_constant(value, THPVariable_Unpack(tensor.ptr()));
       })
       .def("set_outputs", &ta::NativeProgram::set_outputs)
-      .def_property_readonly("num_steps", &ta::NativeProgram::num_steps)
       // Runs the program on `inputs`, a list that is emptied first (AOTAutograd's boxed
       // convention), so that each input is freed after its last use.
       .def("run", [](ta::NativeProgram& program, const py::list& inputs) {

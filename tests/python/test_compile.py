@@ -59,11 +59,11 @@ def test_relu_backward_fuses_into_one_kernel(no_fallback):
     0-dim constant as a literal, so neither eager call splits its graph's kernel."""
     x = torch.randn(4, 8, 6, device="neuron", requires_grad=True)
     grad = torch.randn(4, 8, 6, device="neuron")
-    reference = x.detach().clone().requires_grad_()
+    reference = x.detach().cpu().requires_grad_()
     f = lambda t: torch.relu(t * 2) * 3
     torch.compile(f, backend="neuron")(x).backward(grad)
-    f(reference).backward(grad)
-    torch.testing.assert_close(x.grad.cpu(), reference.grad.cpu())
+    f(reference).backward(grad.cpu())
+    torch.testing.assert_close(x.grad.cpu(), reference.grad)
     stats = torchneuron.compile_stats()
     assert stats["graphs_compiled"] == 2 and stats["kernels_generated"] == 2  # one per graph
 
@@ -82,8 +82,8 @@ def test_clone_fuses_into_its_consumer(channels_last, no_fallback):
     y = torch.randn(5, device="neuron")
     with torch.no_grad():
         got = torch.compile(f, backend="neuron")(x, y)
-    for g, e in zip(got, f(x, y)):
-        torch.testing.assert_close(g.cpu(), e.cpu())
+    for g, e in zip(got, f(x.cpu(), y.cpu())):  # CPU PyTorch: values and layouts
+        torch.testing.assert_close(g.cpu(), e)
         assert g.stride() == e.stride()
     stats = torchneuron.compile_stats()
     assert stats["ops_eager"] == 0 and stats["kernels_generated"] == 1
@@ -99,12 +99,12 @@ def test_pointwise_reads_through_expand(no_fallback):
 
     x = torch.randn(2, 3, 4, 5, device="neuron", requires_grad=True)
     row, scalar = torch.randn(5, device="neuron"), torch.tensor(0.25, device="neuron")
-    reference = x.detach().clone().requires_grad_()
-    got, expected = torch.compile(f, backend="neuron")(x, row, scalar), f(reference, row, scalar)
-    torch.testing.assert_close(got.cpu(), expected.cpu())
+    reference = x.detach().cpu().requires_grad_()
+    got, expected = torch.compile(f, backend="neuron")(x, row, scalar), f(reference, row.cpu(), scalar.cpu())
+    torch.testing.assert_close(got.cpu(), expected)
     got.square().sum().backward()
     expected.square().sum().backward()
-    torch.testing.assert_close(x.grad.cpu(), reference.grad.cpu())
+    torch.testing.assert_close(x.grad.cpu(), reference.grad)
 
 
 def test_constants_are_folded_but_outputs_stay_fresh(no_fallback):
@@ -154,8 +154,8 @@ def test_fused_kernel_layouts_and_broadcasts(layout, no_fallback):
     row = torch.randn(x.shape[-1], device="neuron")        # along the innermost dim
     scalar = torch.tensor(1.5, device="neuron")
     got = torch.compile(f, backend="neuron")(x, bias, row, scalar)
-    for g, e in zip(got, f(x, bias, row, scalar)):
-        torch.testing.assert_close(g.cpu(), e.cpu())
+    for g, e in zip(got, f(x.cpu(), bias.cpu(), row.cpu(), scalar.cpu())):  # CPU PyTorch: values and layouts
+        torch.testing.assert_close(g.cpu(), e)
         assert g.stride() == e.stride()
 
 
@@ -273,13 +273,13 @@ def test_native_executor_computes_symbolic_sizes(no_fallback):
     compiled = torch.compile(f, backend="neuron", dynamic=True)
     for batch, seq in [(2, 5), (3, 7), (7, 4)]:
         x = torch.randn(batch, seq, 6, device="neuron", requires_grad=True)
-        reference = x.detach().clone().requires_grad_()
+        reference = x.detach().cpu().requires_grad_()
         got = compiled(x)
         expected = f(reference)
-        torch.testing.assert_close(got.cpu(), expected.cpu())
+        torch.testing.assert_close(got.cpu(), expected)
         got.sum().backward()
         expected.sum().backward()
-        torch.testing.assert_close(x.grad.cpu(), reference.grad.cpu())
+        torch.testing.assert_close(x.grad.cpu(), reference.grad)
     stats = torchneuron.compile_stats()
     assert stats["graphs_compiled"] == 2 and stats["graphs_native"] == 2  # forward and backward, once
 

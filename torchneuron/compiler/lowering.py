@@ -147,8 +147,8 @@ def _pointwise_operands(node: fx.Node, lowered: Lowered):
     operands = []
     for arg in args:
         arg = _through_views(arg, static_shape)
-        if isinstance(arg, fx.Node) and _scalar_constant(arg) is not None:
-            operands.append(_scalar_constant(arg))
+        if isinstance(arg, fx.Node) and (constant := _scalar_constant(arg)) is not None:
+            operands.append(constant)
         elif isinstance(arg, fx.Node):
             val = _tensor_meta(arg)
             if val is None or not _on_device(val) or arg not in lowered.fx_value:
