@@ -12,61 +12,67 @@ namespace torchneuron::aten {
 
 namespace {
 
-// Reduces the iteration space to as few dims as possible, the way TensorIterator does: size-1
-// dims go, dims are ordered by the first output's strides (outermost first, so a channels-last
+// A group of dims reduced to as few as possible, the way TensorIterator does: size-1 dims go,
+// dims are ordered by the `reference` operand's strides (outermost first, so a channels-last
 // output iterates in memory order), and neighbours that every operand steps through as one
 // (stride[d] == stride[d + 1] * size[d + 1]) merge. Generated kernels run their unit-stride loop
 // over the innermost dim only, so a contiguous [8, 16, 32, 32] must become [131072].
-void coalesce_dims(std::vector<int64_t>& sizes, std::vector<int64_t>& strides, int operands) {
+struct Dims {
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides;  // [operand][dim]
+};
+
+Dims coalesce_dims(std::vector<int> dims, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                   int operands, int reference) {
   const int ndim = static_cast<int>(sizes.size());
-  std::vector<int> order;
-  for (int d = 0; d < ndim; ++d) {
-    if (sizes[d] != 1) order.push_back(d);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return strides[a] > strides[b]; });
-  std::vector<int64_t> merged_sizes;
-  std::vector<std::vector<int64_t>> merged(operands);
-  for (int d : order) {
-    bool joins = !merged_sizes.empty();
+  dims.erase(std::remove_if(dims.begin(), dims.end(), [&](int d) { return sizes[d] == 1; }), dims.end());
+  std::stable_sort(dims.begin(), dims.end(),
+                   [&](int a, int b) { return strides[reference * ndim + a] > strides[reference * ndim + b]; });
+  Dims out;
+  out.strides.resize(operands);
+  for (int d : dims) {
+    bool joins = !out.sizes.empty();
     for (int k = 0; k < operands && joins; ++k) {
-      joins = merged[k].back() == strides[k * ndim + d] * sizes[d];
+      joins = out.strides[k].back() == strides[k * ndim + d] * sizes[d];
     }
     if (joins) {
-      merged_sizes.back() *= sizes[d];
-      for (int k = 0; k < operands; ++k) merged[k].back() = strides[k * ndim + d];
+      out.sizes.back() *= sizes[d];
+      for (int k = 0; k < operands; ++k) out.strides[k].back() = strides[k * ndim + d];
     } else {
-      merged_sizes.push_back(sizes[d]);
-      for (int k = 0; k < operands; ++k) merged[k].push_back(strides[k * ndim + d]);
+      out.sizes.push_back(sizes[d]);
+      for (int k = 0; k < operands; ++k) out.strides[k].push_back(strides[k * ndim + d]);
     }
   }
-  sizes = merged_sizes;
-  strides.clear();
-  for (int k = 0; k < operands; ++k) strides.insert(strides.end(), merged[k].begin(), merged[k].end());
+  return out;
 }
 
-}  // namespace
-
-void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
-                         const std::vector<int64_t>& shape) {
-  TORCH_CHECK(!outputs.empty(), "compiled kernel: expected at least one output");
-  TORCH_CHECK(shape.size() <= 16, "compiled kernel: at most 16 dimensions, got ", shape.size());
+// Operand pointers and strides over `shape` ([operand][dim], flattened), inputs broadcast as
+// ATen does: dims align at the right; size-1 and missing dims repeat. Outputs have the shape,
+// or (reduction kernels) the shape with the `reduced` dims kept as size 1 or dropped.
+void operand_strides(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                     const std::vector<int64_t>& shape, const std::vector<bool>& reduced, std::vector<char*>& data,
+                     std::vector<int64_t>& strides) {
   const int ndim = static_cast<int>(shape.size());
-  const int operands = static_cast<int>(outputs.size() + inputs.size());
-  std::vector<char*> data;
-  std::vector<int64_t> strides;
-  data.reserve(operands);
-  strides.reserve(static_cast<size_t>(operands) * ndim);
-  int64_t numel = 1;
-  for (int64_t size : shape) numel *= size;
+  const int kept = static_cast<int>(std::count(reduced.begin(), reduced.end(), false));
   for (const at::Tensor& out : outputs) {
-    TORCH_CHECK(out.sizes().equals(shape), "compiled kernel: output of size ", out.sizes(), " for shape ",
-                at::IntArrayRef(shape));
     check_same_device("torchneuron::compiled_kernel", outputs[0].device(), {&out});
     data.push_back(static_cast<char*>(out.data_ptr()));
-    for (int d = 0; d < ndim; ++d) strides.push_back(out.stride(d));
+    const bool squeezed = out.dim() == kept && kept != ndim;
+    TORCH_CHECK(out.dim() == ndim || squeezed, "compiled kernel: output of size ", out.sizes(), " for shape ",
+                at::IntArrayRef(shape));
+    for (int d = 0, od = 0; d < ndim; ++d) {
+      if (squeezed && reduced[d]) {
+        strides.push_back(0);
+        continue;
+      }
+      const int64_t size = out.size(od);
+      TORCH_CHECK(size == shape[d] || (reduced[d] && size == 1), "compiled kernel: output of size ", out.sizes(),
+                  " for shape ", at::IntArrayRef(shape));
+      strides.push_back(size == shape[d] ? out.stride(od) : 0);
+      ++od;
+    }
   }
   for (const at::Tensor& in : inputs) {
-    // Broadcast as ATen does: dims align at the right; size-1 and missing dims repeat.
     TORCH_CHECK(in.dim() <= ndim, "compiled kernel: input of size ", in.sizes(), " does not broadcast to ",
                 at::IntArrayRef(shape));
     // Kernels read device memory when they run; a host tensor (even a 0-dim one) may be gone.
@@ -85,16 +91,86 @@ void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs
       strides.push_back(size == shape[d] ? in.stride(d - offset) : 0);
     }
   }
+}
+
+}  // namespace
+
+void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                         const std::vector<int64_t>& shape) {
+  TORCH_CHECK(!outputs.empty(), "compiled kernel: expected at least one output");
+  TORCH_CHECK(shape.size() <= 16, "compiled kernel: at most 16 dimensions, got ", shape.size());
+  const int ndim = static_cast<int>(shape.size());
+  const int operands = static_cast<int>(outputs.size() + inputs.size());
+  std::vector<char*> data;
+  std::vector<int64_t> strides;
+  operand_strides(outputs, inputs, shape, std::vector<bool>(ndim, false), data, strides);
+  int64_t numel = 1;
+  for (int64_t size : shape) numel *= size;
   if (numel == 0) return;
-  std::vector<int64_t> sizes = shape;
-  coalesce_dims(sizes, strides, operands);
-  const int dims = static_cast<int>(sizes.size());
+  std::vector<int> all(ndim);
+  for (int d = 0; d < ndim; ++d) all[d] = d;
+  const Dims dims = coalesce_dims(all, shape, strides, operands, 0);
+  std::vector<int64_t> flat;
+  for (const auto& s : dims.strides) flat.insert(flat.end(), s.begin(), s.end());
   const auto kernel = reinterpret_cast<compiler::KernelEntry>(entry);
-  enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]}, [=] {
-    kernels::parallel_for(numel, 32768, [&](int64_t begin, int64_t end) {
-      kernel(data.data(), strides.data(), sizes.data(), dims, begin, end);
-    });
-  });
+  enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]},
+               [=, sizes = dims.sizes, strides = std::move(flat)] {
+                 const int n = static_cast<int>(sizes.size());
+                 kernels::parallel_for(numel, 32768, [&](int64_t begin, int64_t end) {
+                   kernel(data.data(), strides.data(), sizes.data(), n, begin, end);
+                 });
+               });
+}
+
+void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                            const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims) {
+  TORCH_CHECK(!outputs.empty(), "compiled kernel: expected at least one output");
+  TORCH_CHECK(shape.size() <= 16, "compiled kernel: at most 16 dimensions, got ", shape.size());
+  const int ndim = static_cast<int>(shape.size());
+  const int operands = static_cast<int>(outputs.size() + inputs.size());
+  std::vector<bool> reduced(ndim, false);
+  for (int64_t d : reduce_dims) {
+    TORCH_CHECK(d >= 0 && d < ndim && !reduced[d], "compiled kernel: reduction dim ", d, " out of range for shape ",
+                at::IntArrayRef(shape));
+    reduced[d] = true;
+  }
+  std::vector<char*> data;
+  std::vector<int64_t> strides;
+  operand_strides(outputs, inputs, shape, reduced, data, strides);
+  std::vector<int> outer, inner;
+  int64_t rows = 1, row_size = 1;
+  for (int d = 0; d < ndim; ++d) {
+    (reduced[d] ? inner : outer).push_back(d);
+    (reduced[d] ? row_size : rows) *= shape[d];
+  }
+  if (rows == 0) return;
+  // The folded dims in the memory order of the first operand that steps through them.
+  int reference = 0;
+  for (int k = 0; k < operands; ++k) {
+    if (std::any_of(inner.begin(), inner.end(), [&](int d) { return strides[k * ndim + d] != 0; })) {
+      reference = k;
+      break;
+    }
+  }
+  const Dims outer_dims = coalesce_dims(outer, shape, strides, operands, 0);
+  const Dims inner_dims = coalesce_dims(inner, shape, strides, operands, reference);
+  std::vector<int64_t> sizes = outer_dims.sizes;
+  sizes.insert(sizes.end(), inner_dims.sizes.begin(), inner_dims.sizes.end());
+  std::vector<int64_t> flat;
+  for (int k = 0; k < operands; ++k) {
+    flat.insert(flat.end(), outer_dims.strides[k].begin(), outer_dims.strides[k].end());
+    flat.insert(flat.end(), inner_dims.strides[k].begin(), inner_dims.strides[k].end());
+  }
+  const int inner_ndim = static_cast<int>(inner_dims.sizes.size());
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(row_size, 1));
+  const auto kernel = reinterpret_cast<compiler::ReductionEntry>(entry);
+  enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]},
+               [=, sizes = std::move(sizes), strides = std::move(flat)] {
+                 const int n = static_cast<int>(sizes.size());
+                 kernels::parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+                   kernel(data.data(), strides.data(), sizes.data(), n, inner_ndim, begin, end);
+                 });
+               });
 }
 
 namespace {
@@ -103,12 +179,21 @@ void launch_fused_op(int64_t entry, at::TensorList outputs, at::TensorList input
   launch_fused_kernel(static_cast<uintptr_t>(entry), outputs.vec(), inputs.vec(), shape.vec());
 }
 
+void launch_fused_reduction_op(int64_t entry, at::TensorList outputs, at::TensorList inputs, at::IntArrayRef shape,
+                               at::IntArrayRef reduce_dims) {
+  launch_fused_reduction(static_cast<uintptr_t>(entry), outputs.vec(), inputs.vec(), shape.vec(), reduce_dims.vec());
+}
+
 }  // namespace
 
 TORCH_LIBRARY(torchneuron, m) {
   m.def("launch_fused(int entry, Tensor(a!)[] outputs, Tensor[] inputs, int[] shape) -> ()");
+  m.def("launch_fused_reduction(int entry, Tensor(a!)[] outputs, Tensor[] inputs, int[] shape, int[] reduce_dims) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(torchneuron, PrivateUse1, m) { m.impl("launch_fused", TORCH_FN(launch_fused_op)); }
+TORCH_LIBRARY_IMPL(torchneuron, PrivateUse1, m) { 
+  m.impl("launch_fused", TORCH_FN(launch_fused_op));
+  m.impl("launch_fused_reduction", TORCH_FN(launch_fused_reduction_op));
+}
 
 }  // namespace torchneuron::aten

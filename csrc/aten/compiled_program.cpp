@@ -5,6 +5,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "aten/compiled_launch.h"
@@ -74,7 +75,7 @@ void NativeProgram::add_op(const std::string& name, const std::string& overload,
 }
 
 void NativeProgram::add_kernel(uintptr_t entry, std::vector<int> inputs, std::vector<KernelOutput> outputs,
-                               std::optional<std::vector<int64_t>> static_shape) {
+                               std::optional<std::vector<int64_t>> static_shape, std::vector<int64_t> reduce_dims) {
   TORCH_CHECK(!inputs.empty() && !outputs.empty(), "compiled kernel: expected inputs and outputs");
   Step step;
   step.kind = Step::Kind::kKernel;
@@ -82,6 +83,7 @@ void NativeProgram::add_kernel(uintptr_t entry, std::vector<int> inputs, std::ve
   step.inputs = std::move(inputs);
   step.outputs = std::move(outputs);
   step.static_shape = std::move(static_shape);
+  step.reduce_dims = std::move(reduce_dims);
   steps_.push_back(std::move(step));
 }
 
@@ -183,20 +185,34 @@ void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, 
   std::vector<at::Tensor> outputs;
   outputs.reserve(step.outputs.size());
   for (const KernelOutput& out : step.outputs) {
+    std::vector<int64_t> out_shape;
+    if (out.form == KernelOutput::Form::kFull) {
+      out_shape = shape;
+    } else {
+      for (size_t d = 0; d < shape.size(); ++d) {
+        const bool folded = std::find(step.reduce_dims.begin(), step.reduce_dims.end(), d) != step.reduce_dims.end();
+        if (!folded) out_shape.push_back(shape[d]);
+        else if (out.form == KernelOutput::Form::kKeepDim) out_shape.push_back(1);
+      }
+    }
     at::Tensor buffer;
     if (out.overwrites >= 0) {
       buffer = env[out.overwrites].toTensor();
     } else if (out.buffer_slot >= 0 && !out.layout) {
       buffer = buffers[out.buffer_slot];
     }
-    if (!buffer.defined() || !buffer.sizes().equals(shape) || buffer.scalar_type() != out.dtype) {
-      buffer = allocate(shape, out, device);
+    if (!buffer.defined() || !buffer.sizes().equals(out_shape) || buffer.scalar_type() != out.dtype) {
+      buffer = allocate(out_shape, out, device);
     }
     if (out.buffer_slot >= 0) buffers[out.buffer_slot] = buffer;
     env[out.value] = buffer;
     outputs.push_back(std::move(buffer));
   }
-  launch_fused_kernel(step.entry, outputs, inputs, shape);
+  if (step.reduce_dims.empty()) {
+    launch_fused_kernel(step.entry, outputs, inputs, shape);
+  } else {
+    launch_fused_reduction(step.entry, outputs, inputs, shape, step.reduce_dims);
+  }
 }
 
 std::vector<c10::IValue> NativeProgram::run(std::vector<c10::IValue>&& inputs) {

@@ -46,6 +46,10 @@ struct KernelOutput {
   std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> layout;  // (sizes, strides)
   int buffer_slot = -1;  // planned buffer shared with values of disjoint lifetimes, or -1
   int overwrites = -1;   // the dying input value whose buffer it takes, or -1
+  // In a reduction kernel: the kernel's shape, or the reduced shape with the folded dims kept
+  // as size 1 or dropped.
+  enum class Form : uint8_t { kFull, kKeepDim, kSqueezed };
+  Form form = Form::kFull;
 };
 
 class NativeProgram {
@@ -59,9 +63,9 @@ class NativeProgram {
               std::vector<ValueArgument> value_arguments, std::vector<ListArgument> list_arguments,
               std::vector<int> results, bool fold, std::string description);
   // A fused kernel at `entry`; `static_shape` is empty when sizes are symbolic (then the
-  // inputs' broadcast shape is used).
+  // inputs' broadcast shape is used). A reduction kernel folds `reduce_dims` (not empty).
   void add_kernel(uintptr_t entry, std::vector<int> inputs, std::vector<KernelOutput> outputs,
-                  std::optional<std::vector<int64_t>> static_shape);
+                  std::optional<std::vector<int64_t>> static_shape, std::vector<int64_t> reduce_dims);
   // Integer arithmetic on sizes (dynamic shapes): `op` is one of + - * / % (floor division and
   // modulo, as Python computes them) and n (negation of `a`).
   void add_int_arithmetic(char op, ListElement a, ListElement b, int result);
@@ -94,6 +98,7 @@ class NativeProgram {
     std::vector<int> inputs;
     std::vector<KernelOutput> outputs;
     std::optional<std::vector<int64_t>> static_shape;
+    std::vector<int64_t> reduce_dims;
     // kListItem
     int source = -1;
     int64_t index = 0;

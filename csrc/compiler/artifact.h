@@ -14,7 +14,7 @@ struct Artifact {
 };
 
 // Version of the code generator; part of every cache key.
-constexpr const char* kCompilerVersion = "3";
+constexpr const char* kCompilerVersion = "4";
 
 // Builds (or finds) the shared object for `source` in `cache_dir`. Throws std::runtime_error
 // with the compiler's diagnostics when the system compiler fails.

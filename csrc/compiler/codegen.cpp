@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -134,14 +135,9 @@ template <typename T> inline T tn_relu(T x) {
   if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x)) return x; }
   return x > T(0) ? x : T(0);
 }
-template <typename T> inline T tn_maximum(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) { if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN(); }
-  return std::max(a, b);
-}
-template <typename T> inline T tn_minimum(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) { if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN(); }
-  return std::min(a, b);
-}
+// NaN-propagating, as selects (no branches) so that loops over them vectorize.
+template <typename T> inline T tn_maximum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
+template <typename T> inline T tn_minimum(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 template <typename T> inline T tn_clamp_min(T x, T lo) {
   if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x)) return x; }
   return x < lo ? lo : x;
@@ -221,6 +217,13 @@ std::string literal(double value, DType compute) {
   return type + "(" + text.str() + ")";
 }
 
+// A value computed in float for a half-precision dtype, rounded as an eager op's stored result is.
+std::string rounded(DType dtype, const std::string& value) {
+  if (dtype == DType::kBFloat16) return "tn_round_bf16(" + value + ")";
+  if (dtype == DType::kFloat16) return "tn_round_f16(" + value + ")";
+  return value;
+}
+
 std::string expand(const std::string& pattern, const std::vector<std::string>& operands, const std::string& type) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -233,6 +236,27 @@ std::string expand(const std::string& pattern, const std::vector<std::string>& o
     }
   }
   return out;
+}
+
+// The statement computing a pointwise node's value v<id>, rounded to its dtype.
+std::string node_line(const Graph& graph, const Node& node, const std::string& indent) {
+  const Template& t = templates().at(node.op);
+  const std::string type = compute_type(node.compute);
+  std::vector<std::string> operands;
+  // As in eager mode, add and sub round a literal to a half-precision compute dtype first;
+  // mul and div use it in float.
+  const bool round_literal = (node.op == "add" || node.op == "sub") &&
+                             (node.compute == DType::kBFloat16 || node.compute == DType::kFloat16);
+  for (const Operand& o : node.operands) {
+    std::string text = o.is_value() ? type + "(v" + std::to_string(o.value) + ")" : literal(o.literal, node.compute);
+    if (!o.is_value() && round_literal) {
+      text = std::string(node.compute == DType::kBFloat16 ? "tn_round_bf16(" : "tn_round_f16(") + text + ")";
+    }
+    operands.push_back(text);
+  }
+  const Value& out = graph.values()[node.outputs[0]];
+  return indent + "const " + compute_type(out.dtype) + " v" + std::to_string(out.id) + " = " +
+         rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + expand(t.expression, operands, type) + ")") + ";\n";
 }
 
 // How an input is read in the inner loop. Rank-0 inputs are one value for the whole kernel;
@@ -274,28 +298,7 @@ std::string element_body(const Graph& graph, const Kernel& kernel, bool unit_str
     }
     body << "        const " << compute_type(dtype) << " v" << v << " = " << load_expression(dtype, at) << ";\n";
   }
-  for (int n : kernel.nodes) {
-    const Node& node = graph.nodes()[n];
-    const Template& t = templates().at(node.op);
-    const std::string type = compute_type(node.compute);
-    std::vector<std::string> operands;
-    // As in eager mode, add and sub round a literal to a half-precision compute dtype first;
-    // mul and div use it in float.
-    const bool round_literal = (node.op == "add" || node.op == "sub") &&
-                               (node.compute == DType::kBFloat16 || node.compute == DType::kFloat16);
-    for (const Operand& o : node.operands) {
-      std::string text = o.is_value() ? type + "(v" + std::to_string(o.value) + ")" : literal(o.literal, node.compute);
-      if (!o.is_value() && round_literal) {
-        text = std::string(node.compute == DType::kBFloat16 ? "tn_round_bf16(" : "tn_round_f16(") + text + ")";
-      }
-      operands.push_back(text);
-    }
-    const Value& out = graph.values()[node.outputs[0]];
-    std::string value = std::string(compute_type(out.dtype)) + "(" + expand(t.expression, operands, type) + ")";
-    if (out.dtype == DType::kBFloat16) value = "tn_round_bf16(" + value + ")";
-    if (out.dtype == DType::kFloat16) value = "tn_round_f16(" + value + ")";
-    body << "        const " << compute_type(out.dtype) << " v" << out.id << " = " << value << ";\n";
-  }
+  for (int n : kernel.nodes) body << node_line(graph, graph.nodes()[n], "        ");
   for (int k = 0; k < outputs; ++k) {
     const int v = kernel.outputs[k];
     body << "        p" << k << "[" << index(k) << "] = " << store_expression(graph.values()[v].dtype, "v" + std::to_string(v))
@@ -349,6 +352,256 @@ std::string kernel_source(const Graph& graph, const Kernel& kernel) {
   return src.str();
 }
 
+// A reduction kernel's plan: which loop over the row computes each full node, when each row
+// value becomes known, and which operands are read per element ("full") or once per row.
+struct RowPlan {
+  std::map<int, int> made_by;  // value made in the kernel -> node index
+  std::map<int, int> loop;     // full value or reduction node -> the loop over the row it runs in
+  std::map<int, int> ready;    // row value -> loops finished before it is known
+  int final_loop = 0;          // the last loop, which also stores the full outputs
+};
+
+bool is_full(const Graph& graph, const Kernel& kernel, int value) {
+  return graph.values()[value].shape == kernel.shape && graph.values()[value].producer >= 0 &&
+         graph.nodes()[graph.values()[value].producer].kind != NodeKind::kReduction;
+}
+
+RowPlan plan_rows(const Graph& graph, const Kernel& kernel) {
+  RowPlan plan;
+  for (int n : kernel.nodes) plan.made_by[graph.nodes()[n].outputs[0]] = n;
+  // The first loop in which a full node may read `value`.
+  auto available = [&](int value) {
+    if (!plan.made_by.count(value)) return 0;
+    const auto full = plan.loop.find(value);
+    return full != plan.loop.end() ? full->second : plan.ready.at(value);
+  };
+  for (int n : kernel.nodes) {
+    const Node& node = graph.nodes()[n];
+    const int out = node.outputs[0];
+    int level = 0;
+    for (const Operand& o : node.operands) {
+      if (o.is_value()) level = std::max(level, available(o.value));
+    }
+    if (node.kind == NodeKind::kReduction) {
+      plan.loop[n + (1 << 30)] = level;  // keyed apart from values
+      plan.ready[out] = level + 1;
+      plan.final_loop = std::max(plan.final_loop, level);
+    } else if (is_full(graph, kernel, out)) {
+      plan.loop[out] = level;
+    } else {
+      plan.ready[out] = level;  // a row node reads row values only
+    }
+  }
+  for (int out : kernel.outputs) {
+    if (plan.loop.count(out)) plan.final_loop = std::max(plan.final_loop, plan.loop.at(out));
+  }
+  return plan;
+}
+
+int reduction_loop(const RowPlan& plan, int node) { return plan.loop.at(node + (1 << 30)); }
+
+std::string accumulator_init(const std::string& op, const std::string& type) {
+  if (op == "sum" || op == "mean") return type + "(0)";
+  const bool max = op == "amax";
+  return "(std::numeric_limits<" + type + ">::has_infinity ? " + (max ? "-" : "") + "std::numeric_limits<" + type +
+         ">::infinity() : std::numeric_limits<" + type + ">::" + (max ? "lowest()" : "max()") + ")";
+}
+
+std::string accumulate(const std::string& op, const std::string& a, const std::string& b) {
+  if (op == "sum" || op == "mean") return a + " + " + b;
+  return std::string(op == "amax" ? "tn_maximum(" : "tn_minimum(") + a + ", " + b + ")";
+}
+
+std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
+  const auto& values = graph.values();
+  const auto& nodes = graph.nodes();
+  const RowPlan plan = plan_rows(graph, kernel);
+  const int outputs = static_cast<int>(kernel.outputs.size());
+  const int operands = outputs + static_cast<int>(kernel.inputs.size());
+  auto operand_of = [&](int value) {
+    for (int k = 0; k < outputs; ++k) if (kernel.outputs[k] == value) return k;
+    for (size_t k = 0; k < kernel.inputs.size(); ++k) if (kernel.inputs[k] == value) return outputs + static_cast<int>(k);
+    return -1;
+  };
+  // Inputs read per element (by full nodes or reductions) and once per row (by row nodes).
+  std::set<int> full_inputs, row_inputs;
+  for (int n : kernel.nodes) {
+    const Node& node = nodes[n];
+    const bool per_element = node.kind == NodeKind::kReduction || is_full(graph, kernel, node.outputs[0]);
+    for (const Operand& o : node.operands) {
+      if (o.is_value() && !plan.made_by.count(o.value)) (per_element ? full_inputs : row_inputs).insert(o.value);
+    }
+  }
+  std::ostringstream src;
+  src << "extern \"C\" void " << kernel.symbol
+      << "(char* const* data, const int64_t* strides, const int64_t* sizes, int ndim, int inner_ndim, int64_t begin, "
+         "int64_t end) {\n";
+  src << "  constexpr int kOperands = " << operands << ";\n";
+  src << "  const int outer_ndim = ndim - inner_ndim;\n";
+  src << "  int64_t inner_n = 1;\n  for (int d = outer_ndim; d < ndim; ++d) inner_n *= sizes[d];\n";
+  src << "  int64_t index[16] = {0};\n  int64_t offset[kOperands] = {0};\n";
+  src << "  int64_t rest = begin;\n  for (int d = outer_ndim - 1; d >= 0; --d) { index[d] = rest % sizes[d]; rest /= sizes[d]; }\n";
+  src << "  for (int k = 0; k < kOperands; ++k) for (int d = 0; d < outer_ndim; ++d) offset[k] += index[d] * strides[k * ndim + d];\n";
+  src << "  int64_t s[kOperands];\n  for (int k = 0; k < kOperands; ++k) s[k] = inner_ndim == 0 ? 0 : strides[k * ndim + ndim - 1];\n";
+  // Per-element inputs by their IR shape: constant along the row (every folded dim broadcast:
+  // read once per row), dense along it (every folded dim full: read at i on the unit-stride
+  // path), or either (read through a broadcast flag, which keeps the loop from vectorizing).
+  std::set<int> dense, mixed;
+  for (int v : full_inputs) {
+    const Shape& shape = values[v].shape;
+    const size_t skip = kernel.shape.size() - shape.size();
+    bool all_full = true, all_broadcast = true;
+    for (int d : kernel.reduce_dims) {
+      const std::string size = static_cast<size_t>(d) < skip ? "1" : shape[d - skip];
+      all_full = all_full && size == kernel.shape[d];
+      all_broadcast = all_broadcast && size == "1";
+    }
+    if (all_broadcast) row_inputs.insert(v);
+    else if (all_full) dense.insert(v);
+    else mixed.insert(v);
+  }
+  for (int v : row_inputs) full_inputs.erase(v);
+  // The unit-stride path needs dense operands at stride 1 and the others at stride 1 or 0.
+  src << "  const bool unit = inner_ndim <= 1";
+  for (int k = 0; k < operands; ++k) {
+    const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
+    if (k < outputs ? plan.loop.count(v) > 0 : dense.count(v) > 0) {
+      src << " && (s[" << k << "] == 1 || inner_n <= 1)";
+    } else if (k >= outputs && mixed.count(v)) {
+      src << " && (s[" << k << "] == 0 || s[" << k << "] == 1)";
+    }
+  }
+  src << ";\n";
+  for (int v : mixed) src << "  const bool b" << operand_of(v) << " = s[" << operand_of(v) << "] == 0;\n";
+  src << "  for (int64_t row = begin; row < end; ++row) {\n";
+  for (int k = 0; k < operands; ++k) {
+    const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
+    const char* type = storage_type(values[v].dtype);
+    src << "    " << (k < outputs ? "" : "const ") << type << "* __restrict p" << k << " = reinterpret_cast<"
+        << (k < outputs ? "" : "const ") << type << "*>(data[" << k << "]) + offset[" << k << "];\n";
+  }
+  for (int v : row_inputs) {
+    src << "    const " << compute_type(values[v].dtype) << " v" << v << " = "
+        << load_expression(values[v].dtype, "p" + std::to_string(operand_of(v)) + "[0]") << ";\n";
+  }
+  auto row_nodes_ready_at = [&](int level) {
+    for (int n : kernel.nodes) {
+      const Node& node = nodes[n];
+      if (node.kind == NodeKind::kPointwise && !is_full(graph, kernel, node.outputs[0]) && plan.ready.at(node.outputs[0]) == level) {
+        src << node_line(graph, node, "    ");
+      }
+    }
+  };
+  row_nodes_ready_at(0);
+  for (int loop = 0; loop <= plan.final_loop; ++loop) {
+    // The full nodes this loop computes: what its reductions and (last loop) full outputs need.
+    std::vector<int> reductions;
+    std::set<int> needed;  // node indices
+    std::vector<int> pending;
+    for (int n : kernel.nodes) {
+      if (nodes[n].kind == NodeKind::kReduction && reduction_loop(plan, n) == loop) {
+        reductions.push_back(n);
+        pending.push_back(nodes[n].operands[0].value);
+      }
+    }
+    std::vector<int> stores;
+    if (loop == plan.final_loop) {
+      for (int out : kernel.outputs) {
+        if (plan.loop.count(out)) {
+          stores.push_back(out);
+          pending.push_back(out);
+        }
+      }
+    }
+    while (!pending.empty()) {
+      const int v = pending.back();
+      pending.pop_back();
+      if (!plan.loop.count(v) || needed.count(plan.made_by.at(v))) continue;
+      needed.insert(plan.made_by.at(v));
+      for (const Operand& o : nodes[plan.made_by.at(v)].operands) {
+        if (o.is_value()) pending.push_back(o.value);
+      }
+    }
+    std::set<int> loads;
+    for (int n : needed) {
+      for (const Operand& o : nodes[n].operands) {
+        if (o.is_value() && full_inputs.count(o.value)) loads.insert(o.value);
+      }
+    }
+    for (int n : reductions) {
+      const int operand = nodes[n].operands[0].value;
+      if (full_inputs.count(operand)) loads.insert(operand);
+    }
+    for (int n : reductions) {
+      const std::string type = compute_type(nodes[n].compute);
+      src << "    " << type << " a" << n << "[8];\n";
+      src << "    for (int l = 0; l < 8; ++l) a" << n << "[l] = " << accumulator_init(nodes[n].op, type) << ";\n";
+    }
+    auto body = [&](bool unit, const std::string& lane) {
+      std::ostringstream b;
+      for (int v : loads) {
+        const int k = operand_of(v);
+        const std::string p = "p" + std::to_string(k);
+        std::string at = p + "[o[" + std::to_string(k) + "]]";
+        if (unit) at = mixed.count(v) ? "(b" + std::to_string(k) + " ? " + p + "[0] : " + p + "[i])" : p + "[i]";
+        b << "        const " << compute_type(values[v].dtype) << " v" << v << " = " << load_expression(values[v].dtype, at) << ";\n";
+      }
+      for (int n : kernel.nodes) {
+        if (needed.count(n)) b << node_line(graph, nodes[n], "        ");
+      }
+      for (int n : reductions) {
+        const std::string acc = "a" + std::to_string(n) + "[" + lane + "]";
+        const std::string type = compute_type(nodes[n].compute);
+        b << "        " << acc << " = " << accumulate(nodes[n].op, acc, type + "(v" + std::to_string(nodes[n].operands[0].value) + ")")
+          << ";\n";
+      }
+      for (int v : stores) {
+        const int k = operand_of(v);
+        b << "        p" << k << "[" << (unit ? std::string("i") : "o[" + std::to_string(k) + "]") << "] = "
+          << store_expression(values[v].dtype, "v" + std::to_string(v)) << ";\n";
+      }
+      return b.str();
+    };
+    src << "    if (unit) {\n      int64_t j = 0;\n";
+    // Kept as a loop over 8 lanes, which vectorizes whole; unrolled first, it often does not.
+    src << "      for (; j + 8 <= inner_n; j += 8) {\n#pragma GCC unroll 1\n        for (int l = 0; l < 8; ++l) {\n"
+        << "          const int64_t i = j + l;\n"
+        << body(true, "l") << "        }\n      }\n";
+    src << "      for (; j < inner_n; ++j) {\n        const int64_t i = j;\n" << body(true, "0") << "      }\n";
+    src << "    } else {\n      for (int64_t j = 0; j < inner_n; ++j) {\n";
+    src << "        int64_t o[kOperands] = {0};\n        int64_t left = j;\n";
+    src << "        for (int d = ndim - 1; d >= outer_ndim; --d) {\n          const int64_t x = left % sizes[d];\n"
+           "          left /= sizes[d];\n          for (int k = 0; k < kOperands; ++k) o[k] += x * strides[k * ndim + d];\n        }\n";
+    src << body(false, "0") << "      }\n    }\n";
+    for (int n : reductions) {
+      const Node& node = nodes[n];
+      const std::string type = compute_type(node.compute);
+      const std::string a = "a" + std::to_string(n);
+      auto lanes = [&](int first, int count, auto&& self) -> std::string {
+        if (count == 1) return a + "[" + std::to_string(first) + "]";
+        return "(" + accumulate(node.op, self(first, count / 2, self), self(first + count / 2, count / 2, self)) + ")";
+      };
+      std::string result = lanes(0, 8, lanes);
+      if (node.op == "mean") result = "(" + result + ") / " + type + "(inner_n)";
+      const Value& out = values[node.outputs[0]];
+      src << "    const " << compute_type(out.dtype) << " v" << out.id << " = "
+          << rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";
+    }
+    row_nodes_ready_at(loop + 1);
+  }
+  for (int k = 0; k < outputs; ++k) {
+    const int v = kernel.outputs[k];
+    if (!plan.loop.count(v)) src << "    p" << k << "[0] = " << store_expression(values[v].dtype, "v" + std::to_string(v)) << ";\n";
+  }
+  src << "    if (outer_ndim == 0) break;\n";
+  src << "    for (int k = 0; k < kOperands; ++k) offset[k] += strides[k * ndim + outer_ndim - 1];\n";
+  src << "    ++index[outer_ndim - 1];\n";
+  src << "    for (int d = outer_ndim - 1; d > 0 && index[d] == sizes[d]; --d) {\n      index[d] = 0;\n      ++index[d - 1];\n";
+  src << "      for (int k = 0; k < kOperands; ++k) offset[k] += strides[k * ndim + d - 1] - sizes[d] * strides[k * ndim + d];\n";
+  src << "    }\n  }\n}\n";
+  return src.str();
+}
+
 }  // namespace
 
 bool supports_pointwise(const std::string& op, int arity) {
@@ -361,7 +614,9 @@ std::string generate_source(const Graph& graph, const Program& program) {
   src << "// Generated by the torchneuron compiler.\n" << kVectorMathSource << kPrelude << "\n// Graph:\n";
   std::istringstream text(graph.to_string());
   for (std::string line; std::getline(text, line);) src << "//   " << line << "\n";
-  for (const Kernel& kernel : program.kernels) src << "\n" << kernel_source(graph, kernel);
+  for (const Kernel& kernel : program.kernels) {
+    src << "\n" << (kernel.reduce_dims.empty() ? kernel_source(graph, kernel) : reduction_kernel_source(graph, kernel));
+  }
   return src.str();
 }
 

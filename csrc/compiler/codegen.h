@@ -20,6 +20,13 @@ bool supports_pointwise(const std::string& op, int arity);
 // broadcast dim); elements [begin, end) of the row-major index space over `sizes`.
 using KernelEntry = void (*)(char* const*, const int64_t*, const int64_t*, int, int64_t, int64_t);
 
+// The entry point of a reduction kernel:
+//   void kernel(char* const* data, const int64_t* strides, const int64_t* sizes, int ndim,
+//               int inner_ndim, int64_t begin, int64_t end)
+// as above, except that the last `inner_ndim` dims are the folded ones and [begin, end) counts
+// rows: indices of the other dims. Row-shaped operands have stride 0 along the folded dims.
+using ReductionEntry = void (*)(char* const*, const int64_t*, const int64_t*, int, int, int64_t, int64_t);
+
 std::string generate_source(const Graph& graph, const Program& program);
 
 }  // namespace torchneuron::compiler

@@ -74,6 +74,43 @@ int Graph::add_pointwise(const std::string& op, std::vector<Operand> operands, D
   return nodes_.back().outputs[0];
 }
 
+int Graph::add_reduction(const std::string& op, int operand, std::vector<int> dims, bool keepdim, DType dtype,
+                         DType compute) {
+  if (op != "sum" && op != "mean" && op != "amax" && op != "amin") {
+    throw std::invalid_argument("neuron compiler: no reduction " + op);
+  }
+  if (operand < 0 || operand >= static_cast<int>(values_.size())) {
+    throw std::invalid_argument("neuron compiler: reduction operand refers to an unknown value");
+  }
+  const Shape input = values_[operand].shape;
+  const int ndim = static_cast<int>(input.size());
+  std::vector<bool> reduced(ndim, false);
+  for (int dim : dims) {
+    const int d = dim < 0 ? dim + ndim : dim;
+    if (d < 0 || d >= ndim || reduced[d]) {
+      throw std::invalid_argument("neuron compiler: reduction dim " + std::to_string(dim) + " is out of range or repeated for " +
+                                  std::to_string(ndim) + " dims");
+    }
+    reduced[d] = true;
+  }
+  Node node;
+  node.kind = NodeKind::kReduction;
+  node.op = op;
+  node.operands.push_back(Operand{operand, 0.0});
+  node.compute = compute;
+  node.keepdim = keepdim;
+  Shape shape;
+  for (int d = 0; d < ndim; ++d) {
+    if (reduced[d]) node.reduce_dims.push_back(d);
+    if (!reduced[d]) shape.push_back(input[d]);
+    else if (keepdim) shape.push_back("1");
+  }
+  const int index = static_cast<int>(nodes_.size());
+  node.outputs.push_back(new_value(dtype, std::move(shape), index));
+  nodes_.push_back(std::move(node));
+  return nodes_.back().outputs[0];
+}
+
 std::vector<int> Graph::add_opaque(int external_id, const std::vector<int>& inputs, const std::vector<DType>& dtypes,
                                    const std::vector<Shape>& shapes) {
   Node node;
@@ -115,8 +152,14 @@ std::string Graph::to_string() const {
         out << literal.str();
       }
     }
-    if (node.kind == NodeKind::kPointwise) out << ")@" << dtype_name(node.compute) << " ->";
-    else out << ") ->";
+    if (node.kind == NodeKind::kReduction) {
+      out << ")[";
+      for (size_t k = 0; k < node.reduce_dims.size(); ++k) out << (k ? "," : "") << node.reduce_dims[k];
+      out << (node.keepdim ? "]keep" : "]");
+    } else {
+      out << ")";
+    }
+    out << (node.kind == NodeKind::kOpaque ? " ->" : std::string("@") + dtype_name(node.compute) + " ->");
     for (int v : node.outputs) out << " v" << v << ":" << dtype_name(values_[v].dtype) << shape_text(values_[v].shape);
     out << "\n";
   }

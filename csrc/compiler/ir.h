@@ -34,7 +34,9 @@ struct Operand {
   bool is_value() const { return value >= 0; }
 };
 
-enum class NodeKind : uint8_t { kPointwise, kOpaque };
+// A reduction folds dims of its one operand (op "sum", "mean", "amax" or "amin"), accumulating
+// in `compute`; its output keeps the reduced dims as size 1 (keepdim) or drops them.
+enum class NodeKind : uint8_t { kPointwise, kReduction, kOpaque };
 
 struct Node {
   NodeKind kind = NodeKind::kPointwise;
@@ -42,6 +44,8 @@ struct Node {
   std::vector<Operand> operands; // pointwise: in the op's order; opaque: the values it reads
   std::vector<int> outputs;      // value ids (pointwise: exactly one)
   DType compute = DType::kFloat32;  // pointwise: the dtype operands are promoted to
+  std::vector<int> reduce_dims;  // reduction: the operand's dims it folds, ascending
+  bool keepdim = false;          // reduction: whether the output keeps them as size 1
   int external_id = -1;          // the caller's handle for an opaque node (its FX node index)
   bool removed = false;
 };
@@ -52,6 +56,9 @@ class Graph {
   // A pointwise node computing in `compute` (the operands' promoted dtype) and producing `dtype`;
   // returns its output value id. Throws for an op the code generator lacks.
   int add_pointwise(const std::string& op, std::vector<Operand> operands, DType dtype, Shape shape, DType compute);
+  // A reduction of value `operand` over `dims` (any order, negative counts from the end);
+  // returns its output value id. Throws for an unknown op or a dim out of range.
+  int add_reduction(const std::string& op, int operand, std::vector<int> dims, bool keepdim, DType dtype, DType compute);
   // An opaque node reading `inputs`; its outputs are new values (returned).
   std::vector<int> add_opaque(int external_id, const std::vector<int>& inputs, const std::vector<DType>& dtypes,
                               const std::vector<Shape>& shapes);

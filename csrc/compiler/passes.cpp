@@ -20,6 +20,16 @@ bool is_literal(const Operand& o, double value) { return !o.is_value() && o.lite
 
 }  // namespace
 
+Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepdim) {
+  Shape out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), static_cast<int>(d)) != dims.end();
+    if (!reduced) out.push_back(shape[d]);
+    else if (keepdim) out.push_back("1");
+  }
+  return out;
+}
+
 int eliminate_dead_code(Graph& graph) {
   std::vector<bool> live(graph.values().size(), false);
   for (int v : graph.outputs()) live[v] = true;
@@ -75,10 +85,26 @@ Program plan_program(Graph& graph) {
   program.removed_nodes += fold_constants(graph);
   const auto& values = graph.values();
 
-  // Fusion: a pointwise node joins the latest kernel of its shape that runs after all of its
-  // operands exist (vertical fusion with its producers, horizontal with its siblings), even
-  // across eager calls in between; otherwise it starts a kernel at its place in the order.
+  // Fusion: a pointwise node joins the latest kernel it fits that runs after all of its operands
+  // exist (vertical fusion with its producers, horizontal with its siblings), even across eager
+  // calls in between; otherwise it starts a kernel at its place in the order. A node fits a
+  // kernel of its shape, or a reduction kernel whose row shape it has. A reduction fits a kernel
+  // over its operand's shape that folds the same dims or none yet (it then becomes a reduction
+  // kernel). A value a reduction made without keepdim is read only by later kernels: its dims
+  // no longer line up with the kernel's.
   std::vector<int> producer_step(values.size(), -1);  // graph inputs: -1
+  std::vector<bool> squeezed(values.size(), false);
+  auto fits = [&](const Kernel& kernel, const Node& node) {
+    if (node.kind == NodeKind::kReduction) {
+      return values[node.operands[0].value].shape == kernel.shape &&
+             (kernel.reduce_dims.empty() || kernel.reduce_dims == node.reduce_dims);
+    }
+    const Shape& shape = values[node.outputs[0]].shape;
+    if (shape == kernel.shape) return true;
+    if (kernel.reduce_dims.empty()) return false;
+    if (shape.empty()) return kernel.reduce_dims.size() == kernel.shape.size();
+    return shape == reduced_shape(kernel.shape, kernel.reduce_dims, true);
+  };
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& node = graph.nodes()[i];
     if (node.removed) continue;
@@ -89,26 +115,31 @@ Program plan_program(Graph& graph) {
     }
     int ready = -1;
     for (const Operand& operand : node.operands) {
-      if (operand.is_value()) ready = std::max(ready, producer_step[operand.value]);
+      if (operand.is_value()) ready = std::max(ready, producer_step[operand.value] + (squeezed[operand.value] ? 1 : 0));
     }
-    const Shape& shape = values[node.outputs[0]].shape;
     int target = -1;
     for (int s = static_cast<int>(program.steps.size()) - 1; s >= std::max(ready, 0); --s) {
       const Step& step = program.steps[s];
-      if (step.is_kernel && program.kernels[step.index].shape == shape) {
+      if (step.is_kernel && fits(program.kernels[step.index], node)) {
         target = s;
         break;
       }
     }
+    const bool reduction = node.kind == NodeKind::kReduction;
     if (target < 0) {
       Kernel kernel;
       kernel.symbol = "tn_kernel_" + std::to_string(program.kernels.size());
-      kernel.shape = shape;
+      kernel.shape = reduction ? values[node.operands[0].value].shape : values[node.outputs[0]].shape;
       program.kernels.push_back(kernel);
       program.steps.push_back(Step{true, static_cast<int>(program.kernels.size()) - 1, {}});
       target = static_cast<int>(program.steps.size()) - 1;
     }
-    program.kernels[program.steps[target].index].nodes.push_back(static_cast<int>(i));
+    Kernel& kernel = program.kernels[program.steps[target].index];
+    if (reduction) {
+      kernel.reduce_dims = node.reduce_dims;
+      squeezed[node.outputs[0]] = !node.keepdim && node.reduce_dims.size() != kernel.shape.size();
+    }
+    kernel.nodes.push_back(static_cast<int>(i));
     producer_step[node.outputs[0]] = target;
     ++program.fused_nodes;
   }

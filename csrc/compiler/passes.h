@@ -12,10 +12,13 @@ namespace torchneuron::compiler {
 
 // One fused loop nest: pointwise nodes over one shape, reading `inputs` (values made outside
 // it, broadcast to the shape) and writing `outputs` (values needed after it). Values used only
-// inside never reach memory.
+// inside never reach memory. A reduction kernel folds `reduce_dims` of its shape: it runs row
+// by row (a row is one index of the other dims), with "full" nodes over the whole shape,
+// reductions, and "row" nodes over the reduced shape (keepdim, or rank 0 when every dim folds).
 struct Kernel {
   std::string symbol;
   Shape shape;
+  std::vector<int> reduce_dims;  // empty: a pointwise kernel
   std::vector<int> nodes;
   std::vector<int> inputs;
   std::vector<int> outputs;
@@ -38,6 +41,9 @@ struct Program {
   int removed_nodes = 0;      // by dead-code elimination and folding
   int fused_nodes = 0;        // pointwise nodes placed in kernels
 };
+
+// `shape` with `dims` dropped, or kept as size 1.
+Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepdim);
 
 int eliminate_dead_code(Graph& graph);
 int fold_constants(Graph& graph);

@@ -39,6 +39,10 @@ void register_compiler(py::module_& parent) {
         }
         return g.add_pointwise(op, std::move(parsed), cc::parse_dtype(dtype), std::move(shape), cc::parse_dtype(compute));
       })
+      .def("add_reduction", [](cc::Graph& g, const std::string& op, int operand, std::vector<int> dims, bool keepdim,
+                               const std::string& dtype, const std::string& compute) {
+        return g.add_reduction(op, operand, std::move(dims), keepdim, cc::parse_dtype(dtype), cc::parse_dtype(compute));
+      })
       .def("add_opaque", [](cc::Graph& g, int external_id, const std::vector<int>& inputs, const std::vector<std::string>& dtypes,
                             const std::vector<std::vector<std::string>>& shapes) {
         std::vector<cc::DType> parsed;
@@ -58,6 +62,15 @@ void register_compiler(py::module_& parent) {
       entry["inputs"] = k.inputs;
       entry["outputs"] = k.outputs;
       entry["nodes"] = k.nodes.size();
+      entry["shape"] = k.shape;
+      entry["reduce_dims"] = k.reduce_dims;
+      // Per output: 0 the kernel's shape, 1 the reduced shape with keepdim, 2 without.
+      std::vector<int> forms;
+      for (int v : k.outputs) {
+        const cc::Shape& shape = graph.values()[v].shape;
+        forms.push_back(shape == k.shape ? 0 : shape.size() == k.shape.size() ? 1 : 2);
+      }
+      entry["output_forms"] = forms;
       kernels.append(entry);
     }
     py::list steps;

@@ -98,8 +98,9 @@ void register_program(py::module_& compiler) {
                        std::move(results), fold, std::move(description));
       })
       .def("add_kernel", [](ta::NativeProgram& program, uintptr_t entry, std::vector<int> inputs, const py::list& outputs,
-                            std::optional<std::vector<int64_t>> static_shape) {
-        // outputs: (value, dtype, layout or None, buffer slot, overwritten value)
+                            std::optional<std::vector<int64_t>> static_shape, std::vector<int64_t> reduce_dims) {
+        // outputs: (value, dtype, layout or None, buffer slot, overwritten value, form), form:
+        // 0 the kernel's shape, 1 reduced with keepdim, 2 reduced without
         std::vector<ta::KernelOutput> parsed;
         for (const py::handle item : outputs) {
           ta::KernelOutput out;
@@ -108,9 +109,12 @@ void register_program(py::module_& compiler) {
           out.layout = py::cast<std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>>>(item[py::int_(2)]);
           out.buffer_slot = py::cast<int>(item[py::int_(3)]);
           out.overwrites = py::cast<int>(item[py::int_(4)]);
+          const int form = py::cast<int>(item[py::int_(5)]);
+          TORCH_CHECK(form >= 0 && form <= 2, "compiled program: bad kernel output form ", form);
+          out.form = static_cast<ta::KernelOutput::Form>(form);
           parsed.push_back(std::move(out));
         }
-        program.add_kernel(entry, std::move(inputs), std::move(parsed), std::move(static_shape));
+        program.add_kernel(entry, std::move(inputs), std::move(parsed), std::move(static_shape), std::move(reduce_dims));
       })
       .def("add_list_item", &ta::NativeProgram::add_list_item)
       // Operands: ("value", id) or an int.

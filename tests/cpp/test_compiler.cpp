@@ -127,6 +127,95 @@ TEST(Compiler, GeneratedKernelRunsAndMatchesReference) {
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 
+TEST(Compiler, ReductionsFuseWithTheirNeighbours) {
+  // RMS norm then a softmax over the same rows: one kernel; a sum without keepdim is read only
+  // by a later kernel, since its dims no longer line up with the rows.
+  cc::Graph g;
+  const cc::Shape shape{"16", "16"}, row{"16", "1"};
+  const int x = g.add_input(f32, shape);
+  const int w = g.add_input(f32, {"16"});
+  const int square = g.add_pointwise("mul", {value(x), value(x)}, f32, shape, f32);
+  const int mean = g.add_reduction("mean", square, {-1}, true, f32, f32);
+  const int scale = g.add_pointwise("rsqrt", {value(mean)}, f32, row, f32);
+  const int y = g.add_pointwise("mul", {value(x), value(scale)}, f32, shape, f32);
+  const int z = g.add_pointwise("mul", {value(y), value(w)}, f32, shape, f32);
+  const int top = g.add_reduction("amax", z, {1}, true, f32, f32);
+  const int shifted = g.add_pointwise("sub", {value(z), value(top)}, f32, shape, f32);
+  const int e = g.add_pointwise("exp", {value(shifted)}, f32, shape, f32);
+  const int total = g.add_reduction("sum", e, {1}, false, f32, f32);  // [16]
+  const int bad = g.add_pointwise("add", {value(e), value(total)}, f32, shape, f32);  // total along dim 1
+  g.mark_output(bad);
+  EXPECT_EQ(g.values()[mean].shape, row);
+  EXPECT_EQ(g.values()[total].shape, cc::Shape{"16"});
+  EXPECT_THROW(g.add_reduction("sum", x, {2}, false, f32, f32), std::invalid_argument);
+  EXPECT_THROW(g.add_reduction("prod", x, {1}, false, f32, f32), std::invalid_argument);
+  const cc::Program p = cc::plan_program(g);
+  ASSERT_EQ(p.kernels.size(), 2u);
+  EXPECT_EQ(p.kernels[0].reduce_dims, std::vector<int>{1});
+  EXPECT_EQ(p.kernels[0].nodes.size(), 9u);
+  EXPECT_EQ(p.kernels[0].outputs, (std::vector<int>{e, total}));
+  EXPECT_TRUE(p.kernels[1].reduce_dims.empty());
+  EXPECT_EQ(p.kernels[1].nodes.size(), 1u);
+}
+
+TEST(Compiler, GeneratedReductionKernelRunsAndMatchesReference) {
+  // Per row: y = x * rsqrt(mean(x * x) + eps) * w and the row's max of y, over rows of 21
+  // (not a multiple of the 8 lanes), with x contiguous and then transposed (the strided path).
+  cc::Graph g;
+  const cc::Shape shape{"s0", "s1"};
+  const int x = g.add_input(f32, shape);
+  const int w = g.add_input(f32, {"s1"});
+  const int square = g.add_pointwise("mul", {value(x), value(x)}, f32, shape, f32);
+  const int mean = g.add_reduction("mean", square, {1}, true, f32, f32);
+  const int shifted = g.add_pointwise("add", {value(mean), literal(1e-5)}, f32, {"s0", "1"}, f32);
+  const int scale = g.add_pointwise("rsqrt", {value(shifted)}, f32, {"s0", "1"}, f32);
+  const int y = g.add_pointwise("mul", {value(x), value(scale)}, f32, shape, f32);
+  const int z = g.add_pointwise("mul", {value(y), value(w)}, f32, shape, f32);
+  const int top = g.add_reduction("amax", z, {1}, false, f32, f32);
+  g.mark_output(z);
+  g.mark_output(top);
+  const cc::Program p = cc::plan_program(g);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  ASSERT_EQ(p.kernels[0].outputs, (std::vector<int>{z, top}));
+  ASSERT_EQ(p.kernels[0].inputs, (std::vector<int>{x, w}));
+  char dir[] = "/tmp/tn-compiler-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const cc::Artifact built = cc::build_artifact(cc::generate_source(g, p), dir);
+  void* library = dlopen(built.path.c_str(), RTLD_NOW);
+  ASSERT_NE(library, nullptr) << dlerror();
+  auto kernel = reinterpret_cast<cc::ReductionEntry>(dlsym(library, p.kernels[0].symbol.c_str()));
+  ASSERT_NE(kernel, nullptr);
+  const int64_t rows = 5, cols = 21;
+  std::vector<float> x_data(rows * cols), w_data(cols);
+  for (size_t i = 0; i < x_data.size(); ++i) x_data[i] = std::sin(0.7f * static_cast<float>(i)) * 3.0f;
+  for (int64_t j = 0; j < cols; ++j) w_data[j] = 0.5f + 0.1f * static_cast<float>(j);
+  for (const bool transposed : {false, true}) {
+    std::vector<float> z_out(rows * cols), top_out(rows);
+    char* data[] = {reinterpret_cast<char*>(z_out.data()), reinterpret_cast<char*>(top_out.data()),
+                    reinterpret_cast<char*>(x_data.data()), reinterpret_cast<char*>(w_data.data())};
+    // [operand][dim]: z row-major, top one value per row, x row-major or a transposed buffer, w broadcast.
+    const int64_t strides[] = {cols, 1, 1, 0, transposed ? 1 : cols, transposed ? rows : 1, 0, 1};
+    const int64_t sizes[] = {rows, cols};
+    kernel(data, strides, sizes, 2, 1, 0, 2);  // two calls: the row split must not matter
+    kernel(data, strides, sizes, 2, 1, 2, rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      auto at = [&](int64_t j) { return transposed ? x_data[j * rows + i] : x_data[i * cols + j]; };
+      double sum = 0;
+      for (int64_t j = 0; j < cols; ++j) sum += double(at(j)) * at(j);
+      const float scale_ref = 1.0f / std::sqrt(static_cast<float>(sum / cols) + 1e-5f);
+      float top_ref = -INFINITY;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float z_ref = at(j) * scale_ref * w_data[j];
+        EXPECT_NEAR(z_out[i * cols + j], z_ref, 1e-5f * std::fabs(z_ref) + 1e-6f) << transposed << " " << i << " " << j;
+        top_ref = std::max(top_ref, z_ref);
+      }
+      EXPECT_NEAR(top_out[i], top_ref, 1e-5f * std::fabs(top_ref));
+    }
+  }
+  dlclose(library);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
 TEST(Compiler, CompilerFailureNamesTheCompiler) {
   setenv("CXX", "/bin/false", 1);
   char dir[] = "/tmp/tn-compiler-test-XXXXXX";

@@ -1,11 +1,13 @@
 """Lowering an AOTAutograd FX graph (core ATen, functional) into the neuron compiler's IR.
 
-Pointwise ATen ops with a code template become IR pointwise nodes; every other node becomes an
+Pointwise ATen ops with a code template become IR pointwise nodes, and sums, means, maxima and
+minima over innermost dims IR reductions; every other node becomes an
 opaque node that the compiled program runs as an eager call. The mapping from IR values back to
 FX nodes lets the runtime bind kernel outputs and resolve eager calls' arguments."""
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
 
@@ -57,7 +59,6 @@ class Lowered:
     layout: dict = field(default_factory=dict)         # IR value -> non-row-major layout (see _layout)
     opaque_nodes: list = field(default_factory=list)   # external id -> fx node
     tuple_values: dict = field(default_factory=dict)   # fx node returning a tuple -> its IR values
-    pointwise_count: int = 0
 
 
 def _shape(val) -> list[str]:
@@ -201,7 +202,71 @@ def _try_pointwise(node: fx.Node, lowered: Lowered) -> bool:
     lowered.fx_value[node] = value
     lowered.value_source[value] = (node, None)
     lowered.value_meta[value] = (out.dtype, out.device)
-    lowered.pointwise_count += 1
+    return True
+
+
+REDUCTIONS = {aten.sum.dim_IntList: "sum", aten.sum.default: "sum", aten.mean.dim: "mean",
+              aten.mean.default: "mean", aten.amax.default: "amax", aten.amin.default: "amin"}
+
+# A reduction of every dim runs on one thread; above this many elements the eager kernel,
+# which splits it, is faster than saving the launches around it.
+_SINGLE_ROW_LIMIT = 1 << 16
+
+
+def _try_reduction(node: fx.Node, lowered: Lowered) -> bool:
+    """A sum, mean, amax or amin over the innermost dims of its operand becomes an IR reduction,
+    which fuses with the pointwise ops around it (norms, softmax, losses written by hand).
+    Others stay eager: the generated kernel walks each row on one thread, so reductions across
+    outer dims (a bias gradient) or of one huge row run better as the eager kernels."""
+    op = REDUCTIONS.get(node.target)
+    out = _tensor_meta(node)
+    if op is None or out is None or not _on_device(out):
+        return False
+    args, kwargs = list(node.args), dict(node.kwargs)
+    kwargs.pop("dtype", None)  # the output's dtype, read from its meta
+    if kwargs or not isinstance(args[0], fx.Node):
+        return False
+    source = _through_views(args[0], static_shape=False)
+    x = _tensor_meta(source)
+    if x is None or not _on_device(x) or source not in lowered.fx_value or x.dim() == 0:
+        return False
+    if not (x.dtype.is_floating_point or (op == "sum" and out.dtype == torch.int64)):
+        return False
+    if not (out.dtype.is_floating_point or out.dtype == torch.int64):
+        return False
+    dims = args[1] if len(args) > 1 else None
+    keepdim = bool(args[2]) if len(args) > 2 else False
+    if dims is None or len(dims) == 0:
+        dims = list(range(x.dim()))
+    if not all(type(d) is int for d in dims):
+        return False
+    dims = sorted(d % x.dim() for d in dims)
+    if dims != list(range(x.dim() - len(dims), x.dim())):
+        return False  # not the innermost dims
+    if any(type(x.shape[d]) is int and x.shape[d] == 1 for d in dims):
+        return False  # folding a size-1 dim is a copy
+    layout = _layout(x)
+    if layout is not None:  # the folded dims must be the innermost in memory too
+        sizes, strides = layout
+        step = 1
+        for d in reversed(dims):
+            if strides[d] != step:
+                return False
+            step *= sizes[d]
+    outer = [x.shape[d] for d in range(x.dim()) if d not in dims]
+    if all(type(size) is int for size in outer) and math.prod(outer) < 2:  # one row
+        inner = [x.shape[d] for d in dims]
+        if not all(type(size) is int for size in inner) or math.prod(inner) > _SINGLE_ROW_LIMIT:
+            return False
+    compute = torch.float64 if out.dtype == torch.float64 else torch.int64 if out.dtype == torch.int64 else torch.float32
+    value = lowered.graph.add_reduction(op, lowered.fx_value[source], dims, keepdim, DTYPES[out.dtype],
+                                        DTYPES[compute])
+    layout = _layout(out)
+    if layout is not None:
+        lowered.layout[value] = layout
+    lowered.fx_value[node] = value
+    lowered.value_source[value] = (node, None)
+    lowered.value_meta[value] = (out.dtype, out.device)
     return True
 
 
@@ -295,7 +360,7 @@ def lower(gm: fx.GraphModule) -> Lowered:
         elif node.op == "get_attr":  # a constant tensor of the graph module: read at run time
             _add_opaque(node, lowered)
         elif node.op == "call_function":
-            if node.target is operator.getitem or not _try_pointwise(node, lowered):
+            if node.target is operator.getitem or not (_try_pointwise(node, lowered) or _try_reduction(node, lowered)):
                 _add_opaque(node, lowered)
         elif node.op == "output":
             for arg in _flat_nodes(node.args[0]):

@@ -181,15 +181,13 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
             entry = ctypes.cast(getattr(library, k["symbol"]), ctypes.c_void_p).value
             reads = [vid(source[v]) for v in k["inputs"]]
             outputs = []
-            for v in k["outputs"]:
+            for v, form in zip(k["outputs"], k["output_forms"]):
                 reuse, layout = plan["in_place"][v], lowered.layout.get(v)
                 overwrites = vid(source[reuse]) if reuse >= 0 and lowered.layout.get(reuse) == layout else -1
-                outputs.append((vid(source[v]), lowered.value_meta[v][0], layout, plan["slot"][v], overwrites))
-            val = source[k["outputs"][0]][0].meta.get("val")
-            static_shape = None
-            if isinstance(val, torch.Tensor) and all(type(d) is int for d in val.shape):
-                static_shape = list(val.shape)
-            steps.append(("kernel", (entry, reads, outputs, static_shape), reads, [o[0] for o in outputs]))
+                outputs.append((vid(source[v]), lowered.value_meta[v][0], layout, plan["slot"][v], overwrites, form))
+            static_shape = _static_shape(k["shape"])
+            steps.append(("kernel", (entry, reads, outputs, static_shape, k["reduce_dims"]), reads,
+                          [o[0] for o in outputs]))
             continue
         node = lowered.opaque_nodes[index]
         target = node.target
@@ -275,6 +273,20 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
     return program, isinstance(output_args, list)
 
 
+def _static_shape(shape: list[str]) -> list[int] | None:
+    """A kernel's IR shape as sizes, or None when some are symbolic."""
+    return [int(d) for d in shape] if all(d.isdigit() for d in shape) else None
+
+
+def _output_shape(shape, reduce_dims, form):
+    """A kernel output's shape: the kernel's (form 0) or reduced, keeping the folded dims as
+    size 1 (form 1) or dropping them (form 2)."""
+    if form == 0:
+        return shape
+    return torch.Size([1 if d in reduce_dims else size for d, size in enumerate(shape)
+                       if form == 1 or d not in reduce_dims])
+
+
 def _int_operands(node: fx.Node) -> bool:
     """Whether every argument is an int or a node whose traced value is an integer size."""
     def is_int(a):
@@ -332,40 +344,45 @@ class CompiledProgram:
                 entry = ctypes.cast(getattr(library, k["symbol"]), ctypes.c_void_p).value
                 outputs = [(source[v][0], lowered.value_meta[v][0], lowered.layout.get(v), plan["slot"][v],
                             plan["in_place"][v], plan["in_place"][v] >= 0 and lowered.layout.get(v) ==
-                            lowered.layout.get(plan["in_place"][v])) for v in k["outputs"]]
+                            lowered.layout.get(plan["in_place"][v]), form)
+                           for v, form in zip(k["outputs"], k["output_forms"])]
                 in_place_sources = {v: source[v][0] for v in k["inputs"]}
-                val = outputs[0][0].meta.get("val") if outputs else None
-                static_shape = None  # every output has the kernel's shape; static sizes are known now
-                if isinstance(val, torch.Tensor) and all(type(d) is int for d in val.shape):
-                    static_shape = torch.Size(val.shape)
+                static_shape = _static_shape(k["shape"])
                 self.steps.append(self._kernel_step(entry, [read(v) for v in k["inputs"]], outputs, in_place_sources,
-                                                    drop, static_shape))
+                                                    drop, static_shape, k["reduce_dims"]))
             else:
                 node = lowered.opaque_nodes[index]
                 self.steps.append(self._opaque_step(node, drop, node in constants))
 
-    def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop, static_shape=None):
+    def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop, static_shape, reduce_dims):
         launch = self.launch
-        static_list = list(static_shape) if static_shape is not None else None
+        reduction = torch.ops.torchneuron.launch_fused_reduction
 
         def run(env, slots):
             tensors = [r(env) for r in inputs]
-            shape = static_shape if static_shape is not None else torch.broadcast_shapes(*[t.shape for t in tensors])
+            if static_shape is not None:
+                shape = torch.Size(static_shape)
+            else:
+                shape = torch.broadcast_shapes(*[t.shape for t in tensors])
             device = tensors[0].device
             outs = []
-            for node, dtype, order, slot, reuse, same_layout in outputs:
+            for node, dtype, order, slot, reuse, same_layout, form in outputs:
+                out_shape = _output_shape(shape, reduce_dims, form)
                 buffer = None
                 if reuse >= 0 and same_layout:
                     buffer = env[in_place_sources[reuse]]
                 elif slot >= 0 and order is None:
                     buffer = slots[slot]
-                if buffer is None or buffer.shape != shape or buffer.dtype != dtype:
-                    buffer = _allocate(shape, dtype, device, order)
+                if buffer is None or buffer.shape != out_shape or buffer.dtype != dtype:
+                    buffer = _allocate(out_shape, dtype, device, order)
                 if slot >= 0:
                     slots[slot] = buffer
                 outs.append(buffer)
                 env[node] = buffer
-            launch(entry, outs, tensors, static_list if static_list is not None else list(shape))
+            if reduce_dims:
+                reduction(entry, outs, tensors, list(shape), reduce_dims)
+            else:
+                launch(entry, outs, tensors, list(shape))
             for node in drop:
                 env.pop(node, None)
 
