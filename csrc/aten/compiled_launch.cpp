@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "aten/native_ops.h"
 #include "aten/neuron_tensor.h"
 #include "compiler/codegen.h"
 #include "kernels/parallel.h"
@@ -120,6 +121,45 @@ void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs
                    kernel(data.data(), strides.data(), sizes.data(), n, begin, end);
                  });
                });
+}
+
+bool launch_fused_after_mm(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                          const std::vector<int64_t>& shape, int product_input, const at::Tensor& product,
+                          const at::Tensor& a, const at::Tensor& b) {
+  if (outputs.empty() || shape.size() > 16 || product_input < 0 || product_input >= static_cast<int>(inputs.size()) ||
+      product.dim() != 2 || !product.is_contiguous()) {
+    return false;
+  }
+  const int ndim = static_cast<int>(shape.size());
+  const int operands = static_cast<int>(outputs.size() + inputs.size());
+  std::vector<char*> data;
+  std::vector<int64_t> strides;
+  operand_strides(outputs, inputs, shape, std::vector<bool>(ndim, false), data, strides);
+  int64_t numel = 1;
+  for (int64_t size : shape) numel *= size;
+  const at::Tensor& view = inputs[product_input];
+  if (numel != product.numel() || view.data_ptr() != product.data_ptr()) return false;
+  for (size_t k = 0; k < inputs.size(); ++k) {  // another view could read rows not yet computed
+    if (static_cast<int>(k) != product_input && inputs[k].storage().is_alias_of(product.storage())) return false;
+  }
+  std::vector<int> all(ndim);
+  for (int d = 0; d < ndim; ++d) all[d] = d;
+  const Dims dims = coalesce_dims(all, shape, strides, operands, 0);
+  // Element e of the kernel's index space must be element e of the product, so that a block of
+  // the product's rows is a range of the kernel's elements.
+  const std::vector<int64_t>& reads = dims.strides[outputs.size() + product_input];
+  int64_t step = 1;
+  for (int d = static_cast<int>(dims.sizes.size()) - 1; d >= 0; --d) {
+    if (reads[d] != step) return false;
+    step *= dims.sizes[d];
+  }
+  std::vector<int64_t> flat;
+  for (const auto& s : dims.strides) flat.insert(flat.end(), s.begin(), s.end());
+  const auto kernel = reinterpret_cast<compiler::KernelEntry>(entry);
+  const int64_t row = product.size(1);
+  return mm_with_epilogue(product, a, b, [=, sizes = dims.sizes, strides = std::move(flat)](int64_t begin, int64_t end) {
+    kernel(data.data(), strides.data(), sizes.data(), static_cast<int>(sizes.size()), begin * row, end * row);
+  });
 }
 
 void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,

@@ -3,6 +3,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/empty_strided.h>
 
 #include <algorithm>
@@ -108,6 +109,45 @@ void NativeProgram::add_int_arithmetic(char op, ListElement a, ListElement b, in
   steps_.push_back(std::move(step));
 }
 
+void NativeProgram::fuse_product_epilogue(int mm_step, int kernel_step, int product_input) {
+  TORCH_CHECK(mm_step >= 0 && mm_step < kernel_step && kernel_step < static_cast<int>(steps_.size()),
+              "compiled program: bad epilogue steps ", mm_step, " and ", kernel_step);
+  Step& mm = steps_[mm_step];
+  Step& kernel = steps_[kernel_step];
+  TORCH_CHECK(mm.kind == Step::Kind::kOp && mm.op->schema().name() == "aten::mm" && mm.value_arguments.size() == 2 &&
+                  mm.results.size() == 1 && !mm.fold,
+              "compiled program: step ", mm_step, " is not an mm");
+  TORCH_CHECK(kernel.kind == Step::Kind::kKernel && kernel.reduce_dims.empty() && product_input >= 0 &&
+                  product_input < static_cast<int>(kernel.inputs.size()),
+              "compiled program: step ", kernel_step, " is not a pointwise kernel with input ", product_input);
+  mm.defers_product = true;
+  kernel.product_input = product_input;
+  for (int s = mm_step + 1; s < kernel_step; ++s) steps_[s].keeps_product_deferred = true;
+}
+
+bool NativeProgram::defer_product(const Step& step, std::vector<c10::IValue>& env,
+                                  std::optional<DeferredProduct>& deferred) {
+  const c10::IValue& a = env[step.value_arguments[0].value];
+  const c10::IValue& b = env[step.value_arguments[1].value];
+  if (!a.isTensor() || !b.isTensor()) return false;
+  const at::Tensor& left = a.toTensor();
+  const at::Tensor& right = b.toTensor();
+  if (left.dim() != 2 || right.dim() != 2 || left.size(1) != right.size(0) || left.device() != right.device() ||
+      left.scalar_type() != right.scalar_type() || left.device().type() != c10::DeviceType::PrivateUse1) {
+    return false;
+  }
+  at::Tensor product = at::empty({left.size(0), right.size(1)}, left.options());
+  env[step.results[0]] = product;
+  deferred = DeferredProduct{left, right, std::move(product)};
+  return true;
+}
+
+void NativeProgram::launch_deferred(std::optional<DeferredProduct>& deferred) {
+  if (!deferred) return;
+  at::mm_out(deferred->product, deferred->a, deferred->b);
+  deferred.reset();
+}
+
 void NativeProgram::release_after_last_step(std::vector<int> values) {
   TORCH_CHECK(!steps_.empty(), "compiled program: no step to release values after");
   steps_.back().release = std::move(values);
@@ -171,7 +211,8 @@ void NativeProgram::run_int_arithmetic(const Step& step, std::vector<c10::IValue
   env[step.results[0]] = result;
 }
 
-void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers) {
+void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers,
+                               std::optional<DeferredProduct>& deferred) {
   std::vector<at::Tensor> inputs;
   inputs.reserve(step.inputs.size());
   for (int v : step.inputs) inputs.push_back(env[v].toTensor());
@@ -208,6 +249,15 @@ void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, 
     env[out.value] = buffer;
     outputs.push_back(std::move(buffer));
   }
+  if (step.product_input >= 0 && deferred) {
+    const bool fused = launch_fused_after_mm(step.entry, outputs, inputs, shape, step.product_input, deferred->product,
+                                             deferred->a, deferred->b);
+    if (fused) {
+      deferred.reset();
+      return;
+    }
+    launch_deferred(deferred);
+  }
   if (step.reduce_dims.empty()) {
     launch_fused_kernel(step.entry, outputs, inputs, shape);
   } else {
@@ -223,15 +273,21 @@ std::vector<c10::IValue> NativeProgram::run(std::vector<c10::IValue>&& inputs) {
   inputs.clear();
   for (const auto& [value, constant] : constants_) env[value] = constant;
   std::vector<at::Tensor> buffers(num_buffer_slots_);
+  std::optional<DeferredProduct> deferred;
   for (Step& step : steps_) {
+    // Only the epilogue kernel (or the views before it) may see a deferred product unlaunched.
+    if (deferred && !step.keeps_product_deferred && step.product_input < 0) launch_deferred(deferred);
     switch (step.kind) {
-      case Step::Kind::kOp: run_op(step, env); break;
-      case Step::Kind::kKernel: run_kernel(step, env, buffers); break;
+      case Step::Kind::kOp:
+        if (!step.defers_product || !defer_product(step, env, deferred)) run_op(step, env);
+        break;
+      case Step::Kind::kKernel: run_kernel(step, env, buffers, deferred); break;
       case Step::Kind::kListItem: env[step.results[0]] = env[step.source].toListRef().at(step.index); break;
       case Step::Kind::kIntArithmetic: run_int_arithmetic(step, env); break;
     }
     for (int v : step.release) env[v] = c10::IValue();
   }
+  launch_deferred(deferred);
   std::vector<c10::IValue> outputs;
   outputs.reserve(outputs_.size());
   for (int v : outputs_) outputs.push_back(v >= 0 ? env[v] : c10::IValue());

@@ -91,6 +91,29 @@ void with_row_major(at::Tensor& result, Body body) {
 
 }  // namespace
 
+bool mm_with_epilogue(const at::Tensor& result, const at::Tensor& a_in, const at::Tensor& b_in,
+                      std::function<void(int64_t, int64_t)> epilogue) {
+  if (a_in.dim() != 2 || b_in.dim() != 2 || a_in.size(1) != b_in.size(0) || a_in.device() != result.device() ||
+      b_in.device() != result.device() || a_in.scalar_type() != b_in.scalar_type() ||
+      result.scalar_type() != a_in.scalar_type() || !kernel_dtype_ok(a_in) || result.dim() != 2 ||
+      result.size(0) != a_in.size(0) || result.size(1) != b_in.size(1) || !result.is_contiguous()) {
+    return false;
+  }
+  if (result.numel() == 0) return true;
+  const at::Tensor a = blas_ready(a_in);
+  const at::Tensor b = blas_ready(b_in);
+  kernels::GemmArgs args;
+  args.dtype = to_kernel_dtype(result.scalar_type());
+  args.m = result.size(0);
+  args.n = result.size(1);
+  args.k = a.size(1);
+  args.a = operand(a);
+  args.b = operand(b);
+  args.c = operand(result);
+  enqueue(result, "aten::mm", {&a, &b}, [args, epilogue = std::move(epilogue)] { kernels::gemm_with_epilogue(args, epilogue); });
+  return true;
+}
+
 namespace matmul {
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {

@@ -31,9 +31,11 @@ BlasMatrix as_blas(const MatrixOperand& op, int64_t cols) {
 // the compute pool, each block a single-threaded BLAS call. OpenBLAS's own threads wait for each
 // other at barriers and crawl when the host thread takes one of the cores; pool chunks do not.
 // a_row / b_col: element steps between consecutive rows of A and columns of B.
+// Returns whether it ran `epilogue` (see gemm_with_epilogue): it does when it splits by rows.
 template <typename T>
-void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A,
-                int64_t lda, int64_t a_row, const T* B, int64_t ldb, int64_t b_col, T beta, T* C, int64_t ldc) {
+bool split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A,
+                int64_t lda, int64_t a_row, const T* B, int64_t ldb, int64_t b_col, T beta, T* C, int64_t ldc,
+                const RowEpilogue* epilogue) {
   auto call = [&](int64_t rows, int64_t cols, const T* a, const T* b, T* c) {
     if constexpr (std::is_same_v<T, float>) {
       cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -42,26 +44,32 @@ void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
     }
   };
   const int64_t work = m * n * std::max<int64_t>(k, 1);
-  if (work < (int64_t{1} << 18)) return call(m, n, A, B, C);  // too small to split
-  if (m >= n) {
+  if (work < (int64_t{1} << 18)) {  // too small to split
+    call(m, n, A, B, C);
+    return false;
+  }
+  // With an epilogue, rows are split whenever there are enough of them to keep the pool busy.
+  if (m >= n || (epilogue != nullptr && m >= 16 * compute_threads())) {
     parallel_for(m, std::max<int64_t>(16, m / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
       call(end - begin, n, A + begin * a_row, B, C + begin * ldc);
+      if (epilogue != nullptr) (*epilogue)(begin, end);
     });
-  } else {
-    parallel_for(n, std::max<int64_t>(16, n / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
-      call(m, end - begin, A, B + begin * b_col, C + begin);
-    });
+    return true;
   }
+  parallel_for(n, std::max<int64_t>(16, n / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
+    call(m, end - begin, A, B + begin * b_col, C + begin);
+  });
+  return false;
 }
 
 template <typename T>
-void blas_gemm(const GemmArgs& g, const char* a, const char* b, char* c) {
+bool blas_gemm(const GemmArgs& g, const char* a, const char* b, char* c, const RowEpilogue* epilogue) {
   const BlasMatrix ba = as_blas(g.a, g.k);
   const BlasMatrix bb = as_blas(g.b, g.n);
   const int64_t ldc = std::max<int64_t>(g.c.row_stride, std::max<int64_t>(g.n, 1));
-  split_gemm<T>(ba.trans, bb.trans, g.m, g.n, g.k, static_cast<T>(g.alpha), reinterpret_cast<const T*>(a), ba.ld,
-                g.a.row_stride, reinterpret_cast<const T*>(b), bb.ld, g.b.col_stride, static_cast<T>(g.beta),
-                reinterpret_cast<T*>(c), ldc);
+  return split_gemm<T>(ba.trans, bb.trans, g.m, g.n, g.k, static_cast<T>(g.alpha), reinterpret_cast<const T*>(a),
+                       ba.ld, g.a.row_stride, reinterpret_cast<const T*>(b), bb.ld, g.b.col_stride,
+                       static_cast<T>(g.beta), reinterpret_cast<T*>(c), ldc, epilogue);
 }
 
 // One operand of a half-type GEMM widened to float: kept in its own orientation (rows or
@@ -119,7 +127,7 @@ void half_gemm(const GemmArgs& g, const char* a, const char* b, char* c) {
   }
   const int64_t a_row = A.trans == CblasNoTrans ? A.ld : 1, b_col = B.trans == CblasNoTrans ? 1 : B.ld;
   split_gemm<float>(A.trans, B.trans, g.m, g.n, g.k, static_cast<float>(g.alpha), A.data.data(), A.ld, a_row,
-                    B.data.data(), B.ld, b_col, static_cast<float>(g.beta), C.data.data(), C.ld);
+                    B.data.data(), B.ld, b_col, static_cast<float>(g.beta), C.data.data(), C.ld, nullptr);
   const float* result = C.data.data();
   parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -190,8 +198,12 @@ bool gemm_supported(DType dtype) {
   return dtype != DType::kBool && !is_complex(dtype);
 }
 
-void gemm(const GemmArgs& g) {
-  if (g.m == 0 || g.n == 0) return;
+namespace {
+
+// Returns whether it ran `epilogue` (batch 1 only).
+bool run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
+  bool epilogue_done = false;
+  if (g.m == 0 || g.n == 0) return true;
   configure_blas_threads();
   const size_t size = element_size(g.dtype);
   for (int64_t i = 0; i < g.batch; ++i) {
@@ -214,8 +226,8 @@ void gemm(const GemmArgs& g) {
       continue;
     }
     switch (g.dtype) {
-      case DType::kFloat32: blas_gemm<float>(g, a, b, c); break;
-      case DType::kFloat64: blas_gemm<double>(g, a, b, c); break;
+      case DType::kFloat32: epilogue_done = blas_gemm<float>(g, a, b, c, epilogue); break;
+      case DType::kFloat64: epilogue_done = blas_gemm<double>(g, a, b, c, epilogue); break;
       case DType::kBFloat16:
         if (bf16_gemm_suits(g)) {
           bf16_gemm(g, a, b, c);
@@ -231,6 +243,18 @@ void gemm(const GemmArgs& g) {
       case DType::kUInt8: integer_gemm<uint8_t>(g, a, b, c); break;
       default: throw runtime::KernelError(std::string("gemm does not handle ") + dtype_name(g.dtype));
     }
+  }
+  return epilogue_done;
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) { run_gemm(g, nullptr); }
+
+void gemm_with_epilogue(const GemmArgs& g, const RowEpilogue& epilogue) {
+  if (g.batch != 1) throw runtime::KernelError("gemm_with_epilogue: batch must be 1");
+  if (!run_gemm(g, &epilogue)) {
+    parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), epilogue);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "kernels/strided.h"
 
@@ -31,5 +32,12 @@ bool gemm_supported(DType dtype);
 // Makes OpenBLAS single-threaded (once; the compute pool splits GEMMs); call before any cblas_*.
 void configure_blas_threads();
 void gemm(const GemmArgs& args);
+
+// A GEMM (batch 1) followed by epilogue(row_begin, row_end) over blocks of C's rows once they
+// hold their final values: on the thread that computed each block, while it is in cache, when
+// the product splits by rows (float32 and float64 through BLAS); otherwise over the compute
+// pool after the whole product.
+using RowEpilogue = std::function<void(int64_t, int64_t)>;
+void gemm_with_epilogue(const GemmArgs& args, const RowEpilogue& epilogue);
 
 }  // namespace torchneuron::kernels

@@ -117,6 +117,7 @@ void register_program(py::module_& compiler) {
         program.add_kernel(entry, std::move(inputs), std::move(parsed), std::move(static_shape), std::move(reduce_dims));
       })
       .def("add_list_item", &ta::NativeProgram::add_list_item)
+      .def("fuse_product_epilogue", &ta::NativeProgram::fuse_product_epilogue)
       // Operands: ("value", id) or an int.
       .def("add_int_arithmetic", [](ta::NativeProgram& program, const std::string& op, const py::tuple& operands,
                                     int result) {

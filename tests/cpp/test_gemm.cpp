@@ -2,6 +2,7 @@
 // dispatch): against a double-precision reference from the same bfloat16 inputs.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -199,4 +200,52 @@ TEST(GemmBFloat16, BatchedNaNInputAndEmptyInnerDimension) {
   g.beta = 0.0;
   k::gemm(g);
   for (const auto& x : c) EXPECT_EQ(x.bits, 0);
+}
+
+// gemm_with_epilogue: the epilogue sees every row exactly once, and only after its final values
+// are in C (here it doubles them in place), whether the product splits by rows, by columns or
+// not at all, in float32 (BLAS) and bfloat16.
+TEST(GemmEpilogue, RunsOncePerRowAfterTheRowIsFinal) {
+  const Shape shapes[] = {{7, 5, 3}, {512, 96, 64}, {48, 640, 32}, {20, 2048, 16}, {300, 300, 17}};
+  for (const Shape s : shapes) {
+    for (const bool bf16 : {false, true}) {
+      std::mt19937 rng(static_cast<uint32_t>(s.m * 31 + s.n));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n, std::nanf(""));
+      for (float& x : a) x = bf16 ? static_cast<float>(k::BFloat16(dist(rng))) : dist(rng);
+      for (float& x : b) x = bf16 ? static_cast<float>(k::BFloat16(dist(rng))) : dist(rng);
+      std::vector<k::BFloat16> a16(a.begin(), a.end()), b16(b.begin(), b.end()), c16(c.size());
+      k::GemmArgs args;
+      args.dtype = bf16 ? k::DType::kBFloat16 : k::DType::kFloat32;
+      args.m = s.m;
+      args.n = s.n;
+      args.k = s.k;
+      auto data = [&](auto& f32, auto& h) { return bf16 ? reinterpret_cast<char*>(h.data()) : reinterpret_cast<char*>(f32.data()); };
+      args.a = {data(a, a16), 0, s.k, 1};
+      args.b = {data(b, b16), 0, s.n, 1};
+      args.c = {data(c, c16), 0, s.n, 1};
+      std::vector<std::atomic<int>> visits(s.m);
+      k::gemm_with_epilogue(args, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          visits[i]++;
+          for (int64_t j = 0; j < s.n; ++j) {
+            if (bf16) c16[i * s.n + j] = k::BFloat16(2.0f * static_cast<float>(c16[i * s.n + j]));
+            else c[i * s.n + j] *= 2.0f;
+          }
+        }
+      });
+      for (int64_t i = 0; i < s.m; ++i) {
+        ASSERT_EQ(visits[i].load(), 1) << "row " << i << " of " << s.m << "x" << s.n;
+        for (int64_t j = 0; j < s.n; ++j) {
+          double expected = 0;
+          for (int64_t p = 0; p < s.k; ++p) expected += double(a[i * s.k + p]) * b[p * s.n + j];
+          const double got = bf16 ? static_cast<float>(c16[i * s.n + j]) : c[i * s.n + j];
+          ASSERT_NEAR(got, 2 * expected, bf16 ? 2e-2 * (1 + std::fabs(2 * expected)) : 1e-4) << i << "," << j;
+        }
+      }
+    }
+  }
+  k::GemmArgs batched;
+  batched.batch = 2;
+  EXPECT_ANY_THROW(k::gemm_with_epilogue(batched, [](int64_t, int64_t) {}));
 }

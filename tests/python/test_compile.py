@@ -254,6 +254,35 @@ def test_reductions_with_dynamic_sizes_compile_once(no_fallback):
     assert torchneuron.compile_stats()["graphs_compiled"] == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_linear_bias_and_activation_run_as_the_matmul_epilogue(dtype, no_fallback):
+    """addmm splits into mm + bias add; the add (moved past the view a 3-D input needs) and the
+    GELU after it run on each block of the product's rows in the mm's own device job. Forward
+    and backward match CPU PyTorch, for 3-D and 2-D inputs."""
+    torch.manual_seed(0)
+    reference = nn.Sequential(nn.Linear(48, 160), nn.GELU(), nn.Linear(160, 48)).to(dtype)
+    model = copy.deepcopy(reference).to("neuron")
+    compiled = torch.compile(model, backend="neuron")
+    tolerance = dict(atol=2e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=2e-2)
+    for shape in [(6, 50, 48), (300, 48)]:
+        with torch.no_grad():
+            x = torch.randn(*shape, dtype=dtype)
+            torch.testing.assert_close(compiled(x.to("neuron")).cpu(), reference(x), **tolerance)
+    stats = torchneuron.compile_stats()
+    assert stats["mm_epilogues"] == stats["kernels_generated"] == 2 * stats["graphs_compiled"]
+    x = torch.randn(6, 50, 48, dtype=dtype, requires_grad=True)
+    x_neuron = x.detach().to("neuron").requires_grad_()
+    (compiled(x_neuron) ** 2).sum().backward()
+    (reference(x) ** 2).sum().backward()
+    # bf16: the product is rounded before the bias add, so sums of rounded terms differ by a
+    # few units of the gradient's largest element.
+    for got, expected in [(x_neuron.grad, x.grad)] + [(p.grad, r.grad) for p, r in zip(model.parameters(),
+                                                                                         reference.parameters())]:
+        scale = float(expected.abs().max())
+        atol, rtol = (1e-4, 1e-4) if dtype == torch.float32 else (1e-2 * scale, 2e-2)
+        torch.testing.assert_close(got.cpu(), expected, atol=atol, rtol=rtol)
+
+
 def run_training(model, batches, step, compiled, steps):
     model = copy.deepcopy(model).to("neuron")
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)

@@ -28,7 +28,7 @@ def reset_compile_stats() -> None:
     """Zeroes the counters compile_stats() reports."""
     with _lock:
         _stats.clear()
-        _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, ops_lowered=0,
+        _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, mm_epilogues=0, ops_lowered=0,
                       ops_eager=0, constants_folded=0, memory_cache_hits=0, disk_cache_hits=0, artifacts_built=0, compile_seconds=0.0,
                       codegen_seconds=0.0)
 
@@ -39,7 +39,8 @@ reset_compile_stats()
 def compile_stats() -> dict:
     """Counters of the neuron compiler since start (or the last reset): graphs compiled (of them,
     graphs_native run by the native executor, the rest by the Python step loop) and run
-    eagerly, kernels generated, ops fused into kernels vs run as eager calls, eager calls folded
+    eagerly, kernels generated (of them, mm_epilogues run with the matrix product before them, on
+    each block of its rows), ops fused into kernels vs run as eager calls, eager calls folded
     into constants (computed once), artifact cache hits in memory and on disk, and seconds spent
     compiling (all of it) and in the system compiler."""
     with _lock:
@@ -76,12 +77,13 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
-    from .lowering import lower, update_batch_norm_stats_in_place
+    from .lowering import lower, split_bias_from_addmm, update_batch_norm_stats_in_place
     from .program import CompiledProgram
 
     start = time.perf_counter()
     try:
         update_batch_norm_stats_in_place(gm)
+        split_bias_from_addmm(gm)
         lowered = lower(gm)
         plan = _C._compiler.plan(lowered.graph)
         library = _load_artifact(plan["source"]) if plan["kernels"] else None
@@ -94,6 +96,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
 
         return make_boxed_func(gm.forward)
     _count(graphs_compiled=1, graphs_native=int(program.native is not None), kernels_generated=len(plan["kernels"]),
+           mm_epilogues=program.mm_epilogues,
            ops_lowered=plan["fused_nodes"], ops_eager=len(lowered.opaque_nodes), constants_folded=program.constant_count,
            compile_seconds=time.perf_counter() - start)
     return program

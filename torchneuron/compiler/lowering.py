@@ -346,6 +346,44 @@ def update_batch_norm_stats_in_place(gm: fx.GraphModule) -> int:
     return rewritten
 
 
+def split_bias_from_addmm(gm: fx.GraphModule) -> int:
+    """addmm(bias, a, b) becomes mm(a, b) + bias, so that the bias add and the pointwise ops
+    after it run as the mm's epilogue, on each block of the product's rows while it is in cache.
+    When the product is only viewed back to more dims (a linear layer on a 3-D input), the add
+    moves after the view, where it fuses with its consumers. Returns the number rewritten."""
+    graph, rewritten = gm.graph, 0
+    for node in list(graph.nodes):
+        if node.target is not aten.addmm.default or len(node.args) != 3 or node.kwargs:
+            continue
+        bias, a, b = node.args
+        out, bias_val = _tensor_meta(node), _tensor_meta(bias)
+        if out is None or bias_val is None or not _on_device(out) or not out.dtype.is_floating_point:
+            continue
+        with graph.inserting_before(node):
+            product = graph.call_function(aten.mm.default, (a, b))
+        product.meta["val"] = node.meta["val"]
+        users = list(node.users)
+        view = users[0] if len(users) == 1 else None
+        view_val = _tensor_meta(view) if view is not None else None
+        if (view_val is not None and view.target in (aten.view.default, aten._unsafe_view.default)
+                and bias_val.dim() == 1 and type(out.shape[-1]) is int and view_val.shape[-1] == out.shape[-1]):
+            view.replace_input_with(node, product)
+            with graph.inserting_after(view):
+                added = graph.call_function(aten.add.Tensor, (view, bias))
+            added.meta["val"] = view.meta["val"]
+            view.replace_all_uses_with(added, delete_user_cb=lambda user: user is not added)
+        else:
+            with graph.inserting_after(product):
+                added = graph.call_function(aten.add.Tensor, (product, bias))
+            added.meta["val"] = node.meta["val"]
+            node.replace_all_uses_with(added)
+        graph.erase_node(node)
+        rewritten += 1
+    if rewritten:
+        gm.recompile()
+    return rewritten
+
+
 def lower(gm: fx.GraphModule) -> Lowered:
     """Lowers every node of `gm`; raises for graphs the compiler cannot take at all."""
     lowered = Lowered(graph=_C._compiler.Graph())

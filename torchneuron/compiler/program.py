@@ -255,6 +255,7 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
         if v not in kept:
             release[position].append(v)
 
+    epilogues = _product_epilogues(steps)
     program = _C._compiler.NativeProgram(len(ids), plan["num_slots"], inputs)
     for v, tensor in constant_values.items():
         program.set_constant(v, tensor)
@@ -269,8 +270,34 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
             program.add_list_item(*payload)
         if released:
             program.release_after_last_step(released)
+    for mm_step, kernel_step, product_input in epilogues:
+        program.fuse_product_epilogue(mm_step, kernel_step, product_input)
     program.set_outputs(outputs)
-    return program, isinstance(output_args, list)
+    return program, isinstance(output_args, list), len(epilogues)
+
+
+_VIEWS = {("aten::view", ""), ("aten::_unsafe_view", "")}
+
+
+def _product_epilogues(steps) -> list[tuple[int, int, int]]:
+    """(mm step, kernel step, kernel input) for each pointwise kernel that reads an mm's product
+    right after it, with only views of the product in between: the kernel then runs as the
+    mm's epilogue (NativeProgram.fuse_product_epilogue)."""
+    found = []
+    for i, (kind, payload, _, writes) in enumerate(steps):
+        if kind != "op" or payload[:2] != ("aten::mm", "") or payload[4]:  # payload[4]: folded
+            continue
+        chain, j = set(writes), i + 1
+        while (j < len(steps) and steps[j][0] == "op" and steps[j][1][:2] in _VIEWS and steps[j][2]
+               and steps[j][2][0] in chain):
+            chain.update(steps[j][3])
+            j += 1
+        if j == len(steps) or steps[j][0] != "kernel" or steps[j][1][4]:  # steps[j][1][4]: folded dims
+            continue
+        reads = [n for n, v in enumerate(steps[j][1][1]) if v in chain]
+        if len(reads) == 1:
+            found.append((i, j, reads[0]))
+    return found
 
 
 def _static_shape(shape: list[str]) -> list[int] | None:
@@ -325,10 +352,11 @@ class CompiledProgram:
         released = set()
         constants = _constant_nodes(gm.graph)
         self.constant_count = sum(1 for n in lowered.opaque_nodes if n in constants)
-        self.native, self.not_native_reason = None, None
+        self.native, self.not_native_reason, self.mm_epilogues = None, None, 0
         if native_executor:
             try:
-                self.native, self._list_outputs = _native_program(gm, lowered, plan, library, constants)
+                self.native, self._list_outputs, self.mm_epilogues = _native_program(gm, lowered, plan, library,
+                                                                                     constants)
             except _NotNative as reason:
                 self.not_native_reason = str(reason)
         self.steps = []  # the Python step loop, when the native executor cannot run the graph
