@@ -1,4 +1,5 @@
-"""torch.compile benchmarks: one training step of the tiny GPT and of a ResNet-style CNN, run
+"""torch.compile benchmarks: one training step of the tiny GPT, of a Llama-style model (RMS norms
+written out, SwiGLU MLPs) and of a ResNet-style CNN, run
 as CPU eager, neuron eager, neuron compiled (backend="neuron") and CPU compiled (Inductor), in
 one run, printed as ratios; plus the neuron compiler's cold compile (new process, empty cache)
 and warm compile (new process, cache filled) times for the tiny GPT."""
@@ -51,6 +52,65 @@ def cnn_step(model, optimizer, batch):
     loss.backward()
     optimizer.step()
     return loss
+
+
+class RMSNorm(nn.Module):
+    """Written out, as most Llama-style models do: the compiler fuses its reduction."""
+
+    def __init__(self, width, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = RMSNorm(width), RMSNorm(width)
+        self.qkv = nn.Linear(width, 3 * width, bias=False)
+        self.out = nn.Linear(width, width, bias=False)
+        self.gate = nn.Linear(width, 2 * width, bias=False)
+        self.up = nn.Linear(width, 2 * width, bias=False)
+        self.down = nn.Linear(2 * width, width, bias=False)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(y.transpose(1, 2).reshape(b, t, c))
+        h = self.norm2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class TinyLlama(nn.Module):
+    def __init__(self, vocab=96, width=64, heads=4, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.blocks = nn.Sequential(*[LlamaBlock(width, heads) for _ in range(layers)])
+        self.norm = RMSNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, tokens):
+        return self.head(self.norm(self.blocks(self.embed(tokens))))
+
+
+def llama_step(model, optimizer, batch):
+    tokens = batch[0]
+    logits = model(tokens[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def llama_case():
+    torch.manual_seed(0)
+    return TinyLlama(), (torch.randint(0, 96, (16, 65)),), llama_step
 
 
 def gpt_case():
@@ -107,7 +167,8 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads\n")
     print(f"{'training step':24s} {'cpu ms':>8s} {'inductor':>9s} {'neuron':>8s} {'compiled':>9s}"
           f" {'compiled/eager':>15s} {'compiled/inductor':>18s}")
-    for name, case in [("tiny GPT (16x64 tokens)", gpt_case), ("ResNet-style CNN (8x32x32)", cnn_case)]:
+    for name, case in [("tiny GPT (16x64 tokens)", gpt_case), ("tiny Llama (16x64 tokens)", llama_case),
+                       ("ResNet-style CNN (8x32x32)", cnn_case)]:
         torch._dynamo.reset()
         cpu = step_seconds(case, "cpu", None)
         inductor = step_seconds(case, "cpu", "inductor")
