@@ -73,7 +73,7 @@ std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
 }  // namespace
 
-std::string compile_flags() { return "-std=c++20 -O3 -march=native -ffp-contract=off -fno-trapping-math -fno-math-errno -shared -fPIC"; }
+std::string compile_flags() { return "-std=c++20 -O3 -march=native -ffp-contract=off -fno-trapping-math -fno-math-errno -fopenmp-simd -shared -fPIC"; }
 
 Artifact build_artifact(const std::string& source, const std::string& cache_dir) {
   const std::string key = hash_key(std::string(kCompilerVersion) + "\n" + compile_flags() + "\n" + compiler_identity() +

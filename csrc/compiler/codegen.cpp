@@ -89,6 +89,7 @@ const char* kPrelude = R"PRELUDE(
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace {
 
@@ -138,6 +139,17 @@ template <typename T> inline T tn_relu(T x) {
 // NaN-propagating, as selects (no branches) so that loops over them vectorize.
 template <typename T> inline T tn_maximum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
 template <typename T> inline T tn_minimum(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+// The identities of max and min (infinities where the type has them), typed by an argument.
+template <typename T> inline T tn_lowest(T) {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+}
+template <typename T> inline T tn_highest(T) {
+  return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+}
+#pragma omp declare reduction(tn_max : float, double, int64_t : omp_out = tn_maximum(omp_out, omp_in)) \
+    initializer(omp_priv = tn_lowest(omp_orig))
+#pragma omp declare reduction(tn_min : float, double, int64_t : omp_out = tn_minimum(omp_out, omp_in)) \
+    initializer(omp_priv = tn_highest(omp_orig))
 template <typename T> inline T tn_clamp_min(T x, T lo) {
   if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x)) return x; }
   return x < lo ? lo : x;
@@ -402,14 +414,20 @@ int reduction_loop(const RowPlan& plan, int node) { return plan.loop.at(node + (
 
 std::string accumulator_init(const std::string& op, const std::string& type) {
   if (op == "sum" || op == "mean") return type + "(0)";
-  const bool max = op == "amax";
-  return "(std::numeric_limits<" + type + ">::has_infinity ? " + (max ? "-" : "") + "std::numeric_limits<" + type +
-         ">::infinity() : std::numeric_limits<" + type + ">::" + (max ? "lowest()" : "max()") + ")";
+  return std::string(op == "amax" ? "tn_lowest(" : "tn_highest(") + type + "(0))";
 }
 
 std::string accumulate(const std::string& op, const std::string& a, const std::string& b) {
   if (op == "sum" || op == "mean") return a + " + " + b;
   return std::string(op == "amax" ? "tn_maximum(" : "tn_minimum(") + a + ", " + b + ")";
+}
+
+// Ops worth computing once per element and keeping rather than recomputing in a later loop.
+bool costly(const std::string& op) {
+  static const std::set<std::string> ops{"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
+                                         "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "erfc",
+                                         "sigmoid", "silu", "gelu", "gelu_tanh", "pow", "silu_backward", "gelu_backward"};
+  return ops.count(op) > 0;
 }
 
 std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
@@ -473,6 +491,64 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
   }
   src << ";\n";
   for (int v : mixed) src << "  const bool b" << operand_of(v) << " = s[" << operand_of(v) << "] == 0;\n";
+  auto row_nodes_ready_at = [&](int level) {
+    for (int n : kernel.nodes) {
+      const Node& node = nodes[n];
+      if (node.kind == NodeKind::kPointwise && !is_full(graph, kernel, node.outputs[0]) && plan.ready.at(node.outputs[0]) == level) {
+        src << node_line(graph, node, "    ");
+      }
+    }
+  };
+  // The full nodes each loop computes: what its reductions and (last loop) full outputs need,
+  // recomputed from the inputs; except that a costly value needed by several loops is computed
+  // in the first and kept in a row-long stash, which the later loops read (softmax's exp).
+  const int loops = plan.final_loop + 1;
+  auto roots = [&](int loop) {
+    std::vector<int> values;
+    for (int n : kernel.nodes) {
+      if (nodes[n].kind == NodeKind::kReduction && reduction_loop(plan, n) == loop) values.push_back(nodes[n].operands[0].value);
+    }
+    if (loop == plan.final_loop) {
+      for (int out : kernel.outputs) {
+        if (plan.loop.count(out)) values.push_back(out);
+      }
+    }
+    return values;
+  };
+  std::map<int, int> stash_loop;  // stashed node -> the loop that computes it
+  auto closure = [&](int loop, std::set<int>* from_stash) {
+    std::set<int> needed;
+    std::vector<int> pending = roots(loop);
+    while (!pending.empty()) {
+      const int v = pending.back();
+      pending.pop_back();
+      if (!plan.loop.count(v) || needed.count(plan.made_by.at(v))) continue;
+      const int n = plan.made_by.at(v);
+      const auto stashed = stash_loop.find(n);
+      if (from_stash != nullptr && stashed != stash_loop.end() && stashed->second < loop) {
+        from_stash->insert(n);
+        continue;
+      }
+      needed.insert(n);
+      for (const Operand& o : nodes[n].operands) {
+        if (o.is_value()) pending.push_back(o.value);
+      }
+    }
+    return needed;
+  };
+  std::map<int, int> loops_needing;
+  for (int loop = 0; loop < loops; ++loop) {
+    for (int n : closure(loop, nullptr)) {
+      if (loops_needing[n]++ == 0) stash_loop[n] = loop;
+    }
+  }
+  for (auto it = stash_loop.begin(); it != stash_loop.end();) {
+    it = loops_needing[it->first] > 1 && costly(nodes[it->first].op) ? std::next(it) : stash_loop.erase(it);
+  }
+  for (const auto& [n, loop] : stash_loop) {
+    const int v = nodes[n].outputs[0];
+    src << "  std::vector<" << compute_type(values[v].dtype) << "> stash" << v << "(static_cast<size_t>(inner_n));\n";
+  }
   src << "  for (int64_t row = begin; row < end; ++row) {\n";
   for (int k = 0; k < operands; ++k) {
     const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
@@ -484,44 +560,20 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
     src << "    const " << compute_type(values[v].dtype) << " v" << v << " = "
         << load_expression(values[v].dtype, "p" + std::to_string(operand_of(v)) + "[0]") << ";\n";
   }
-  auto row_nodes_ready_at = [&](int level) {
-    for (int n : kernel.nodes) {
-      const Node& node = nodes[n];
-      if (node.kind == NodeKind::kPointwise && !is_full(graph, kernel, node.outputs[0]) && plan.ready.at(node.outputs[0]) == level) {
-        src << node_line(graph, node, "    ");
-      }
-    }
-  };
   row_nodes_ready_at(0);
-  for (int loop = 0; loop <= plan.final_loop; ++loop) {
-    // The full nodes this loop computes: what its reductions and (last loop) full outputs need.
+  for (int loop = 0; loop < loops; ++loop) {
     std::vector<int> reductions;
-    std::set<int> needed;  // node indices
-    std::vector<int> pending;
     for (int n : kernel.nodes) {
-      if (nodes[n].kind == NodeKind::kReduction && reduction_loop(plan, n) == loop) {
-        reductions.push_back(n);
-        pending.push_back(nodes[n].operands[0].value);
-      }
+      if (nodes[n].kind == NodeKind::kReduction && reduction_loop(plan, n) == loop) reductions.push_back(n);
     }
     std::vector<int> stores;
     if (loop == plan.final_loop) {
       for (int out : kernel.outputs) {
-        if (plan.loop.count(out)) {
-          stores.push_back(out);
-          pending.push_back(out);
-        }
+        if (plan.loop.count(out)) stores.push_back(out);
       }
     }
-    while (!pending.empty()) {
-      const int v = pending.back();
-      pending.pop_back();
-      if (!plan.loop.count(v) || needed.count(plan.made_by.at(v))) continue;
-      needed.insert(plan.made_by.at(v));
-      for (const Operand& o : nodes[plan.made_by.at(v)].operands) {
-        if (o.is_value()) pending.push_back(o.value);
-      }
-    }
+    std::set<int> from_stash;
+    const std::set<int> needed = closure(loop, &from_stash);
     std::set<int> loads;
     for (int n : needed) {
       for (const Operand& o : nodes[n].operands) {
@@ -534,55 +586,62 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
     }
     for (int n : reductions) {
       const std::string type = compute_type(nodes[n].compute);
-      src << "    " << type << " a" << n << "[8];\n";
-      src << "    for (int l = 0; l < 8; ++l) a" << n << "[l] = " << accumulator_init(nodes[n].op, type) << ";\n";
+      src << "    " << type << " a" << n << " = " << accumulator_init(nodes[n].op, type) << ";\n";
     }
-    auto body = [&](bool unit, const std::string& lane) {
+    auto body = [&](bool unit) {
       std::ostringstream b;
       for (int v : loads) {
         const int k = operand_of(v);
         const std::string p = "p" + std::to_string(k);
         std::string at = p + "[o[" + std::to_string(k) + "]]";
-        if (unit) at = mixed.count(v) ? "(b" + std::to_string(k) + " ? " + p + "[0] : " + p + "[i])" : p + "[i]";
+        if (unit) at = mixed.count(v) ? "(b" + std::to_string(k) + " ? " + p + "[0] : " + p + "[j])" : p + "[j]";
         b << "        const " << compute_type(values[v].dtype) << " v" << v << " = " << load_expression(values[v].dtype, at) << ";\n";
       }
+      for (int n : from_stash) {
+        const int v = nodes[n].outputs[0];
+        b << "        const " << compute_type(values[v].dtype) << " v" << v << " = stash" << v << "[j];\n";
+      }
       for (int n : kernel.nodes) {
-        if (needed.count(n)) b << node_line(graph, nodes[n], "        ");
+        if (!needed.count(n)) continue;
+        b << node_line(graph, nodes[n], "        ");
+        const auto stashed = stash_loop.find(n);
+        if (stashed != stash_loop.end() && stashed->second == loop) {
+          b << "        stash" << nodes[n].outputs[0] << "[j] = v" << nodes[n].outputs[0] << ";\n";
+        }
       }
       for (int n : reductions) {
-        const std::string acc = "a" + std::to_string(n) + "[" + lane + "]";
+        const std::string acc = "a" + std::to_string(n);
         const std::string type = compute_type(nodes[n].compute);
         b << "        " << acc << " = " << accumulate(nodes[n].op, acc, type + "(v" + std::to_string(nodes[n].operands[0].value) + ")")
           << ";\n";
       }
       for (int v : stores) {
         const int k = operand_of(v);
-        b << "        p" << k << "[" << (unit ? std::string("i") : "o[" + std::to_string(k) + "]") << "] = "
+        b << "        p" << k << "[" << (unit ? std::string("j") : "o[" + std::to_string(k) + "]") << "] = "
           << store_expression(values[v].dtype, "v" + std::to_string(v)) << ";\n";
       }
       return b.str();
     };
-    src << "    if (unit) {\n      int64_t j = 0;\n";
-    // Kept as a loop over 8 lanes, which vectorizes whole; unrolled first, it often does not.
-    src << "      for (; j + 8 <= inner_n; j += 8) {\n#pragma GCC unroll 1\n        for (int l = 0; l < 8; ++l) {\n"
-        << "          const int64_t i = j + l;\n"
-        << body(true, "l") << "        }\n      }\n";
-    src << "      for (; j < inner_n; ++j) {\n        const int64_t i = j;\n" << body(true, "0") << "      }\n";
+    // OpenMP SIMD reductions (-fopenmp-simd, no OpenMP runtime) let the loop vectorize with its
+    // accumulators in vector registers; the declared tn_max/tn_min keep NaN propagation.
+    std::string clauses;
+    for (int n : reductions) {
+      const std::string& op = nodes[n].op;
+      clauses += std::string(" reduction(") + (op == "amax" ? "tn_max" : op == "amin" ? "tn_min" : "+") + " : a" +
+                 std::to_string(n) + ")";
+    }
+    src << "    if (unit) {\n#pragma omp simd" << clauses << "\n      for (int64_t j = 0; j < inner_n; ++j) {\n"
+        << body(true) << "      }\n";
     src << "    } else {\n      for (int64_t j = 0; j < inner_n; ++j) {\n";
     src << "        int64_t o[kOperands] = {0};\n        int64_t left = j;\n";
     src << "        for (int d = ndim - 1; d >= outer_ndim; --d) {\n          const int64_t x = left % sizes[d];\n"
            "          left /= sizes[d];\n          for (int k = 0; k < kOperands; ++k) o[k] += x * strides[k * ndim + d];\n        }\n";
-    src << body(false, "0") << "      }\n    }\n";
+    src << body(false) << "      }\n    }\n";
     for (int n : reductions) {
       const Node& node = nodes[n];
       const std::string type = compute_type(node.compute);
-      const std::string a = "a" + std::to_string(n);
-      auto lanes = [&](int first, int count, auto&& self) -> std::string {
-        if (count == 1) return a + "[" + std::to_string(first) + "]";
-        return "(" + accumulate(node.op, self(first, count / 2, self), self(first + count / 2, count / 2, self)) + ")";
-      };
-      std::string result = lanes(0, 8, lanes);
-      if (node.op == "mean") result = "(" + result + ") / " + type + "(inner_n)";
+      std::string result = "a" + std::to_string(n);
+      if (node.op == "mean") result = result + " / " + type + "(inner_n)";
       const Value& out = values[node.outputs[0]];
       src << "    const " << compute_type(out.dtype) << " v" << out.id << " = "
           << rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";

@@ -216,6 +216,54 @@ TEST(Compiler, GeneratedReductionKernelRunsAndMatchesReference) {
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 
+TEST(Compiler, SoftmaxKeepsItsExponentialsInAStash) {
+  // exp(x - max) feeds the row sum (loop 1) and the division (loop 2): it is computed once,
+  // kept in a row-long stash, and read back, rather than computed twice.
+  cc::Graph g;
+  const cc::Shape shape{"s0", "s1"}, row{"s0", "1"};
+  const int x = g.add_input(f32, shape);
+  const int top = g.add_reduction("amax", x, {1}, true, f32, f32);
+  const int shifted = g.add_pointwise("sub", {value(x), value(top)}, f32, shape, f32);
+  const int e = g.add_pointwise("exp", {value(shifted)}, f32, shape, f32);
+  const int total = g.add_reduction("sum", e, {1}, true, f32, f32);
+  const int p = g.add_pointwise("div", {value(e), value(total)}, f32, shape, f32);
+  g.mark_output(p);
+  const cc::Program program = cc::plan_program(g);
+  ASSERT_EQ(program.kernels.size(), 1u);
+  const std::string source = cc::generate_source(g, program);
+  EXPECT_NE(source.find("stash" + std::to_string(e) + "[j] = v" + std::to_string(e)), std::string::npos);
+  EXPECT_EQ(source.find("stash" + std::to_string(shifted)), std::string::npos);  // cheap: recomputed, not kept
+  char dir[] = "/tmp/tn-compiler-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const cc::Artifact built = cc::build_artifact(source, dir);
+  void* library = dlopen(built.path.c_str(), RTLD_NOW);
+  ASSERT_NE(library, nullptr) << dlerror();
+  auto kernel = reinterpret_cast<cc::ReductionEntry>(dlsym(library, program.kernels[0].symbol.c_str()));
+  ASSERT_NE(kernel, nullptr);
+  const int64_t rows = 3, cols = 37;
+  std::vector<float> x_data(rows * cols), out(rows * cols);
+  for (size_t i = 0; i < x_data.size(); ++i) x_data[i] = std::cos(1.3f * static_cast<float>(i)) * 4.0f;
+  x_data[5] = NAN;  // row 0 becomes all NaN, as softmax makes it
+  char* data[] = {reinterpret_cast<char*>(out.data()), reinterpret_cast<char*>(x_data.data())};
+  const int64_t strides[] = {cols, 1, cols, 1};
+  const int64_t sizes[] = {rows, cols};
+  kernel(data, strides, sizes, 2, 1, 0, rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    double top_ref = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < cols; ++j) top_ref = std::max<double>(top_ref, x_data[i * cols + j]);
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(double(x_data[i * cols + j]) - top_ref);
+    for (int64_t j = 0; j < cols; ++j) {
+      if (i == 0) {
+        EXPECT_TRUE(std::isnan(out[j])) << j;
+        continue;
+      }
+      EXPECT_NEAR(out[i * cols + j], std::exp(double(x_data[i * cols + j]) - top_ref) / sum, 1e-6) << i << "," << j;
+    }
+  }
+  dlclose(library);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
 TEST(Compiler, CompilerFailureNamesTheCompiler) {
   setenv("CXX", "/bin/false", 1);
   char dir[] = "/tmp/tn-compiler-test-XXXXXX";
