@@ -96,74 +96,21 @@ void operand_strides(const std::vector<at::Tensor>& outputs, const std::vector<a
 
 }  // namespace
 
-void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
-                         const std::vector<int64_t>& shape) {
-  TORCH_CHECK(!outputs.empty(), "compiled kernel: expected at least one output");
-  TORCH_CHECK(shape.size() <= 16, "compiled kernel: at most 16 dimensions, got ", shape.size());
-  const int ndim = static_cast<int>(shape.size());
-  const int operands = static_cast<int>(outputs.size() + inputs.size());
-  std::vector<char*> data;
-  std::vector<int64_t> strides;
-  operand_strides(outputs, inputs, shape, std::vector<bool>(ndim, false), data, strides);
-  int64_t numel = 1;
-  for (int64_t size : shape) numel *= size;
-  if (numel == 0) return;
-  std::vector<int> all(ndim);
-  for (int d = 0; d < ndim; ++d) all[d] = d;
-  const Dims dims = coalesce_dims(all, shape, strides, operands, 0);
-  std::vector<int64_t> flat;
-  for (const auto& s : dims.strides) flat.insert(flat.end(), s.begin(), s.end());
-  const auto kernel = reinterpret_cast<compiler::KernelEntry>(entry);
-  enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]},
-               [=, sizes = dims.sizes, strides = std::move(flat)] {
-                 const int n = static_cast<int>(sizes.size());
-                 kernels::parallel_for(numel, 32768, [&](int64_t begin, int64_t end) {
-                   kernel(data.data(), strides.data(), sizes.data(), n, begin, end);
-                 });
-               });
-}
+namespace {
 
-bool launch_fused_after_mm(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
-                          const std::vector<int64_t>& shape, int product_input, const at::Tensor& product,
-                          const at::Tensor& a, const at::Tensor& b) {
-  if (outputs.empty() || shape.size() > 16 || product_input < 0 || product_input >= static_cast<int>(inputs.size()) ||
-      product.dim() != 2 || !product.is_contiguous()) {
-    return false;
-  }
-  const int ndim = static_cast<int>(shape.size());
-  const int operands = static_cast<int>(outputs.size() + inputs.size());
+// A kernel's operands resolved for its entry point: pointers, dims merged as far as they go
+// (for a reduction kernel, the kept dims then the folded ones), strides [operand][dim].
+struct Launch {
   std::vector<char*> data;
+  std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
-  operand_strides(outputs, inputs, shape, std::vector<bool>(ndim, false), data, strides);
-  int64_t numel = 1;
-  for (int64_t size : shape) numel *= size;
-  const at::Tensor& view = inputs[product_input];
-  if (numel != product.numel() || view.data_ptr() != product.data_ptr()) return false;
-  for (size_t k = 0; k < inputs.size(); ++k) {  // another view could read rows not yet computed
-    if (static_cast<int>(k) != product_input && inputs[k].storage().is_alias_of(product.storage())) return false;
-  }
-  std::vector<int> all(ndim);
-  for (int d = 0; d < ndim; ++d) all[d] = d;
-  const Dims dims = coalesce_dims(all, shape, strides, operands, 0);
-  // Element e of the kernel's index space must be element e of the product, so that a block of
-  // the product's rows is a range of the kernel's elements.
-  const std::vector<int64_t>& reads = dims.strides[outputs.size() + product_input];
-  int64_t step = 1;
-  for (int d = static_cast<int>(dims.sizes.size()) - 1; d >= 0; --d) {
-    if (reads[d] != step) return false;
-    step *= dims.sizes[d];
-  }
-  std::vector<int64_t> flat;
-  for (const auto& s : dims.strides) flat.insert(flat.end(), s.begin(), s.end());
-  const auto kernel = reinterpret_cast<compiler::KernelEntry>(entry);
-  const int64_t row = product.size(1);
-  return mm_with_epilogue(product, a, b, [=, sizes = dims.sizes, strides = std::move(flat)](int64_t begin, int64_t end) {
-    kernel(data.data(), strides.data(), sizes.data(), static_cast<int>(sizes.size()), begin * row, end * row);
-  });
-}
+  int inner_ndim = 0;   // folded dims among `sizes` (the last ones)
+  int64_t rows = 1;     // reduction kernels: rows; pointwise kernels: elements
+  int64_t row_size = 1;
+};
 
-void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
-                            const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims) {
+Launch prepare(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+               const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims) {
   TORCH_CHECK(!outputs.empty(), "compiled kernel: expected at least one output");
   TORCH_CHECK(shape.size() <= 16, "compiled kernel: at most 16 dimensions, got ", shape.size());
   const int ndim = static_cast<int>(shape.size());
@@ -174,16 +121,14 @@ void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outp
                 at::IntArrayRef(shape));
     reduced[d] = true;
   }
-  std::vector<char*> data;
+  Launch launch;
   std::vector<int64_t> strides;
-  operand_strides(outputs, inputs, shape, reduced, data, strides);
+  operand_strides(outputs, inputs, shape, reduced, launch.data, strides);
   std::vector<int> outer, inner;
-  int64_t rows = 1, row_size = 1;
   for (int d = 0; d < ndim; ++d) {
     (reduced[d] ? inner : outer).push_back(d);
-    (reduced[d] ? row_size : rows) *= shape[d];
+    (reduced[d] ? launch.row_size : launch.rows) *= shape[d];
   }
-  if (rows == 0) return;
   // The folded dims in the memory order of the first operand that steps through them.
   int reference = 0;
   for (int k = 0; k < operands; ++k) {
@@ -194,23 +139,80 @@ void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outp
   }
   const Dims outer_dims = coalesce_dims(outer, shape, strides, operands, 0);
   const Dims inner_dims = coalesce_dims(inner, shape, strides, operands, reference);
-  std::vector<int64_t> sizes = outer_dims.sizes;
-  sizes.insert(sizes.end(), inner_dims.sizes.begin(), inner_dims.sizes.end());
-  std::vector<int64_t> flat;
+  launch.sizes = outer_dims.sizes;
+  launch.sizes.insert(launch.sizes.end(), inner_dims.sizes.begin(), inner_dims.sizes.end());
   for (int k = 0; k < operands; ++k) {
-    flat.insert(flat.end(), outer_dims.strides[k].begin(), outer_dims.strides[k].end());
-    flat.insert(flat.end(), inner_dims.strides[k].begin(), inner_dims.strides[k].end());
+    launch.strides.insert(launch.strides.end(), outer_dims.strides[k].begin(), outer_dims.strides[k].end());
+    launch.strides.insert(launch.strides.end(), inner_dims.strides[k].begin(), inner_dims.strides[k].end());
   }
-  const int inner_ndim = static_cast<int>(inner_dims.sizes.size());
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(row_size, 1));
-  const auto kernel = reinterpret_cast<compiler::ReductionEntry>(entry);
-  enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]},
-               [=, sizes = std::move(sizes), strides = std::move(flat)] {
-                 const int n = static_cast<int>(sizes.size());
-                 kernels::parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
-                   kernel(data.data(), strides.data(), sizes.data(), n, inner_ndim, begin, end);
-                 });
-               });
+  launch.inner_ndim = static_cast<int>(inner_dims.sizes.size());
+  return launch;
+}
+
+// Runs a prepared kernel on rows [begin, end) (elements, for a pointwise kernel).
+void run_rows(uintptr_t entry, bool reduction, const Launch& launch, int64_t begin, int64_t end) {
+  const int ndim = static_cast<int>(launch.sizes.size());
+  if (reduction) {
+    reinterpret_cast<compiler::ReductionEntry>(entry)(launch.data.data(), launch.strides.data(), launch.sizes.data(),
+                                                      ndim, launch.inner_ndim, begin, end);
+  } else {
+    reinterpret_cast<compiler::KernelEntry>(entry)(launch.data.data(), launch.strides.data(), launch.sizes.data(), ndim,
+                                                   begin, end);
+  }
+}
+
+}  // namespace
+
+void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                         const std::vector<int64_t>& shape) {
+  Launch launch = prepare(outputs, inputs, shape, {});
+  if (launch.rows == 0) return;
+  enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]}, [entry, launch = std::move(launch)] {
+    kernels::parallel_for(launch.rows, 32768, [&](int64_t begin, int64_t end) { run_rows(entry, false, launch, begin, end); });
+  });
+}
+
+void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                            const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims) {
+  Launch launch = prepare(outputs, inputs, shape, reduce_dims);
+  if (launch.rows == 0) return;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(launch.row_size, 1));
+  enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]}, [entry, grain, launch = std::move(launch)] {
+    kernels::parallel_for(launch.rows, grain, [&](int64_t begin, int64_t end) { run_rows(entry, true, launch, begin, end); });
+  });
+}
+
+bool launch_fused_after_product(uintptr_t entry, const std::vector<at::Tensor>& outputs,
+                                const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& shape,
+                                const std::vector<int64_t>& reduce_dims, int product_input, const at::Tensor& product,
+                                const at::Tensor& a, const at::Tensor& b) {
+  if (outputs.empty() || shape.size() > 16 || product_input < 0 || product_input >= static_cast<int>(inputs.size()) ||
+      product.dim() < 2 || !product.is_contiguous()) {
+    return false;
+  }
+  const at::Tensor& view = inputs[product_input];
+  if (view.data_ptr() != product.data_ptr()) return false;
+  for (size_t k = 0; k < inputs.size(); ++k) {  // another view could read rows not yet computed
+    if (static_cast<int>(k) != product_input && inputs[k].storage().is_alias_of(product.storage())) return false;
+  }
+  Launch launch = prepare(outputs, inputs, shape, reduce_dims);
+  // Element e of the kernel's index space must be element e of the product, and for a
+  // reduction kernel a row must be one of the product's rows: then a block of the product's
+  // rows is a range of the kernel's elements (or rows).
+  const bool reduction = !reduce_dims.empty();
+  const int64_t row = product.size(-1);
+  if (launch.rows * launch.row_size != product.numel() || (reduction && launch.row_size != row)) return false;
+  const int ndim = static_cast<int>(launch.sizes.size());
+  const int64_t* reads = launch.strides.data() + (outputs.size() + product_input) * ndim;
+  int64_t step = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (reads[d] != step) return false;
+    step *= launch.sizes[d];
+  }
+  const int64_t per_row = reduction ? 1 : row;  // kernel rows (or elements) per product row
+  return product_with_epilogue(product, a, b, [entry, reduction, per_row, launch = std::move(launch)](int64_t begin, int64_t end) {
+    run_rows(entry, reduction, launch, begin * per_row, end * per_row);
+  });
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/bmm.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/empty_strided.h>
 
@@ -114,12 +115,12 @@ void NativeProgram::fuse_product_epilogue(int mm_step, int kernel_step, int prod
               "compiled program: bad epilogue steps ", mm_step, " and ", kernel_step);
   Step& mm = steps_[mm_step];
   Step& kernel = steps_[kernel_step];
-  TORCH_CHECK(mm.kind == Step::Kind::kOp && mm.op->schema().name() == "aten::mm" && mm.value_arguments.size() == 2 &&
-                  mm.results.size() == 1 && !mm.fold,
-              "compiled program: step ", mm_step, " is not an mm");
-  TORCH_CHECK(kernel.kind == Step::Kind::kKernel && kernel.reduce_dims.empty() && product_input >= 0 &&
+  TORCH_CHECK(mm.kind == Step::Kind::kOp && (mm.op->schema().name() == "aten::mm" || mm.op->schema().name() == "aten::bmm") &&
+                  mm.value_arguments.size() == 2 && mm.results.size() == 1 && !mm.fold,
+              "compiled program: step ", mm_step, " is not an mm or bmm");
+  TORCH_CHECK(kernel.kind == Step::Kind::kKernel && product_input >= 0 &&
                   product_input < static_cast<int>(kernel.inputs.size()),
-              "compiled program: step ", kernel_step, " is not a pointwise kernel with input ", product_input);
+              "compiled program: step ", kernel_step, " is not a kernel with input ", product_input);
   mm.defers_product = true;
   kernel.product_input = product_input;
   for (int s = mm_step + 1; s < kernel_step; ++s) steps_[s].keeps_product_deferred = true;
@@ -132,11 +133,14 @@ bool NativeProgram::defer_product(const Step& step, std::vector<c10::IValue>& en
   if (!a.isTensor() || !b.isTensor()) return false;
   const at::Tensor& left = a.toTensor();
   const at::Tensor& right = b.toTensor();
-  if (left.dim() != 2 || right.dim() != 2 || left.size(1) != right.size(0) || left.device() != right.device() ||
+  const int64_t dims = left.dim();
+  if ((dims != 2 && dims != 3) || right.dim() != dims || left.size(-1) != right.size(-2) ||
+      (dims == 3 && left.size(0) != right.size(0)) || left.device() != right.device() ||
       left.scalar_type() != right.scalar_type() || left.device().type() != c10::DeviceType::PrivateUse1) {
     return false;
   }
-  at::Tensor product = at::empty({left.size(0), right.size(1)}, left.options());
+  at::Tensor product = dims == 2 ? at::empty({left.size(0), right.size(1)}, left.options())
+                                 : at::empty({left.size(0), left.size(1), right.size(2)}, left.options());
   env[step.results[0]] = product;
   deferred = DeferredProduct{left, right, std::move(product)};
   return true;
@@ -144,7 +148,11 @@ bool NativeProgram::defer_product(const Step& step, std::vector<c10::IValue>& en
 
 void NativeProgram::launch_deferred(std::optional<DeferredProduct>& deferred) {
   if (!deferred) return;
-  at::mm_out(deferred->product, deferred->a, deferred->b);
+  if (deferred->product.dim() == 2) {
+    at::mm_out(deferred->product, deferred->a, deferred->b);
+  } else {
+    at::bmm_out(deferred->product, deferred->a, deferred->b);
+  }
   deferred.reset();
 }
 
@@ -250,8 +258,8 @@ void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, 
     outputs.push_back(std::move(buffer));
   }
   if (step.product_input >= 0 && deferred) {
-    const bool fused = launch_fused_after_mm(step.entry, outputs, inputs, shape, step.product_input, deferred->product,
-                                             deferred->a, deferred->b);
+    const bool fused = launch_fused_after_product(step.entry, outputs, inputs, shape, step.reduce_dims, step.product_input,
+                                                  deferred->product, deferred->a, deferred->b);
     if (fused) {
       deferred.reset();
       return;

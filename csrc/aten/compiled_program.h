@@ -71,11 +71,11 @@ class NativeProgram {
   void add_int_arithmetic(char op, ListElement a, ListElement b, int result);
   // Element `index` of the list held by value `source` (ops returning Tensor[]).
   void add_list_item(int source, int64_t index, int result);
-  // Fuses the kernel at step `kernel_step` into the mm at step `mm_step` as its epilogue (see
-  // launch_fused_after_mm): the mm only allocates its product, the steps between (views of the
-  // product) run as usual, and the kernel, whose input `product_input` reads the product, is
-  // launched with the mm as one device job. Where that cannot be done at run time, the mm is
-  // launched alone first.
+  // Fuses the kernel at step `kernel_step` into the mm or bmm at step `mm_step` as its epilogue
+  // (see launch_fused_after_product): the mm only allocates its product, the steps between
+  // (views of the product) run as usual, and the kernel, whose input `product_input` reads the
+  // product, is launched with the mm as one device job. Where that cannot be done at run time,
+  // the mm is launched alone first.
   void fuse_product_epilogue(int mm_step, int kernel_step, int product_input);
   // Values whose last use is the step added last.
   void release_after_last_step(std::vector<int> values);
@@ -118,7 +118,7 @@ class NativeProgram {
     std::vector<int> release;
   };
 
-  // An mm allocated but not yet launched: its operands and product.
+  // An mm or bmm allocated but not yet launched: its operands and product.
   struct DeferredProduct {
     at::Tensor a, b, product;
   };
@@ -127,7 +127,7 @@ class NativeProgram {
   static void run_int_arithmetic(const Step& step, std::vector<c10::IValue>& env);
   void run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers,
                   std::optional<DeferredProduct>& deferred);
-  // Allocates the product of the mm at `step` and leaves its launch to the epilogue kernel;
+  // Allocates the product of the mm or bmm at `step` and leaves its launch to the epilogue kernel;
   // false when the operands need mm's general path.
   static bool defer_product(const Step& step, std::vector<c10::IValue>& env, std::optional<DeferredProduct>& deferred);
   static void launch_deferred(std::optional<DeferredProduct>& deferred);

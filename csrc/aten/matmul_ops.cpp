@@ -91,12 +91,14 @@ void with_row_major(at::Tensor& result, Body body) {
 
 }  // namespace
 
-bool mm_with_epilogue(const at::Tensor& result, const at::Tensor& a_in, const at::Tensor& b_in,
-                      std::function<void(int64_t, int64_t)> epilogue) {
-  if (a_in.dim() != 2 || b_in.dim() != 2 || a_in.size(1) != b_in.size(0) || a_in.device() != result.device() ||
-      b_in.device() != result.device() || a_in.scalar_type() != b_in.scalar_type() ||
-      result.scalar_type() != a_in.scalar_type() || !kernel_dtype_ok(a_in) || result.dim() != 2 ||
-      result.size(0) != a_in.size(0) || result.size(1) != b_in.size(1) || !result.is_contiguous()) {
+bool product_with_epilogue(const at::Tensor& result, const at::Tensor& a_in, const at::Tensor& b_in,
+                           std::function<void(int64_t, int64_t)> epilogue) {
+  const int64_t dims = result.dim();
+  if ((dims != 2 && dims != 3) || a_in.dim() != dims || b_in.dim() != dims || a_in.size(-1) != b_in.size(-2) ||
+      a_in.device() != result.device() || b_in.device() != result.device() || a_in.scalar_type() != b_in.scalar_type() ||
+      result.scalar_type() != a_in.scalar_type() || !kernel_dtype_ok(a_in) || result.size(-2) != a_in.size(-2) ||
+      result.size(-1) != b_in.size(-1) || !result.is_contiguous() ||
+      (dims == 3 && (a_in.size(0) != result.size(0) || b_in.size(0) != result.size(0)))) {
     return false;
   }
   if (result.numel() == 0) return true;
@@ -104,13 +106,15 @@ bool mm_with_epilogue(const at::Tensor& result, const at::Tensor& a_in, const at
   const at::Tensor b = blas_ready(b_in);
   kernels::GemmArgs args;
   args.dtype = to_kernel_dtype(result.scalar_type());
-  args.m = result.size(0);
-  args.n = result.size(1);
-  args.k = a.size(1);
+  args.batch = dims == 3 ? result.size(0) : 1;
+  args.m = result.size(-2);
+  args.n = result.size(-1);
+  args.k = a.size(-1);
   args.a = operand(a);
   args.b = operand(b);
   args.c = operand(result);
-  enqueue(result, "aten::mm", {&a, &b}, [args, epilogue = std::move(epilogue)] { kernels::gemm_with_epilogue(args, epilogue); });
+  enqueue(result, dims == 3 ? "aten::bmm" : "aten::mm", {&a, &b},
+          [args, epilogue = std::move(epilogue)] { kernels::gemm_with_epilogue(args, epilogue); });
   return true;
 }
 

@@ -200,16 +200,19 @@ bool gemm_supported(DType dtype) {
 
 namespace {
 
-// Returns whether it ran `epilogue` (batch 1 only).
-bool run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
-  bool epilogue_done = false;
-  if (g.m == 0 || g.n == 0) return true;
+// Runs `epilogue` (when given) exactly once on every row of C, counting rows across the batch:
+// entry i's rows are i * m + [0, m).
+void run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
+  if (g.m == 0 || g.n == 0) return;
   configure_blas_threads();
   const size_t size = element_size(g.dtype);
   for (int64_t i = 0; i < g.batch; ++i) {
     const char* a = g.a.data + i * g.a.batch_stride * static_cast<int64_t>(size);
     const char* b = g.b.data + i * g.b.batch_stride * static_cast<int64_t>(size);
     char* c = g.c.data + i * g.c.batch_stride * static_cast<int64_t>(size);
+    const RowEpilogue shifted = [&, first = i * g.m](int64_t begin, int64_t end) { (*epilogue)(first + begin, first + end); };
+    const RowEpilogue* entry_epilogue = epilogue != nullptr ? &shifted : nullptr;
+    bool epilogue_done = false;
     if (g.k == 0) {
       switch (g.dtype) {
         case DType::kFloat32: scale_output<float>(g, c); break;
@@ -223,39 +226,36 @@ bool run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
         case DType::kUInt8: scale_output<uint8_t>(g, c); break;
         default: throw runtime::KernelError(std::string("gemm does not handle ") + dtype_name(g.dtype));
       }
-      continue;
+    } else {
+      switch (g.dtype) {
+        case DType::kFloat32: epilogue_done = blas_gemm<float>(g, a, b, c, entry_epilogue); break;
+        case DType::kFloat64: epilogue_done = blas_gemm<double>(g, a, b, c, entry_epilogue); break;
+        case DType::kBFloat16:
+          if (bf16_gemm_suits(g)) {
+            bf16_gemm(g, a, b, c);
+          } else {
+            half_gemm<BFloat16>(g, a, b, c);
+          }
+          break;
+        case DType::kFloat16: half_gemm<Half>(g, a, b, c); break;
+        case DType::kInt64: integer_gemm<int64_t>(g, a, b, c); break;
+        case DType::kInt32: integer_gemm<int32_t>(g, a, b, c); break;
+        case DType::kInt16: integer_gemm<int16_t>(g, a, b, c); break;
+        case DType::kInt8: integer_gemm<int8_t>(g, a, b, c); break;
+        case DType::kUInt8: integer_gemm<uint8_t>(g, a, b, c); break;
+        default: throw runtime::KernelError(std::string("gemm does not handle ") + dtype_name(g.dtype));
+      }
     }
-    switch (g.dtype) {
-      case DType::kFloat32: epilogue_done = blas_gemm<float>(g, a, b, c, epilogue); break;
-      case DType::kFloat64: epilogue_done = blas_gemm<double>(g, a, b, c, epilogue); break;
-      case DType::kBFloat16:
-        if (bf16_gemm_suits(g)) {
-          bf16_gemm(g, a, b, c);
-        } else {
-          half_gemm<BFloat16>(g, a, b, c);
-        }
-        break;
-      case DType::kFloat16: half_gemm<Half>(g, a, b, c); break;
-      case DType::kInt64: integer_gemm<int64_t>(g, a, b, c); break;
-      case DType::kInt32: integer_gemm<int32_t>(g, a, b, c); break;
-      case DType::kInt16: integer_gemm<int16_t>(g, a, b, c); break;
-      case DType::kInt8: integer_gemm<int8_t>(g, a, b, c); break;
-      case DType::kUInt8: integer_gemm<uint8_t>(g, a, b, c); break;
-      default: throw runtime::KernelError(std::string("gemm does not handle ") + dtype_name(g.dtype));
+    if (entry_epilogue != nullptr && !epilogue_done) {
+      parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), *entry_epilogue);
     }
   }
-  return epilogue_done;
 }
 
 }  // namespace
 
 void gemm(const GemmArgs& g) { run_gemm(g, nullptr); }
 
-void gemm_with_epilogue(const GemmArgs& g, const RowEpilogue& epilogue) {
-  if (g.batch != 1) throw runtime::KernelError("gemm_with_epilogue: batch must be 1");
-  if (!run_gemm(g, &epilogue)) {
-    parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), epilogue);
-  }
-}
+void gemm_with_epilogue(const GemmArgs& g, const RowEpilogue& epilogue) { run_gemm(g, &epilogue); }
 
 }  // namespace torchneuron::kernels

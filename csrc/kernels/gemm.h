@@ -33,10 +33,11 @@ bool gemm_supported(DType dtype);
 void configure_blas_threads();
 void gemm(const GemmArgs& args);
 
-// A GEMM (batch 1) followed by epilogue(row_begin, row_end) over blocks of C's rows once they
-// hold their final values: on the thread that computed each block, while it is in cache, when
-// the product splits by rows (float32 and float64 through BLAS); otherwise over the compute
-// pool after the whole product.
+// A GEMM followed by epilogue(row_begin, row_end) over blocks of C's rows once they hold their
+// final values, each row exactly once, rows counted across the batch (entry i's are
+// i * m + [0, m)): on the thread that computed each block, while it is in cache, when the
+// product splits by rows (float32 and float64 through BLAS); otherwise over the compute pool
+// after each batch entry's product.
 using RowEpilogue = std::function<void(int64_t, int64_t)>;
 void gemm_with_epilogue(const GemmArgs& args, const RowEpilogue& epilogue);
 

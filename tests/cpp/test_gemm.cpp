@@ -204,7 +204,7 @@ TEST(GemmBFloat16, BatchedNaNInputAndEmptyInnerDimension) {
 
 // gemm_with_epilogue: the epilogue sees every row exactly once, and only after its final values
 // are in C (here it doubles them in place), whether the product splits by rows, by columns or
-// not at all, in float32 (BLAS) and bfloat16.
+// not at all, in float32 (BLAS) and bfloat16, and across batch entries.
 TEST(GemmEpilogue, RunsOncePerRowAfterTheRowIsFinal) {
   const Shape shapes[] = {{7, 5, 3}, {512, 96, 64}, {48, 640, 32}, {20, 2048, 16}, {300, 300, 17}};
   for (const Shape s : shapes) {
@@ -245,7 +245,23 @@ TEST(GemmEpilogue, RunsOncePerRowAfterTheRowIsFinal) {
       }
     }
   }
-  k::GemmArgs batched;
-  batched.batch = 2;
-  EXPECT_ANY_THROW(k::gemm_with_epilogue(batched, [](int64_t, int64_t) {}));
+  // A batch of 3: rows are numbered across the batch entries.
+  const int64_t batch = 3, m = 40, n = 24, kk = 8;
+  std::vector<float> a(batch * m * kk, 1.0f), b(batch * kk * n, 0.5f), c(batch * m * n, std::nanf(""));
+  k::GemmArgs args;
+  args.batch = batch;
+  args.m = m;
+  args.n = n;
+  args.k = kk;
+  args.a = {reinterpret_cast<char*>(a.data()), m * kk, kk, 1};
+  args.b = {reinterpret_cast<char*>(b.data()), kk * n, n, 1};
+  args.c = {reinterpret_cast<char*>(c.data()), m * n, n, 1};
+  std::vector<std::atomic<int>> visits(batch * m);
+  k::gemm_with_epilogue(args, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      visits[r]++;
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(c[r * n + j], 4.0f) << "row " << r << " not final";
+    }
+  });
+  for (int64_t r = 0; r < batch * m; ++r) EXPECT_EQ(visits[r].load(), 1) << r;
 }

@@ -4,6 +4,7 @@ inference, modules with buffers, the artifact cache (in memory, on disk, across 
 concurrent builders), and the eager fallback with one warning when the system compiler fails."""
 
 import copy
+import math
 import os
 import subprocess
 import sys
@@ -281,6 +282,31 @@ def test_linear_bias_and_activation_run_as_the_matmul_epilogue(dtype, no_fallbac
         scale = float(expected.abs().max())
         atol, rtol = (1e-4, 1e-4) if dtype == torch.float32 else (1e-2 * scale, 2e-2)
         torch.testing.assert_close(got.cpu(), expected, atol=atol, rtol=rtol)
+
+
+def test_attention_written_out_runs_its_softmax_as_the_batched_product_epilogue(no_fallback):
+    """Scores from a batched product, scaled, masked and put through a softmax written out: the
+    whole row kernel runs on each block of the bmm's rows in its device job. Forward and
+    backward match CPU PyTorch."""
+    def attention(q, k, v, mask):
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) + mask
+        p = torch.exp(s - s.amax(-1, keepdim=True))
+        return (p / p.sum(-1, keepdim=True)) @ v
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 48, 16, requires_grad=True) for _ in range(3))
+    mask = torch.triu(torch.full((48, 48), float("-inf")), 1)
+    on_device = [t.detach().to("neuron").requires_grad_() for t in (q, k, v)]
+    compiled = torch.compile(attention, backend="neuron")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*on_device, mask.to("neuron")).cpu(), attention(q, k, v, mask),
+                                   atol=1e-5, rtol=1e-5)
+    stats = torchneuron.compile_stats()
+    assert stats["mm_epilogues"] == 1 and stats["kernels_generated"] == 1
+    compiled(*on_device, mask.to("neuron")).pow(2).sum().backward()
+    attention(q, k, v, mask).pow(2).sum().backward()
+    for got, expected in zip(on_device, (q, k, v)):
+        torch.testing.assert_close(got.grad.cpu(), expected.grad, atol=1e-5, rtol=1e-5)
 
 
 def run_training(model, batches, step, compiled, steps):

@@ -280,19 +280,19 @@ _VIEWS = {("aten::view", ""), ("aten::_unsafe_view", "")}
 
 
 def _product_epilogues(steps) -> list[tuple[int, int, int]]:
-    """(mm step, kernel step, kernel input) for each pointwise kernel that reads an mm's product
+    """(mm step, kernel step, kernel input) for each kernel that reads an mm's or bmm's product
     right after it, with only views of the product in between: the kernel then runs as the
     mm's epilogue (NativeProgram.fuse_product_epilogue)."""
     found = []
     for i, (kind, payload, _, writes) in enumerate(steps):
-        if kind != "op" or payload[:2] != ("aten::mm", "") or payload[4]:  # payload[4]: folded
+        if kind != "op" or payload[:2] not in (("aten::mm", ""), ("aten::bmm", "")) or payload[4]:  # [4]: folded
             continue
         chain, j = set(writes), i + 1
         while (j < len(steps) and steps[j][0] == "op" and steps[j][1][:2] in _VIEWS and steps[j][2]
                and steps[j][2][0] in chain):
             chain.update(steps[j][3])
             j += 1
-        if j == len(steps) or steps[j][0] != "kernel" or steps[j][1][4]:  # steps[j][1][4]: folded dims
+        if j == len(steps) or steps[j][0] != "kernel":
             continue
         reads = [n for n, v in enumerate(steps[j][1][1]) if v in chain]
         if len(reads) == 1:
