@@ -146,10 +146,6 @@ template <typename T> inline T tn_lowest(T) {
 template <typename T> inline T tn_highest(T) {
   return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
 }
-#pragma omp declare reduction(tn_max : float, double, int64_t : omp_out = tn_maximum(omp_out, omp_in)) \
-    initializer(omp_priv = tn_lowest(omp_orig))
-#pragma omp declare reduction(tn_min : float, double, int64_t : omp_out = tn_minimum(omp_out, omp_in)) \
-    initializer(omp_priv = tn_highest(omp_orig))
 template <typename T> inline T tn_clamp_min(T x, T lo) {
   if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x)) return x; }
   return x < lo ? lo : x;
@@ -419,7 +415,8 @@ std::string accumulator_init(const std::string& op, const std::string& type) {
 
 std::string accumulate(const std::string& op, const std::string& a, const std::string& b) {
   if (op == "sum" || op == "mean") return a + " + " + b;
-  return std::string(op == "amax" ? "tn_maximum(" : "tn_minimum(") + a + ", " + b + ")";
+  // NaNs are tracked apart (see reduction_kernel_source): this form vectorizes to vmaxps.
+  return "(" + b + (op == "amax" ? " > " : " < ") + a + " ? " + b + " : " + a + ")";
 }
 
 // Ops worth computing once per element and keeping rather than recomputing in a later loop.
@@ -584,9 +581,13 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
       const int operand = nodes[n].operands[0].value;
       if (full_inputs.count(operand)) loads.insert(operand);
     }
+    // A floating max or min keeps a NaN flag beside it: OpenMP's max/min reductions vectorize
+    // to vmaxps/vminps, which drop NaNs.
+    auto nan_flag = [&](int n) { return (nodes[n].op == "amax" || nodes[n].op == "amin") && is_floating(nodes[n].compute); };
     for (int n : reductions) {
       const std::string type = compute_type(nodes[n].compute);
       src << "    " << type << " a" << n << " = " << accumulator_init(nodes[n].op, type) << ";\n";
+      if (nan_flag(n)) src << "    int nan" << n << " = 0;\n";
     }
     auto body = [&](bool unit) {
       std::ostringstream b;
@@ -612,8 +613,9 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
       for (int n : reductions) {
         const std::string acc = "a" + std::to_string(n);
         const std::string type = compute_type(nodes[n].compute);
-        b << "        " << acc << " = " << accumulate(nodes[n].op, acc, type + "(v" + std::to_string(nodes[n].operands[0].value) + ")")
-          << ";\n";
+        const std::string value = type + "(v" + std::to_string(nodes[n].operands[0].value) + ")";
+        b << "        " << acc << " = " << accumulate(nodes[n].op, acc, value) << ";\n";
+        if (nan_flag(n)) b << "        nan" << n << " |= " << value << " != " << value << ";\n";
       }
       for (int v : stores) {
         const int k = operand_of(v);
@@ -623,12 +625,13 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
       return b.str();
     };
     // OpenMP SIMD reductions (-fopenmp-simd, no OpenMP runtime) let the loop vectorize with its
-    // accumulators in vector registers; the declared tn_max/tn_min keep NaN propagation.
+    // accumulators in vector registers.
     std::string clauses;
     for (int n : reductions) {
       const std::string& op = nodes[n].op;
-      clauses += std::string(" reduction(") + (op == "amax" ? "tn_max" : op == "amin" ? "tn_min" : "+") + " : a" +
+      clauses += std::string(" reduction(") + (op == "amax" ? "max" : op == "amin" ? "min" : "+") + " : a" +
                  std::to_string(n) + ")";
+      if (nan_flag(n)) clauses += " reduction(| : nan" + std::to_string(n) + ")";
     }
     src << "    if (unit) {\n#pragma omp simd" << clauses << "\n      for (int64_t j = 0; j < inner_n; ++j) {\n"
         << body(true) << "      }\n";
@@ -642,6 +645,7 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
       const std::string type = compute_type(node.compute);
       std::string result = "a" + std::to_string(n);
       if (node.op == "mean") result = result + " / " + type + "(inner_n)";
+      if (nan_flag(n)) result = "nan" + std::to_string(n) + " ? std::numeric_limits<" + type + ">::quiet_NaN() : " + result;
       const Value& out = values[node.outputs[0]];
       src << "    const " << compute_type(out.dtype) << " v" << out.id << " = "
           << rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";

@@ -227,6 +227,21 @@ def test_reduction_kernel_inputs_in_any_layout(no_fallback):
     torch.testing.assert_close(torch.compile(g, backend="neuron")(x.to("neuron")).cpu(), g(x))
 
 
+def test_fused_max_and_min_propagate_nan_and_keep_infinities(no_fallback):
+    def f(x):
+        return (x * 2).amax(-1), (x * 2).amin(-1, keepdim=True), torch.exp(x - x.amax(-1, keepdim=True)).sum(-1)
+
+    x = torch.randn(6, 40)
+    x[1, 7] = float("nan")
+    x[2] = float("-inf")
+    x[3, 39] = float("inf")
+    x[4] = float("inf")
+    got = torch.compile(f, backend="neuron")(x.to("neuron"))
+    for g, e in zip(got, f(x)):
+        torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+    assert torchneuron.compile_stats()["ops_eager"] == 0
+
+
 def test_reduction_kernel_overwrites_a_dying_input_after_reading_it(no_fallback):
     """y dies in the kernel that subtracts its row maximum, whose output then takes y's buffer:
     the kernel reads every element of a row (for the maximum) before it stores any. The sum
