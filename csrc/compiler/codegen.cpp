@@ -364,7 +364,8 @@ std::string kernel_source(const Graph& graph, const Kernel& kernel) {
 // value becomes known, and which operands are read per element ("full") or once per row.
 struct RowPlan {
   std::map<int, int> made_by;  // value made in the kernel -> node index
-  std::map<int, int> loop;     // full value or reduction node -> the loop over the row it runs in
+  std::map<int, int> loop;     // full value -> the first loop over the row that can compute it
+  std::map<int, int> reduction_loop;  // reduction node -> the loop that accumulates it
   std::map<int, int> ready;    // row value -> loops finished before it is known
   int final_loop = 0;          // the last loop, which also stores the full outputs
 };
@@ -391,7 +392,7 @@ RowPlan plan_rows(const Graph& graph, const Kernel& kernel) {
       if (o.is_value()) level = std::max(level, available(o.value));
     }
     if (node.kind == NodeKind::kReduction) {
-      plan.loop[n + (1 << 30)] = level;  // keyed apart from values
+      plan.reduction_loop[n] = level;
       plan.ready[out] = level + 1;
       plan.final_loop = std::max(plan.final_loop, level);
     } else if (is_full(graph, kernel, out)) {
@@ -405,8 +406,6 @@ RowPlan plan_rows(const Graph& graph, const Kernel& kernel) {
   }
   return plan;
 }
-
-int reduction_loop(const RowPlan& plan, int node) { return plan.loop.at(node + (1 << 30)); }
 
 std::string accumulator_init(const std::string& op, const std::string& type) {
   if (op == "sum" || op == "mean") return type + "(0)";
@@ -459,8 +458,8 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
   src << "  for (int k = 0; k < kOperands; ++k) for (int d = 0; d < outer_ndim; ++d) offset[k] += index[d] * strides[k * ndim + d];\n";
   src << "  int64_t s[kOperands];\n  for (int k = 0; k < kOperands; ++k) s[k] = inner_ndim == 0 ? 0 : strides[k * ndim + ndim - 1];\n";
   // Per-element inputs by their IR shape: constant along the row (every folded dim broadcast:
-  // read once per row), dense along it (every folded dim full: read at i on the unit-stride
-  // path), or either (read through a broadcast flag, which keeps the loop from vectorizing).
+  // read once per row), dense along it (every folded dim full: read at j on the unit-stride
+  // path), or either (read through a broadcast flag).
   std::set<int> dense, mixed;
   for (int v : full_inputs) {
     const Shape& shape = values[v].shape;
@@ -503,7 +502,7 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
   auto roots = [&](int loop) {
     std::vector<int> values;
     for (int n : kernel.nodes) {
-      if (nodes[n].kind == NodeKind::kReduction && reduction_loop(plan, n) == loop) values.push_back(nodes[n].operands[0].value);
+      if (nodes[n].kind == NodeKind::kReduction && plan.reduction_loop.at(n) == loop) values.push_back(nodes[n].operands[0].value);
     }
     if (loop == plan.final_loop) {
       for (int out : kernel.outputs) {
@@ -561,7 +560,7 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
   for (int loop = 0; loop < loops; ++loop) {
     std::vector<int> reductions;
     for (int n : kernel.nodes) {
-      if (nodes[n].kind == NodeKind::kReduction && reduction_loop(plan, n) == loop) reductions.push_back(n);
+      if (nodes[n].kind == NodeKind::kReduction && plan.reduction_loop.at(n) == loop) reductions.push_back(n);
     }
     std::vector<int> stores;
     if (loop == plan.final_loop) {

@@ -210,7 +210,10 @@ void run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
     const char* a = g.a.data + i * g.a.batch_stride * static_cast<int64_t>(size);
     const char* b = g.b.data + i * g.b.batch_stride * static_cast<int64_t>(size);
     char* c = g.c.data + i * g.c.batch_stride * static_cast<int64_t>(size);
-    const RowEpilogue shifted = [&, first = i * g.m](int64_t begin, int64_t end) { (*epilogue)(first + begin, first + end); };
+    RowEpilogue shifted;
+    if (epilogue != nullptr) {
+      shifted = [epilogue, first = i * g.m](int64_t begin, int64_t end) { (*epilogue)(first + begin, first + end); };
+    }
     const RowEpilogue* entry_epilogue = epilogue != nullptr ? &shifted : nullptr;
     bool epilogue_done = false;
     if (g.k == 0) {
