@@ -113,7 +113,7 @@ bool product_with_epilogue(const at::Tensor& result, const at::Tensor& a_in, con
   args.a = operand(a);
   args.b = operand(b);
   args.c = operand(result);
-  enqueue(result, dims == 3 ? "aten::bmm" : "aten::mm", {&a, &b},
+  enqueue(result, dims == 3 ? "torchneuron::bmm_with_epilogue" : "torchneuron::mm_with_epilogue", {&a, &b},
           [args, epilogue = std::move(epilogue)] { kernels::gemm_with_epilogue(args, epilogue); });
   return true;
 }
