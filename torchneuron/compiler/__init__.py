@@ -107,7 +107,7 @@ def _decompositions():
     would split into many launches (norms, pooling, indexing, some reductions, losses).
     Pointwise activations decompose: their pieces fuse. So do softmax and log-softmax (forward
     and backward), whose pieces become one row kernel with the ops around them; measured
-    against the native kernels, cross entropy's forward and backward ran 1.8-2.6x faster."""
+    against the native kernels, cross entropy's forward and backward ran 1.6-2.6x faster."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     aten = torch.ops.aten

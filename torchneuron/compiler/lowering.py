@@ -1,9 +1,9 @@
 """Lowering an AOTAutograd FX graph (core ATen, functional) into the neuron compiler's IR.
 
 Pointwise ATen ops with a code template become IR pointwise nodes, and sums, means, maxima and
-minima over innermost dims IR reductions; every other node becomes an
-opaque node that the compiled program runs as an eager call. The mapping from IR values back to
-FX nodes lets the runtime bind kernel outputs and resolve eager calls' arguments."""
+minima over innermost dims IR reductions; every other node becomes an opaque node that the
+compiled program runs as an eager call. The mapping from IR values back to FX nodes lets the
+runtime bind kernel outputs and resolve eager calls' arguments."""
 
 from __future__ import annotations
 
@@ -208,8 +208,8 @@ def _try_pointwise(node: fx.Node, lowered: Lowered) -> bool:
 REDUCTIONS = {aten.sum.dim_IntList: "sum", aten.sum.default: "sum", aten.mean.dim: "mean",
               aten.mean.default: "mean", aten.amax.default: "amax", aten.amin.default: "amin"}
 
-# A reduction of every dim runs on one thread; above this many elements the eager kernel,
-# which splits it, is faster than saving the launches around it.
+# A reduction kernel with a single row runs on one thread; above this many elements the eager
+# kernel, which splits the row, is faster than saving the launches around it.
 _SINGLE_ROW_LIMIT = 1 << 16
 
 
@@ -261,9 +261,9 @@ def _try_reduction(node: fx.Node, lowered: Lowered) -> bool:
     compute = torch.float64 if out.dtype == torch.float64 else torch.int64 if out.dtype == torch.int64 else torch.float32
     value = lowered.graph.add_reduction(op, lowered.fx_value[source], dims, keepdim, DTYPES[out.dtype],
                                         DTYPES[compute])
-    layout = _layout(out)
-    if layout is not None:
-        lowered.layout[value] = layout
+    out_layout = _layout(out)
+    if out_layout is not None:
+        lowered.layout[value] = out_layout
     lowered.fx_value[node] = value
     lowered.value_source[value] = (node, None)
     lowered.value_meta[value] = (out.dtype, out.device)
@@ -366,7 +366,8 @@ def split_bias_from_addmm(gm: fx.GraphModule) -> int:
         view = users[0] if len(users) == 1 else None
         view_val = _tensor_meta(view) if view is not None else None
         if (view_val is not None and view.target in (aten.view.default, aten._unsafe_view.default)
-                and bias_val.dim() == 1 and type(out.shape[-1]) is int and view_val.shape[-1] == out.shape[-1]):
+                and bias_val.dim() == 1 and type(out.shape[-1]) is int and type(view_val.shape[-1]) is int
+                and view_val.shape[-1] == out.shape[-1]):
             view.replace_input_with(node, product)
             with graph.inserting_after(view):
                 added = graph.call_function(aten.add.Tensor, (view, bias))

@@ -385,13 +385,11 @@ class CompiledProgram:
     def _kernel_step(self, entry, inputs, outputs, in_place_sources, drop, static_shape, reduce_dims):
         launch = self.launch
         reduction = torch.ops.torchneuron.launch_fused_reduction
+        static = torch.Size(static_shape) if static_shape is not None else None
 
         def run(env, slots):
             tensors = [r(env) for r in inputs]
-            if static_shape is not None:
-                shape = torch.Size(static_shape)
-            else:
-                shape = torch.broadcast_shapes(*[t.shape for t in tensors])
+            shape = static if static is not None else torch.broadcast_shapes(*[t.shape for t in tensors])
             device = tensors[0].device
             outs = []
             for node, dtype, order, slot, reuse, same_layout, form in outputs:
