@@ -7,6 +7,7 @@
 #include "aten/native_ops.h"
 #include "aten/neuron_tensor.h"
 #include "compiler/codegen.h"
+#include "compiler/passes.h"
 #include "kernels/parallel.h"
 
 namespace torchneuron::aten {
@@ -176,7 +177,13 @@ void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outp
                             const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims) {
   Launch launch = prepare(outputs, inputs, shape, reduce_dims);
   if (launch.rows == 0) return;
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(launch.row_size, 1));
+  // A column kernel vectorizes across the kept elements of its block and pays a fixed cost per
+  // folded index: one long block per thread, of at least 64.
+  const bool columns = compiler::folds_outer_dims(std::vector<int>(reduce_dims.begin(), reduce_dims.end()),
+                                                  static_cast<int>(shape.size()));
+  const int64_t threads = kernels::compute_threads();
+  const int64_t grain = columns ? std::max<int64_t>(64, (launch.rows + threads - 1) / threads)
+                                : std::max<int64_t>(1, 32768 / std::max<int64_t>(launch.row_size, 1));
   enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]}, [entry, grain, launch = std::move(launch)] {
     kernels::parallel_for(launch.rows, grain, [&](int64_t begin, int64_t end) { run_rows(entry, true, launch, begin, end); });
   });
@@ -200,6 +207,10 @@ bool launch_fused_after_product(uintptr_t entry, const std::vector<at::Tensor>& 
   // reduction kernel a row must be one of the product's rows: then a block of the product's
   // rows is a range of the kernel's elements (or rows).
   const bool reduction = !reduce_dims.empty();
+  if (reduction && compiler::folds_outer_dims(std::vector<int>(reduce_dims.begin(), reduce_dims.end()),
+                                              static_cast<int>(shape.size()))) {
+    return false;  // a column kernel needs every row of the product before any column is done
+  }
   const int64_t row = product.size(-1);
   if (launch.rows * launch.row_size != product.numel() || (reduction && launch.row_size != row)) return false;
   const int ndim = static_cast<int>(launch.sizes.size());

@@ -2,6 +2,7 @@
 
 #include "compiler/vector_math_source.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -664,6 +665,144 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
   return src.str();
 }
 
+// A column kernel (see Kernel): [begin, end) counts kept elements ("columns"); one pass over
+// every folded index accumulates the block's columns side by side, so the inner loop runs
+// along the kept dims (contiguous, vectorized) and the accumulators live in a block-long array.
+std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
+  const auto& values = graph.values();
+  const auto& nodes = graph.nodes();
+  const int outputs = static_cast<int>(kernel.outputs.size());
+  const int operands = outputs + static_cast<int>(kernel.inputs.size());
+  std::map<int, int> made_by;
+  for (int n : kernel.nodes) made_by[nodes[n].outputs[0]] = n;
+  auto operand_of = [&](int value) {
+    for (int k = 0; k < outputs; ++k) if (kernel.outputs[k] == value) return k;
+    for (size_t k = 0; k < kernel.inputs.size(); ++k) if (kernel.inputs[k] == value) return outputs + static_cast<int>(k);
+    return -1;
+  };
+  std::vector<int> full_nodes, reductions, column_nodes;
+  std::set<int> full_inputs, column_inputs;
+  for (int n : kernel.nodes) {
+    const Node& node = nodes[n];
+    const bool per_element = node.kind == NodeKind::kReduction || is_full(graph, kernel, node.outputs[0]);
+    (node.kind == NodeKind::kReduction ? reductions : per_element ? full_nodes : column_nodes).push_back(n);
+    for (const Operand& o : node.operands) {
+      if (o.is_value() && !made_by.count(o.value)) (per_element ? full_inputs : column_inputs).insert(o.value);
+    }
+  }
+  // Per-element inputs dense along the kept dims are read at c; others through a broadcast flag.
+  std::set<int> dense;
+  for (int v : full_inputs) {
+    const Shape& shape = values[v].shape;
+    const size_t skip = kernel.shape.size() - shape.size();
+    bool all_full = true;
+    for (size_t d = 0; d < kernel.shape.size(); ++d) {
+      if (std::find(kernel.reduce_dims.begin(), kernel.reduce_dims.end(), static_cast<int>(d)) != kernel.reduce_dims.end()) continue;
+      all_full = all_full && d >= skip && shape[d - skip] == kernel.shape[d];
+    }
+    if (all_full) dense.insert(v);
+  }
+  std::ostringstream src;
+  src << "extern \"C\" void " << kernel.symbol
+      << "(char* const* data, const int64_t* strides, const int64_t* sizes, int ndim, int inner_ndim, int64_t begin, "
+         "int64_t end) {\n";
+  src << "  constexpr int kOperands = " << operands << ";\n";
+  src << "  const int outer_ndim = ndim - inner_ndim;\n";
+  src << "  const int64_t count = end - begin;\n  if (count <= 0) return;\n";
+  src << "  int64_t folded = 1;\n  for (int d = outer_ndim; d < ndim; ++d) folded *= sizes[d];\n";
+  // Offsets of kept element e and of folded index r, per operand.
+  src << "  auto kept_offset = [&](int k, int64_t e) {\n    int64_t off = 0;\n"
+         "    for (int d = outer_ndim - 1; d >= 0; --d) { off += (e % sizes[d]) * strides[k * ndim + d]; e /= sizes[d]; }\n"
+         "    return off;\n  };\n";
+  src << "  auto folded_offset = [&](int k, int64_t r) {\n"
+         "    if (inner_ndim == 1) return r * strides[k * ndim + ndim - 1];\n    int64_t off = 0;\n"
+         "    for (int d = ndim - 1; d >= outer_ndim; --d) { off += (r % sizes[d]) * strides[k * ndim + d]; r /= sizes[d]; }\n"
+         "    return off;\n  };\n";
+  src << "  int64_t s[kOperands];\n  for (int k = 0; k < kOperands; ++k) s[k] = outer_ndim == 0 ? 0 : strides[k * ndim + outer_ndim - 1];\n";
+  src << "  const bool unit = outer_ndim <= 1";
+  for (int k = 0; k < operands; ++k) {
+    const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
+    if (k < outputs ? is_full(graph, kernel, v) : dense.count(v) > 0) {
+      src << " && (s[" << k << "] == 1 || count <= 1)";
+    } else if (k >= outputs && full_inputs.count(v)) {
+      src << " && (s[" << k << "] == 0 || s[" << k << "] == 1)";
+    }
+  }
+  src << ";\n";
+  for (int v : full_inputs) {
+    if (!dense.count(v)) src << "  const bool b" << operand_of(v) << " = s[" << operand_of(v) << "] == 0;\n";
+  }
+  auto nan_flag = [&](int n) { return (nodes[n].op == "amax" || nodes[n].op == "amin") && is_floating(nodes[n].compute); };
+  for (int n : reductions) {
+    const std::string type = compute_type(nodes[n].compute);
+    src << "  std::vector<" << type << "> a" << n << "(static_cast<size_t>(count), " << accumulator_init(nodes[n].op, type) << ");\n";
+    if (nan_flag(n)) src << "  std::vector<int> nan" << n << "(static_cast<size_t>(count), 0);\n";
+  }
+  auto body = [&](bool unit) {
+    std::ostringstream b;
+    for (int v : full_inputs) {
+      const int k = operand_of(v);
+      const std::string p = "p" + std::to_string(k);
+      std::string at = p + "[kept_offset(" + std::to_string(k) + ", begin + c)]";
+      if (unit) at = dense.count(v) ? p + "[c]" : "(b" + std::to_string(k) + " ? " + p + "[0] : " + p + "[c])";
+      b << "        const " << compute_type(values[v].dtype) << " v" << v << " = " << load_expression(values[v].dtype, at) << ";\n";
+    }
+    for (int n : full_nodes) b << node_line(graph, nodes[n], "        ");
+    for (int n : reductions) {
+      const std::string acc = "a" + std::to_string(n) + "[c]";
+      const std::string value = std::string(compute_type(nodes[n].compute)) + "(v" + std::to_string(nodes[n].operands[0].value) + ")";
+      b << "        " << acc << " = " << accumulate(nodes[n].op, acc, value) << ";\n";
+      if (nan_flag(n)) b << "        nan" << n << "[c] |= " << value << " != " << value << ";\n";
+    }
+    for (int v : kernel.outputs) {
+      if (!is_full(graph, kernel, v)) continue;
+      const int k = operand_of(v);
+      b << "        p" << k << "[" << (unit ? std::string("c") : "kept_offset(" + std::to_string(k) + ", begin + c)") << "] = "
+        << store_expression(values[v].dtype, "v" + std::to_string(v)) << ";\n";
+    }
+    return b.str();
+  };
+  src << "  for (int64_t r = 0; r < folded; ++r) {\n";
+  for (int k = 0; k < operands; ++k) {
+    const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
+    const char* type = storage_type(values[v].dtype);
+    src << "    " << (k < outputs ? "" : "const ") << type << "* __restrict p" << k << " = reinterpret_cast<"
+        << (k < outputs ? "" : "const ") << type << "*>(data[" << k << "]) + folded_offset(" << k << ", r)"
+        << " + (unit ? begin * s[" << k << "] : 0);\n";
+  }
+  src << "    if (unit) {\n#pragma omp simd\n      for (int64_t c = 0; c < count; ++c) {\n" << body(true) << "      }\n";
+  src << "    } else {\n      for (int64_t c = 0; c < count; ++c) {\n" << body(false) << "      }\n    }\n  }\n";
+  // The column nodes, then the reduced outputs, one kept element at a time.
+  src << "  for (int64_t c = 0; c < count; ++c) {\n";
+  for (int v : column_inputs) {
+    const int k = operand_of(v);
+    src << "    const " << compute_type(values[v].dtype) << " v" << v << " = "
+        << load_expression(values[v].dtype, "reinterpret_cast<const " + std::string(storage_type(values[v].dtype)) + "*>(data[" +
+                                                std::to_string(k) + "])[kept_offset(" + std::to_string(k) + ", begin + c)]")
+        << ";\n";
+  }
+  for (int n : reductions) {
+    const Node& node = nodes[n];
+    const std::string type = compute_type(node.compute);
+    std::string result = "a" + std::to_string(n) + "[c]";
+    if (node.op == "mean") result = result + " / " + type + "(folded)";
+    if (nan_flag(n)) result = "nan" + std::to_string(n) + "[c] ? std::numeric_limits<" + type + ">::quiet_NaN() : " + result;
+    const Value& out = values[node.outputs[0]];
+    src << "    const " << compute_type(out.dtype) << " v" << out.id << " = "
+        << rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";
+  }
+  for (int n : column_nodes) src << node_line(graph, nodes[n], "    ");
+  for (int k = 0; k < outputs; ++k) {
+    const int v = kernel.outputs[k];
+    if (is_full(graph, kernel, v)) continue;
+    const char* type = storage_type(values[v].dtype);
+    src << "    reinterpret_cast<" << type << "*>(data[" << k << "])[kept_offset(" << k << ", begin + c)] = "
+        << store_expression(values[v].dtype, "v" + std::to_string(v)) << ";\n";
+  }
+  src << "  }\n}\n";
+  return src.str();
+}
+
 }  // namespace
 
 bool supports_pointwise(const std::string& op, int arity) {
@@ -677,7 +816,13 @@ std::string generate_source(const Graph& graph, const Program& program) {
   std::istringstream text(graph.to_string());
   for (std::string line; std::getline(text, line);) src << "//   " << line << "\n";
   for (const Kernel& kernel : program.kernels) {
-    src << "\n" << (kernel.reduce_dims.empty() ? kernel_source(graph, kernel) : reduction_kernel_source(graph, kernel));
+    if (kernel.reduce_dims.empty()) {
+      src << "\n" << kernel_source(graph, kernel);
+    } else if (folds_outer_dims(kernel.reduce_dims, static_cast<int>(kernel.shape.size()))) {
+      src << "\n" << column_kernel_source(graph, kernel);
+    } else {
+      src << "\n" << reduction_kernel_source(graph, kernel);
+    }
   }
   return src.str();
 }

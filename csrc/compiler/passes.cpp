@@ -30,6 +30,8 @@ Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepd
   return out;
 }
 
+bool folds_outer_dims(const std::vector<int>& dims, int ndim) { return !dims.empty() && dims.back() != ndim - 1; }
+
 int eliminate_dead_code(Graph& graph) {
   std::vector<bool> live(graph.values().size(), false);
   for (int v : graph.outputs()) live[v] = true;
@@ -91,9 +93,10 @@ Program plan_program(Graph& graph) {
   // kernel of its shape, or a reduction kernel whose row shape it has. A reduction fits a kernel
   // over its operand's shape that folds the same dims or none yet (it then becomes a reduction
   // kernel). A value a reduction made without keepdim is read only by later kernels: its dims
-  // no longer line up with the kernel's.
+  // no longer line up with the kernel's. So is a column kernel's reduction read by a full node:
+  // a column kernel makes one pass.
   std::vector<int> producer_step(values.size(), -1);  // graph inputs: -1
-  std::vector<bool> squeezed(values.size(), false);
+  std::vector<bool> squeezed(values.size(), false), column_result(values.size(), false);
   auto fits = [&](const Kernel& kernel, const Node& node) {
     if (node.kind == NodeKind::kReduction) {
       return values[node.operands[0].value].shape == kernel.shape &&
@@ -113,9 +116,13 @@ Program plan_program(Graph& graph) {
       for (int v : node.outputs) producer_step[v] = static_cast<int>(program.steps.size()) - 1;
       continue;
     }
+    const Shape& made = values[node.outputs[0]].shape;
     int ready = -1;
     for (const Operand& operand : node.operands) {
-      if (operand.is_value()) ready = std::max(ready, producer_step[operand.value] + (squeezed[operand.value] ? 1 : 0));
+      if (!operand.is_value()) continue;
+      const int v = operand.value;
+      const bool later = squeezed[v] || (column_result[v] && (node.kind == NodeKind::kReduction || made != values[v].shape));
+      ready = std::max(ready, producer_step[v] + (later ? 1 : 0));
     }
     int target = -1;
     for (int s = static_cast<int>(program.steps.size()) - 1; s >= std::max(ready, 0); --s) {
@@ -138,6 +145,13 @@ Program plan_program(Graph& graph) {
     if (reduction) {
       kernel.reduce_dims = node.reduce_dims;
       squeezed[node.outputs[0]] = !node.keepdim && node.reduce_dims.size() != kernel.shape.size();
+      column_result[node.outputs[0]] = folds_outer_dims(node.reduce_dims, static_cast<int>(kernel.shape.size()));
+    } else {
+      for (const Operand& operand : node.operands) {  // derived from a result within the same pass
+        if (operand.is_value() && column_result[operand.value] && producer_step[operand.value] == target) {
+          column_result[node.outputs[0]] = true;
+        }
+      }
     }
     kernel.nodes.push_back(static_cast<int>(i));
     producer_step[node.outputs[0]] = target;

@@ -15,6 +15,9 @@ namespace torchneuron::compiler {
 // inside never reach memory. A reduction kernel folds `reduce_dims` of its shape: it runs row
 // by row (a row is one index of the other dims), with "full" nodes over the whole shape,
 // reductions, and "row" nodes over the reduced shape (keepdim, or rank 0 when every dim folds).
+// Folding the innermost dims makes a row kernel: loops over each row, several if a full node
+// needs a reduction's result. Folding outer dims only makes a column kernel: one pass that
+// accumulates a block of kept elements ("columns") across every folded index.
 struct Kernel {
   std::string symbol;
   Shape shape;
@@ -44,6 +47,9 @@ struct Program {
 
 // `shape` with `dims` dropped, or kept as size 1.
 Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepdim);
+// Whether folding `dims` (ascending) of a shape of `ndim` dims leaves the innermost dim: a
+// column kernel rather than a row kernel.
+bool folds_outer_dims(const std::vector<int>& dims, int ndim);
 
 int eliminate_dead_code(Graph& graph);
 int fold_constants(Graph& graph);

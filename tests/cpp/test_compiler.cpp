@@ -264,6 +264,69 @@ TEST(Compiler, SoftmaxKeepsItsExponentialsInAStash) {
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 
+TEST(Compiler, GeneratedColumnKernelRunsAndMatchesReference) {
+  // Folding the outer dim (a bias gradient): per column, the sum of x * w over rows and the max
+  // of x, with h = x * w stored too. Called on two blocks of columns, as the launcher splits them.
+  cc::Graph g;
+  const cc::Shape shape{"s0", "s1"};
+  const int x = g.add_input(f32, shape);
+  const int w = g.add_input(f32, {"s1"});
+  const int h = g.add_pointwise("mul", {value(x), value(w)}, f32, shape, f32);
+  const int total = g.add_reduction("sum", h, {0}, false, f32, f32);
+  const int top = g.add_reduction("amax", x, {0}, true, f32, f32);
+  const int scaled = g.add_pointwise("mul", {value(top), literal(2.0)}, f32, {"1", "s1"}, f32);
+  g.mark_output(h);
+  g.mark_output(total);
+  g.mark_output(scaled);
+  const cc::Program p = cc::plan_program(g);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].reduce_dims, std::vector<int>{0});
+  EXPECT_TRUE(cc::folds_outer_dims(p.kernels[0].reduce_dims, 2));
+  ASSERT_EQ(p.kernels[0].outputs, (std::vector<int>{h, total, scaled}));
+  char dir[] = "/tmp/tn-compiler-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const cc::Artifact built = cc::build_artifact(cc::generate_source(g, p), dir);
+  void* library = dlopen(built.path.c_str(), RTLD_NOW);
+  ASSERT_NE(library, nullptr) << dlerror();
+  auto kernel = reinterpret_cast<cc::ReductionEntry>(dlsym(library, p.kernels[0].symbol.c_str()));
+  ASSERT_NE(kernel, nullptr);
+  const int64_t rows = 7, cols = 21;
+  std::vector<float> x_data(rows * cols), w_data(cols), h_out(rows * cols), total_out(cols), scaled_out(cols);
+  for (size_t i = 0; i < x_data.size(); ++i) x_data[i] = std::sin(0.9f * static_cast<float>(i)) * 2.0f;
+  for (int64_t j = 0; j < cols; ++j) w_data[j] = 0.25f * static_cast<float>(j) - 1.0f;
+  x_data[4 * cols + 3] = NAN;  // column 3's max is NaN
+  char* data[] = {reinterpret_cast<char*>(h_out.data()), reinterpret_cast<char*>(total_out.data()),
+                  reinterpret_cast<char*>(scaled_out.data()), reinterpret_cast<char*>(x_data.data()),
+                  reinterpret_cast<char*>(w_data.data())};
+  // Dims as the launcher orders them, kept then folded: [cols, rows]; [operand][dim].
+  const int64_t strides[] = {1, cols, 1, 0, 1, 0, 1, cols, 1, 0};
+  const int64_t sizes[] = {cols, rows};
+  kernel(data, strides, sizes, 2, 1, 0, 13);
+  kernel(data, strides, sizes, 2, 1, 13, cols);
+  for (int64_t j = 0; j < cols; ++j) {
+    double sum = 0;
+    float top_ref = -INFINITY;
+    bool nan = false;
+    for (int64_t i = 0; i < rows; ++i) {
+      const float xv = x_data[i * cols + j];
+      if (!std::isnan(xv)) {
+        EXPECT_FLOAT_EQ(h_out[i * cols + j], xv * w_data[j]) << i << "," << j;
+      }
+      sum += double(xv * w_data[j]);
+      nan = nan || std::isnan(xv);
+      top_ref = std::max(top_ref, xv);
+    }
+    if (nan) {
+      EXPECT_TRUE(std::isnan(scaled_out[j])) << j;
+    } else {
+      EXPECT_NEAR(total_out[j], sum, 1e-5) << j;
+      EXPECT_FLOAT_EQ(scaled_out[j], 2.0f * top_ref) << j;
+    }
+  }
+  dlclose(library);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
 TEST(Compiler, CompilerFailureNamesTheCompiler) {
   setenv("CXX", "/bin/false", 1);
   char dir[] = "/tmp/tn-compiler-test-XXXXXX";

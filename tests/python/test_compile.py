@@ -209,22 +209,55 @@ def test_reductions_fuse_with_their_pointwise_neighbours(dtype, native, monkeypa
 
 def test_reduction_kernel_inputs_in_any_layout(no_fallback):
     """A reduction kernel reads transposed and broadcast operands through their strides (the
-    strided path), and a reduction across outer dims or a channels-last input stays eager."""
+    strided path); a reduction over middle dims or a channels-last input stays eager."""
     def f(x, y, b):
         rows = (torch.tanh(x) * y.t() + b).sum(-1, keepdim=True)  # y.t() is a transposed view
-        return rows * 2, (x * 3).sum(0), (b * x).amax(-1)
+        return rows * 2, (b * x).amax(-1), (x * y.t()).sum(0)
 
     x, y, b = torch.randn(12, 20), torch.randn(20, 12), torch.randn(12, 1)
     got = torch.compile(f, backend="neuron")(x.to("neuron"), y.to("neuron"), b.to("neuron"))
     for g, e in zip(got, f(x, y, b)):
         torch.testing.assert_close(g.cpu(), e, atol=1e-5, rtol=1e-5)
-    assert torchneuron.compile_stats()["ops_eager"] >= 2  # the transpose and the sum over dim 0
+    assert torchneuron.compile_stats()["ops_eager"] == 2  # the two transposes
 
     def g(x):
-        return (x * x).sum(1)
+        return (x * x).sum(1), (x + 1).sum([0, 2, 3])
 
-    x = torch.randn(2, 8, 5, 5).to(memory_format=torch.channels_last)
-    torch.testing.assert_close(torch.compile(g, backend="neuron")(x.to("neuron")).cpu(), g(x))
+    x = torch.randn(2, 8, 5, 5)
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        torch._dynamo.reset()
+        torchneuron.reset_compile_stats()
+        got = torch.compile(g, backend="neuron")(x.to(memory_format=memory_format).to("neuron"))
+        for a, e in zip(got, g(x)):
+            torch.testing.assert_close(a.cpu(), e, atol=1e-5, rtol=1e-5)
+        assert torchneuron.compile_stats()["ops_eager"] == 2  # neither sum folds the innermost or outermost dims
+
+
+def test_column_reductions_fuse_with_their_producers(no_fallback):
+    """Sums, means and maxima over the outermost dims (bias and norm-weight gradients) run as
+    column kernels: one pass accumulating blocks of kept elements. Values, NaN propagation and
+    a linear layer's bias gradients match CPU PyTorch."""
+    def f(g, x, w):
+        h = torch.nn.functional.gelu(g) * w
+        return h.sum(0), (h * x).sum([0, 1]), x.amax(0), (x * 3).mean(0, keepdim=True) + 1, (h - 1).amin([0, 1], keepdim=True)
+
+    g, x, w = torch.randn(5, 60, 200), torch.randn(5, 60, 200), torch.randn(200)
+    x[3, 5, 7] = float("nan")
+    got = torch.compile(f, backend="neuron")(g.to("neuron"), x.to("neuron"), w.to("neuron"))
+    for a, e in zip(got, f(g, x, w)):
+        assert a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-5, equal_nan=True)
+    stats = torchneuron.compile_stats()
+    assert stats["ops_eager"] == 0 and stats["ops_lowered"] == 11  # every op in a kernel
+
+    torch.manual_seed(0)
+    reference = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    model = copy.deepcopy(reference).to("neuron")
+    x = torch.randn(512, 64)
+    (torch.compile(model, backend="neuron")(x.to("neuron")) ** 2).sum().backward()
+    (reference(x) ** 2).sum().backward()
+    for got, expected in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got.grad.cpu(), expected.grad, atol=2e-4, rtol=1e-4)
 
 
 def test_fused_max_and_min_propagate_nan_and_keep_infinities(no_fallback):

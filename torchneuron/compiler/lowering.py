@@ -1,7 +1,7 @@
 """Lowering an AOTAutograd FX graph (core ATen, functional) into the neuron compiler's IR.
 
 Pointwise ATen ops with a code template become IR pointwise nodes, and sums, means, maxima and
-minima over innermost dims IR reductions; every other node becomes an opaque node that the
+minima over innermost or outermost dims IR reductions; every other node becomes an opaque node that the
 compiled program runs as an eager call. The mapping from IR values back to FX nodes lets the
 runtime bind kernel outputs and resolve eager calls' arguments."""
 
@@ -211,13 +211,16 @@ REDUCTIONS = {aten.sum.dim_IntList: "sum", aten.sum.default: "sum", aten.mean.di
 # A reduction kernel with a single row runs on one thread; above this many elements the eager
 # kernel, which splits the row, is faster than saving the launches around it.
 _SINGLE_ROW_LIMIT = 1 << 16
+# Kept elements per thread's block in a column kernel (the launcher's grain).
+_COLUMN_BLOCK = 64
 
 
 def _try_reduction(node: fx.Node, lowered: Lowered) -> bool:
-    """A sum, mean, amax or amin over the innermost dims of its operand becomes an IR reduction,
-    which fuses with the pointwise ops around it (norms, softmax, losses written by hand).
-    Others stay eager: the generated kernel walks each row on one thread, so reductions across
-    outer dims (a bias gradient) or of one huge row run better as the eager kernels."""
+    """A sum, mean, amax or amin over the innermost dims of its operand (a row kernel: norms,
+    softmax, losses written by hand) or over its outermost dims (a column kernel: bias and
+    norm-weight gradients) becomes an IR reduction, which fuses with the pointwise ops around
+    it. Others stay eager, as do reductions too large for the few threads a kernel would get
+    (one huge row, one or two blocks of columns)."""
     op = REDUCTIONS.get(node.target)
     out = _tensor_meta(node)
     if op is None or out is None or not _on_device(out):
@@ -241,23 +244,28 @@ def _try_reduction(node: fx.Node, lowered: Lowered) -> bool:
     if not all(type(d) is int for d in dims):
         return False
     dims = sorted(d % x.dim() for d in dims)
-    if dims != list(range(x.dim() - len(dims), x.dim())):
-        return False  # not the innermost dims
+    rows = dims == list(range(x.dim() - len(dims), x.dim()))  # the innermost dims: a row kernel
+    if not rows and dims != list(range(len(dims))):
+        return False  # neither the innermost nor the outermost dims
     if any(type(x.shape[d]) is int and x.shape[d] == 1 for d in dims):
         return False  # folding a size-1 dim is a copy
+    contiguous = dims if rows else [d for d in range(x.dim()) if d not in dims]
     layout = _layout(x)
-    if layout is not None:  # the folded dims must be the innermost in memory too
+    if layout is not None:  # the row (or the kept dims of a column kernel) innermost in memory too
         sizes, strides = layout
         step = 1
-        for d in reversed(dims):
+        for d in reversed(contiguous):
             if strides[d] != step:
                 return False
             step *= sizes[d]
-    outer = [x.shape[d] for d in range(x.dim()) if d not in dims]
-    if all(type(size) is int for size in outer) and math.prod(outer) < 2:  # one row
-        inner = [x.shape[d] for d in dims]
-        if not all(type(size) is int for size in inner) or math.prod(inner) > _SINGLE_ROW_LIMIT:
+    kept = [x.shape[d] for d in range(x.dim()) if d not in dims]
+    folded = [x.shape[d] for d in dims]
+    if rows and all(type(size) is int for size in kept) and math.prod(kept) < 2:  # one row
+        if not all(type(size) is int for size in folded) or math.prod(folded) > _SINGLE_ROW_LIMIT:
             return False
+    if not rows and all(type(size) is int for size in kept + folded) and math.prod(kept) < _COLUMN_BLOCK * 2:
+        if math.prod(kept) * math.prod(folded) > _SINGLE_ROW_LIMIT * 4:
+            return False  # one or two blocks of columns: too few threads for this much work
     compute = torch.float64 if out.dtype == torch.float64 else torch.int64 if out.dtype == torch.int64 else torch.float32
     value = lowered.graph.add_reduction(op, lowered.fx_value[source], dims, keepdim, DTYPES[out.dtype],
                                         DTYPES[compute])
