@@ -152,3 +152,26 @@ def test_input_candidates_accept_several_main_inputs():
     TwoInputs.main_input_name = ["pixel_values", "point_coords"]
     cands, why = sweep.input_candidates(TwoInputs(), config)
     assert cands == [] and "point_coords" in why
+
+
+class _TracesDifferently(__import__("torch").nn.Module):
+    """Gives a different output under Dynamo than in eager mode, on any device."""
+
+    def forward(self, input_values):
+        import torch
+        return {"out": input_values * 2 if torch.compiler.is_compiling() else input_values}
+
+
+def test_compile_mismatch_from_tracing_is_told_apart():
+    import torch
+    cpu_model = _TracesDifferently()
+    inputs = {"input_values": torch.arange(6.0).reshape(2, 3)}
+    expected = sweep.float_outputs(cpu_model(**inputs))
+    row = sweep._record("fake", "_TracesDifferently")
+    sweep._compile_run(_TracesDifferently().to("neuron"), cpu_model, inputs, expected, row)
+    assert row["compile"] == "mismatch"
+    assert "a tracing difference, not neuron's" in row["reasons"]["compile"]
+    # A neuron output that Dynamo's CPU trace does not give is not excused.
+    as_outputs = lambda t: sweep.float_outputs({"out": t})
+    assert not sweep._dynamo_cpu_agrees(cpu_model, inputs, as_outputs(inputs["input_values"] * 3))
+    assert sweep._dynamo_cpu_agrees(cpu_model, inputs, as_outputs(inputs["input_values"] * 2))
