@@ -27,6 +27,20 @@ at::Tensor allocate(const std::vector<int64_t>& shape, const KernelOutput& out, 
   return empty_in_order(dim_order(strides), shape, options);
 }
 
+// Whether a planned buffer (a dying input's, or a slot's last tensor) can hold `out`: the
+// planner matches sizes and dtypes only, and a slot may last have held a value that eager mode
+// lays out otherwise (a later view of `out` relies on its strides).
+bool suits(const at::Tensor& buffer, const std::vector<int64_t>& shape, const KernelOutput& out) {
+  if (!buffer.defined() || !buffer.sizes().equals(shape) || buffer.scalar_type() != out.dtype) return false;
+  if (out.layout) return out.layout->first == shape && buffer.strides().equals(out.layout->second);
+  int64_t step = 1;  // exactly row-major, size-1 dims included, as at::empty makes it
+  for (int64_t d = buffer.dim() - 1; d >= 0; --d) {
+    if (buffer.stride(d) != step) return false;
+    step *= std::max<int64_t>(shape[d], 1);
+  }
+  return true;
+}
+
 c10::IValue build_list(const ListArgument& list, const std::vector<c10::IValue>& env) {
   auto element = [&](const ListElement& e) -> const c10::IValue& { return e.value >= 0 ? env[e.value] : e.constant; };
   switch (list.kind) {
@@ -250,9 +264,7 @@ void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, 
     } else if (out.buffer_slot >= 0 && !out.layout) {
       buffer = buffers[out.buffer_slot];
     }
-    if (!buffer.defined() || !buffer.sizes().equals(out_shape) || buffer.scalar_type() != out.dtype) {
-      buffer = allocate(out_shape, out, device);
-    }
+    if (!suits(buffer, out_shape, out)) buffer = allocate(out_shape, out, device);
     if (out.buffer_slot >= 0) buffers[out.buffer_slot] = buffer;
     env[out.value] = buffer;
     outputs.push_back(std::move(buffer));

@@ -587,3 +587,26 @@ def test_conformance_compile_mode_runs_samples_through_the_compiler():
         entry = conformance.run_entry(ops[name], dtype, grad=True, compile_mode=True)
         assert entry["status"] == "pass", entry
     assert torchneuron.compile_stats()["graphs_compiled"] > 10  # one graph (or two) per sample
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python_loop"])
+def test_reused_buffer_has_the_layout_its_value_needs(native, monkeypatch, no_fallback):
+    """A kernel output planned into a dying input's buffer (same sizes and dtype) whose eager
+    layout differs gets a fresh buffer: `z` is row-major where `y` was permuted, and the view
+    after it relies on that (found by the sweep's compiled backward of afmoe and aimv2)."""
+    from torchneuron.compiler import program
+
+    monkeypatch.setattr(program, "native_executor", native)
+
+    def f(x, w1, w2):
+        y = x.permute(0, 2, 1) * 2
+        m = torch.mm(w1, w2)
+        z = (y * m).contiguous()
+        return (z.view(4, 128) + 1,)
+
+    torch._dynamo.reset()
+    x, w1, w2 = torch.randn(4, 8, 16), torch.randn(16, 4), torch.randn(4, 8)
+    got = torch.compile(f, backend="neuron")(x.to("neuron"), w1.to("neuron"), w2.to("neuron"))
+    for a, e in zip(got, f(x, w1, w2)):
+        torch.testing.assert_close(a.cpu(), e, atol=1e-5, rtol=1e-5)
+    assert torchneuron.compile_stats()["kernels_generated"] >= 2

@@ -399,7 +399,7 @@ class CompiledProgram:
                     buffer = env[in_place_sources[reuse]]
                 elif slot >= 0 and order is None:
                     buffer = slots[slot]
-                if buffer is None or buffer.shape != out_shape or buffer.dtype != dtype:
+                if buffer is None or not _suits(buffer, out_shape, dtype, order):
                     buffer = _allocate(out_shape, dtype, device, order)
                 if slot >= 0:
                     slots[slot] = buffer
@@ -460,6 +460,22 @@ class CompiledProgram:
         for step in self.steps:
             step(env, slots)
         return self.outputs(env)
+
+
+def _suits(buffer, shape, dtype, layout) -> bool:
+    """Whether a planned buffer (a dying input's, or a slot's last tensor) can hold an output:
+    the planner matches sizes and dtypes only, and a slot may last have held a value that eager
+    mode lays out otherwise (a later view of the output relies on its strides)."""
+    if buffer.shape != shape or buffer.dtype != dtype:
+        return False
+    if layout is None:  # exactly row-major, size-1 dims included, as torch.empty makes it
+        step, strides = 1, []
+        for size in reversed(shape):
+            strides.append(step)
+            step *= max(size, 1)
+        return buffer.stride() == tuple(reversed(strides))
+    sizes, strides = layout
+    return tuple(sizes) == tuple(shape) and tuple(buffer.stride()) == tuple(strides)
 
 
 def _allocate(shape, dtype, device, layout):
