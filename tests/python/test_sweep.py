@@ -43,9 +43,10 @@ def test_two_tiny_models_pass_and_record_placement(tmp_path):
         # Placement is recorded as {aten op: calls}; these models may need no fallback at all.
         assert isinstance(row["fallback"], dict)
         assert all(n.startswith("aten::") and calls > 0 for n, calls in row["fallback"].items())
-        assert row["compile"] in ("n/a", "pass", "mismatch", "error")
-        if row["compile"] == "n/a":
-            assert row["reasons"]["compile"] == "backend not built yet"
+        # Compiled forward (no_grad) and compiled gradients match the CPU too.
+        assert row["compile"] == "pass", row
+        assert row["compile_backward"] == "pass", row
+        assert row["compile_backward_max_err"] is not None
     assert report["totals"]["models"] == 2 and report["totals"]["built"] == 2
     text = md.read_text()
     assert "| bert |" in text and "| gpt2 |" in text and "Most used fallback ops" in text
@@ -162,6 +163,20 @@ class _TracesDifferently(__import__("torch").nn.Module):
         return {"out": input_values * 2 if torch.compiler.is_compiling() else input_values}
 
 
+class _ScalesDifferently(__import__("torch").nn.Module):
+    """Its gradient differs under Dynamo (the weight counts twice), on any device."""
+
+    def __init__(self):
+        import torch
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+
+    def forward(self, input_values):
+        import torch
+        scale = 2 if torch.compiler.is_compiling() else 1
+        return {"out": input_values * self.weight * scale}
+
+
 def test_compile_mismatch_from_tracing_is_told_apart():
     import torch
     cpu_model = _TracesDifferently()
@@ -175,3 +190,49 @@ def test_compile_mismatch_from_tracing_is_told_apart():
     as_outputs = lambda t: sweep.float_outputs({"out": t})
     assert not sweep._dynamo_cpu_agrees(cpu_model, inputs, as_outputs(inputs["input_values"] * 3))
     assert sweep._dynamo_cpu_agrees(cpu_model, inputs, as_outputs(inputs["input_values"] * 2))
+    # The same for gradients; the CPU model's own gradients are left as they were.
+    cpu_model = _ScalesDifferently()
+    inputs = {"input_values": torch.tensor([[1.0, -3.0]])}
+    expected_grads = sweep._backward(cpu_model, sweep.float_outputs(cpu_model(**inputs)))
+    row = sweep._record("fake", "_ScalesDifferently")
+    sweep._compile_backward_run(_ScalesDifferently().to("neuron"), cpu_model, inputs, expected_grads, None, row)
+    assert row["compile_backward"] == "mismatch"
+    assert "a tracing difference, not neuron's" in row["reasons"]["compile_backward"]
+    assert cpu_model.weight.grad is expected_grads["weight"]
+
+
+class _Scale(__import__("torch").nn.Module):
+    def __init__(self):
+        import torch
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor([1.0, 2.0, 3.0]))
+
+    def forward(self, input_values):
+        return {"out": (input_values * self.weight).tanh()}
+
+
+def test_compiled_gradients_compared_with_cpu_and_with_eager():
+    import torch
+    cpu_model = _Scale()
+    inputs = {"input_values": torch.tensor([[0.5, -1.0, 0.25]])}
+    expected = sweep.float_outputs(cpu_model(**inputs))
+    expected_grads = sweep._backward(cpu_model, expected)
+    neuron_model = _Scale().to("neuron")
+    row = sweep._record("fake", "_Scale")
+    sweep._compile_backward_run(neuron_model, cpu_model, inputs, expected_grads, None, row)
+    assert row["compile_backward"] == "pass", row
+    assert row["compile_backward_max_err"] < 1e-6
+    # Against a wrong reference it mismatches; when eager neuron gave the same gradients, the
+    # reason says so (the compiler is then not the cause).
+    # (Dynamo's CPU trace of a model with other weights gives other gradients too.)
+    wrong = {n: g + 1 for n, g in expected_grads.items()}
+    other = _Scale()
+    other.weight.data *= 3
+    row = sweep._record("fake", "_Scale")
+    sweep._compile_backward_run(neuron_model, other, inputs, wrong, wrong, row)
+    reason = row["reasons"]["compile_backward"]
+    assert row["compile_backward"] == "mismatch" and "as in eager" not in reason and "tracing" not in reason
+    row = sweep._record("fake", "_Scale")
+    sweep._compile_backward_run(neuron_model, cpu_model, inputs, wrong, expected_grads, row)
+    assert row["compile_backward"] == "mismatch"
+    assert "as in eager neuron's backward" in row["reasons"]["compile_backward"]
