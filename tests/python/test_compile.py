@@ -321,8 +321,12 @@ def test_linear_bias_and_activation_run_as_the_matmul_epilogue(dtype, no_fallbac
     assert stats["mm_epilogues"] == stats["kernels_generated"] == 2 * stats["graphs_compiled"]
     x = torch.randn(6, 50, 48, dtype=dtype, requires_grad=True)
     x_neuron = x.detach().to("neuron").requires_grad_()
+    before = torchneuron.compile_stats()["mm_epilogues"]
     (compiled(x_neuron) ** 2).sum().backward()
     (reference(x) ** 2).sum().backward()
+    # Forward: bias add and GELU, bias add. Backward: the GELU backward, which AOTAutograd puts
+    # after the weight-gradient mm, moves up to the input-gradient mm it reads.
+    assert torchneuron.compile_stats()["mm_epilogues"] - before == 3
     # bf16: the product is rounded before the bias add, so sums of rounded terms differ by a
     # few units of the gradient's largest element.
     for got, expected in [(x_neuron.grad, x.grad)] + [(p.grad, r.grad) for p, r in zip(model.parameters(),
@@ -610,3 +614,25 @@ def test_reused_buffer_has_the_layout_its_value_needs(native, monkeypatch, no_fa
     for a, e in zip(got, f(x, w1, w2)):
         torch.testing.assert_close(a.cpu(), e, atol=1e-5, rtol=1e-5)
     assert torchneuron.compile_stats()["kernels_generated"] >= 2
+
+
+def test_kernel_reading_a_product_moves_up_to_it_only_when_its_inputs_allow():
+    """The hoisting pass on a backward-shaped step list: mm (input gradient), mm (weight
+    gradient), a view of the first product and a view of a saved input, then the kernel reading
+    both. The kernel and the product's view move up to the first mm, the other view before it,
+    and the moved kernel's outputs lose their planned buffers. A kernel input computed by a real
+    op between the two keeps the order."""
+    from torchneuron.compiler.program import _hoist_product_readers
+
+    def op(name, reads, writes, overload=""):
+        return ("op", (name, overload, [], writes, False, name), reads, writes)
+
+    kernel = ("kernel", (0, [12, 13], [(20, torch.float32, None, 4, 12, 0)], [8, 8], []), [12, 13], [20])
+    steps = [op("aten::mm", [1, 2], [10]), op("aten::mm", [3, 4], [11]), op("aten::view", [10], [12]),
+             op("aten::view", [5], [13]), kernel, op("aten::sum", [20], [21])]
+    moved = _hoist_product_readers(list(steps))
+    assert [s[3] for s in moved] == [[13], [10], [12], [20], [11], [21]]
+    assert moved[3][1][2] == [(20, torch.float32, None, -1, -1, 0)]
+    # The saved input comes from an op after the first mm: nothing moves.
+    steps[3] = op("aten::gelu", [5], [13])
+    assert _hoist_product_readers(list(steps)) == steps

@@ -242,6 +242,7 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
         raise _NotNative("graph outputs are not a flat list of values")
     outputs = [-1 if a is None else vid((a, None)) for a in output_args]
 
+    steps = _hoist_product_readers(steps)
     # Release each value after the last step that reads it (or the one that writes it, if none).
     kept = set(outputs) | set(constant_values)
     last = {}
@@ -277,6 +278,83 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
 
 
 _VIEWS = {("aten::view", ""), ("aten::_unsafe_view", "")}
+
+
+# Ops that only make a new view of their first argument: moving one moves no data.
+_METADATA = _VIEWS | {("aten::permute", ""), ("aten::t", ""), ("aten::expand", ""), ("aten::unsqueeze", ""),
+                      ("aten::squeeze", "dim"), ("aten::squeeze", "dims")}
+_PRODUCTS = (("aten::mm", ""), ("aten::bmm", ""))
+
+
+def _product_chain(steps, i):
+    """(product and its views, view steps making them, first later step reading any of them or
+    len(steps)) for the mm or bmm at step i."""
+    chain, views, j = set(steps[i][3]), [], i + 1
+    while j < len(steps):
+        kind, payload, reads, writes = steps[j]
+        if kind == "op" and payload[:2] in _VIEWS and reads and reads[0] in chain:
+            chain.update(writes)
+            views.append(j)
+        elif any(v in chain for v in reads):
+            break
+        j += 1
+    return chain, views, j
+
+
+def _hoist_product_readers(steps):
+    """Moves a kernel that is the first reader of an mm's or bmm's product up to right after
+    it, with the views it reads, when everything else it reads exists by then (views of earlier
+    values go before the mm): it then runs as the product's epilogue. AOTAutograd's backward
+    puts the weight-gradient mm between an input-gradient mm and the activation backward that
+    reads it. A moved kernel's outputs get buffers of their own: the memory plan assumed them
+    written later, and the input they were to overwrite may now still be read."""
+    written_at = {}
+    for position, step in enumerate(steps):
+        for v in step[3]:
+            written_at.setdefault(v, position)
+    i = 0
+    while i < len(steps):
+        kind, payload = steps[i][:2]
+        if kind != "op" or payload[:2] not in _PRODUCTS or payload[4]:  # [4]: folded
+            i += 1
+            continue
+        chain, views, j = _product_chain(steps, i)
+        if j == len(steps) or steps[j][0] != "kernel" or views == list(range(i + 1, j)):
+            i += 1  # nothing to read it, not a kernel, or already right after the mm
+            continue
+        kernel = steps[j]
+        made_early = (lambda r: r in chain or written_at.get(r) is None or written_at[r] < i)
+        if sum(v in chain for v in kernel[2]) != 1 or not all(made_early(r) for s in views for r in steps[s][2]):
+            i += 1  # read twice (no epilogue then), or a view's size is computed later
+            continue
+        before, ok = [], True  # metadata steps between i and j making the kernel's other inputs
+        for v in kernel[2]:
+            at = written_at.get(v)
+            if v in chain or at is None or at < i:
+                continue
+            step = steps[at]
+            if i < at < j and step[0] == "op" and step[1][:2] in _METADATA and all(made_early(r) and r not in chain
+                                                                                for r in step[2]):
+                before.append(at)
+            else:
+                ok = False
+                break
+        if not ok:
+            i += 1
+            continue
+        entry, reads, outputs, static_shape, reduce_dims = kernel[1]
+        fresh = [(value, dtype, layout, -1, -1, form) for value, dtype, layout, _, _, form in outputs]
+        moved = (entry, reads, fresh, static_shape, reduce_dims)
+        before = sorted(set(before))
+        rest = [s for s in range(i + 1, j) if s not in views and s not in before]
+        order = list(range(i)) + before + [i] + views + [j] + rest + list(range(j + 1, len(steps)))
+        steps = [steps[s] if s != j else (kernel[0], moved, kernel[2], kernel[3]) for s in order]
+        written_at = {}
+        for position, step in enumerate(steps):
+            for v in step[3]:
+                written_at.setdefault(v, position)
+        i = order.index(i) + 1
+    return steps
 
 
 def _product_epilogues(steps) -> list[tuple[int, int, int]]:
