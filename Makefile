@@ -71,7 +71,7 @@ conformance: build
 	@$(PY) -m torchneuron.conformance --jobs 2 --output conformance.json --markdown conformance.md
 
 sweep: build
-	@$(PY) -m torchneuron.sweep --jobs 2 --timeout 120 --output sweep.json --markdown sweep.md
+	@$(PY) -m torchneuron.sweep --jobs 2 --timeout 300 --output sweep.json --markdown sweep.md
 
 bench: build
 	@$(PY) bench/bench_runtime.py
