@@ -1,6 +1,7 @@
 // torchneuron._C._compiler.NativeProgram: builds a compiled program's native executor from the
 // Python lowering (literal arguments are converted once, by each op's schema) and runs it. The
 // only translation unit that uses torch's Python bindings (tensors in and out of Python).
+#include <ATen/ScalarOps.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
@@ -51,6 +52,25 @@ ta::ListArgument list_argument(int position, const c10::Argument& argument, cons
   return list;
 }
 
+// A literal argument converted by its schema type. A Python number where the schema takes a
+// Tensor (aten.div.Tensor(x, 2) after a decomposition) becomes a wrapped-number tensor, as
+// Python's argument parser makes it: it then takes part in type promotion as a scalar.
+c10::IValue literal_argument(const py::handle& object, const c10::Argument& argument) {
+  c10::TypePtr type = argument.type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  const bool number = py::isinstance<py::bool_>(object) || py::isinstance<py::int_>(object) ||
+                      py::isinstance<py::float_>(object);
+  if (number && type->kind() == c10::TypeKind::TensorType) {
+    const c10::Scalar scalar = py::isinstance<py::bool_>(object)  ? c10::Scalar(py::cast<bool>(object))
+                               : py::isinstance<py::int_>(object) ? c10::Scalar(py::cast<int64_t>(object))
+                                                                  : c10::Scalar(py::cast<double>(object));
+    at::Tensor tensor = c10::scalar_to_tensor(scalar);
+    tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return tensor;
+  }
+  return torch::jit::toIValue(object, argument.type(), argument.N());
+}
+
 c10::IValue input_value(const py::handle& item) {
   if (THPVariable_Check(item.ptr())) return THPVariable_Unpack(item.ptr());
   if (item.is_none()) return {};
@@ -86,7 +106,7 @@ void register_program(py::module_& compiler) {
             TORCH_CHECK(arguments[i].default_value(), description, ": argument '", arguments[i].name(), "' has no default");
             stack.push_back(*arguments[i].default_value());
           } else if (tag == "literal") {
-            stack.push_back(torch::jit::toIValue(item[py::int_(1)], arguments[i].type(), arguments[i].N()));
+            stack.push_back(literal_argument(item[py::int_(1)], arguments[i]));
           } else if (tag == "list") {
             list_arguments.push_back(list_argument(position, arguments[i], item[py::int_(1)]));
             stack.emplace_back();

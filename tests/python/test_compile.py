@@ -636,3 +636,22 @@ def test_kernel_reading_a_product_moves_up_to_it_only_when_its_inputs_allow():
     # The saved input comes from an op after the first mm: nothing moves.
     steps[3] = op("aten::gelu", [5], [13])
     assert _hoist_product_readers(list(steps)) == steps
+
+
+def test_number_passed_for_a_tensor_argument_of_an_eager_call(no_fallback):
+    """floor_divide(x, 2) reaches the graph as aten.div.Tensor_mode(x, 2): a Python number where
+    the schema takes a Tensor. The native executor passes it as a wrapped number (as Python's
+    argument parser does), so the graph compiles instead of running eagerly, and integer and
+    float inputs keep their result dtypes."""
+    def f(x):
+        return torch.floor_divide(x, 2) + 1
+
+    for x in (torch.randn(8, 8) * 10, torch.randint(-20, 20, (8, 8))):
+        torch._dynamo.reset()
+        torchneuron.reset_compile_stats()
+        got = torch.compile(f, backend="neuron")(x.to("neuron"))
+        expected = f(x)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got.cpu(), expected)
+        stats = torchneuron.compile_stats()
+        assert stats["graphs_eager"] == 0 and stats["graphs_native"] == 1, stats
