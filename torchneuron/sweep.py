@@ -23,6 +23,7 @@ HF_HUB_OFFLINE=1 is set.
 """
 
 import argparse
+import contextlib
 import copy
 import inspect
 import json
@@ -313,7 +314,7 @@ def _record(model_type, class_name):
             "load": "skipped", "forward": "skipped", "backward": "skipped", "compile": "skipped",
             "compile_backward": "skipped", "reasons": {}, "fallback": {}, "forward_max_err": None,
             "backward_max_err": None, "compile_max_err": None, "compile_backward_max_err": None,
-            "time_s": None}
+            "graphs_compiled": 0, "graphs_eager": 0, "time_s": None}
 
 
 def _first_line(exc):
@@ -403,7 +404,7 @@ def _compile_run(model, cpu_model, inputs, expected, row):
         torch._dynamo.reset()
         compiled = torch.compile(model, backend="neuron")
         _seed()
-        with torch.no_grad():
+        with torch.no_grad(), _counting_graphs(row):
             out = float_outputs(compiled(**{k: v.to("neuron") for k, v in inputs.items()}))
     except Exception as exc:  # noqa: BLE001
         _set(row, "compile", "error", _first_line(exc))
@@ -431,8 +432,9 @@ def _compile_backward_run(model, cpu_model, inputs, expected_grads, eager_grads,
         torch._dynamo.reset()
         compiled = torch.compile(model, backend="neuron")
         _seed()
-        out = float_outputs(compiled(**{k: v.to("neuron") for k, v in inputs.items()}))
-        grads = {n: g.cpu() for n, g in (_backward(model, out) or {}).items()}
+        with _counting_graphs(row):
+            out = float_outputs(compiled(**{k: v.to("neuron") for k, v in inputs.items()}))
+            grads = {n: g.cpu() for n, g in (_backward(model, out) or {}).items()}
     except Exception as exc:  # noqa: BLE001
         _set(row, "compile_backward", "error", _first_line(exc))
         return
@@ -442,6 +444,27 @@ def _compile_backward_run(model, cpu_model, inputs, expected_grads, eager_grads,
     elif why and _dynamo_cpu_grads_agree(cpu_model, inputs, grads):
         why += " (Dynamo's eager backend on CPU gives the same gradients: a tracing difference, not neuron's)"
     _set(row, "compile_backward", "mismatch" if why else "pass", why or "")
+
+
+@contextlib.contextmanager
+def _counting_graphs(row):
+    """Adds to the row the graphs the neuron compiler compiled and those it gave back to run
+    eagerly (a rejected graph or a compiler failure), with the first such warning as the reason:
+    a compiled column can pass on graphs that never ran compiled."""
+    import warnings
+    import torchneuron
+    torchneuron.reset_compile_stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            stats = torchneuron.compile_stats()
+            row["graphs_compiled"] += stats["graphs_compiled"]
+            row["graphs_eager"] += stats["graphs_eager"]
+            given_back = [str(w.message) for w in caught if str(w.message).startswith("torchneuron.compile:")]
+            if given_back and "graphs_eager" not in row["reasons"]:
+                row["reasons"]["graphs_eager"] = given_back[0][:300]
 
 
 def _dynamo_cpu_grads_agree(cpu_model, inputs, grads):
@@ -558,6 +581,9 @@ def totals(rows):
             "forward_pass": count("forward", "pass"), "backward_pass": count("backward", "pass"),
             "compile_pass": count("compile", "pass"),
             "compile_backward_pass": count("compile_backward", "pass"),
+            "graphs_compiled": sum(r.get("graphs_compiled", 0) for r in rows),
+            "graphs_eager": sum(r.get("graphs_eager", 0) for r in rows),
+            "models_with_eager_graphs": sum(r.get("graphs_eager", 0) > 0 for r in rows),
             "mismatch": sum(r["status"] == "mismatch" for r in rows),
             "error": sum(r["status"] == "error" for r in rows),
             "skipped": sum(r["status"] == "skipped" for r in rows),
@@ -608,7 +634,10 @@ def markdown(rows, elapsed=None, version=None):
               "| mismatch | error | skipped |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
               f"| {t['models']} | {t['built']} | {t['forward_pass']} | {t['backward_pass']} "
               f"| {t['compile_pass']} | {t['compile_backward_pass']} | {t['mismatch']} | {t['error']} "
-              f"| {t['skipped']} |",
+              f"| {t['skipped']} |", "",
+              f"Compiled graphs: {t['graphs_compiled']}; given back to run eagerly: {t['graphs_eager']} "
+              f"(in {t['models_with_eager_graphs']} models; the reason is under `graphs_eager` in "
+              "each row's reasons).",
               "", "## Most common reasons", "", "| reason | models |", "| --- | --- |"]
     lines += [f"| {r.replace('|', chr(92) + '|')} | {k} |" for r, k in top_reasons(rows)]
     lines += ["", "## Most used fallback ops", "", "| aten op | models | calls |",
@@ -687,12 +716,15 @@ def main(argv=None):
     print(f"sweep: {t['models']} models in {elapsed:.1f} s: built={t['built']} "
           f"forward_pass={t['forward_pass']} backward_pass={t['backward_pass']} "
           f"compile_pass={t['compile_pass']} compile_backward_pass={t['compile_backward_pass']} "
+          f"graphs_compiled={t['graphs_compiled']} graphs_eager={t['graphs_eager']} "
           f"mismatch={t['mismatch']} error={t['error']} skipped={t['skipped']} "
           f"-> {args.output}, {args.markdown}")
     if args.ci:
         checked = ("forward", "backward", "compile", "compile_backward")
         failing = [f"{r['model']} ({', '.join(c for c in checked if r[c] not in ('pass', 'n/a'))})"
                    for r in rows if any(r[c] not in ("pass", "n/a") for c in checked)]
+        failing += [f"{r['model']} ({r['graphs_eager']} graphs given back to run eagerly: "
+                    f"{r['reasons'].get('graphs_eager', '')})" for r in rows if r["graphs_eager"]]
         if failing:
             print(f"sweep CI: no longer passing: {'; '.join(failing)}")
             return 1

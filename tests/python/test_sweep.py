@@ -47,6 +47,7 @@ def test_two_tiny_models_pass_and_record_placement(tmp_path):
         assert row["compile"] == "pass", row
         assert row["compile_backward"] == "pass", row
         assert row["compile_backward_max_err"] is not None
+        assert row["graphs_compiled"] >= 3 and row["graphs_eager"] == 0, row
     assert report["totals"]["models"] == 2 and report["totals"]["built"] == 2
     text = md.read_text()
     assert "| bert |" in text and "| gpt2 |" in text and "Most used fallback ops" in text
@@ -236,3 +237,24 @@ def test_compiled_gradients_compared_with_cpu_and_with_eager():
     sweep._compile_backward_run(neuron_model, cpu_model, inputs, wrong, expected_grads, row)
     assert row["compile_backward"] == "mismatch"
     assert "as in eager neuron's backward" in row["reasons"]["compile_backward"]
+
+
+def test_graphs_the_compiler_gives_back_are_counted(monkeypatch):
+    """A compiled column passes when a rejected graph runs eagerly; the row counts such graphs
+    and keeps the compiler's warning."""
+    import torch
+    from torchneuron.compiler import lowering
+
+    def reject(gm):
+        raise RuntimeError("lowering rejected this graph")
+
+    monkeypatch.setattr(lowering, "lower", reject)
+    cpu_model = _Scale()
+    inputs = {"input_values": torch.tensor([[0.5, -1.0, 0.25]])}
+    expected = sweep.float_outputs(cpu_model(**inputs))
+    row = sweep._record("fake", "_Scale")
+    sweep._compile_run(_Scale().to("neuron"), cpu_model, inputs, expected, row)
+    assert row["compile"] == "pass"
+    assert row["graphs_eager"] == 1 and row["graphs_compiled"] == 0
+    assert "lowering rejected this graph" in row["reasons"]["graphs_eager"]
+    assert sweep.totals([row])["models_with_eager_graphs"] == 1
