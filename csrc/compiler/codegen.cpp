@@ -408,6 +408,12 @@ RowPlan plan_rows(const Graph& graph, const Kernel& kernel) {
   return plan;
 }
 
+// A floating max or min keeps a NaN flag beside it: OpenMP's max/min reductions vectorize to
+// vmaxps/vminps, which drop NaNs.
+bool keeps_nan_flag(const Node& node) {
+  return (node.op == "amax" || node.op == "amin") && is_floating(node.compute);
+}
+
 std::string accumulator_init(const std::string& op, const std::string& type) {
   if (op == "sum" || op == "mean") return type + "(0)";
   return std::string(op == "amax" ? "tn_lowest(" : "tn_highest(") + type + "(0))";
@@ -581,9 +587,7 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
       const int operand = nodes[n].operands[0].value;
       if (full_inputs.count(operand)) loads.insert(operand);
     }
-    // A floating max or min keeps a NaN flag beside it: OpenMP's max/min reductions vectorize
-    // to vmaxps/vminps, which drop NaNs.
-    auto nan_flag = [&](int n) { return (nodes[n].op == "amax" || nodes[n].op == "amin") && is_floating(nodes[n].compute); };
+    auto nan_flag = [&](int n) { return keeps_nan_flag(nodes[n]); };
     for (int n : reductions) {
       const std::string type = compute_type(nodes[n].compute);
       src << "    " << type << " a" << n << " = " << accumulator_init(nodes[n].op, type) << ";\n";
@@ -732,7 +736,7 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
   for (int v : full_inputs) {
     if (!dense.count(v)) src << "  const bool b" << operand_of(v) << " = s[" << operand_of(v) << "] == 0;\n";
   }
-  auto nan_flag = [&](int n) { return (nodes[n].op == "amax" || nodes[n].op == "amin") && is_floating(nodes[n].compute); };
+  auto nan_flag = [&](int n) { return keeps_nan_flag(nodes[n]); };
   for (int n : reductions) {
     const std::string type = compute_type(nodes[n].compute);
     src << "  std::vector<" << type << "> a" << n << "(static_cast<size_t>(count), " << accumulator_init(nodes[n].op, type) << ");\n";

@@ -1,8 +1,8 @@
 """Lowering an AOTAutograd FX graph (core ATen, functional) into the neuron compiler's IR.
 
 Pointwise ATen ops with a code template become IR pointwise nodes, and sums, means, maxima and
-minima over innermost or outermost dims IR reductions; every other node becomes an opaque node that the
-compiled program runs as an eager call. The mapping from IR values back to FX nodes lets the
+minima over innermost or outermost dims IR reductions; every other node becomes an opaque node
+that the compiled program runs as an eager call. The mapping from IR values back to FX nodes lets the
 runtime bind kernel outputs and resolve eager calls' arguments."""
 
 from __future__ import annotations

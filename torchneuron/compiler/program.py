@@ -301,6 +301,15 @@ def _product_chain(steps, i):
     return chain, views, j
 
 
+def _first_writes(steps) -> dict:
+    """Value id -> the first step that writes it."""
+    written_at = {}
+    for position, step in enumerate(steps):
+        for v in step[3]:
+            written_at.setdefault(v, position)
+    return written_at
+
+
 def _hoist_product_readers(steps):
     """Moves a kernel that is the first reader of an mm's or bmm's product up to right after
     it, with the views it reads, when everything else it reads exists by then (views of earlier
@@ -308,10 +317,7 @@ def _hoist_product_readers(steps):
     puts the weight-gradient mm between an input-gradient mm and the activation backward that
     reads it. A moved kernel's outputs get buffers of their own: the memory plan assumed them
     written later, and the input they were to overwrite may now still be read."""
-    written_at = {}
-    for position, step in enumerate(steps):
-        for v in step[3]:
-            written_at.setdefault(v, position)
+    written_at = _first_writes(steps)
     i = 0
     while i < len(steps):
         kind, payload = steps[i][:2]
@@ -349,10 +355,7 @@ def _hoist_product_readers(steps):
         rest = [s for s in range(i + 1, j) if s not in views and s not in before]
         order = list(range(i)) + before + [i] + views + [j] + rest + list(range(j + 1, len(steps)))
         steps = [steps[s] if s != j else (kernel[0], moved, kernel[2], kernel[3]) for s in order]
-        written_at = {}
-        for position, step in enumerate(steps):
-            for v in step[3]:
-                written_at.setdefault(v, position)
+        written_at = _first_writes(steps)
         i = order.index(i) + 1
     return steps
 
@@ -362,15 +365,11 @@ def _product_epilogues(steps) -> list[tuple[int, int, int]]:
     right after it, with only views of the product in between: the kernel then runs as the
     mm's epilogue (NativeProgram.fuse_product_epilogue)."""
     found = []
-    for i, (kind, payload, _, writes) in enumerate(steps):
-        if kind != "op" or payload[:2] not in (("aten::mm", ""), ("aten::bmm", "")) or payload[4]:  # [4]: folded
+    for i, (kind, payload, _, _) in enumerate(steps):
+        if kind != "op" or payload[:2] not in _PRODUCTS or payload[4]:  # [4]: folded
             continue
-        chain, j = set(writes), i + 1
-        while (j < len(steps) and steps[j][0] == "op" and steps[j][1][:2] in _VIEWS and steps[j][2]
-               and steps[j][2][0] in chain):
-            chain.update(steps[j][3])
-            j += 1
-        if j == len(steps) or steps[j][0] != "kernel":
+        chain, views, j = _product_chain(steps, i)
+        if j == len(steps) or steps[j][0] != "kernel" or views != list(range(i + 1, j)):
             continue
         reads = [n for n, v in enumerate(steps[j][1][1]) if v in chain]
         if len(reads) == 1:
