@@ -655,3 +655,31 @@ def test_number_passed_for_a_tensor_argument_of_an_eager_call(no_fallback):
         torch.testing.assert_close(got.cpu(), expected)
         stats = torchneuron.compile_stats()
         assert stats["graphs_eager"] == 0 and stats["graphs_native"] == 1, stats
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python_loop"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_column_kernels_broadcast_operands_and_dynamic_sizes(dtype, native, monkeypatch, no_fallback):
+    """Column kernels read an operand broadcast along the kept dims (a per-row scale) and one
+    broadcast along the folded dims (a weight); bfloat16 accumulates in float32 and matches CPU
+    float32 within bfloat16 rounding; dynamic sizes (kept widths not a multiple of the 64-column
+    block) compile once."""
+    from torchneuron.compiler import program
+
+    monkeypatch.setattr(program, "native_executor", native)
+
+    def f(x, r, w):
+        h = x * r * w
+        return h.sum(0), (h + 1).mean([0, 1]), x.amax(0)
+
+    compiled = torch.compile(f, backend="neuron", dynamic=True)
+    tolerance = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=0.25, rtol=0.02)
+    for shape in [(5, 60, 200), (9, 20, 300), (3, 7, 65)]:
+        x, r, w = torch.randn(*shape), torch.randn(shape[0], shape[1], 1), torch.randn(shape[2])
+        got = compiled(*(t.to(dtype).to("neuron") for t in (x, r, w)))
+        expected = f(*(t.to(dtype).float() for t in (x, r, w)))
+        for a, e in zip(got, expected):
+            assert a.dtype == dtype
+            torch.testing.assert_close(a.cpu().float(), e, **tolerance)
+    stats = torchneuron.compile_stats()
+    assert stats["graphs_compiled"] == 1 and stats["ops_eager"] == 0, stats
