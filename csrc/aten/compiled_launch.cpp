@@ -1,8 +1,12 @@
 #include "aten/compiled_launch.h"
 
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/mm.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 
 #include "aten/native_ops.h"
 #include "aten/neuron_tensor.h"
@@ -189,41 +193,139 @@ void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outp
   });
 }
 
-bool launch_fused_after_product(uintptr_t entry, const std::vector<at::Tensor>& outputs,
-                                const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& shape,
-                                const std::vector<int64_t>& reduce_dims, int product_input, const at::Tensor& product,
-                                const at::Tensor& a, const at::Tensor& b) {
-  if (outputs.empty() || shape.size() > 16 || product_input < 0 || product_input >= static_cast<int>(inputs.size()) ||
-      product.dim() < 2 || !product.is_contiguous()) {
-    return false;
+void launch_fused(const FusedKernel& kernel) {
+  if (kernel.reduce_dims.empty()) {
+    launch_fused_kernel(kernel.entry, kernel.outputs, kernel.inputs, kernel.shape);
+  } else {
+    launch_fused_reduction(kernel.entry, kernel.outputs, kernel.inputs, kernel.shape, kernel.reduce_dims);
   }
-  const at::Tensor& view = inputs[product_input];
-  if (view.data_ptr() != product.data_ptr()) return false;
-  for (size_t k = 0; k < inputs.size(); ++k) {  // another view could read rows not yet computed
-    if (static_cast<int>(k) != product_input && inputs[k].storage().is_alias_of(product.storage())) return false;
-  }
-  Launch launch = prepare(outputs, inputs, shape, reduce_dims);
-  // Element e of the kernel's index space must be element e of the product, and for a
-  // reduction kernel a row must be one of the product's rows: then a block of the product's
-  // rows is a range of the kernel's elements (or rows).
-  const bool reduction = !reduce_dims.empty();
-  if (reduction && compiler::folds_outer_dims(std::vector<int>(reduce_dims.begin(), reduce_dims.end()),
-                                              static_cast<int>(shape.size()))) {
-    return false;  // a column kernel needs every row of the product before any column is done
-  }
-  const int64_t row = product.size(-1);
-  if (launch.rows * launch.row_size != product.numel() || (reduction && launch.row_size != row)) return false;
+}
+
+namespace {
+
+using RowHook = std::function<void(int64_t, int64_t)>;
+
+bool shares_memory(const at::Tensor& x, const std::vector<at::Tensor>& tensors) {
+  return std::any_of(tensors.begin(), tensors.end(),
+                     [&](const at::Tensor& t) { return t.defined() && x.storage().is_alias_of(t.storage()); });
+}
+
+bool any_shares_memory(const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& tensors) {
+  return std::any_of(xs.begin(), xs.end(), [&](const at::Tensor& x) { return shares_memory(x, tensors); });
+}
+
+// Whether element e of the launch's index space is element e of operand `k`'s memory, over its
+// first `dims` dims (the kept dims of a reduction's output, which steps 0 through the folded ones).
+bool in_index_order(const Launch& launch, size_t k, int dims) {
   const int ndim = static_cast<int>(launch.sizes.size());
-  const int64_t* reads = launch.strides.data() + (outputs.size() + product_input) * ndim;
+  const int64_t* strides = launch.strides.data() + k * ndim;
   int64_t step = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    if (reads[d] != step) return false;
+  for (int d = dims - 1; d >= 0; --d) {
+    if (strides[d] != step) return false;
     step *= launch.sizes[d];
   }
-  const int64_t per_row = reduction ? 1 : row;  // kernel rows (or elements) per product row
-  return product_with_epilogue(product, a, b, [entry, reduction, per_row, launch = std::move(launch)](int64_t begin, int64_t end) {
+  return true;
+}
+
+// The kernel prepared to run on blocks of `matrix`'s rows, `matrix` being operand `k` of the
+// launch (outputs, then inputs) in its memory order: a block of rows is then a range of the
+// kernel's elements or, for a row kernel, of its rows, when they are the matrix's or when the
+// matrix is the reduced output (a row of the kernel per element). Empty when that does not hold.
+RowHook rows_of_matrix(const FusedKernel& kernel, size_t k, const at::Tensor& matrix) {
+  const bool reduction = !kernel.reduce_dims.empty();
+  if (reduction && compiler::folds_outer_dims(std::vector<int>(kernel.reduce_dims.begin(), kernel.reduce_dims.end()),
+                                              static_cast<int>(kernel.shape.size()))) {
+    return {};  // a column kernel needs every row before any column is done
+  }
+  Launch launch = prepare(kernel.outputs, kernel.inputs, kernel.shape, kernel.reduce_dims);
+  const int ndim = static_cast<int>(launch.sizes.size());
+  const int64_t row = matrix.size(-1);
+  int64_t per_row = 0;  // kernel rows (or elements) per matrix row
+  if (launch.rows * launch.row_size == matrix.numel() && (!reduction || launch.row_size == row) &&
+      in_index_order(launch, k, ndim)) {
+    per_row = reduction ? 1 : row;
+  } else if (reduction && k < kernel.outputs.size() && launch.rows == matrix.numel() &&
+             in_index_order(launch, k, ndim - launch.inner_ndim)) {
+    per_row = row;
+  } else {
+    return {};
+  }
+  return [entry = kernel.entry, reduction, per_row, launch = std::move(launch)](int64_t begin, int64_t end) {
     run_rows(entry, reduction, launch, begin * per_row, end * per_row);
-  });
+  };
+}
+
+// The prologue as a function of a's row blocks: one of its outputs must be `a` itself.
+RowHook prologue_rows(const FusedKernel& kernel, const at::Tensor& a, const at::Tensor& b) {
+  if (kernel.shape.size() > 16 || a.dim() < 2 || !a.is_contiguous() || any_shares_memory(kernel.outputs, {b})) {
+    return {};  // b is read whole by every block
+  }
+  for (size_t k = 0; k < kernel.outputs.size(); ++k) {
+    const at::Tensor& out = kernel.outputs[k];
+    if (out.data_ptr() == a.data_ptr() && out.storage().is_alias_of(a.storage())) return rows_of_matrix(kernel, k, a);
+  }
+  return {};
+}
+
+// The epilogue as a function of the product's row blocks.
+RowHook epilogue_rows(const FusedKernel& kernel, int product_input, const at::Tensor& product, const at::Tensor& a,
+                      const at::Tensor& b) {
+  if (kernel.shape.size() > 16 || product_input < 0 || product_input >= static_cast<int>(kernel.inputs.size()) ||
+      product.dim() < 2 || !product.is_contiguous() || kernel.inputs[product_input].data_ptr() != product.data_ptr()) {
+    return {};
+  }
+  for (size_t k = 0; k < kernel.inputs.size(); ++k) {  // another view could read rows not yet computed
+    if (static_cast<int>(k) != product_input && kernel.inputs[k].storage().is_alias_of(product.storage())) return {};
+  }
+  if (any_shares_memory(kernel.outputs, {a, b})) return {};  // other blocks may still read them
+  return rows_of_matrix(kernel, kernel.outputs.size() + product_input, product);
+}
+
+std::atomic<int64_t> fused_prologues{0}, fused_epilogues{0};
+
+void product_out(const at::Tensor& product, const at::Tensor& a, const at::Tensor& b) {
+  if (product.dim() == 2) {
+    at::mm_out(const_cast<at::Tensor&>(product), a, b);
+  } else {
+    at::bmm_out(const_cast<at::Tensor&>(product), a, b);
+  }
+}
+
+}  // namespace
+
+int launch_product_with_kernels(const at::Tensor& product, const at::Tensor& a, const at::Tensor& b,
+                                const FusedKernel* prologue, const FusedKernel* epilogue, int product_input) {
+  RowHook before = prologue != nullptr ? prologue_rows(*prologue, a, b) : RowHook();
+  RowHook after;
+  // With both in one job, blocks of the two kernels run side by side: neither may read what
+  // the other writes.
+  if (epilogue != nullptr &&
+      (!before || (!any_shares_memory(epilogue->inputs, prologue->outputs) &&
+                   !any_shares_memory(epilogue->outputs, prologue->outputs) &&
+                   !any_shares_memory(epilogue->outputs, prologue->inputs)))) {
+    after = epilogue_rows(*epilogue, product_input, product, a, b);
+  }
+  if (prologue != nullptr && !before) launch_fused(*prologue);
+  const int fused_kernels = static_cast<int>(static_cast<bool>(before)) + static_cast<int>(static_cast<bool>(after));
+  const bool fused = fused_kernels > 0 && product_with_row_hooks(product, a, b, before, after);
+  if (!fused) {
+    if (before) launch_fused(*prologue);
+    product_out(product, a, b);
+  }
+  if (epilogue != nullptr && !(fused && after)) launch_fused(*epilogue);
+  if (!fused) return 0;
+  if (before) fused_prologues.fetch_add(1, std::memory_order_relaxed);
+  if (after) fused_epilogues.fetch_add(1, std::memory_order_relaxed);
+  return fused_kernels;
+}
+
+FusedProductLaunches fused_product_launches() {
+  return {fused_prologues.load(std::memory_order_relaxed), fused_epilogues.load(std::memory_order_relaxed)};
+}
+
+void reset_fused_product_launches() {
+  fused_prologues = 0;
+  fused_epilogues = 0;
 }
 
 namespace {

@@ -16,16 +16,33 @@ namespace torchneuron::aten {
 void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                          const std::vector<int64_t>& shape);
 
-// Enqueues product = a @ b (mm or bmm) and the generated kernel at `entry` (a reduction kernel
-// when `reduce_dims` is not empty; its rows must then be the product's) as one device job, the
-// kernel running on each block of the product's rows as soon as it is computed.
-// inputs[product_input] reads the product (or a view of it) in its memory order. False, with
-// nothing enqueued, when that does not hold or the product needs its op's general path: then
-// the caller runs the two apart.
-bool launch_fused_after_product(uintptr_t entry, const std::vector<at::Tensor>& outputs,
-                                const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& shape,
-                                const std::vector<int64_t>& reduce_dims, int product_input, const at::Tensor& product,
-                                const at::Tensor& a, const at::Tensor& b);
+// A generated kernel with its operands resolved for one call.
+struct FusedKernel {
+  uintptr_t entry = 0;
+  std::vector<at::Tensor> outputs, inputs;
+  std::vector<int64_t> shape, reduce_dims;  // reduce_dims empty: a pointwise kernel
+};
+
+// Enqueues the kernel alone (launch_fused_kernel or launch_fused_reduction).
+void launch_fused(const FusedKernel& kernel);
+
+// Enqueues product = a @ b (mm or bmm, into the fresh row-major `product`) with up to two
+// generated kernels run on each block of its rows (see product_with_row_hooks): `prologue`
+// writes `a` (its index space must be a's memory order), and `epilogue`, whose input
+// `product_input` reads the product (or a view of it) in its memory order, runs on the
+// product's rows once they are final (a reduction epilogue's rows must be the product's). A
+// kernel that cannot be fused runs as a job of its own, in order, and with neither fused the
+// product runs as mm_out or bmm_out. Returns how many kernels were fused.
+int launch_product_with_kernels(const at::Tensor& product, const at::Tensor& a, const at::Tensor& b,
+                                const FusedKernel* prologue, const FusedKernel* epilogue, int product_input);
+
+// How many prologue and epilogue kernels launch_product_with_kernels has fused since start (or
+// the last reset): what ran, where the compiler's counts are what it planned.
+struct FusedProductLaunches {
+  int64_t prologues = 0, epilogues = 0;
+};
+FusedProductLaunches fused_product_launches();
+void reset_fused_product_launches();
 
 // Enqueues the generated reduction kernel at `entry` (a compiler::ReductionEntry) over
 // `shape`, folding `reduce_dims`; outputs have the shape or the reduced shape (keepdim or not).

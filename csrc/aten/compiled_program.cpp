@@ -3,8 +3,6 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/bmm.h>
-#include <ATen/ops/mm.h>
 #include <ATen/ops/empty_strided.h>
 
 #include <algorithm>
@@ -140,6 +138,21 @@ void NativeProgram::fuse_product_epilogue(int mm_step, int kernel_step, int prod
   for (int s = mm_step + 1; s < kernel_step; ++s) steps_[s].keeps_product_deferred = true;
 }
 
+void NativeProgram::fuse_product_prologue(int kernel_step, int mm_step) {
+  TORCH_CHECK(kernel_step >= 0 && kernel_step < mm_step && mm_step < static_cast<int>(steps_.size()),
+              "compiled program: bad prologue steps ", kernel_step, " and ", mm_step);
+  Step& kernel = steps_[kernel_step];
+  Step& mm = steps_[mm_step];
+  TORCH_CHECK(mm.kind == Step::Kind::kOp && (mm.op->schema().name() == "aten::mm" || mm.op->schema().name() == "aten::bmm") &&
+                  mm.value_arguments.size() == 2 && mm.results.size() == 1 && !mm.fold,
+              "compiled program: step ", mm_step, " is not an mm or bmm");
+  TORCH_CHECK(kernel.kind == Step::Kind::kKernel && kernel.product_input < 0,
+              "compiled program: step ", kernel_step, " is not a kernel outside an epilogue");
+  kernel.defers_kernel = true;
+  mm.takes_prologue = true;
+  for (int s = kernel_step + 1; s < mm_step; ++s) steps_[s].keeps_kernel_deferred = true;
+}
+
 bool NativeProgram::defer_product(const Step& step, std::vector<c10::IValue>& env,
                                   std::optional<DeferredProduct>& deferred) {
   const c10::IValue& a = env[step.value_arguments[0].value];
@@ -156,18 +169,29 @@ bool NativeProgram::defer_product(const Step& step, std::vector<c10::IValue>& en
   at::Tensor product = dims == 2 ? at::empty({left.size(0), right.size(1)}, left.options())
                                  : at::empty({left.size(0), left.size(1), right.size(2)}, left.options());
   env[step.results[0]] = product;
-  deferred = DeferredProduct{left, right, std::move(product)};
+  deferred = DeferredProduct{left, right, std::move(product), std::nullopt};
   return true;
 }
 
 void NativeProgram::launch_deferred(std::optional<DeferredProduct>& deferred) {
   if (!deferred) return;
-  if (deferred->product.dim() == 2) {
-    at::mm_out(deferred->product, deferred->a, deferred->b);
-  } else {
-    at::bmm_out(deferred->product, deferred->a, deferred->b);
-  }
+  const FusedKernel* prologue = deferred->prologue ? &*deferred->prologue : nullptr;
+  launch_product_with_kernels(deferred->product, deferred->a, deferred->b, prologue, nullptr, -1);
   deferred.reset();
+}
+
+void NativeProgram::run_product_with_prologue(Step& step, std::vector<c10::IValue>& env,
+                                              std::optional<DeferredProduct>& deferred,
+                                              std::optional<FusedKernel>& pending) {
+  if (!defer_product(step, env, deferred)) {
+    launch_fused(*pending);
+    pending.reset();
+    run_op(step, env);
+    return;
+  }
+  deferred->prologue = std::move(pending);
+  pending.reset();
+  if (!step.defers_product) launch_deferred(deferred);  // no epilogue to wait for
 }
 
 void NativeProgram::release_after_last_step(std::vector<int> values) {
@@ -234,7 +258,7 @@ void NativeProgram::run_int_arithmetic(const Step& step, std::vector<c10::IValue
 }
 
 void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers,
-                               std::optional<DeferredProduct>& deferred) {
+                               std::optional<DeferredProduct>& deferred, std::optional<FusedKernel>& pending) {
   std::vector<at::Tensor> inputs;
   inputs.reserve(step.inputs.size());
   for (int v : step.inputs) inputs.push_back(env[v].toTensor());
@@ -269,19 +293,15 @@ void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, 
     env[out.value] = buffer;
     outputs.push_back(std::move(buffer));
   }
-  if (step.product_input >= 0 && deferred) {
-    const bool fused = launch_fused_after_product(step.entry, outputs, inputs, shape, step.reduce_dims, step.product_input,
-                                                  deferred->product, deferred->a, deferred->b);
-    if (fused) {
-      deferred.reset();
-      return;
-    }
-    launch_deferred(deferred);
-  }
-  if (step.reduce_dims.empty()) {
-    launch_fused_kernel(step.entry, outputs, inputs, shape);
+  FusedKernel kernel{step.entry, std::move(outputs), std::move(inputs), std::move(shape), step.reduce_dims};
+  if (step.defers_kernel) {
+    pending = std::move(kernel);
+  } else if (step.product_input >= 0 && deferred) {
+    const FusedKernel* prologue = deferred->prologue ? &*deferred->prologue : nullptr;
+    launch_product_with_kernels(deferred->product, deferred->a, deferred->b, prologue, &kernel, step.product_input);
+    deferred.reset();
   } else {
-    launch_fused_reduction(step.entry, outputs, inputs, shape, step.reduce_dims);
+    launch_fused(kernel);
   }
 }
 
@@ -294,19 +314,30 @@ std::vector<c10::IValue> NativeProgram::run(std::vector<c10::IValue>&& inputs) {
   for (const auto& [value, constant] : constants_) env[value] = constant;
   std::vector<at::Tensor> buffers(num_buffer_slots_);
   std::optional<DeferredProduct> deferred;
+  std::optional<FusedKernel> pending;  // a prologue kernel waiting for its mm
   for (Step& step : steps_) {
-    // Only the epilogue kernel (or the views before it) may see a deferred product unlaunched.
+    // Only the prologue's mm (or the metadata steps before it) may see its kernel unlaunched, and
+    // only the epilogue kernel (or the views before it) a deferred product.
+    if (pending && !step.keeps_kernel_deferred && !step.takes_prologue) {
+      launch_fused(*pending);
+      pending.reset();
+    }
     if (deferred && !step.keeps_product_deferred && step.product_input < 0) launch_deferred(deferred);
     switch (step.kind) {
       case Step::Kind::kOp:
-        if (!step.defers_product || !defer_product(step, env, deferred)) run_op(step, env);
+        if (step.takes_prologue && pending) {
+          run_product_with_prologue(step, env, deferred, pending);
+        } else if (!step.defers_product || !defer_product(step, env, deferred)) {
+          run_op(step, env);
+        }
         break;
-      case Step::Kind::kKernel: run_kernel(step, env, buffers, deferred); break;
+      case Step::Kind::kKernel: run_kernel(step, env, buffers, deferred, pending); break;
       case Step::Kind::kListItem: env[step.results[0]] = env[step.source].toListRef().at(step.index); break;
       case Step::Kind::kIntArithmetic: run_int_arithmetic(step, env); break;
     }
     for (int v : step.release) env[v] = c10::IValue();
   }
+  if (pending) launch_fused(*pending);
   launch_deferred(deferred);
   std::vector<c10::IValue> outputs;
   outputs.reserve(outputs_.size());

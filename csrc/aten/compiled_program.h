@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "aten/compiled_launch.h"
+
 namespace torchneuron::aten {
 
 // An element of a list argument built per call: a value id (>= 0) or a constant.
@@ -77,6 +79,13 @@ class NativeProgram {
   // product, is launched with the mm as one device job. Where that cannot be done at run time,
   // the mm is launched alone first.
   void fuse_product_epilogue(int mm_step, int kernel_step, int product_input);
+  // Fuses the kernel at step `kernel_step` into the mm or bmm at step `mm_step`, whose first
+  // operand is (a view of) one of the kernel's outputs, as its prologue: the kernel only
+  // allocates its outputs, the steps between (metadata only) run as usual, and the kernel writes
+  // each block of the operand's rows right before the product reads it, in one device job with
+  // the product (and its epilogue). Where that cannot be done at run time, the kernel is
+  // launched alone first.
+  void fuse_product_prologue(int kernel_step, int mm_step);
   // Values whose last use is the step added last.
   void release_after_last_step(std::vector<int> values);
   void set_constant(int value, c10::IValue constant);
@@ -109,6 +118,10 @@ class NativeProgram {
     // An mm whose product an epilogue kernel computes with it; steps that leave it deferred.
     bool defers_product = false;
     bool keeps_product_deferred = false;
+    // A prologue kernel left for the mm that reads its output; steps that leave it pending; that mm.
+    bool defers_kernel = false;
+    bool keeps_kernel_deferred = false;
+    bool takes_prologue = false;
     // kListItem
     int source = -1;
     int64_t index = 0;
@@ -118,15 +131,19 @@ class NativeProgram {
     std::vector<int> release;
   };
 
-  // An mm or bmm allocated but not yet launched: its operands and product.
+  // An mm or bmm allocated but not yet launched: its operands, product and prologue kernel.
   struct DeferredProduct {
     at::Tensor a, b, product;
+    std::optional<FusedKernel> prologue;
   };
 
   void run_op(Step& step, std::vector<c10::IValue>& env);
   static void run_int_arithmetic(const Step& step, std::vector<c10::IValue>& env);
   void run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers,
-                  std::optional<DeferredProduct>& deferred);
+                  std::optional<DeferredProduct>& deferred, std::optional<FusedKernel>& pending);
+  // The mm or bmm at `step` with the pending prologue kernel.
+  void run_product_with_prologue(Step& step, std::vector<c10::IValue>& env, std::optional<DeferredProduct>& deferred,
+                                 std::optional<FusedKernel>& pending);
   // Allocates the product of the mm or bmm at `step` and leaves its launch to the epilogue kernel;
   // false when the operands need mm's general path.
   static bool defer_product(const Step& step, std::vector<c10::IValue>& env, std::optional<DeferredProduct>& deferred);

@@ -91,18 +91,19 @@ void with_row_major(at::Tensor& result, Body body) {
 
 }  // namespace
 
-bool product_with_epilogue(const at::Tensor& result, const at::Tensor& a_in, const at::Tensor& b_in,
-                           std::function<void(int64_t, int64_t)> epilogue) {
+bool product_with_row_hooks(const at::Tensor& result, const at::Tensor& a_in, const at::Tensor& b_in,
+                            std::function<void(int64_t, int64_t)> prologue,
+                            std::function<void(int64_t, int64_t)> epilogue) {
   const int64_t dims = result.dim();
   if ((dims != 2 && dims != 3) || a_in.dim() != dims || b_in.dim() != dims || a_in.size(-1) != b_in.size(-2) ||
       a_in.device() != result.device() || b_in.device() != result.device() || a_in.scalar_type() != b_in.scalar_type() ||
       result.scalar_type() != a_in.scalar_type() || !kernel_dtype_ok(a_in) || result.size(-2) != a_in.size(-2) ||
-      result.size(-1) != b_in.size(-1) || !result.is_contiguous() ||
+      result.size(-1) != b_in.size(-1) || !result.is_contiguous() || (prologue && !a_in.is_contiguous()) ||
       (dims == 3 && (a_in.size(0) != result.size(0) || b_in.size(0) != result.size(0)))) {
     return false;
   }
-  if (result.numel() == 0) return true;
-  const at::Tensor a = blas_ready(a_in);
+  if (result.numel() == 0 && !prologue) return true;
+  const at::Tensor a = blas_ready(a_in);  // itself when contiguous: a prologue writes into it
   const at::Tensor b = blas_ready(b_in);
   kernels::GemmArgs args;
   args.dtype = to_kernel_dtype(result.scalar_type());
@@ -113,8 +114,10 @@ bool product_with_epilogue(const at::Tensor& result, const at::Tensor& a_in, con
   args.a = operand(a);
   args.b = operand(b);
   args.c = operand(result);
-  enqueue(result, dims == 3 ? "torchneuron::bmm_with_epilogue" : "torchneuron::mm_with_epilogue", {&a, &b},
-          [args, epilogue = std::move(epilogue)] { kernels::gemm_with_epilogue(args, epilogue); });
+  const char* name = dims == 3 ? "torchneuron::bmm_with_fused_kernels" : "torchneuron::mm_with_fused_kernels";
+  enqueue(result, name, {&a, &b}, [args, prologue = std::move(prologue), epilogue = std::move(epilogue)] {
+    kernels::gemm_with_row_hooks(args, prologue ? &prologue : nullptr, epilogue ? &epilogue : nullptr);
+  });
   return true;
 }
 

@@ -12,13 +12,16 @@
 
 namespace torchneuron::aten {
 
-// mm (or bmm) into a fresh row-major [M, N] (or [B, M, N]) `result`, then epilogue(row_begin,
-// row_end) over blocks of its rows (counted across the batch) in the same device job, each
-// block while it is still in cache (compiled programs fuse their kernels here). False, with
-// nothing enqueued, when the operands need the op's general path (dtype, device or shape
-// checks, a CPU fallback).
-bool product_with_epilogue(const at::Tensor& result, const at::Tensor& a, const at::Tensor& b,
-                           std::function<void(int64_t, int64_t)> epilogue);
+// mm (or bmm) into a fresh row-major [M, N] (or [B, M, N]) `result` in one device job with
+// prologue(row_begin, row_end), which writes those rows of `a`, before the product reads them,
+// and epilogue(row_begin, row_end) on the product's rows once they are final: rows counted
+// across the batch, each block while it is still in cache (compiled programs fuse their kernels
+// here; see kernels::gemm_with_row_hooks). Either hook may be empty. With a prologue, `a` must
+// be row-major. False, with nothing enqueued, when the operands need the op's general path
+// (dtype, device or shape checks, a CPU fallback).
+bool product_with_row_hooks(const at::Tensor& result, const at::Tensor& a, const at::Tensor& b,
+                            std::function<void(int64_t, int64_t)> prologue,
+                            std::function<void(int64_t, int64_t)> epilogue);
 
 // Factories.
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,

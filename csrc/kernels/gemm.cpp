@@ -27,15 +27,22 @@ BlasMatrix as_blas(const MatrixOperand& op, int64_t cols) {
   return {CblasTrans, std::max<int64_t>(op.col_stride, 1)};
 }
 
+// Whether split_gemm splits an m x n x k product by rows: with row hooks, whenever there are
+// enough rows to keep the pool busy.
+bool splits_by_rows(int64_t m, int64_t n, int64_t k, bool hooked) {
+  if (m * n * std::max<int64_t>(k, 1) < (int64_t{1} << 18)) return false;  // too small to split
+  return m >= n || (hooked && m >= 16 * compute_threads());
+}
+
 // C = alpha A B + beta C split into blocks of rows (or of columns when C is wide and short) over
 // the compute pool, each block a single-threaded BLAS call. OpenBLAS's own threads wait for each
 // other at barriers and crawl when the host thread takes one of the cores; pool chunks do not.
-// a_row / b_col: element steps between consecutive rows of A and columns of B.
-// Returns whether it ran `epilogue` (see gemm_with_epilogue): it does when it splits by rows.
+// a_row / b_col: element steps between consecutive rows of A and columns of B. The hooks (see
+// gemm_with_row_hooks) run on each block of rows; pass them only when splits_by_rows says so.
 template <typename T>
-bool split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A,
+void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* A,
                 int64_t lda, int64_t a_row, const T* B, int64_t ldb, int64_t b_col, T beta, T* C, int64_t ldc,
-                const RowEpilogue* epilogue) {
+                const RowHook* prologue, const RowHook* epilogue) {
   auto call = [&](int64_t rows, int64_t cols, const T* a, const T* b, T* c) {
     if constexpr (std::is_same_v<T, float>) {
       cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -43,33 +50,31 @@ bool split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
       cblas_dgemm(CblasRowMajor, ta, tb, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
     }
   };
-  const int64_t work = m * n * std::max<int64_t>(k, 1);
-  if (work < (int64_t{1} << 18)) {  // too small to split
-    call(m, n, A, B, C);
-    return false;
-  }
-  // With an epilogue, rows are split whenever there are enough of them to keep the pool busy.
-  if (m >= n || (epilogue != nullptr && m >= 16 * compute_threads())) {
+  const bool hooked = prologue != nullptr || epilogue != nullptr;
+  if (splits_by_rows(m, n, k, hooked)) {
     parallel_for(m, std::max<int64_t>(16, m / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
+      if (prologue != nullptr) (*prologue)(begin, end);
       call(end - begin, n, A + begin * a_row, B, C + begin * ldc);
       if (epilogue != nullptr) (*epilogue)(begin, end);
     });
-    return true;
+  } else if (m * n * std::max<int64_t>(k, 1) < (int64_t{1} << 18)) {
+    call(m, n, A, B, C);
+  } else {
+    parallel_for(n, std::max<int64_t>(16, n / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
+      call(m, end - begin, A, B + begin * b_col, C + begin);
+    });
   }
-  parallel_for(n, std::max<int64_t>(16, n / (compute_threads() * 4)), [&](int64_t begin, int64_t end) {
-    call(m, end - begin, A, B + begin * b_col, C + begin);
-  });
-  return false;
 }
 
 template <typename T>
-bool blas_gemm(const GemmArgs& g, const char* a, const char* b, char* c, const RowEpilogue* epilogue) {
+void blas_gemm(const GemmArgs& g, const char* a, const char* b, char* c, const RowHook* prologue,
+               const RowHook* epilogue) {
   const BlasMatrix ba = as_blas(g.a, g.k);
   const BlasMatrix bb = as_blas(g.b, g.n);
   const int64_t ldc = std::max<int64_t>(g.c.row_stride, std::max<int64_t>(g.n, 1));
-  return split_gemm<T>(ba.trans, bb.trans, g.m, g.n, g.k, static_cast<T>(g.alpha), reinterpret_cast<const T*>(a),
-                       ba.ld, g.a.row_stride, reinterpret_cast<const T*>(b), bb.ld, g.b.col_stride,
-                       static_cast<T>(g.beta), reinterpret_cast<T*>(c), ldc, epilogue);
+  split_gemm<T>(ba.trans, bb.trans, g.m, g.n, g.k, static_cast<T>(g.alpha), reinterpret_cast<const T*>(a), ba.ld,
+                g.a.row_stride, reinterpret_cast<const T*>(b), bb.ld, g.b.col_stride, static_cast<T>(g.beta),
+                reinterpret_cast<T*>(c), ldc, prologue, epilogue);
 }
 
 // One operand of a half-type GEMM widened to float: kept in its own orientation (rows or
@@ -127,7 +132,7 @@ void half_gemm(const GemmArgs& g, const char* a, const char* b, char* c) {
   }
   const int64_t a_row = A.trans == CblasNoTrans ? A.ld : 1, b_col = B.trans == CblasNoTrans ? 1 : B.ld;
   split_gemm<float>(A.trans, B.trans, g.m, g.n, g.k, static_cast<float>(g.alpha), A.data.data(), A.ld, a_row,
-                    B.data.data(), B.ld, b_col, static_cast<float>(g.beta), C.data.data(), C.ld, nullptr);
+                    B.data.data(), B.ld, b_col, static_cast<float>(g.beta), C.data.data(), C.ld, nullptr, nullptr);
   const float* result = C.data.data();
   parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -200,22 +205,31 @@ bool gemm_supported(DType dtype) {
 
 namespace {
 
-// Runs `epilogue` (when given) exactly once on every row of C, counting rows across the batch:
-// entry i's rows are i * m + [0, m).
-void run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
-  if (g.m == 0 || g.n == 0) return;
+// Runs the hooks (when given) exactly once on every row, counting rows across the batch: entry
+// i's rows are i * m + [0, m).
+void run_gemm(const GemmArgs& g, const RowHook* prologue, const RowHook* epilogue) {
+  if (g.m == 0) return;
+  if (g.n == 0) {  // no product, but A's rows are still written
+    if (prologue != nullptr) parallel_for(g.batch * g.m, 1, *prologue);
+    if (epilogue != nullptr) parallel_for(g.batch * g.m, g.batch * g.m, *epilogue);
+    return;
+  }
   configure_blas_threads();
   const size_t size = element_size(g.dtype);
+  const bool blas = g.k != 0 && (g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64);
+  // BLAS products split by rows run the hooks block by block; others run them around the product.
+  const bool per_block = blas && splits_by_rows(g.m, g.n, g.k, prologue != nullptr || epilogue != nullptr);
+  const int64_t prologue_grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(g.k, 1));
+  const int64_t epilogue_grain = std::max<int64_t>(1, 32768 / g.n);
   for (int64_t i = 0; i < g.batch; ++i) {
     const char* a = g.a.data + i * g.a.batch_stride * static_cast<int64_t>(size);
     const char* b = g.b.data + i * g.b.batch_stride * static_cast<int64_t>(size);
     char* c = g.c.data + i * g.c.batch_stride * static_cast<int64_t>(size);
-    RowEpilogue shifted;
-    if (epilogue != nullptr) {
-      shifted = [epilogue, first = i * g.m](int64_t begin, int64_t end) { (*epilogue)(first + begin, first + end); };
-    }
-    const RowEpilogue* entry_epilogue = epilogue != nullptr ? &shifted : nullptr;
-    bool epilogue_done = false;
+    auto shift = [first = i * g.m](const RowHook* hook) {
+      return hook == nullptr ? RowHook() : RowHook([hook, first](int64_t begin, int64_t end) { (*hook)(first + begin, first + end); });
+    };
+    const RowHook entry_prologue = shift(prologue), entry_epilogue = shift(epilogue);
+    if (prologue != nullptr && !per_block) parallel_for(g.m, prologue_grain, entry_prologue);
     if (g.k == 0) {
       switch (g.dtype) {
         case DType::kFloat32: scale_output<float>(g, c); break;
@@ -230,9 +244,11 @@ void run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
         default: throw runtime::KernelError(std::string("gemm does not handle ") + dtype_name(g.dtype));
       }
     } else {
+      const RowHook* block_prologue = per_block && prologue != nullptr ? &entry_prologue : nullptr;
+      const RowHook* block_epilogue = per_block && epilogue != nullptr ? &entry_epilogue : nullptr;
       switch (g.dtype) {
-        case DType::kFloat32: epilogue_done = blas_gemm<float>(g, a, b, c, entry_epilogue); break;
-        case DType::kFloat64: epilogue_done = blas_gemm<double>(g, a, b, c, entry_epilogue); break;
+        case DType::kFloat32: blas_gemm<float>(g, a, b, c, block_prologue, block_epilogue); break;
+        case DType::kFloat64: blas_gemm<double>(g, a, b, c, block_prologue, block_epilogue); break;
         case DType::kBFloat16:
           if (bf16_gemm_suits(g)) {
             bf16_gemm(g, a, b, c);
@@ -249,16 +265,16 @@ void run_gemm(const GemmArgs& g, const RowEpilogue* epilogue) {
         default: throw runtime::KernelError(std::string("gemm does not handle ") + dtype_name(g.dtype));
       }
     }
-    if (entry_epilogue != nullptr && !epilogue_done) {
-      parallel_for(g.m, std::max<int64_t>(1, 32768 / std::max<int64_t>(g.n, 1)), *entry_epilogue);
-    }
+    if (epilogue != nullptr && !per_block) parallel_for(g.m, epilogue_grain, entry_epilogue);
   }
 }
 
 }  // namespace
 
-void gemm(const GemmArgs& g) { run_gemm(g, nullptr); }
+void gemm(const GemmArgs& g) { run_gemm(g, nullptr, nullptr); }
 
-void gemm_with_epilogue(const GemmArgs& g, const RowEpilogue& epilogue) { run_gemm(g, &epilogue); }
+void gemm_with_row_hooks(const GemmArgs& g, const RowHook* prologue, const RowHook* epilogue) {
+  run_gemm(g, prologue, epilogue);
+}
 
 }  // namespace torchneuron::kernels

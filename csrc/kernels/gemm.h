@@ -33,12 +33,14 @@ bool gemm_supported(DType dtype);
 void configure_blas_threads();
 void gemm(const GemmArgs& args);
 
-// A GEMM followed by epilogue(row_begin, row_end) over blocks of C's rows once they hold their
-// final values, each row exactly once, rows counted across the batch (entry i's are
-// i * m + [0, m)): on the thread that computed each block, while it is in cache, when the
-// product splits by rows (float32 and float64 through BLAS); otherwise over the compute pool
-// after each batch entry's product.
-using RowEpilogue = std::function<void(int64_t, int64_t)>;
-void gemm_with_epilogue(const GemmArgs& args, const RowEpilogue& epilogue);
+// A GEMM with hooks on blocks of rows, each called exactly once per row, rows counted across the
+// batch (entry i's are i * m + [0, m)). prologue(row_begin, row_end) writes those rows of A
+// before any of C's rows that read them is computed; epilogue(row_begin, row_end) runs on C's
+// rows once they hold their final values. When the product splits by rows (float32 and float64
+// through BLAS), both run on the thread that computes the block, while it is in cache;
+// otherwise the prologue runs over the compute pool before each batch entry's product and the
+// epilogue after it. Either may be null.
+using RowHook = std::function<void(int64_t, int64_t)>;
+void gemm_with_row_hooks(const GemmArgs& args, const RowHook* prologue, const RowHook* epilogue);
 
 }  // namespace torchneuron::kernels

@@ -83,6 +83,11 @@ c10::IValue input_value(const py::handle& item) {
 }  // namespace
 
 void register_program(py::module_& compiler) {
+  compiler.def("fused_product_launches", [] {
+    const ta::FusedProductLaunches counts = ta::fused_product_launches();
+    return py::make_tuple(counts.prologues, counts.epilogues);
+  });
+  compiler.def("reset_fused_product_launches", &ta::reset_fused_product_launches);
   py::class_<ta::NativeProgram>(compiler, "NativeProgram")
       .def(py::init<int, int, std::vector<int>>(), py::arg("num_values"), py::arg("num_buffer_slots"),
            py::arg("input_values"))
@@ -138,6 +143,7 @@ void register_program(py::module_& compiler) {
       })
       .def("add_list_item", &ta::NativeProgram::add_list_item)
       .def("fuse_product_epilogue", &ta::NativeProgram::fuse_product_epilogue)
+      .def("fuse_product_prologue", &ta::NativeProgram::fuse_product_prologue)
       // Operands: ("value", id) or an int.
       .def("add_int_arithmetic", [](ta::NativeProgram& program, const std::string& op, const py::tuple& operands,
                                     int result) {

@@ -202,7 +202,7 @@ TEST(GemmBFloat16, BatchedNaNInputAndEmptyInnerDimension) {
   for (const auto& x : c) EXPECT_EQ(x.bits, 0);
 }
 
-// gemm_with_epilogue: the epilogue sees every row exactly once, and only after its final values
+// gemm_with_row_hooks: the epilogue sees every row exactly once, and only after its final values
 // are in C (here it doubles them in place), whether the product splits by rows, by columns or
 // not at all, in float32 (BLAS) and bfloat16, and across batch entries.
 TEST(GemmEpilogue, RunsOncePerRowAfterTheRowIsFinal) {
@@ -225,7 +225,7 @@ TEST(GemmEpilogue, RunsOncePerRowAfterTheRowIsFinal) {
       args.b = {data(b, b16), 0, s.n, 1};
       args.c = {data(c, c16), 0, s.n, 1};
       std::vector<std::atomic<int>> visits(s.m);
-      k::gemm_with_epilogue(args, [&](int64_t begin, int64_t end) {
+      const k::RowHook doubles = [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           visits[i]++;
           for (int64_t j = 0; j < s.n; ++j) {
@@ -233,7 +233,8 @@ TEST(GemmEpilogue, RunsOncePerRowAfterTheRowIsFinal) {
             else c[i * s.n + j] *= 2.0f;
           }
         }
-      });
+      };
+      k::gemm_with_row_hooks(args, nullptr, &doubles);
       for (int64_t i = 0; i < s.m; ++i) {
         ASSERT_EQ(visits[i].load(), 1) << "row " << i << " of " << s.m << "x" << s.n;
         for (int64_t j = 0; j < s.n; ++j) {
@@ -257,11 +258,71 @@ TEST(GemmEpilogue, RunsOncePerRowAfterTheRowIsFinal) {
   args.b = {reinterpret_cast<char*>(b.data()), kk * n, n, 1};
   args.c = {reinterpret_cast<char*>(c.data()), m * n, n, 1};
   std::vector<std::atomic<int>> visits(batch * m);
-  k::gemm_with_epilogue(args, [&](int64_t begin, int64_t end) {
+  const k::RowHook checks = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       visits[r]++;
       for (int64_t j = 0; j < n; ++j) EXPECT_EQ(c[r * n + j], 4.0f) << "row " << r << " not final";
     }
-  });
+  };
+  k::gemm_with_row_hooks(args, nullptr, &checks);
   for (int64_t r = 0; r < batch * m; ++r) EXPECT_EQ(visits[r].load(), 1) << r;
+}
+
+// The prologue writes each row of A exactly once, before any row of C that reads it is computed
+// (A starts as NaN, so a row read early poisons C), whether the product splits by rows, by
+// columns or not at all, in float32 and bfloat16, with an epilogue beside it, and across batch
+// entries; every row is visited when A's rows are empty (k = 0) and when C is (n = 0).
+TEST(GemmPrologue, WritesEachRowOfABeforeItIsRead) {
+  struct Case {
+    int64_t batch, m, n, k;
+  };
+  const Case cases[] = {{1, 7, 5, 3}, {1, 512, 96, 64}, {1, 48, 640, 32}, {1, 20, 2048, 16},
+                        {1, 300, 300, 17}, {3, 40, 24, 8}, {2, 256, 64, 96}, {1, 9, 4, 0}, {2, 6, 0, 5}};
+  for (const Case s : cases) {
+    for (const bool bf16 : {false, true}) {
+      const int64_t rows = s.batch * s.m;
+      std::mt19937 rng(static_cast<uint32_t>(s.m * 7 + s.n + s.k));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> source(rows * s.k), b(s.batch * s.k * s.n);
+      for (float& x : source) x = bf16 ? static_cast<float>(k::BFloat16(dist(rng))) : dist(rng);
+      for (float& x : b) x = bf16 ? static_cast<float>(k::BFloat16(dist(rng))) : dist(rng);
+      std::vector<float> a(source.size(), std::nanf("")), c(rows * s.n, std::nanf(""));
+      std::vector<k::BFloat16> a16(a.begin(), a.end()), b16(b.begin(), b.end()), c16(c.begin(), c.end());
+      auto data = [&](auto& f32, auto& h) { return bf16 ? reinterpret_cast<char*>(h.data()) : reinterpret_cast<char*>(f32.data()); };
+      k::GemmArgs args;
+      args.dtype = bf16 ? k::DType::kBFloat16 : k::DType::kFloat32;
+      args.batch = s.batch;
+      args.m = s.m;
+      args.n = s.n;
+      args.k = s.k;
+      args.a = {data(a, a16), s.m * s.k, s.k, 1};
+      args.b = {data(b, b16), s.k * s.n, s.n, 1};
+      args.c = {data(c, c16), s.m * s.n, s.n, 1};
+      std::vector<std::atomic<int>> written(rows), finished(rows);
+      const k::RowHook writes_a = [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          written[r]++;
+          for (int64_t p = 0; p < s.k; ++p) {
+            if (bf16) a16[r * s.k + p] = k::BFloat16(source[r * s.k + p]);
+            else a[r * s.k + p] = source[r * s.k + p];
+          }
+        }
+      };
+      const k::RowHook counts = [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) finished[r]++;
+      };
+      k::gemm_with_row_hooks(args, &writes_a, &counts);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(written[r].load(), 1) << "row " << r << " of " << s.batch << "x" << s.m << "x" << s.n << "x" << s.k;
+        ASSERT_EQ(finished[r].load(), 1) << "row " << r;
+        const int64_t entry = r / s.m;
+        for (int64_t j = 0; j < s.n; ++j) {
+          double expected = 0;
+          for (int64_t p = 0; p < s.k; ++p) expected += double(source[r * s.k + p]) * b[(entry * s.k + p) * s.n + j];
+          const double got = bf16 ? static_cast<float>(c16[r * s.n + j]) : c[r * s.n + j];
+          ASSERT_NEAR(got, expected, bf16 ? 2e-2 * (1 + std::fabs(expected)) : 1e-4) << r << "," << j;
+        }
+      }
+    }
+  }
 }

@@ -28,9 +28,10 @@ def reset_compile_stats() -> None:
     """Zeroes the counters compile_stats() reports."""
     with _lock:
         _stats.clear()
-        _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, mm_epilogues=0, ops_lowered=0,
-                      ops_eager=0, constants_folded=0, memory_cache_hits=0, disk_cache_hits=0, artifacts_built=0, compile_seconds=0.0,
-                      codegen_seconds=0.0)
+        _C._compiler.reset_fused_product_launches()
+        _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, mm_epilogues=0,
+                      mm_prologues=0, ops_lowered=0, ops_eager=0, constants_folded=0, memory_cache_hits=0,
+                      disk_cache_hits=0, artifacts_built=0, compile_seconds=0.0, codegen_seconds=0.0)
 
 
 reset_compile_stats()
@@ -40,11 +41,16 @@ def compile_stats() -> dict:
     """Counters of the neuron compiler since start (or the last reset): graphs compiled (of them,
     graphs_native run by the native executor, the rest by the Python step loop) and run
     eagerly, kernels generated (of them, mm_epilogues run with the matrix product before them, on
-    each block of its rows), ops fused into kernels vs run as eager calls, eager calls folded
-    into constants (computed once), artifact cache hits in memory and on disk, and seconds spent
-    compiling (all of it) and in the system compiler."""
+    each block of its rows, and mm_prologues write the product's first operand, each block of
+    rows right before the product reads it), ops fused into kernels vs run as eager calls, eager
+    calls folded into constants (computed once), artifact cache hits in memory and on disk, and
+    seconds spent compiling (all of it) and in the system compiler. Those are what the compiler
+    planned; at run time a kernel may still launch apart from its product (an operand in another
+    layout, memory that both read and write): epilogue_launches and prologue_launches count the
+    launches that ran fused."""
+    prologues, epilogues = _C._compiler.fused_product_launches()
     with _lock:
-        return dict(_stats)
+        return dict(_stats, prologue_launches=prologues, epilogue_launches=epilogues)
 
 
 def _count(**deltas) -> None:
@@ -96,7 +102,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
 
         return make_boxed_func(gm.forward)
     _count(graphs_compiled=1, graphs_native=int(program.native is not None), kernels_generated=len(plan["kernels"]),
-           mm_epilogues=program.mm_epilogues,
+           mm_epilogues=program.mm_epilogues, mm_prologues=program.mm_prologues,
            ops_lowered=plan["fused_nodes"], ops_eager=len(lowered.opaque_nodes), constants_folded=program.constant_count,
            compile_seconds=time.perf_counter() - start)
     return program

@@ -165,6 +165,7 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
     inputs = [vid((n, None)) for n in nodes if n.op == "placeholder"]
     source = lowered.value_source
     steps = []  # (kind, payload, values read, values written)
+    column_kernels = set()  # entries of kernels reducing outer dims: they need every row first
     constant_values = {}
 
     def encode(arg, argument):
@@ -188,6 +189,8 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
             static_shape = _static_shape(k["shape"])
             steps.append(("kernel", (entry, reads, outputs, static_shape, k["reduce_dims"]), reads,
                           [o[0] for o in outputs]))
+            if k["reduce_dims"] and k["reduce_dims"][-1] != len(k["shape"]) - 1:
+                column_kernels.add(entry)
             continue
         node = lowered.opaque_nodes[index]
         target = node.target
@@ -242,7 +245,7 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
         raise _NotNative("graph outputs are not a flat list of values")
     outputs = [-1 if a is None else vid((a, None)) for a in output_args]
 
-    steps = _hoist_product_readers(steps)
+    steps = _hoist_product_readers(_hoist_products_to_prologues(steps, column_kernels), column_kernels)
     # Release each value after the last step that reads it (or the one that writes it, if none).
     kept = set(outputs) | set(constant_values)
     last = {}
@@ -256,7 +259,8 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
         if v not in kept:
             release[position].append(v)
 
-    epilogues = _product_epilogues(steps)
+    epilogues = _product_epilogues(steps, column_kernels)
+    prologues = _product_prologues(steps, epilogues, column_kernels)
     program = _C._compiler.NativeProgram(len(ids), plan["num_slots"], inputs)
     for v, tensor in constant_values.items():
         program.set_constant(v, tensor)
@@ -273,8 +277,10 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
             program.release_after_last_step(released)
     for mm_step, kernel_step, product_input in epilogues:
         program.fuse_product_epilogue(mm_step, kernel_step, product_input)
+    for kernel_step, mm_step in prologues:
+        program.fuse_product_prologue(kernel_step, mm_step)
     program.set_outputs(outputs)
-    return program, isinstance(output_args, list), len(epilogues)
+    return program, isinstance(output_args, list), len(epilogues), len(prologues)
 
 
 _VIEWS = {("aten::view", ""), ("aten::_unsafe_view", "")}
@@ -283,6 +289,9 @@ _VIEWS = {("aten::view", ""), ("aten::_unsafe_view", "")}
 # Ops that only make a new view of their first argument: moving one moves no data.
 _METADATA = _VIEWS | {("aten::permute", ""), ("aten::t", ""), ("aten::expand", ""), ("aten::unsqueeze", ""),
                       ("aten::squeeze", "dim"), ("aten::squeeze", "dims")}
+# Views that keep a contiguous tensor contiguous (an expand that broadcasts does not, and the run
+# time then launches the kernel alone).
+_RESHAPES = _VIEWS | {("aten::expand", ""), ("aten::unsqueeze", ""), ("aten::squeeze", "dim"), ("aten::squeeze", "dims")}
 _PRODUCTS = (("aten::mm", ""), ("aten::bmm", ""))
 
 
@@ -310,7 +319,13 @@ def _first_writes(steps) -> dict:
     return written_at
 
 
-def _hoist_product_readers(steps):
+def _runs_on_row_blocks(step, column_kernels) -> bool:
+    """Whether a step is a kernel that can run block by block with a product's rows (as their
+    epilogue or their prologue): a column kernel finishes no row before the last."""
+    return step[0] == "kernel" and step[1][0] not in column_kernels
+
+
+def _hoist_product_readers(steps, column_kernels):
     """Moves a kernel that is the first reader of an mm's or bmm's product up to right after
     it, with the views it reads, when everything else it reads exists by then (views of earlier
     values go before the mm): it then runs as the product's epilogue. AOTAutograd's backward
@@ -325,8 +340,8 @@ def _hoist_product_readers(steps):
             i += 1
             continue
         chain, views, j = _product_chain(steps, i)
-        if j == len(steps) or steps[j][0] != "kernel" or views == list(range(i + 1, j)):
-            i += 1  # nothing to read it, not a kernel, or already right after the mm
+        if j == len(steps) or not _runs_on_row_blocks(steps[j], column_kernels) or views == list(range(i + 1, j)):
+            i += 1  # nothing to read it, not a kernel that could, or already right after the mm
             continue
         kernel = steps[j]
         made_early = (lambda r: r in chain or written_at.get(r) is None or written_at[r] < i)
@@ -360,7 +375,7 @@ def _hoist_product_readers(steps):
     return steps
 
 
-def _product_epilogues(steps) -> list[tuple[int, int, int]]:
+def _product_epilogues(steps, column_kernels) -> list[tuple[int, int, int]]:
     """(mm step, kernel step, kernel input) for each kernel that reads an mm's or bmm's product
     right after it, with only views of the product in between: the kernel then runs as the
     mm's epilogue (NativeProgram.fuse_product_epilogue)."""
@@ -369,11 +384,94 @@ def _product_epilogues(steps) -> list[tuple[int, int, int]]:
         if kind != "op" or payload[:2] not in _PRODUCTS or payload[4]:  # [4]: folded
             continue
         chain, views, j = _product_chain(steps, i)
-        if j == len(steps) or steps[j][0] != "kernel" or views != list(range(i + 1, j)):
+        if j == len(steps) or not _runs_on_row_blocks(steps[j], column_kernels) or views != list(range(i + 1, j)):
             continue
         reads = [n for n, v in enumerate(steps[j][1][1]) if v in chain]
         if len(reads) == 1:
             found.append((i, j, reads[0]))
+    return found
+
+
+def _operand_kernel(steps, written_at, value):
+    """The step of the kernel whose output `value` is, through views that keep its memory order,
+    with the view steps between; (None, []) when it is not one."""
+    at, views = written_at.get(value), []
+    # Not through transposes: the kernel writes rows, and a transposed operand's rows are columns.
+    while at is not None and steps[at][0] == "op" and steps[at][1][:2] in _RESHAPES and steps[at][2]:
+        views.append(at)
+        at = written_at.get(steps[at][2][0])
+    return (at, views) if at is not None and steps[at][0] == "kernel" else (None, [])
+
+
+def _hoist_products_to_prologues(steps, column_kernels):
+    """Moves an mm or bmm whose first operand a kernel writes up to right after that kernel,
+    with the metadata steps making its operands, when everything else it reads exists by then:
+    the kernel can then run as its prologue. The planner's order puts a graph's independent
+    kernels first (the RMS norms of queries and keys, say) and their products after all of
+    them. Moving an op only makes its fresh output exist earlier; the kernels it moves past are
+    not moved. A move is kept only if more kernels fuse with products after it: the epilogue
+    kernel of the product moved, or of another, may no longer be able to follow it."""
+    i = 0
+    while i < len(steps):
+        kind, payload, reads = steps[i][:3]
+        if kind != "op" or payload[:2] not in _PRODUCTS or payload[4] or not reads:  # [4]: folded
+            i += 1
+            continue
+        written_at = _first_writes(steps)
+        k, _ = _operand_kernel(steps, written_at, reads[0])
+        if k is None or k > i or not _runs_on_row_blocks(steps[k], column_kernels):
+            i += 1
+            continue
+        # The metadata steps after the kernel that make the product's operands, and whether all
+        # else it reads comes from before the kernel.
+        needed, pending, movable = set(), list(reads), True
+        while pending and movable:
+            at = written_at.get(pending.pop())
+            if at is None or at <= k or at in needed:
+                continue
+            if steps[at][0] == "op" and steps[at][1][:2] in _METADATA or steps[at][0] == "int":
+                needed.add(at)
+                pending.extend(steps[at][2])
+            else:
+                movable = False
+        between = range(k + 1, i)
+        if not movable or all(s in needed for s in between):
+            i += 1
+            continue
+        rest = [s for s in between if s not in needed]
+        order = list(range(k + 1)) + sorted(needed) + [i] + rest + list(range(i + 1, len(steps)))
+        moved = [steps[s] for s in order]
+        if _fused_with_products(moved, column_kernels) > _fused_with_products(steps, column_kernels):
+            steps = moved
+        i += 1
+    return steps
+
+
+def _fused_with_products(steps, column_kernels) -> int:
+    """How many kernels run as epilogues or prologues of products in this order of steps."""
+    steps = _hoist_product_readers(steps, column_kernels)
+    epilogues = _product_epilogues(steps, column_kernels)
+    return len(epilogues) + len(_product_prologues(steps, epilogues, column_kernels))
+
+
+def _product_prologues(steps, epilogues, column_kernels) -> list[tuple[int, int]]:
+    """(kernel step, mm step) for each kernel whose output, through views that keep its memory
+    order, is the first operand of a later mm or bmm with only metadata steps in between (they
+    neither read nor write data): the kernel then writes each block of the operand's rows as the
+    product's prologue (NativeProgram.fuse_product_prologue). A kernel that is an epilogue stays
+    one."""
+    epilogue_kernels = {j for _, j, _ in epilogues}
+    written_at = _first_writes(steps)
+    found, taken = [], set()
+    for i, (kind, payload, reads, _) in enumerate(steps):
+        if kind != "op" or payload[:2] not in _PRODUCTS or payload[4] or not reads:  # [4]: folded
+            continue
+        at, _ = _operand_kernel(steps, written_at, reads[0])
+        if at is None or not _runs_on_row_blocks(steps[at], column_kernels) or at in epilogue_kernels or at in taken:
+            continue
+        if all(steps[s][0] == "int" or (steps[s][0] == "op" and steps[s][1][:2] in _METADATA) for s in range(at + 1, i)):
+            found.append((at, i))
+            taken.add(at)
     return found
 
 
@@ -429,11 +527,11 @@ class CompiledProgram:
         released = set()
         constants = _constant_nodes(gm.graph)
         self.constant_count = sum(1 for n in lowered.opaque_nodes if n in constants)
-        self.native, self.not_native_reason, self.mm_epilogues = None, None, 0
+        self.native, self.not_native_reason, self.mm_epilogues, self.mm_prologues = None, None, 0, 0
         if native_executor:
             try:
-                self.native, self._list_outputs, self.mm_epilogues = _native_program(gm, lowered, plan, library,
-                                                                                     constants)
+                self.native, self._list_outputs, self.mm_epilogues, self.mm_prologues = _native_program(
+                    gm, lowered, plan, library, constants)
             except _NotNative as reason:
                 self.not_native_reason = str(reason)
         self.steps = []  # the Python step loop, when the native executor cannot run the graph
