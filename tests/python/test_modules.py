@@ -135,7 +135,11 @@ def test_half_precision_conv_computes_in_float(dtype):
     assert torchneuron.fallback_report() == {}
     for got, ref in zip(results[1], results[0]):
         assert got.dtype == dtype
-        torch.testing.assert_close(got.cpu().float(), ref.float(), atol=0.1, rtol=2e-2)
+        # Gradients reach a few hundred, where one bfloat16 unit is 1 or 2, and CPU PyTorch's
+        # own result differs between machines (on an AVX2-only AMD VM, the input gradient was
+        # further than neuron's from a float64 reference).
+        atol = max(0.1, 1e-2 * float(ref.float().abs().max()))
+        torch.testing.assert_close(got.cpu().float(), ref.float(), atol=atol, rtol=2e-2)
 
 
 def test_conv3d_takes_the_counted_host_route():
