@@ -283,6 +283,32 @@ InputRead input_read(const Graph& graph, const Kernel& kernel, int value) {
   return InputRead::kDense;
 }
 
+// `loop` (a unit-stride loop over `index` reading operand k, for k in `flags`, as
+// "(b<k> ? p<k>[0] : p<k>[index])") once per combination of those broadcast flags, each with its
+// reads fixed: a select between the two addresses inside the loop keeps the compiler from
+// vectorizing it (a bias add ran 5-10x slower than eager mode's). Up to 3 flags (8 copies);
+// beyond, the loop keeps its selects.
+std::string unswitch_broadcasts(const std::string& loop, const std::vector<int>& flags, const std::string& index,
+                                const std::string& indent) {
+  if (flags.empty() || flags.size() > 3) return loop;
+  std::string out;
+  for (int mask = 0; mask < (1 << flags.size()); ++mask) {
+    std::string condition, copy = loop;
+    for (size_t i = 0; i < flags.size(); ++i) {
+      const std::string k = std::to_string(flags[i]);
+      const bool broadcast = (mask >> i) & 1;
+      condition += (i == 0 ? "" : " && ") + std::string(broadcast ? "b" : "!b") + k;
+      const std::string select = "(b" + k + " ? p" + k + "[0] : p" + k + "[" + index + "])";
+      const std::string read = "p" + k + "[" + (broadcast ? std::string("0") : index) + "]";
+      for (size_t at = copy.find(select); at != std::string::npos; at = copy.find(select, at + read.size())) {
+        copy.replace(at, select.size(), read);
+      }
+    }
+    out += indent + (mask == 0 ? "if (" : "} else if (") + condition + ") {\n" + copy;
+  }
+  return out + indent + "}\n";
+}
+
 // The per-element body: loads, node formulas in order, stores. On the unit-stride path,
 // operand k is read at j (dense), at 0 (scalar) or at j unless its flag b<k> says it is
 // broadcast; on the strided path at j * s[k].
@@ -351,7 +377,12 @@ std::string kernel_source(const Graph& graph, const Kernel& kernel) {
     src << "    " << (k < outputs ? "" : "const ") << type << "* __restrict p" << k << " = reinterpret_cast<"
         << (k < outputs ? "" : "const ") << type << "*>(data[" << k << "]) + offset[" << k << "];\n";
   }
-  src << "    if (unit) {\n      for (int64_t j = 0; j < n; ++j) {\n" << element_body(graph, kernel, true) << "      }\n";
+  std::vector<int> flags;
+  for (int k = outputs; k < operands; ++k) {
+    if (input_read(graph, kernel, kernel.inputs[k - outputs]) == InputRead::kMaybeBroadcast) flags.push_back(k);
+  }
+  const std::string unit_loop = "      for (int64_t j = 0; j < n; ++j) {\n" + element_body(graph, kernel, true) + "      }\n";
+  src << "    if (unit) {\n" << unswitch_broadcasts(unit_loop, flags, "j", "      ");
   src << "    } else {\n      for (int64_t j = 0; j < n; ++j) {\n" << element_body(graph, kernel, false) << "      }\n    }\n";
   src << "    remaining -= n;\n    if (remaining == 0 || ndim == 0) break;\n";
   src << "    for (int k = 0; k < kOperands; ++k) offset[k] += n * s[k];\n    index[last] += n;\n";
@@ -637,8 +668,11 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
                  std::to_string(n) + ")";
       if (nan_flag(n)) clauses += " reduction(| : nan" + std::to_string(n) + ")";
     }
-    src << "    if (unit) {\n#pragma omp simd" << clauses << "\n      for (int64_t j = 0; j < inner_n; ++j) {\n"
-        << body(true) << "      }\n";
+    std::vector<int> flags;
+    for (int v : mixed) flags.push_back(operand_of(v));
+    const std::string unit_loop =
+        "#pragma omp simd" + clauses + "\n      for (int64_t j = 0; j < inner_n; ++j) {\n" + body(true) + "      }\n";
+    src << "    if (unit) {\n" << unswitch_broadcasts(unit_loop, flags, "j", "      ");
     src << "    } else {\n      for (int64_t j = 0; j < inner_n; ++j) {\n";
     src << "        int64_t o[kOperands] = {0};\n        int64_t left = j;\n";
     src << "        for (int d = ndim - 1; d >= outer_ndim; --d) {\n          const int64_t x = left % sizes[d];\n"
@@ -671,7 +705,9 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
 
 // A column kernel (see Kernel): [begin, end) counts kept elements ("columns"); one pass over
 // every folded index accumulates the block's columns side by side, so the inner loop runs
-// along the kept dims (contiguous, vectorized) and the accumulators live in a block-long array.
+// along the innermost kept dim (contiguous, vectorized) and the accumulators live in a
+// block-long array. With kept dims on both sides of folded ones (a sum over a middle dim), the
+// block is cut into runs along the innermost kept dim.
 std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
   const auto& values = graph.values();
   const auto& nodes = graph.nodes();
@@ -723,7 +759,7 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
          "    for (int d = ndim - 1; d >= outer_ndim; --d) { off += (r % sizes[d]) * strides[k * ndim + d]; r /= sizes[d]; }\n"
          "    return off;\n  };\n";
   src << "  int64_t s[kOperands];\n  for (int k = 0; k < kOperands; ++k) s[k] = outer_ndim == 0 ? 0 : strides[k * ndim + outer_ndim - 1];\n";
-  src << "  const bool unit = outer_ndim <= 1";
+  src << "  const bool unit = true";
   for (int k = 0; k < operands; ++k) {
     const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
     if (k < outputs ? is_full(graph, kernel, v) : dense.count(v) > 0) {
@@ -752,11 +788,12 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
       b << "        const " << compute_type(values[v].dtype) << " v" << v << " = " << load_expression(values[v].dtype, at) << ";\n";
     }
     for (int n : full_nodes) b << node_line(graph, nodes[n], "        ");
+    const std::string at_block = unit ? "[c0 + c]" : "[c]";  // the column's place in the block
     for (int n : reductions) {
-      const std::string acc = "a" + std::to_string(n) + "[c]";
+      const std::string acc = "a" + std::to_string(n) + at_block;
       const std::string value = std::string(compute_type(nodes[n].compute)) + "(v" + std::to_string(nodes[n].operands[0].value) + ")";
       b << "        " << acc << " = " << accumulate(nodes[n].op, acc, value) << ";\n";
-      if (nan_flag(n)) b << "        nan" << n << "[c] |= " << value << " != " << value << ";\n";
+      if (nan_flag(n)) b << "        nan" << n << at_block << " |= " << value << " != " << value << ";\n";
     }
     for (int v : kernel.outputs) {
       if (!is_full(graph, kernel, v)) continue;
@@ -766,16 +803,26 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
     }
     return b.str();
   };
+  // Runs of the block along the innermost kept dim: [c0, c0 + n) of the block is one.
+  src << "  const int64_t run = outer_ndim == 0 ? count : sizes[outer_ndim - 1];\n";
   src << "  for (int64_t r = 0; r < folded; ++r) {\n";
+  src << "    for (int64_t c0 = 0; c0 < count;) {\n";
+  src << "      const int64_t n = unit ? std::min(count - c0, run - (begin + c0) % run) : count;\n";
   for (int k = 0; k < operands; ++k) {
     const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
     const char* type = storage_type(values[v].dtype);
-    src << "    " << (k < outputs ? "" : "const ") << type << "* __restrict p" << k << " = reinterpret_cast<"
+    src << "      " << (k < outputs ? "" : "const ") << type << "* __restrict p" << k << " = reinterpret_cast<"
         << (k < outputs ? "" : "const ") << type << "*>(data[" << k << "]) + folded_offset(" << k << ", r)"
-        << " + (unit ? begin * s[" << k << "] : 0);\n";
+        << " + (unit ? kept_offset(" << k << ", begin + c0) : 0);\n";
   }
-  src << "    if (unit) {\n#pragma omp simd\n      for (int64_t c = 0; c < count; ++c) {\n" << body(true) << "      }\n";
-  src << "    } else {\n      for (int64_t c = 0; c < count; ++c) {\n" << body(false) << "      }\n    }\n  }\n";
+  std::vector<int> flags;
+  for (int v : full_inputs) {
+    if (!dense.count(v)) flags.push_back(operand_of(v));
+  }
+  const std::string unit_loop = "#pragma omp simd\n        for (int64_t c = 0; c < n; ++c) {\n" + body(true) + "        }\n";
+  src << "      if (unit) {\n" << unswitch_broadcasts(unit_loop, flags, "c", "        ");
+  src << "      } else {\n        for (int64_t c = 0; c < count; ++c) {\n" << body(false) << "        }\n      }\n";
+  src << "      c0 += n;\n    }\n  }\n";
   // The column nodes, then the reduced outputs, one kept element at a time.
   src << "  for (int64_t c = 0; c < count; ++c) {\n";
   for (int v : column_inputs) {

@@ -209,7 +209,9 @@ def test_reductions_fuse_with_their_pointwise_neighbours(dtype, native, monkeypa
 
 def test_reduction_kernel_inputs_in_any_layout(no_fallback):
     """A reduction kernel reads transposed and broadcast operands through their strides (the
-    strided path); a reduction over middle dims or a channels-last input stays eager."""
+    strided path). A sum over a middle dim of a contiguous input fuses (a column kernel); batch
+    norm's statistics (the innermost dims and an outer one), and any of it on a channels-last
+    input, stay eager."""
     def f(x, y, b):
         rows = (torch.tanh(x) * y.t() + b).sum(-1, keepdim=True)  # y.t() is a transposed view
         return rows * 2, (b * x).amax(-1), (x * y.t()).sum(0)
@@ -230,7 +232,7 @@ def test_reduction_kernel_inputs_in_any_layout(no_fallback):
         got = torch.compile(g, backend="neuron")(x.to(memory_format=memory_format).to("neuron"))
         for a, e in zip(got, g(x)):
             torch.testing.assert_close(a.cpu(), e, atol=1e-5, rtol=1e-5)
-        assert torchneuron.compile_stats()["ops_eager"] == 2  # neither sum folds the innermost or outermost dims
+        assert torchneuron.compile_stats()["ops_eager"] == (1 if memory_format == torch.contiguous_format else 2)
 
 
 def test_column_reductions_fuse_with_their_producers(no_fallback):
@@ -729,6 +731,30 @@ def test_number_passed_for_a_tensor_argument_of_an_eager_call(no_fallback):
         torch.testing.assert_close(got.cpu(), expected)
         stats = torchneuron.compile_stats()
         assert stats["graphs_eager"] == 0 and stats["graphs_native"] == 1, stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_reductions_over_middle_dims_run_as_column_kernels(dtype, no_fallback):
+    """Means over a sequence's middle dim (pooling), sums over an outer and a middle dim, and a
+    maximum over a middle dim run as column kernels whose blocks of kept elements are cut into
+    runs along the innermost dim: with operands broadcast along the innermost kept dim and along
+    the outer one, NaN propagation, bfloat16, and dynamic sizes compiled once."""
+    def f(x, w, r):
+        h = torch.tanh(x) * w
+        return h.mean(1), (h * r).sum([0, 2]), (x - r).amax(1, keepdim=True), x.sum(1) + 1
+
+    compiled = torch.compile(f, backend="neuron", dynamic=True)
+    tolerance = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=0.25, rtol=0.02)
+    for shape in [(6, 50, 70, 64), (3, 9, 5, 130), (2, 3, 4, 5)]:
+        x, w, r = torch.randn(*shape), torch.randn(shape[-1]), torch.randn(shape[0], 1, shape[2], 1)
+        x[0, 1, 2, 3] = float("nan")
+        got = compiled(*(t.to(dtype).to("neuron") for t in (x, w, r)))
+        expected = f(*(t.to(dtype).float() for t in (x, w, r)))
+        for a, e in zip(got, expected):
+            assert a.dtype == dtype and a.shape == e.shape
+            torch.testing.assert_close(a.cpu().float(), e, equal_nan=True, **tolerance)
+    stats = torchneuron.compile_stats()
+    assert stats["graphs_compiled"] == 1 and stats["ops_eager"] == 0, stats
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "python_loop"])

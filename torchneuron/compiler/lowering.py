@@ -1,9 +1,10 @@
 """Lowering an AOTAutograd FX graph (core ATen, functional) into the neuron compiler's IR.
 
 Pointwise ATen ops with a code template become IR pointwise nodes, and sums, means, maxima and
-minima over innermost or outermost dims IR reductions; every other node becomes an opaque node
-that the compiled program runs as an eager call. The mapping from IR values back to FX nodes lets the
-runtime bind kernel outputs and resolve eager calls' arguments."""
+minima over the innermost dims (row kernels) or with the innermost dim kept (column kernels) IR
+reductions; every other node becomes an opaque node that the compiled program runs as an eager
+call. The mapping from IR values back to FX nodes lets the runtime bind kernel outputs and
+resolve eager calls' arguments."""
 
 from __future__ import annotations
 
@@ -217,10 +218,12 @@ _COLUMN_BLOCK = 64
 
 def _try_reduction(node: fx.Node, lowered: Lowered) -> bool:
     """A sum, mean, amax or amin over the innermost dims of its operand (a row kernel: norms,
-    softmax, losses written by hand) or over its outermost dims (a column kernel: bias and
-    norm-weight gradients) becomes an IR reduction, which fuses with the pointwise ops around
-    it. Others stay eager, as do reductions too large for the few threads a kernel would get
-    (one huge row, one or two blocks of columns)."""
+    softmax, losses written by hand) or over dims that leave the innermost one kept (a column
+    kernel: bias and norm-weight gradients over the outermost dims, pooling over a sequence's
+    middle dim) becomes an IR reduction, which fuses with the pointwise ops around it. Others
+    (the innermost dim and some outer one, as batch norm's statistics) stay eager, as do
+    reductions too large for the few threads a kernel would get (one huge row, one or two
+    blocks of columns)."""
     op = REDUCTIONS.get(node.target)
     out = _tensor_meta(node)
     if op is None or out is None or not _on_device(out):
@@ -245,13 +248,15 @@ def _try_reduction(node: fx.Node, lowered: Lowered) -> bool:
         return False
     dims = sorted(d % x.dim() for d in dims)
     rows = dims == list(range(x.dim() - len(dims), x.dim()))  # the innermost dims: a row kernel
-    if not rows and dims != list(range(len(dims))):
-        return False  # neither the innermost nor the outermost dims
+    if not rows and dims[-1] == x.dim() - 1:
+        return False  # rows strided through memory: the eager kernel is faster
     if any(type(x.shape[d]) is int and x.shape[d] == 1 for d in dims):
         return False  # folding a size-1 dim is a copy
     contiguous = dims if rows else [d for d in range(x.dim()) if d not in dims]
     layout = _layout(x)
     if layout is not None:  # the row (or the kept dims of a column kernel) innermost in memory too
+        if not rows and dims != list(range(len(dims))):
+            return False
         sizes, strides = layout
         step = 1
         for d in reversed(contiguous):
