@@ -394,13 +394,12 @@ def _product_epilogues(steps, column_kernels) -> list[tuple[int, int, int]]:
 
 def _operand_kernel(steps, written_at, value):
     """The step of the kernel whose output `value` is, through views that keep its memory order,
-    with the view steps between; (None, []) when it is not one."""
-    at, views = written_at.get(value), []
+    or None."""
+    at = written_at.get(value)
     # Not through transposes: the kernel writes rows, and a transposed operand's rows are columns.
     while at is not None and steps[at][0] == "op" and steps[at][1][:2] in _RESHAPES and steps[at][2]:
-        views.append(at)
         at = written_at.get(steps[at][2][0])
-    return (at, views) if at is not None and steps[at][0] == "kernel" else (None, [])
+    return at if at is not None and steps[at][0] == "kernel" else None
 
 
 def _hoist_products_to_prologues(steps, column_kernels):
@@ -418,7 +417,7 @@ def _hoist_products_to_prologues(steps, column_kernels):
             i += 1
             continue
         written_at = _first_writes(steps)
-        k, _ = _operand_kernel(steps, written_at, reads[0])
+        k = _operand_kernel(steps, written_at, reads[0])
         if k is None or k > i or not _runs_on_row_blocks(steps[k], column_kernels):
             i += 1
             continue
@@ -466,7 +465,7 @@ def _product_prologues(steps, epilogues, column_kernels) -> list[tuple[int, int]
     for i, (kind, payload, reads, _) in enumerate(steps):
         if kind != "op" or payload[:2] not in _PRODUCTS or payload[4] or not reads:  # [4]: folded
             continue
-        at, _ = _operand_kernel(steps, written_at, reads[0])
+        at = _operand_kernel(steps, written_at, reads[0])
         if at is None or not _runs_on_row_blocks(steps[at], column_kernels) or at in epilogue_kernels or at in taken:
             continue
         if all(steps[s][0] == "int" or (steps[s][0] == "op" and steps[s][1][:2] in _METADATA) for s in range(at + 1, i)):
