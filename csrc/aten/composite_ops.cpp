@@ -1,9 +1,11 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
 // are backend-specific: dropout, tril/triu masks, all/any and
-// isposinf/isneginf, flip. Every step dispatches to a native kernel; nothing runs on the CPU.
+// isposinf/isneginf, flip, half-type addr. Every step dispatches to a native kernel; nothing
+// runs on the CPU.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/addr_native.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
 #include <ATen/ops/arange.h>
@@ -166,9 +168,22 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   return result.is_same(self) ? self.clone() : result;
 }
 
+// beta * self + alpha * (vec1 ⊗ vec2). ATen's composite rounds both terms to a half type before
+// adding them (up to 2 units off); computed in float32, the result is rounded once (on OpInfo's
+// samples, nearer the float64 result than CPU PyTorch's own half-type kernel).
+at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                const at::Scalar& alpha) {
+  const c10::ScalarType dtype = self.scalar_type();
+  if ((dtype != at::kBFloat16 && dtype != at::kHalf) || vec1.scalar_type() != dtype || vec2.scalar_type() != dtype) {
+    return at::native::math_addr(self, vec1, vec2, beta, alpha);
+  }
+  return at::native::math_addr(self.to(at::kFloat), vec1.to(at::kFloat), vec2.to(at::kFloat), beta, alpha).to(dtype);
+}
+
 }  // namespace composite
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("addr", TORCH_FN(composite::addr));
   m.impl("flip", TORCH_FN(composite::flip));
   m.impl("native_dropout", TORCH_FN(composite::native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(composite::native_dropout_backward));

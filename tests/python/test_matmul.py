@@ -95,3 +95,29 @@ def test_empty_inner_dimension_never_reaches_blas(no_fallback):
     c = sample((2, 5), torch.float32)
     empty = torch.ones(2, 0, device="neuron"), torch.ones(0, 5, device="neuron")
     assert_same(torch.addmm(c.to("neuron"), *empty, beta=3.0), torch.addmm(c, torch.ones(2, 0), torch.ones(0, 5), beta=3.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_type_addr_rounds_once(dtype, no_fallback):
+    """beta * M + alpha * outer(v1, v2) in a half type is computed in float32 and rounded once:
+    within one unit of the float64 result rounded to the dtype (the composite, rounding each
+    term first, was up to two units off). Gradients match CPU PyTorch's."""
+    torch.manual_seed(0)
+    m, v1, v2 = torch.randn(64, 48).to(dtype), torch.randn(64).to(dtype), torch.randn(48).to(dtype)
+    for kwargs in ({}, dict(beta=0.6, alpha=0.2), dict(beta=0, alpha=3)):
+        got = torch.addr(m.to("neuron"), v1.to("neuron"), v2.to("neuron"), **kwargs).cpu()
+        exact = torch.addr(m.double(), v1.double(), v2.double(), **kwargs)
+        assert got.dtype == dtype
+        # One unit of the dtype at the result, plus float32's rounding of the two terms (which
+        # matters where they cancel).
+        terms = torch.addr(m.double().abs(), v1.double().abs(), v2.double().abs(),
+                           **{k: abs(v) for k, v in kwargs.items()})
+        bound = torch.finfo(dtype).eps * exact.abs() + 2 * torch.finfo(torch.float32).eps * terms
+        assert bool(((got.double() - exact).abs() <= bound).all()), kwargs
+    leaves = [t.clone().requires_grad_() for t in (m, v1, v2)]
+    on_device = [t.to("neuron").requires_grad_() for t in (m, v1, v2)]
+    torch.addr(*leaves, beta=0.5, alpha=2).float().square().sum().backward()
+    torch.addr(*on_device, beta=0.5, alpha=2).float().square().sum().backward()
+    for got, expected in zip(on_device, leaves):
+        scale = float(expected.grad.float().abs().max())
+        torch.testing.assert_close(got.grad.cpu().float(), expected.grad.float(), atol=2e-2 * scale, rtol=2e-2)
