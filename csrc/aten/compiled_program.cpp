@@ -122,14 +122,19 @@ void NativeProgram::add_int_arithmetic(char op, ListElement a, ListElement b, in
   steps_.push_back(std::move(step));
 }
 
+NativeProgram::Step& NativeProgram::product_step(int index) {
+  Step& mm = steps_[index];
+  TORCH_CHECK(mm.kind == Step::Kind::kOp && (mm.op->schema().name() == "aten::mm" || mm.op->schema().name() == "aten::bmm") &&
+                  mm.value_arguments.size() == 2 && mm.results.size() == 1 && !mm.fold,
+              "compiled program: step ", index, " is not an mm or bmm");
+  return mm;
+}
+
 void NativeProgram::fuse_product_epilogue(int mm_step, int kernel_step, int product_input) {
   TORCH_CHECK(mm_step >= 0 && mm_step < kernel_step && kernel_step < static_cast<int>(steps_.size()),
               "compiled program: bad epilogue steps ", mm_step, " and ", kernel_step);
-  Step& mm = steps_[mm_step];
+  Step& mm = product_step(mm_step);
   Step& kernel = steps_[kernel_step];
-  TORCH_CHECK(mm.kind == Step::Kind::kOp && (mm.op->schema().name() == "aten::mm" || mm.op->schema().name() == "aten::bmm") &&
-                  mm.value_arguments.size() == 2 && mm.results.size() == 1 && !mm.fold,
-              "compiled program: step ", mm_step, " is not an mm or bmm");
   TORCH_CHECK(kernel.kind == Step::Kind::kKernel && product_input >= 0 &&
                   product_input < static_cast<int>(kernel.inputs.size()),
               "compiled program: step ", kernel_step, " is not a kernel with input ", product_input);
@@ -142,10 +147,7 @@ void NativeProgram::fuse_product_prologue(int kernel_step, int mm_step) {
   TORCH_CHECK(kernel_step >= 0 && kernel_step < mm_step && mm_step < static_cast<int>(steps_.size()),
               "compiled program: bad prologue steps ", kernel_step, " and ", mm_step);
   Step& kernel = steps_[kernel_step];
-  Step& mm = steps_[mm_step];
-  TORCH_CHECK(mm.kind == Step::Kind::kOp && (mm.op->schema().name() == "aten::mm" || mm.op->schema().name() == "aten::bmm") &&
-                  mm.value_arguments.size() == 2 && mm.results.size() == 1 && !mm.fold,
-              "compiled program: step ", mm_step, " is not an mm or bmm");
+  Step& mm = product_step(mm_step);
   TORCH_CHECK(kernel.kind == Step::Kind::kKernel && kernel.product_input < 0,
               "compiled program: step ", kernel_step, " is not a kernel outside an epilogue");
   kernel.defers_kernel = true;

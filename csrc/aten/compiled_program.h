@@ -137,6 +137,8 @@ class NativeProgram {
     std::optional<FusedKernel> prologue;
   };
 
+  // Step `index`, checked to be an mm or bmm a kernel can fuse with.
+  Step& product_step(int index);
   void run_op(Step& step, std::vector<c10::IValue>& env);
   static void run_int_arithmetic(const Step& step, std::vector<c10::IValue>& env);
   void run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers,
