@@ -410,7 +410,7 @@ def _hoist_products_to_prologues(steps, column_kernels):
     them. Moving an op only makes its fresh output exist earlier; the kernels it moves past are
     not moved. A move is kept only if more kernels fuse with products after it: the epilogue
     kernel of the product moved, or of another, may no longer be able to follow it."""
-    i = 0
+    fused, i = _fused_with_products(steps, column_kernels), 0
     while i < len(steps):
         kind, payload, reads = steps[i][:3]
         if kind != "op" or payload[:2] not in _PRODUCTS or payload[4] or not reads:  # [4]: folded
@@ -440,8 +440,9 @@ def _hoist_products_to_prologues(steps, column_kernels):
         rest = [s for s in between if s not in needed]
         order = list(range(k + 1)) + sorted(needed) + [i] + rest + list(range(i + 1, len(steps)))
         moved = [steps[s] for s in order]
-        if _fused_with_products(moved, column_kernels) > _fused_with_products(steps, column_kernels):
-            steps = moved
+        fused_if_moved = _fused_with_products(moved, column_kernels)
+        if fused_if_moved > fused:
+            steps, fused = moved, fused_if_moved
         i += 1
     return steps
 
