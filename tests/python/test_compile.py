@@ -1,7 +1,7 @@
 """torch.compile(backend="neuron"): fused kernels match eager, the three training models of the
 eager tests track eager when compiled, constant folding, graph breaks, dynamic sizes without recompiling, no_grad
 inference, modules with buffers, the artifact cache (in memory, on disk, across processes and
-concurrent builders), and the eager fallback with one warning when the system compiler fails."""
+concurrent builders), the graph cache of AOTAutograd results, and the eager fallback with one warning when the system compiler fails."""
 
 import copy
 import math
@@ -783,3 +783,116 @@ def test_column_kernels_broadcast_operands_and_dynamic_sizes(dtype, native, monk
             torch.testing.assert_close(a.cpu().float(), e, **tolerance)
     stats = torchneuron.compile_stats()
     assert stats["graphs_compiled"] == 1 and stats["ops_eager"] == 0, stats
+
+
+def gpt_training(compiled_forward, model, batches):
+    """Losses and final gradients of a few AdamW steps."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = [train_step(compiled_forward, optimizer, batch).item() for batch in batches]
+    return losses, [p.grad.cpu() for p in model.parameters()]
+
+
+def test_graph_cache_reloads_forward_and_backward(tmp_path):
+    """A second compile of the same graph (new Dynamo state, then a new process) reloads
+    AOTAutograd's result from the graph cache instead of tracing again, and trains the same."""
+    torch.manual_seed(0)
+    gpt = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=1, dropout=0.0)
+    batches = [torch.randint(0, 40, (4, 17)) for _ in range(3)]
+    runs = []
+    for compiled in (False, True, True):
+        torch._dynamo.reset()
+        model = copy.deepcopy(gpt).to("neuron")
+        forward = torch.compile(model, backend="neuron") if compiled else model
+        runs.append(gpt_training(forward, model, [b.to("neuron") for b in batches]))
+    stats = torchneuron.compile_stats()
+    assert stats["graph_cache_saves"] == 1 and stats["graph_cache_hits"] == 1
+    assert stats["graphs_compiled"] == 4 and stats["graphs_eager"] == 0  # a hit still compiles both graphs
+    (eager_losses, eager_grads), (first_losses, first_grads), (hit_losses, hit_grads) = runs
+    assert hit_losses == first_losses
+    for a, b in zip(first_grads, hit_grads):
+        assert torch.equal(a, b)
+    assert max(abs(a - b) for a, b in zip(eager_losses, hit_losses)) < 1e-4
+    for a, b in zip(eager_grads, hit_grads):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    script = textwrap.dedent(f"""
+        import sys, torch, torchneuron
+        sys.path.insert(0, {os.path.join(REPO_ROOT, "examples")!r})
+        from tiny_gpt import TinyGPT, train_step
+        torch.manual_seed(0)
+        model = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=1, dropout=0.0).to("neuron")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        torch.manual_seed(1)
+        tokens = torch.randint(0, 40, (4, 17)).to("neuron")
+        loss = train_step(torch.compile(model, backend="neuron"), optimizer, tokens).item()
+        s = torchneuron.compile_stats()
+        print("hits", s["graph_cache_hits"], "saves", s["graph_cache_saves"], "built", s["artifacts_built"], "loss", loss)
+    """)
+    process = start_python(script, {"TORCHNEURON_CACHE_DIR": os.environ["TORCHNEURON_CACHE_DIR"]})
+    output = process.communicate(timeout=120)[0]
+    torch.manual_seed(0)
+    model = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=1, dropout=0.0).to("neuron")
+    torch.manual_seed(1)
+    tokens = torch.randint(0, 40, (4, 17)).to("neuron")
+    expected = train_step(model, torch.optim.AdamW(model.parameters(), lr=3e-3), tokens).item()
+    last = output.strip().splitlines()[-1].split()
+    assert last[:6] == ["hits", "1", "saves", "0", "built", "0"], output
+    assert abs(float(last[-1]) - expected) < 1e-4
+
+
+def test_graph_cache_keys_and_refusals(tmp_path):
+    """Grad mode, shapes and layouts are part of the key; dynamic shapes are not cached; an
+    unreadable entry is a miss that is then overwritten."""
+    from torchneuron.compiler import autograd_cache
+
+    def f(x, w):
+        return torch.tanh(x @ w) * 2
+
+    x, w = torch.randn(6, 4, device="neuron"), torch.randn(4, 5, device="neuron", requires_grad=True)
+
+    def compile_and_check(x, w, **options):
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(f, backend="neuron", **options)(x, w).detach().cpu(),
+                                   f(x.cpu(), w.detach().cpu()))
+
+    compile_and_check(x, w)
+    with torch.no_grad():
+        compile_and_check(x, w)
+    compile_and_check(x.t().contiguous().t(), w)
+    assert torchneuron.compile_stats()["graph_cache_saves"] == 3
+    assert torchneuron.compile_stats()["graph_cache_hits"] == 0
+    compile_and_check(x, w)
+    assert torchneuron.compile_stats()["graph_cache_hits"] == 1
+    compile_and_check(torch.randn(7, 4, device="neuron"), w, dynamic=True)
+    assert torchneuron.compile_stats()["graph_cache_saves"] == 3
+    entries = list((tmp_path / "cache").rglob("*.pkl"))
+    assert len(entries) == 3
+    for entry in entries:
+        entry.write_bytes(b"not a pickle")
+    autograd_cache._entries.clear()
+    compile_and_check(x, w)
+    stats = torchneuron.compile_stats()
+    assert stats["graph_cache_hits"] == 1 and stats["graph_cache_saves"] == 4
+
+
+def test_graph_cache_keeps_batch_norm_buffer_updates():
+    """Input mutations (running statistics) are replayed by AOTAutograd's wrappers on a hit."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU())
+    eager = copy.deepcopy(model).to("neuron")
+    compiled = []
+    for _ in range(2):
+        torch._dynamo.reset()
+        compiled.append(copy.deepcopy(model).to("neuron"))
+        run = torch.compile(compiled[-1], backend="neuron")
+        torch.manual_seed(1)
+        for _ in range(2):
+            run(torch.randn(8, 6, device="neuron", requires_grad=True)).sum().backward()
+    torch.manual_seed(1)
+    for _ in range(2):
+        eager(torch.randn(8, 6, device="neuron", requires_grad=True)).sum().backward()
+    assert torchneuron.compile_stats()["graph_cache_hits"] == 1
+    for got in compiled:
+        torch.testing.assert_close(got[1].running_mean.cpu(), eager[1].running_mean.cpu())
+        torch.testing.assert_close(got[1].running_var.cpu(), eager[1].running_var.cpu())
+        torch.testing.assert_close(got[0].weight.grad.cpu(), eager[0].weight.grad.cpu())
+        assert got[1].num_batches_tracked.item() == 2

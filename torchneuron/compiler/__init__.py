@@ -31,7 +31,7 @@ def reset_compile_stats() -> None:
         _C._compiler.reset_fused_product_launches()
         _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, mm_epilogues=0,
                       mm_prologues=0, ops_lowered=0, ops_eager=0, constants_folded=0, memory_cache_hits=0,
-                      disk_cache_hits=0, artifacts_built=0, compile_seconds=0.0, codegen_seconds=0.0)
+                      disk_cache_hits=0, artifacts_built=0, graph_cache_hits=0, graph_cache_saves=0, compile_seconds=0.0, codegen_seconds=0.0)
 
 
 reset_compile_stats()
@@ -43,8 +43,10 @@ def compile_stats() -> dict:
     eagerly, kernels generated (of them, mm_epilogues run with the matrix product before them, on
     each block of its rows, and mm_prologues write the product's first operand, each block of
     rows right before the product reads it), ops fused into kernels vs run as eager calls, eager
-    calls folded into constants (computed once), artifact cache hits in memory and on disk, and
-    seconds spent compiling (all of it) and in the system compiler. Those are what the compiler
+    calls folded into constants (computed once), artifact cache hits in memory and on disk,
+    Dynamo graphs whose AOTAutograd result was saved to and reloaded from the graph cache
+    (graph_cache_saves, graph_cache_hits: a hit skips AOTAutograd's tracing and partitioning),
+    and seconds spent compiling (all of it) and in the system compiler. Those are what the compiler
     planned; at run time a kernel may still launch apart from its product (an operand in another
     layout, memory that both read and write): epilogue_launches and prologue_launches count the
     launches that ran fused."""
@@ -136,7 +138,17 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
-    backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph,
+    from . import autograd_cache
+
+    key = autograd_cache.cache_key(gm, example_inputs)
+    # Two compilers: aot_autograd wraps the backward's in place.
+    fw_compiler, bw_compiler = (compile_graph, compile_graph) if key is None else (
+        autograd_cache.serializable_compiler(compile_graph), autograd_cache.serializable_compiler(compile_graph))
+    backend = aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                            decompositions=_decompositions(), partition_fn=min_cut_rematerialization_partition,
                            keep_inference_input_mutations=True)
-    return backend(gm, example_inputs)
+    if key is None:
+        return backend(gm, example_inputs)
+    with autograd_cache.cached_by(key, on_hit=lambda: _count(graph_cache_hits=1),
+                                  on_save=lambda: _count(graph_cache_saves=1)):
+        return backend(gm, example_inputs)
