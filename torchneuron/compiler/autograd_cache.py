@@ -207,6 +207,8 @@ def cached_by(key: str, on_hit, on_save):
         return None, dataclasses.replace(aot_config, cache_info=info)
 
     def save(entry_key, entry, remote):
+        if entry_key != key:  # another thread's lazily compiled Inductor backward: not ours
+            return original[1].__func__(entry_key, entry, remote)
         try:
             entry.pre_save()
             with torch.utils._python_dispatch._disable_current_modes():
