@@ -2,7 +2,7 @@
 written out, SwiGLU MLPs) and of a ResNet-style CNN, run
 as CPU eager, neuron eager, neuron compiled (backend="neuron") and CPU compiled (Inductor), in
 one run, printed as ratios; plus the neuron compiler's cold compile (new process, empty cache)
-and warm compile (new process, cache filled) times for the tiny GPT."""
+and warm compile (new process, artifact and graph caches filled) times for the tiny GPT."""
 
 import copy
 import os
@@ -149,17 +149,19 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 tokens = torch.randint(0, 96, (16, 65)).to("neuron")
 ready = time.perf_counter()
 train_step(torch.compile(model, backend="neuron"), opt, tokens).item()
-print(time.perf_counter() - ready, torchneuron.compile_stats()["artifacts_built"])
+stats = torchneuron.compile_stats()
+print(time.perf_counter() - ready, stats["artifacts_built"], stats["graph_cache_hits"])
 """
 
 
 def compile_seconds(cache):
-    """Seconds to the first compiled step in a new process, and artifacts it had to build."""
+    """Seconds to the first compiled step in a new process, artifacts it had to build, and
+    graphs whose AOTAutograd result it reloaded from the graph cache."""
     code = COMPILE_SCRIPT.format(examples=os.path.join(HERE, "..", "examples"))
     env = dict(os.environ, TORCHNEURON_CACHE_DIR=cache)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    seconds, built = out.stdout.split()[-2:]
-    return float(seconds), int(built)
+    seconds, built, reloaded = out.stdout.split()[-3:]
+    return float(seconds), int(built), int(reloaded)
 
 
 def main():
@@ -177,10 +179,10 @@ def main():
         print(f"{name:24s} {cpu * 1e3:8.2f} {inductor * 1e3:9.2f} {eager * 1e3:8.2f} {compiled * 1e3:9.2f}"
               f" {eager / compiled:14.2f}x {inductor / compiled:17.2f}x")
     with tempfile.TemporaryDirectory() as cache:
-        cold, built = compile_seconds(cache)
-        warm, rebuilt = compile_seconds(cache)
+        cold, built, _ = compile_seconds(cache)
+        warm, rebuilt, reloaded = compile_seconds(cache)
     print(f"\ntiny GPT compile, new process: cold {cold:.2f} s ({built} artifacts built), "
-          f"warm {warm:.2f} s ({rebuilt} built, cache hits)")
+          f"warm {warm:.2f} s ({rebuilt} built, {reloaded} graph reloaded from the graph cache)")
     report = torchneuron.fallback_report()
     print(f"fallback calls during the benchmark: {sum(report.values())} ({', '.join(report) or 'none'})")
 

@@ -167,6 +167,11 @@ class NeuronOutputCode(OutputCode):
         pass
 
 
+def _kept_metadata(key: str) -> bool:
+    """Lowering reads only the fake values; stack traces and provenance would make an entry megabytes."""
+    return key == "val"
+
+
 def serializable_compiler(compile_graph):
     """compile_graph as a compiler whose results AOTAutograd's bundled cache can store."""
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
@@ -174,7 +179,7 @@ def serializable_compiler(compile_graph):
 
     def compile_and_keep_graph(gm, example_inputs):
         try:  # before compile_graph rewrites gm in place
-            serialized = GraphPickler.dumps(gm, Options(ops_filter=None))
+            serialized = GraphPickler.dumps(gm, Options(ops_filter=None, node_metadata_key_filter=_kept_metadata))
         except Exception:  # noqa: BLE001 - an unpicklable graph is compiled, just not cached
             serialized = None
         return NeuronOutputCode(program=compile_graph(gm, example_inputs), serialized_graph=serialized)
