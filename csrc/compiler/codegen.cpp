@@ -720,14 +720,40 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
     for (size_t k = 0; k < kernel.inputs.size(); ++k) if (kernel.inputs[k] == value) return outputs + static_cast<int>(k);
     return -1;
   };
+  // Full values are computed in the pass over the folded indices, kept-shaped ones after it.
+  // A kept-shaped value that no reduction feeds but that a per-element node reads (a mask of a
+  // broadcast input, say) is computed in the pass too, and again after it.
+  std::set<int> reduced;  // values a reduction of this kernel feeds: known only after the pass
+  for (int n : kernel.nodes) {
+    const Node& node = nodes[n];
+    bool fed = node.kind == NodeKind::kReduction;
+    for (const Operand& o : node.operands) fed = fed || (o.is_value() && reduced.count(o.value) > 0);
+    if (fed) reduced.insert(node.outputs[0]);
+  }
+  std::set<int> per_element, read_per_element;
+  for (auto it = kernel.nodes.rbegin(); it != kernel.nodes.rend(); ++it) {
+    const Node& node = nodes[*it];
+    const int out = node.outputs[0];
+    if (node.kind == NodeKind::kReduction || is_full(graph, kernel, out) ||
+        (!reduced.count(out) && read_per_element.count(out))) {
+      per_element.insert(*it);
+      for (const Operand& o : node.operands) {
+        if (o.is_value()) read_per_element.insert(o.value);
+      }
+    }
+  }
   std::vector<int> full_nodes, reductions, column_nodes;
   std::set<int> full_inputs, column_inputs;
   for (int n : kernel.nodes) {
     const Node& node = nodes[n];
-    const bool per_element = node.kind == NodeKind::kReduction || is_full(graph, kernel, node.outputs[0]);
-    (node.kind == NodeKind::kReduction ? reductions : per_element ? full_nodes : column_nodes).push_back(n);
+    const bool reduction = node.kind == NodeKind::kReduction, kept = !reduction && !is_full(graph, kernel, node.outputs[0]);
+    if (reduction) reductions.push_back(n);
+    if (!reduction && per_element.count(n)) full_nodes.push_back(n);
+    if (kept) column_nodes.push_back(n);
     for (const Operand& o : node.operands) {
-      if (o.is_value() && !made_by.count(o.value)) (per_element ? full_inputs : column_inputs).insert(o.value);
+      if (!o.is_value() || made_by.count(o.value)) continue;
+      if (per_element.count(n)) full_inputs.insert(o.value);
+      if (kept) column_inputs.insert(o.value);
     }
   }
   // Per-element inputs dense along the kept dims are read at c; others through a broadcast flag.

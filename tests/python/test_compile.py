@@ -896,3 +896,23 @@ def test_graph_cache_keeps_batch_norm_buffer_updates():
         torch.testing.assert_close(got[1].running_var.cpu(), eager[1].running_var.cpu())
         torch.testing.assert_close(got[0].weight.grad.cpu(), eager[0].weight.grad.cpu())
         assert got[1].num_batches_tracked.item() == 2
+
+
+def test_column_kernel_computes_a_broadcast_mask_inside_its_pass(no_fallback):
+    """A kept-shaped value that no reduction feeds but a per-element value reads (the zero mask
+    of a norm, as in normalize's backward) is computed in the pass over the folded dim; it
+    was once computed only after it, and the kernel did not compile."""
+    def f(x, norm):
+        total = (x * x / norm).sum(1, keepdim=True)
+        scaled = torch.where(norm == 0, 0.0, x / norm)
+        return total, scaled, (x * scaled).sum(1)
+
+    x, norm = torch.randn(2, 3, 4, 5), torch.rand(2, 1, 4, 5) + 0.5
+    norm[0, 0, 1, :2] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a kernel the system compiler rejects would warn and run eagerly
+        got = torch.compile(f, backend="neuron")(x.to("neuron"), norm.to("neuron"))
+    for a, e in zip(got, f(x, norm)):
+        torch.testing.assert_close(a.cpu(), e)
+    stats = torchneuron.compile_stats()
+    assert stats["graphs_eager"] == 0 and stats["kernels_generated"] >= 1, stats
