@@ -271,11 +271,15 @@ std::string node_line(const Graph& graph, const Node& node, const std::string& i
 // How an input is read in the inner loop. Rank-0 inputs are one value for the whole kernel;
 // inputs that may broadcast along the innermost dimension (stride 0 there) are read through
 // a flag the C++ compiler can unswitch on, so that both cases still vectorize.
-enum class InputRead { kScalar, kMaybeBroadcast, kDense };
+// kInnerBroadcast: size 1 in the innermost dim where the kernel's is not, so read at one
+// address along each run (a mask over outer dims), without a broadcast flag: a loop with more
+// than 3 flags keeps its selects and does not vectorize.
+enum class InputRead { kScalar, kInnerBroadcast, kMaybeBroadcast, kDense };
 
 InputRead input_read(const Graph& graph, const Kernel& kernel, int value) {
   const Shape& shape = graph.values()[value].shape;
   if (shape.empty()) return InputRead::kScalar;
+  if (shape.back() == "1" && !kernel.shape.empty() && kernel.shape.back() != "1") return InputRead::kInnerBroadcast;
   if (shape.size() < kernel.shape.size()) return InputRead::kMaybeBroadcast;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] != kernel.shape[kernel.shape.size() - shape.size() + d]) return InputRead::kMaybeBroadcast;
@@ -324,7 +328,8 @@ std::string element_body(const Graph& graph, const Kernel& kernel, bool unit_str
     std::string at = p + "[" + index(operand) + "]";
     if (unit_strides) {
       switch (input_read(graph, kernel, v)) {
-        case InputRead::kScalar: at = p + "[0]"; break;
+        case InputRead::kScalar:
+        case InputRead::kInnerBroadcast: at = p + "[0]"; break;
         case InputRead::kMaybeBroadcast:
           at = "(b" + std::to_string(operand) + " ? " + p + "[0] : " + p + "[j])";
           break;
@@ -362,6 +367,10 @@ std::string kernel_source(const Graph& graph, const Kernel& kernel) {
   for (int k = 0; k < operands; ++k) {
     const InputRead read = k < outputs ? InputRead::kDense : input_read(graph, kernel, kernel.inputs[k - outputs]);
     if (read == InputRead::kScalar) continue;
+    if (read == InputRead::kInnerBroadcast) {
+      src << " && (s[" << k << "] == 0 || n <= 1)";
+      continue;
+    }
     src << " && (s[" << k << "] == 1" << (read == InputRead::kMaybeBroadcast ? " || s[" + std::to_string(k) + "] == 0" : "")
         << ")";
   }

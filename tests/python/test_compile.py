@@ -916,3 +916,23 @@ def test_column_kernel_computes_a_broadcast_mask_inside_its_pass(no_fallback):
         torch.testing.assert_close(a.cpu(), e)
     stats = torchneuron.compile_stats()
     assert stats["graphs_eager"] == 0 and stats["kernels_generated"] >= 1, stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_pointwise_kernel_with_many_broadcast_operands(dtype, no_fallback):
+    """Masks and scales over rows (innermost dim 1) are read once per run without a broadcast
+    flag, so a kernel with more of them than the three flags the codegen unswitches still
+    takes its vectorized path; an input expanded at run time (stride 0) still reads right."""
+    def f(x, m1, m2, m3, scale, w):
+        y = torch.where(m1, x, 0.0) + torch.where(m2, x * 2, 1.0) * scale
+        return torch.where(m3, y, -y) * w + scale
+
+    x = torch.randn(64, 96)
+    m1, m2, m3 = (torch.rand(64, 1) > p for p in (0.3, 0.5, 0.7))
+    scale, w = torch.randn(64, 1), torch.randn(96)
+    compiled = torch.compile(f, backend="neuron")
+    for row_scale in (scale, scale[:1].expand(64, 1)):
+        args = (x.to(dtype), m1, m2, m3, row_scale.to(dtype), w.to(dtype))
+        got = compiled(*(a.to("neuron") for a in args))
+        torch.testing.assert_close(got.cpu(), f(*args))
+    assert torchneuron.compile_stats()["graphs_eager"] == 0
