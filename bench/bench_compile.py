@@ -182,7 +182,7 @@ def main():
         cold, built, _ = compile_seconds(cache)
         warm, rebuilt, reloaded = compile_seconds(cache)
     print(f"\ntiny GPT compile, new process: cold {cold:.2f} s ({built} artifacts built), "
-          f"warm {warm:.2f} s ({rebuilt} built, {reloaded} graph reloaded from the graph cache)")
+          f"warm {warm:.2f} s ({rebuilt} built, {reloaded} reloaded from the graph cache)")
     report = torchneuron.fallback_report()
     print(f"fallback calls during the benchmark: {sum(report.values())} ({', '.join(report) or 'none'})")
 

@@ -1,7 +1,8 @@
 """torch.compile(backend="neuron"): fused kernels match eager, the three training models of the
 eager tests track eager when compiled, constant folding, graph breaks, dynamic sizes without recompiling, no_grad
 inference, modules with buffers, the artifact cache (in memory, on disk, across processes and
-concurrent builders), the graph cache of AOTAutograd results, and the eager fallback with one warning when the system compiler fails."""
+concurrent builders), the graph cache of AOTAutograd results, and the eager fallback with one
+warning when the system compiler fails."""
 
 import copy
 import math

@@ -1,7 +1,8 @@
 """torch.compile backend "neuron": Dynamo -> AOTAutograd (forward and backward graphs, core ATen
 decompositions, min-cut partitioning) -> lowering to the compiler IR -> passes, fusion, memory
 planning and C++ code generation in csrc/compiler -> a cached shared-object artifact whose
-kernels run on the device queue. Nodes the compiler does not fuse run as eager calls inside the
+kernels run on the device queue. AOTAutograd's result is cached too (autograd_cache.py), so that
+a warm start skips its tracing. Nodes the compiler does not fuse run as eager calls inside the
 compiled program; a graph the compiler rejects runs eagerly after one warning."""
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def reset_compile_stats() -> None:
         _C._compiler.reset_fused_product_launches()
         _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, mm_epilogues=0,
                       mm_prologues=0, ops_lowered=0, ops_eager=0, constants_folded=0, memory_cache_hits=0,
-                      disk_cache_hits=0, artifacts_built=0, graph_cache_hits=0, graph_cache_saves=0, compile_seconds=0.0, codegen_seconds=0.0)
+                      disk_cache_hits=0, artifacts_built=0, graph_cache_hits=0, graph_cache_saves=0,
+                      compile_seconds=0.0, codegen_seconds=0.0)
 
 
 reset_compile_stats()
