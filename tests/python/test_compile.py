@@ -799,21 +799,22 @@ def test_graph_cache_reloads_forward_and_backward(tmp_path):
     torch.manual_seed(0)
     gpt = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=1, dropout=0.0)
     batches = [torch.randint(0, 40, (4, 17)) for _ in range(3)]
+    cpu_model = copy.deepcopy(gpt)
+    cpu_losses, cpu_grads = gpt_training(cpu_model, cpu_model, batches)
     runs = []
-    for compiled in (False, True, True):
+    for _ in range(2):
         torch._dynamo.reset()
         model = copy.deepcopy(gpt).to("neuron")
-        forward = torch.compile(model, backend="neuron") if compiled else model
-        runs.append(gpt_training(forward, model, [b.to("neuron") for b in batches]))
+        runs.append(gpt_training(torch.compile(model, backend="neuron"), model, [b.to("neuron") for b in batches]))
     stats = torchneuron.compile_stats()
     assert stats["graph_cache_saves"] == 1 and stats["graph_cache_hits"] == 1
     assert stats["graphs_compiled"] == 4 and stats["graphs_eager"] == 0  # a hit still compiles both graphs
-    (eager_losses, eager_grads), (first_losses, first_grads), (hit_losses, hit_grads) = runs
+    (first_losses, first_grads), (hit_losses, hit_grads) = runs
     assert hit_losses == first_losses
     for a, b in zip(first_grads, hit_grads):
         assert torch.equal(a, b)
-    assert max(abs(a - b) for a, b in zip(eager_losses, hit_losses)) < 1e-4
-    for a, b in zip(eager_grads, hit_grads):
+    assert max(abs(a - b) for a, b in zip(cpu_losses, hit_losses)) < 1e-4
+    for a, b in zip(cpu_grads, hit_grads):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
     script = textwrap.dedent(f"""
         import sys, torch, torchneuron
@@ -831,10 +832,10 @@ def test_graph_cache_reloads_forward_and_backward(tmp_path):
     process = start_python(script, {"TORCHNEURON_CACHE_DIR": os.environ["TORCHNEURON_CACHE_DIR"]})
     output = process.communicate(timeout=120)[0]
     torch.manual_seed(0)
-    model = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=1, dropout=0.0).to("neuron")
+    model = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=1, dropout=0.0)
     torch.manual_seed(1)
-    tokens = torch.randint(0, 40, (4, 17)).to("neuron")
-    expected = train_step(model, torch.optim.AdamW(model.parameters(), lr=3e-3), tokens).item()
+    tokens = torch.randint(0, 40, (4, 17))
+    expected = train_step(model, torch.optim.AdamW(model.parameters(), lr=3e-3), tokens).item()  # on the CPU
     last = output.strip().splitlines()[-1].split()
     assert last[:6] == ["hits", "1", "saves", "0", "built", "0"], output
     assert abs(float(last[-1]) - expected) < 1e-4
@@ -875,27 +876,47 @@ def test_graph_cache_keys_and_refusals(tmp_path):
     assert stats["graph_cache_hits"] == 1 and stats["graph_cache_saves"] == 4
 
 
+def test_graph_cache_hit_of_a_rejected_graph_runs_it_eagerly(monkeypatch):
+    """A graph reloaded from the graph cache that the compiler then rejects runs eagerly after
+    the warning, as on a miss."""
+    from torchneuron.compiler import lowering
+
+    f = lambda t: torch.sin(t) * 3 + 1
+    x = torch.randn(5, device="neuron")
+    torch.compile(f, backend="neuron")(x)
+    torch._dynamo.reset()
+
+    def reject(gm):
+        raise RuntimeError("lowering rejected this graph")
+
+    monkeypatch.setattr(lowering, "lower", reject)
+    with pytest.warns(UserWarning, match="eagerly: RuntimeError: lowering rejected this graph"):
+        got = torch.compile(f, backend="neuron")(x)
+    torch.testing.assert_close(got.cpu(), f(x.cpu()))
+    stats = torchneuron.compile_stats()
+    assert stats["graph_cache_hits"] == 1 and stats["graphs_eager"] == 1
+
+
 def test_graph_cache_keeps_batch_norm_buffer_updates():
     """Input mutations (running statistics) are replayed by AOTAutograd's wrappers on a hit."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU())
-    eager = copy.deepcopy(model).to("neuron")
+    inputs = [torch.randn(8, 6) for _ in range(2)]
+    reference = copy.deepcopy(model)  # on the CPU
+    for x in inputs:
+        reference(x).sum().backward()
     compiled = []
     for _ in range(2):
         torch._dynamo.reset()
         compiled.append(copy.deepcopy(model).to("neuron"))
         run = torch.compile(compiled[-1], backend="neuron")
-        torch.manual_seed(1)
-        for _ in range(2):
-            run(torch.randn(8, 6, device="neuron", requires_grad=True)).sum().backward()
-    torch.manual_seed(1)
-    for _ in range(2):
-        eager(torch.randn(8, 6, device="neuron", requires_grad=True)).sum().backward()
+        for x in inputs:
+            run(x.to("neuron").requires_grad_()).sum().backward()
     assert torchneuron.compile_stats()["graph_cache_hits"] == 1
     for got in compiled:
-        torch.testing.assert_close(got[1].running_mean.cpu(), eager[1].running_mean.cpu())
-        torch.testing.assert_close(got[1].running_var.cpu(), eager[1].running_var.cpu())
-        torch.testing.assert_close(got[0].weight.grad.cpu(), eager[0].weight.grad.cpu())
+        torch.testing.assert_close(got[1].running_mean.cpu(), reference[1].running_mean)
+        torch.testing.assert_close(got[1].running_var.cpu(), reference[1].running_var)
+        torch.testing.assert_close(got[0].weight.grad.cpu(), reference[0].weight.grad)
         assert got[1].num_batches_tracked.item() == 2
 
 

@@ -161,6 +161,7 @@ class NeuronOutputCode(OutputCode):
         from . import compile_graph
 
         gm = GraphPickler.loads(self.serialized_graph, FakeTensorMode(shape_env=ShapeEnv()))
+        gm.recompile()  # its forward, which the eager fallback of a rejected graph runs
         self.program = compile_graph(gm, example_inputs)
 
     def set_triton_bundle(self, triton_bundle) -> None:
