@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import os
 import pickle
 import tempfile
@@ -26,6 +27,7 @@ from torch._inductor.output_code import OutputCode
 
 from .. import _C
 
+_log = logging.getLogger(__name__)
 _entries: dict[str, bytes] = {}  # entry path -> pickled entry (the in-memory cache in front of the disk)
 _lock = threading.Lock()
 _source_digest: str | None = None
@@ -71,8 +73,11 @@ def _refusal(gm: fx.GraphModule, example_inputs) -> str | None:
 
 
 def cache_key(gm: fx.GraphModule, example_inputs) -> str | None:
-    """The key of a Dynamo graph with these inputs, or None when it is not cacheable."""
-    if _refusal(gm, example_inputs) is not None:
+    """The key of a Dynamo graph with these inputs, or None when it is not cacheable (the reason
+    is logged at debug level)."""
+    refusal = _refusal(gm, example_inputs)
+    if refusal is not None:
+        _log.debug("graph cache: not caching a graph of %d nodes: %s", len(gm.graph.nodes), refusal)
         return None
     import torch._functorch.config as functorch_config
 
