@@ -1,11 +1,12 @@
 """torch.compile benchmarks: one training step of the tiny GPT, of a Llama-style model (RMS norms
 written out, SwiGLU MLPs) and of a ResNet-style CNN, run
 as CPU eager, neuron eager, neuron compiled (backend="neuron") and CPU compiled (Inductor), in
-one run, printed as ratios; plus the neuron compiler's cold compile (new process, empty cache)
+one run, printed as ratios (the four runs take turns within each of several rounds); plus the neuron compiler's cold compile (new process, empty cache)
 and warm compile (new process, artifact and graph caches filled) times for the tiny GPT."""
 
 import copy
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,7 +126,8 @@ def cnn_case():
     return resnet(), (torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))), cnn_step
 
 
-def step_seconds(case, device, backend):
+def step_runner(case, device, backend):
+    """A training step of `case` on `device`, compiled with `backend` (None: eager), warmed up."""
     model, batch, step = case()
     model = copy.deepcopy(model).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -134,7 +136,29 @@ def step_seconds(case, device, backend):
     run = lambda: step(forward, optimizer, batch)
     for _ in range(2):  # compile and warm up
         run()
-    return seconds_per_call(run, device, repeats=3, min_time=0.5)
+    torch.neuron.synchronize()
+    return run
+
+
+def interleaved_step_seconds(runs, rounds=7, min_time=0.25):
+    """Median seconds per step of each run, and the median per-round ratio of every pair.
+
+    The runs take turns within each round, so a slow spell of a shared machine hits all of
+    them rather than whichever happened to be measured then."""
+    calls = {}
+    for name, run in runs.items():
+        calls[name] = max(1, round(min_time / seconds_per_call(run, "neuron", repeats=1, min_time=min_time)))
+    per_round = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                run()
+            torch.neuron.synchronize()
+            per_round[name].append((time.perf_counter() - start) / calls[name])
+    seconds = {name: statistics.median(times) for name, times in per_round.items()}
+    ratio = lambda a, b: statistics.median(x / y for x, y in zip(per_round[a], per_round[b]))
+    return seconds, ratio
 
 
 COMPILE_SCRIPT = """
@@ -172,12 +196,13 @@ def main():
     for name, case in [("tiny GPT (16x64 tokens)", gpt_case), ("tiny Llama (16x64 tokens)", llama_case),
                        ("ResNet-style CNN (8x32x32)", cnn_case)]:
         torch._dynamo.reset()
-        cpu = step_seconds(case, "cpu", None)
-        inductor = step_seconds(case, "cpu", "inductor")
-        eager = step_seconds(case, "neuron", None)
-        compiled = step_seconds(case, "neuron", "neuron")
-        print(f"{name:24s} {cpu * 1e3:8.2f} {inductor * 1e3:9.2f} {eager * 1e3:8.2f} {compiled * 1e3:9.2f}"
-              f" {eager / compiled:14.2f}x {inductor / compiled:17.2f}x")
+        runs = {"cpu": step_runner(case, "cpu", None), "inductor": step_runner(case, "cpu", "inductor"),
+                "eager": step_runner(case, "neuron", None), "compiled": step_runner(case, "neuron", "neuron")}
+        seconds, ratio = interleaved_step_seconds(runs)
+        ms = {key: value * 1e3 for key, value in seconds.items()}
+        print(f"{name:24s} {ms['cpu']:8.2f} {ms['inductor']:9.2f} {ms['eager']:8.2f} {ms['compiled']:9.2f}"
+              f" {ratio('eager', 'compiled'):14.2f}x {ratio('inductor', 'compiled'):17.2f}x")
+    print("(medians over 7 rounds in which the four runs take turns; ratios are per-round medians)")
     with tempfile.TemporaryDirectory() as cache:
         cold, built, _ = compile_seconds(cache)
         warm, rebuilt, reloaded = compile_seconds(cache)
