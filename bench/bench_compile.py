@@ -1,8 +1,8 @@
 """torch.compile benchmarks: one training step of the tiny GPT, of a Llama-style model (RMS norms
-written out, SwiGLU MLPs) and of a ResNet-style CNN, run
-as CPU eager, neuron eager, neuron compiled (backend="neuron") and CPU compiled (Inductor), in
-one run, printed as ratios (the four runs take turns within each of several rounds); plus the neuron compiler's cold compile (new process, empty cache)
-and warm compile (new process, artifact and graph caches filled) times for the tiny GPT."""
+written out, SwiGLU MLPs) and of a ResNet-style CNN, run as CPU eager, neuron eager, neuron
+compiled (backend="neuron") and CPU compiled (Inductor), taking turns over several rounds of one
+run and printed as ratios; plus the neuron compiler's cold compile (new process, empty cache) and
+warm compile (new process, artifact and graph caches filled) times for the tiny GPT."""
 
 import copy
 import os
