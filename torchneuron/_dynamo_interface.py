@@ -134,8 +134,24 @@ def _when_loaded(target, register):
         sys.meta_path.insert(0, _RegisterAfterImport(target, register))
 
 
+# Generator state lives outside the graph, as torch.cuda's does: AOTAutograd would drop these
+# calls, so Dynamo must break the graph and run them eagerly, which it does for functions marked
+# skipped (the same rule its trace_rules give torch.cuda's RNG functions).
+_RNG_STATE_FUNCTIONS = ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+                        "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all")
+
+
+def _skip_rng_state_functions(decorators_module):
+    from torchneuron import neuron
+
+    for name in _RNG_STATE_FUNCTIONS:
+        decorators_module.skip(getattr(neuron, name))
+
+
 def register_when_dynamo_loads():
     """Registers the device interface and the "neuron" compile backend now if Dynamo is loaded,
-    or as soon as it is (the backend is also an entry point of the torch_dynamo_backends group)."""
+    or as soon as it is (the backend is also an entry point of the torch_dynamo_backends group),
+    and keeps torch.neuron's generator-state functions out of Dynamo's graphs."""
     _when_loaded(_TARGET, _register)
+    _when_loaded("torch._dynamo.decorators", _skip_rng_state_functions)
     _when_loaded("torch._dynamo.backends.registry", _register_backend)

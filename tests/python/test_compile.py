@@ -576,6 +576,33 @@ def test_graph_break_and_no_grad_inference(no_fallback):
     assert torchneuron.compile_stats()["graphs_compiled"] == 2
 
 
+def test_generator_state_calls_break_the_graph_and_run_eagerly(no_fallback):
+    """torch.neuron's seed and state calls stay out of graphs, as torch.cuda's do: AOTAutograd
+    would drop them, so the numbers drawn after them would differ from eager."""
+    from torch.testing._utils import wrapper_set_seed
+
+    def f(x):
+        state = torch.neuron.get_rng_state()
+        torch.neuron.manual_seed(7)
+        drawn = x * torch.rand(x.shape, device=x.device)
+        torch.neuron.set_rng_state(state)
+        return drawn, x.sum()
+
+    x = torch.randn(8, device="neuron")
+    # OpInfo's seeded wrapper reads and restores generator states under no_dispatch(). (First:
+    # once Dynamo has broken a graph inside these functions it skips them from then on.)
+    item = torch.compile(lambda t: wrapper_set_seed(torch.Tensor.item, t), backend="neuron")
+    assert item(x[3]) == x.cpu()[3].item()
+    torch.neuron.manual_seed(1)
+    expected = f(x)
+    state_after = torch.neuron.get_rng_state()
+    torch.neuron.manual_seed(1)
+    got = torch.compile(f, backend="neuron")(x)
+    torch.testing.assert_close(got[0].cpu(), expected[0].cpu(), rtol=0, atol=0)
+    torch.testing.assert_close(got[1].cpu(), x.cpu().sum())
+    assert torch.equal(torch.neuron.get_rng_state(), state_after)
+
+
 def test_dynamic_sizes_compile_once(no_fallback):
     def f(x, y):
         return torch.tanh(x) * y + x
