@@ -81,9 +81,9 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
       at::get_overlap_status(dst, src) == at::MemOverlapStatus::Partial) {
     src = src.clone();  // read everything before writing any of it
   }
-  TORCH_CHECK(kernels::copy_supported(to_kernel_dtype(dst.scalar_type()), to_kernel_dtype(src.scalar_type())),
-              "neuron copy: cannot copy ", src.scalar_type(), " into ", dst.scalar_type(),
-              " (complex to real discards the imaginary part); take .real or .abs() first.");
+  if (src.is_complex() && !dst.is_complex()) {
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  }
   const kernels::StridedView to = strided_view(dst);
   const kernels::StridedView from = strided_view(src);
   if (dst.device() == src.device()) {

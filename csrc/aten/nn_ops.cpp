@@ -428,6 +428,8 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
     }
     TORCH_CHECK(tensor.device() == result.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
                 result.device(), " and ", tensor.device(), "!");
+    TORCH_CHECK_TYPE(c10::canCast(tensor.scalar_type(), result.scalar_type()),
+                "torch.cat(): input types can't be cast to the desired output type ", result.scalar_type());
     total += tensor.size(wrapped);
   }
   shape[wrapped] = total;
@@ -435,8 +437,7 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
   bool one_command = has_kernel_dtype(result.scalar_type()) && result.dim() <= kernels::kMaxDims;
   for (const auto& t : inputs) {
     const at::Tensor& tensor = t.get();
-    one_command = one_command && has_kernel_dtype(tensor.scalar_type()) &&
-                  kernels::copy_supported(to_kernel_dtype(result.scalar_type()), to_kernel_dtype(tensor.scalar_type()));
+    one_command = one_command && has_kernel_dtype(tensor.scalar_type());
   }
   int64_t offset = 0;
   if (!one_command) {

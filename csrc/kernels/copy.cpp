@@ -70,6 +70,8 @@ inline Dst convert(Src value) {
                static_cast<typename Dst::value_type>(value.imag()));
   } else if constexpr (IsComplex<Dst>::value) {
     return Dst(static_cast<typename Dst::value_type>(static_cast<Arithmetic<Src>>(value)), 0);
+  } else if constexpr (IsComplex<Src>::value) {
+    return convert<Dst>(value.real());  // as torch does, after its warning
   } else {
     const auto wide = static_cast<Arithmetic<Src>>(value);
     if constexpr (std::is_same_v<Dst, bool>) {
@@ -159,8 +161,6 @@ constexpr int64_t kParallelCopyElements = 1 << 16;
 
 }  // namespace
 
-bool copy_supported(DType dst, DType src) { return is_complex(dst) || !is_complex(src); }
-
 void copy(const StridedView& dst, const StridedView& src) {
   if (dst.numel() == 0) return;
   const StridedView views[2] = {dst, src};
@@ -171,18 +171,14 @@ void copy(const StridedView& dst, const StridedView& src) {
     using Dst = decltype(dst_tag);
     dispatch_dtype(src.dtype, "copy", [&](auto src_tag) {
       using Src = decltype(src_tag);
-      if constexpr (IsComplex<Src>::value && !IsComplex<Dst>::value) {
-        return;  // rejected by copy_supported on the host
-      } else {
-        const int64_t numel = dst.numel();
-        if (numel < kParallelCopyElements || shape.ndim == 0) return copy_typed<Dst, Src>(shape, out, in);
-        const int64_t outer = shape.sizes[0], per_outer = numel / outer;
-        parallel_for(outer, std::max<int64_t>(1, kParallelCopyElements / 4 / per_outer), [&](int64_t begin, int64_t end) {
-          CoalescedShape part = shape;
-          part.sizes[0] = end - begin;
-          copy_typed<Dst, Src>(part, out + begin * shape.strides[0][0], in + begin * shape.strides[1][0]);
-        });
-      }
+      const int64_t numel = dst.numel();
+      if (numel < kParallelCopyElements || shape.ndim == 0) return copy_typed<Dst, Src>(shape, out, in);
+      const int64_t outer = shape.sizes[0], per_outer = numel / outer;
+      parallel_for(outer, std::max<int64_t>(1, kParallelCopyElements / 4 / per_outer), [&](int64_t begin, int64_t end) {
+        CoalescedShape part = shape;
+        part.sizes[0] = end - begin;
+        copy_typed<Dst, Src>(part, out + begin * shape.strides[0][0], in + begin * shape.strides[1][0]);
+      });
     });
   });
 }

@@ -6,11 +6,8 @@
 
 namespace torchneuron::kernels {
 
-// True when `copy` can convert from `src` to `dst` natively (all real and bool types among
-// each other; complex only to complex).
-bool copy_supported(DType dst, DType src);
-
 // dst[i] = convert(src[i]) for every index; shapes must match (broadcast by stride 0 in src).
+// Complex to real keeps the real part, as torch does.
 void copy(const StridedView& dst, const StridedView& src);
 
 // Sets every element of dst to `value`, given as a double (real types) or its bit pattern

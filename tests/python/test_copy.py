@@ -1,6 +1,7 @@
 """Copies host<->neuron and neuron<->neuron (layouts, sizes, every dtype pair, devices, pinned), views, fills, resize_, item()."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -248,6 +249,21 @@ def test_complex_roundtrip(dtype):
     assert torch.equal(dev.to(torch.complex128 if dtype == torch.complex64 else torch.complex64).cpu(),
                        x.to(torch.complex128 if dtype == torch.complex64 else torch.complex64))
 
+
+
+def test_complex_to_real_keeps_the_real_part_with_torchs_warning():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 3, dtype=torch.complex64, generator=g)
+    dev = x.to("neuron")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns once per process
+        expected = x.t().to(torch.float64)
+    with pytest.warns(UserWarning, match="discards the imaginary part"):
+        got = dev.t().to(torch.float64)
+    assert torch.equal(got.cpu(), expected)
+    # torch.cat with an out= of a type the inputs cannot be cast to is refused, as on the CPU.
+    with pytest.raises(TypeError, match="can't be cast to the desired output type Float"):
+        torch.cat([dev, dev], out=torch.empty(10, 3, device="neuron"))
 
 # ---- devices and pinned memory --------------------------------------------------------------
 
