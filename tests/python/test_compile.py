@@ -14,6 +14,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import torchneuron
@@ -947,6 +948,45 @@ def test_graph_cache_keeps_batch_norm_buffer_updates():
         torch.testing.assert_close(got[1].running_var.cpu(), reference[1].running_var)
         torch.testing.assert_close(got[0].weight.grad.cpu(), reference[0].weight.grad)
         assert got[1].num_batches_tracked.item() == 2
+
+
+@pytest.mark.parametrize("packed", ["attention", "gated"])
+def test_unpacked_tensor_gradient_runs_as_one_stack(packed, monkeypatch, no_fallback):
+    """q, k, v = qkv.unbind(0): the decomposed gradient (a zero-filled where per slice, summed,
+    then copied to the layout the weight-gradient mm reads) becomes one cat into that layout."""
+    import torchneuron.compiler.lowering as lowering
+
+    rewritten = []
+    original = lowering.stack_select_backward_sums
+    monkeypatch.setattr(lowering, "stack_select_backward_sums", lambda gm: rewritten.append(original(gm)))
+
+    class Packed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(32, 96)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            if packed == "attention":
+                q, k, v = self.qkv(x).view(b, t, 3, 4, c // 4).permute(2, 0, 3, 1, 4)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
+            q, k, v = self.qkv(x).view(b, t, 3, c).permute(2, 0, 1, 3)
+            return q * torch.sigmoid(k) + v
+
+    torch.manual_seed(0)
+    model = Packed()
+    x = torch.randn(2, 8, 32)
+    reference = model(x)
+    reference.square().sum().backward()
+    device_model = copy.deepcopy(model).to("neuron")
+    for p in device_model.parameters():
+        p.grad = None
+    out = torch.compile(device_model, backend="neuron")(x.to("neuron"))
+    out.square().sum().backward()
+    torch.testing.assert_close(out.cpu(), reference, rtol=1e-4, atol=1e-5)
+    for p, ref in zip(device_model.parameters(), model.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), ref.grad, rtol=1e-4, atol=1e-5)
+    assert rewritten == [0, 1]  # nothing in the forward graph, the one sum in the backward
 
 
 def test_column_kernel_computes_a_broadcast_mask_inside_its_pass(no_fallback):

@@ -87,13 +87,14 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
-    from .lowering import lower, split_bias_from_addmm, update_batch_norm_stats_in_place
+    from .lowering import lower, split_bias_from_addmm, stack_select_backward_sums, update_batch_norm_stats_in_place
     from .program import CompiledProgram
 
     start = time.perf_counter()
     try:
         update_batch_norm_stats_in_place(gm)
         split_bias_from_addmm(gm)
+        stack_select_backward_sums(gm)
         lowered = lower(gm)
         plan = _C._compiler.plan(lowered.graph)
         library = _load_artifact(plan["source"]) if plan["kernels"] else None
