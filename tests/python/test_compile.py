@@ -641,8 +641,8 @@ def test_batch_norm_buffers_update(monkeypatch):
     assert rewrites[0] == 2  # the forward graph's two batch norms
 
 
-def start_python(code, env):
-    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, env=_clean_env(env), stdout=subprocess.PIPE,
+def start_python(code, env, *args):
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO_ROOT, env=_clean_env(env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -869,9 +869,40 @@ def test_graph_cache_reloads_forward_and_backward(tmp_path):
     assert abs(float(last[-1]) - expected) < 1e-4
 
 
+def test_graph_cache_serves_a_dynamic_graph_at_other_sizes_in_a_new_process(tmp_path):
+    """dynamic=True: the entry saved at one batch size is reloaded by a new process at another,
+    forward and backward, and matches CPU PyTorch there."""
+    script = textwrap.dedent("""
+        import sys, torch, torchneuron
+        from torch import nn
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+        x = torch.randn(int(sys.argv[1]), 16)
+        expected = model(x)
+        expected.square().sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        device_model = model.to("neuron")
+        device_model.zero_grad()
+        got = torch.compile(device_model, backend="neuron", dynamic=True)(x.to("neuron"))
+        got.square().sum().backward()
+        error = max([(got.detach().cpu() - expected.detach()).abs().max().item()]
+                    + [(p.grad.cpu() - g).abs().max().item() for p, g in zip(device_model.parameters(), grads)])
+        s = torchneuron.compile_stats()
+        print("hits", s["graph_cache_hits"], "saves", s["graph_cache_saves"], "error", error)
+    """)
+    outputs = []
+    for rows in (5, 9):
+        process = start_python(script, {"TORCHNEURON_CACHE_DIR": str(tmp_path / "cache")}, str(rows))
+        outputs.append(process.communicate(timeout=120)[0].strip().splitlines()[-1].split())
+    assert outputs[0][:4] == ["hits", "0", "saves", "1"], outputs
+    assert outputs[1][:4] == ["hits", "1", "saves", "0"], outputs
+    assert all(float(out[-1]) < 1e-4 for out in outputs), outputs
+
+
 def test_graph_cache_keys_and_refusals(tmp_path, caplog):
-    """Grad mode, shapes and layouts are part of the key; dynamic shapes are not cached; an
-    unreadable entry is a miss that is then overwritten."""
+    """Grad mode, shapes and layouts are part of the key; one entry serves a dynamic graph at
+    every size; graphs calling functions outside torch are not cached; an unreadable entry is a
+    miss that is then overwritten."""
     from torchneuron.compiler import autograd_cache
 
     def f(x, w):
@@ -879,10 +910,10 @@ def test_graph_cache_keys_and_refusals(tmp_path, caplog):
 
     x, w = torch.randn(6, 4, device="neuron"), torch.randn(4, 5, device="neuron", requires_grad=True)
 
-    def compile_and_check(x, w, **options):
+    def compile_and_check(x, w, function=f, **options):
         torch._dynamo.reset()
-        torch.testing.assert_close(torch.compile(f, backend="neuron", **options)(x, w).detach().cpu(),
-                                   f(x.cpu(), w.detach().cpu()))
+        torch.testing.assert_close(torch.compile(function, backend="neuron", **options)(x, w).detach().cpu(),
+                                   function(x.cpu(), w.detach().cpu()))
 
     compile_and_check(x, w)
     with torch.no_grad():
@@ -892,18 +923,27 @@ def test_graph_cache_keys_and_refusals(tmp_path, caplog):
     assert torchneuron.compile_stats()["graph_cache_hits"] == 0
     compile_and_check(x, w)
     assert torchneuron.compile_stats()["graph_cache_hits"] == 1
+    compile_and_check(torch.randn(7, 4, device="neuron"), w, dynamic=True)
+    assert torchneuron.compile_stats()["graph_cache_saves"] == 4
+    compile_and_check(torch.randn(11, 4, device="neuron"), w, dynamic=True)
+    assert torchneuron.compile_stats()["graph_cache_hits"] == 2
+
+    @torch.compiler.allow_in_graph
+    def outside_torch(t):
+        return t + 1
+
     with caplog.at_level("DEBUG", logger="torchneuron.compiler.autograd_cache"):
-        compile_and_check(torch.randn(7, 4, device="neuron"), w, dynamic=True)
-    assert torchneuron.compile_stats()["graph_cache_saves"] == 3
-    assert "not caching a graph of" in caplog.text and "dynamic shapes" in caplog.text
+        compile_and_check(x, w, function=lambda x, w: outside_torch(x) @ w)
+    assert torchneuron.compile_stats()["graph_cache_saves"] == 4
+    assert "not caching a graph of" in caplog.text and "outside_torch" in caplog.text
     entries = list((tmp_path / "cache").rglob("*.pkl"))
-    assert len(entries) == 3
+    assert len(entries) == 4
     for entry in entries:
         entry.write_bytes(b"not a pickle")
     autograd_cache._entries.clear()
     compile_and_check(x, w)
     stats = torchneuron.compile_stats()
-    assert stats["graph_cache_hits"] == 1 and stats["graph_cache_saves"] == 4
+    assert stats["graph_cache_hits"] == 2 and stats["graph_cache_saves"] == 5
 
 
 def test_graph_cache_hit_of_a_rejected_graph_runs_it_eagerly(monkeypatch):

@@ -6,7 +6,8 @@ is the key (computed before AOTAutograd runs, from the Dynamo graph and its inpu
 entries live, and the compiled graph inside (NeuronOutputCode), which keeps its FX graph and
 recompiles it on load from the artifact cache.
 
-Only graphs with static shapes and plain tensor inputs are cached; others compile as before."""
+Only graphs with plain tensor (and symbolic size) inputs are cached; others compile as before.
+A graph with dynamic sizes has one entry for every size its shape guards admit."""
 
 from __future__ import annotations
 
@@ -62,14 +63,22 @@ def _refusal(gm: fx.GraphModule, example_inputs) -> str | None:
             check_node_safe(node)
         except Exception as error:  # noqa: BLE001 - a node AOTAutograd's cache would not key safely
             return str(error).splitlines()[0]
-        if node.op == "placeholder":
-            value = node.meta.get("example_value")
-            if isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in value.shape):
-                return "dynamic shapes"
     for x in example_inputs:
-        if type(x) not in (torch.Tensor, torch.nn.Parameter):
+        if type(x) not in (torch.Tensor, torch.nn.Parameter, torch.SymInt):
             return f"input of type {type(x).__name__}"
     return None
+
+
+def _input_metadata(x, traced, storages: dict[int, int]) -> tuple:
+    """What of an input the compiled graphs depend on. Sizes come from the value Dynamo traced
+    (`traced`), where dynamic ones are symbols whose values the entry's shape guards check, so
+    that one entry serves every size."""
+    if isinstance(x, torch.SymInt):
+        return ("SymInt", str(traced))
+    shaped = traced if isinstance(traced, torch.Tensor) else x
+    return (type(x).__name__, x.dtype, x.device, tuple(map(str, shaped.shape)), tuple(map(str, shaped.stride())),
+            str(shaped.storage_offset()), x.requires_grad, x._is_view(),
+            storages.setdefault(x.untyped_storage()._cdata, len(storages)))
 
 
 def cache_key(gm: fx.GraphModule, example_inputs) -> str | None:
@@ -87,8 +96,10 @@ def cache_key(gm: fx.GraphModule, example_inputs) -> str | None:
     digest.update(functorch_config.save_config())
     autocast = [(d, torch.get_autocast_dtype(d)) for d in ("cpu", "neuron") if torch.is_autocast_enabled(d)]
     storages: dict[int, int] = {}
-    inputs = [(type(x).__name__, x.dtype, x.device, tuple(x.shape), x.stride(), x.storage_offset(), x.requires_grad,
-               x._is_view(), storages.setdefault(x.untyped_storage()._cdata, len(storages))) for x in example_inputs]
+    traced = [node.meta.get("example_value") for node in gm.graph.find_nodes(op="placeholder")]
+    if len(traced) != len(example_inputs):
+        traced = [None] * len(example_inputs)
+    inputs = [_input_metadata(x, t, storages) for x, t in zip(example_inputs, traced)]
     state = (torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(), autocast, inputs)
     digest.update(repr(state).encode())
     return "neuron-aot-" + digest.hexdigest()
@@ -202,19 +213,25 @@ def cached_by(key: str, on_hit, on_save):
     import torch._functorch.config as functorch_config
     from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache, create_fx_config
     from torch._functorch._aot_autograd.schemas import AOTAutogradCacheInfo
+    from torch.fx.experimental.symbolic_shapes import guarding_hint_or_throw
 
     def try_load(mod, args, aot_config, compiler_config_extra, local, remote, compile_region_name=None):
+        symints = AOTAutogradCache._filter_backed_symints(args)
         content = _load(key)
         if content is not None:
             try:
                 entry = pickle.loads(content)
-                fx_config = create_fx_config(compiler_config_extra, compile_region_name)
-                compiled = entry.wrap_post_compile(args, aot_config, fx_config)
-                on_hit()
-                return compiled, aot_config
+                # Sizes outside the entry's shape guards miss without touching the shape
+                # environment; on a hit, wrap_post_compile installs those guards in it.
+                hints = [guarding_hint_or_throw(s) for s in symints]
+                if not entry.guards_expr or AOTAutogradCache.evaluate_guards(entry.guards_expr, hints):
+                    fx_config = create_fx_config(compiler_config_extra, compile_region_name)
+                    compiled = entry.wrap_post_compile(args, aot_config, fx_config)
+                    on_hit()
+                    return compiled, aot_config
             except Exception:  # noqa: BLE001 - an unreadable entry is a miss, and is overwritten
                 pass
-        info = AOTAutogradCacheInfo(key, time.time_ns(), forward_symints=[])
+        info = AOTAutogradCacheInfo(key, time.time_ns(), forward_symints=symints)
         return None, dataclasses.replace(aot_config, cache_info=info)
 
     def save(entry_key, entry, remote):
