@@ -401,12 +401,13 @@ def split_bias_from_addmm(gm: fx.GraphModule) -> int:
 def _call_with_meta(graph: fx.Graph, target, args) -> fx.Node:
     """A new call node whose meta["val"] is `target` run on its arguments' fake values."""
     node = graph.call_function(target, args)
-    node.meta["val"] = target(*fx.node.map_arg(args, lambda n: n.meta["val"]))  # fake tensors dispatch to their mode
+    # Fake tensors dispatch to their own mode.
+    node.meta["val"] = target(*fx.node.map_arg(args, lambda n: n.meta["val"]))
     return node
 
 
 def _selected_slice(where: fx.Node, out):
-    """(index, gradient) when `where` is one decomposed select_backward over `out`'s shape:
+    """(dim, index, gradient) when `where` is one decomposed select_backward over `out`'s shape:
     where(arange(n).view(1.., n, ..1) == index, g.unsqueeze(d).expand(shape), zeros)."""
     if where.target is not aten.where.self or len(where.args) != 3 or len(where.users) != 1:
         return None
@@ -449,7 +450,7 @@ def stack_select_backward_sums(gm: fx.GraphModule) -> int:
     one zero-filled where() per slice and a sum of them, where eager autograd runs one stack.
     When the sum is permuted and copied to a contiguous layout (to reach the weight-gradient mm),
     the where() chain and the transposing copy become one cat that writes that layout (on an
-    attention block's qkv gradient, 162 us down to 65 us). Returns the number rewritten."""
+    attention block's qkv gradient, 162 us down to 65-105 us). Returns the number rewritten."""
     graph, rewritten = gm.graph, 0
     for node in list(graph.nodes):
         if node.target is not aten.add.Tensor:
