@@ -407,7 +407,7 @@ def _compile_run(model, cpu_model, inputs, expected, row):
         with torch.no_grad(), _counting_graphs(row):
             out = float_outputs(compiled(**{k: v.to("neuron") for k, v in inputs.items()}))
     except Exception as exc:  # noqa: BLE001
-        _set(row, "compile", "error", _first_line(exc))
+        _set(row, "compile", "error", _first_line(exc) + _if_dynamo_cpu_raises(cpu_model, inputs))
         return
     why, row["compile_max_err"] = compare_tensors(out, expected)
     if why and _dynamo_cpu_agrees(cpu_model, inputs, out):
@@ -436,7 +436,7 @@ def _compile_backward_run(model, cpu_model, inputs, expected_grads, eager_grads,
             out = float_outputs(compiled(**{k: v.to("neuron") for k, v in inputs.items()}))
             grads = {n: g.cpu() for n, g in (_backward(model, out) or {}).items()}
     except Exception as exc:  # noqa: BLE001
-        _set(row, "compile_backward", "error", _first_line(exc))
+        _set(row, "compile_backward", "error", _first_line(exc) + _if_dynamo_cpu_raises(cpu_model, inputs))
         return
     why, row["compile_backward_max_err"] = compare_tensors(grads, expected_grads)
     if why and eager_grads is not None and compare_tensors(grads, eager_grads)[0] is None:
@@ -483,6 +483,20 @@ def _dynamo_cpu_grads_agree(cpu_model, inputs, grads):
     finally:
         for n, p in cpu_model.named_parameters():
             p.grad = saved[n]
+
+
+def _if_dynamo_cpu_raises(cpu_model, inputs):
+    """A note for a compile error: whether torch.compile(backend='eager') of the CPU model
+    raises too, which makes the error Dynamo's tracing of the model, not neuron's."""
+    import torch
+    try:
+        torch._dynamo.reset()
+        _seed()
+        with torch.no_grad():
+            torch.compile(cpu_model, backend="eager")(**inputs)
+    except Exception:  # noqa: BLE001 - any error there is the model's under Dynamo
+        return " (Dynamo's eager backend on CPU raises too: a tracing problem, not neuron's)"
+    return ""
 
 
 def _dynamo_cpu_agrees(cpu_model, inputs, out):

@@ -202,6 +202,34 @@ def test_compile_mismatch_from_tracing_is_told_apart():
     assert cpu_model.weight.grad is expected_grads["weight"]
 
 
+class _FailsUnderDynamo(__import__("torch").nn.Module):
+    """Raises when traced by Dynamo, on any device, and runs in eager mode (as some models do
+    when transformers takes its compile-time branches)."""
+
+    def forward(self, input_values):
+        import torch
+        if torch.compiler.is_compiling():
+            return {"out": input_values.expand(3, 5)}  # a shape the input cannot expand to
+        return {"out": input_values * 2}
+
+
+def test_compile_error_from_tracing_is_told_apart():
+    import torch
+    cpu_model = _FailsUnderDynamo()
+    inputs = {"input_values": torch.ones(2, 3, requires_grad=True)}
+    expected = sweep.float_outputs(cpu_model(**inputs))
+    for column, run in (("compile", lambda row: sweep._compile_run(
+            _FailsUnderDynamo(), cpu_model, inputs, expected, row)),
+            ("compile_backward", lambda row: sweep._compile_backward_run(
+                _FailsUnderDynamo(), cpu_model, inputs, {"x": torch.ones(1)}, None, row))):
+        row = sweep._record("fake", "_FailsUnderDynamo")
+        run(row)
+        assert row[column] == "error"
+        assert "raises too: a tracing problem, not neuron's" in row["reasons"][column]
+    # An error only neuron's compile gives is not excused.
+    assert sweep._if_dynamo_cpu_raises(_Scale(), {"input_values": torch.ones(3)}) == ""
+
+
 class _Scale(__import__("torch").nn.Module):
     def __init__(self):
         import torch
