@@ -140,7 +140,10 @@ def step_runner(case, device, backend):
     return run
 
 
-def interleaved_step_seconds(runs, rounds=7, min_time=0.25):
+ROUNDS = 7
+
+
+def interleaved_step_seconds(runs, rounds=ROUNDS, min_time=0.25):
     """Median seconds per step of each run, and the median per-round ratio of every pair.
 
     The runs take turns within each round, so a slow spell of a shared machine hits all of
@@ -202,7 +205,7 @@ def main():
         ms = {key: value * 1e3 for key, value in seconds.items()}
         print(f"{name:24s} {ms['cpu']:8.2f} {ms['inductor']:9.2f} {ms['eager']:8.2f} {ms['compiled']:9.2f}"
               f" {ratio('eager', 'compiled'):14.2f}x {ratio('inductor', 'compiled'):17.2f}x")
-    print("(medians over 7 rounds in which the four runs take turns; ratios are per-round medians)")
+    print(f"(medians over {ROUNDS} rounds in which the four runs take turns; ratios are per-round medians)")
     with tempfile.TemporaryDirectory() as cache:
         cold, built, _ = compile_seconds(cache)
         warm, rebuilt, reloaded = compile_seconds(cache)

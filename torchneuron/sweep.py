@@ -485,15 +485,21 @@ def _dynamo_cpu_grads_agree(cpu_model, inputs, grads):
             p.grad = saved[n]
 
 
-def _if_dynamo_cpu_raises(cpu_model, inputs):
-    """A note for a compile error: whether torch.compile(backend='eager') of the CPU model
-    raises too, which makes the error Dynamo's tracing of the model, not neuron's."""
+def _dynamo_cpu_forward(cpu_model, inputs):
+    """The CPU model's float outputs through torch.compile(backend='eager'), under no_grad: what
+    Dynamo's tracing alone gives, with no neuron code involved. Raises what that raises."""
     import torch
+    torch._dynamo.reset()
+    _seed()
+    with torch.no_grad():
+        return float_outputs(torch.compile(cpu_model, backend="eager")(**inputs))
+
+
+def _if_dynamo_cpu_raises(cpu_model, inputs):
+    """A note for a compile error: whether Dynamo's eager backend on the CPU model raises too,
+    which makes the error Dynamo's tracing of the model, not neuron's."""
     try:
-        torch._dynamo.reset()
-        _seed()
-        with torch.no_grad():
-            torch.compile(cpu_model, backend="eager")(**inputs)
+        _dynamo_cpu_forward(cpu_model, inputs)
     except Exception:  # noqa: BLE001 - any error there is the model's under Dynamo
         return " (Dynamo's eager backend on CPU raises too: a tracing problem, not neuron's)"
     return ""
@@ -501,12 +507,8 @@ def _if_dynamo_cpu_raises(cpu_model, inputs):
 
 def _dynamo_cpu_agrees(cpu_model, inputs, out):
     """True if torch.compile(backend='eager') of the CPU model matches `out` (CPU tensors)."""
-    import torch
     try:
-        torch._dynamo.reset()
-        _seed()
-        with torch.no_grad():
-            traced = float_outputs(torch.compile(cpu_model, backend="eager")(**inputs))
+        traced = _dynamo_cpu_forward(cpu_model, inputs)
     except Exception:  # noqa: BLE001 - no verdict: the mismatch stands as it is
         return False
     return compare_tensors(out, traced)[0] is None
