@@ -14,7 +14,7 @@ namespace {
 
 struct Template {
   int arity;
-  const char* expression;  // {0}, {1}, {2}: operands in the compute type; {T}: that type
+  const char* expression;  // {0} to {3}: operands in the compute type; {T}: that type
 };
 
 // Each formula matches the eager kernel of the same op, so fused and eager results agree.
@@ -74,6 +74,10 @@ const std::map<std::string, Template>& templates() {
       {"logical_and", {2, "({0} != {T}(0)) && ({1} != {T}(0))"}},
       {"logical_or", {2, "({0} != {T}(0)) || ({1} != {T}(0))"}},
       {"where", {3, "({0} != {T}(0) ? {1} : {2})"}},
+      // Whole, with the value as a literal {3}: one rounding of a half-precision result, as
+      // eager mode's kernel does (their decompositions round each of three steps).
+      {"addcmul", {4, "{0} + {3} * {1} * {2}"}},
+      {"addcdiv", {4, "{0} + {3} * {1} / {2}"}},
       {"threshold_backward", {3, "({1} <= {2} ? {T}(0) : {0})"}},
       {"sigmoid_backward", {2, "{0} * ({T}(1) - {1}) * {1}"}},
       {"tanh_backward", {2, "{0} * ({T}(1) - {1} * {1})"}},
@@ -233,6 +237,20 @@ std::string rounded(DType dtype, const std::string& value) {
   return value;
 }
 
+// A node's value as a kernel keeps it: rounded to a half-precision dtype when the graph rounds
+// intermediates, when the node converts to that dtype from another, or when it is a graph
+// output. A graph output (an activation saved for the backward) is used rounded here too, so
+// that the backward, recomputing from its saved copy, gets the values the forward computed.
+std::string kept(const Graph& graph, const Node& node, const std::string& value) {
+  const Value& out = graph.values()[node.outputs[0]];
+  const DType dtype = out.dtype;
+  bool round = graph.round_intermediates() || out.graph_output;
+  if (!round && node.op == "identity" && node.operands[0].is_value()) {
+    round = graph.values()[node.operands[0].value].dtype != dtype;
+  }
+  return round ? rounded(dtype, value) : value;
+}
+
 std::string expand(const std::string& pattern, const std::vector<std::string>& operands, const std::string& type) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -247,7 +265,14 @@ std::string expand(const std::string& pattern, const std::vector<std::string>& o
   return out;
 }
 
-// The statement computing a pointwise node's value v<id>, rounded to its dtype.
+// Whether operand k of a pointwise op is compared (its value decides a boolean).
+bool compares_operand(const std::string& op, size_t k) {
+  static const std::set<std::string> comparisons{"eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and",
+                                                 "logical_or"};
+  return comparisons.count(op) > 0 || (op == "threshold_backward" && k == 1);
+}
+
+// The statement computing a pointwise node's value v<id>, kept as kept() decides.
 std::string node_line(const Graph& graph, const Node& node, const std::string& indent) {
   const Template& t = templates().at(node.op);
   const std::string type = compute_type(node.compute);
@@ -256,8 +281,14 @@ std::string node_line(const Graph& graph, const Node& node, const std::string& i
   // mul and div use it in float.
   const bool round_literal = (node.op == "add" || node.op == "sub") &&
                              (node.compute == DType::kBFloat16 || node.compute == DType::kFloat16);
-  for (const Operand& o : node.operands) {
+  for (size_t k = 0; k < node.operands.size(); ++k) {
+    const Operand& o = node.operands[k];
     std::string text = o.is_value() ? type + "(v" + std::to_string(o.value) + ")" : literal(o.literal, node.compute);
+    // A comparison sees half-precision values as stored: a value recomputed here in float must
+    // still equal its rounded copy read from memory (amax's backward compares x with max(x)).
+    if (o.is_value() && !graph.round_intermediates() && compares_operand(node.op, k)) {
+      text = rounded(graph.values()[o.value].dtype, text);
+    }
     if (!o.is_value() && round_literal) {
       text = std::string(node.compute == DType::kBFloat16 ? "tn_round_bf16(" : "tn_round_f16(") + text + ")";
     }
@@ -265,7 +296,7 @@ std::string node_line(const Graph& graph, const Node& node, const std::string& i
   }
   const Value& out = graph.values()[node.outputs[0]];
   return indent + "const " + compute_type(out.dtype) + " v" + std::to_string(out.id) + " = " +
-         rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + expand(t.expression, operands, type) + ")") + ";\n";
+         kept(graph, node, std::string(compute_type(out.dtype)) + "(" + expand(t.expression, operands, type) + ")") + ";\n";
 }
 
 // How an input is read in the inner loop. Rank-0 inputs are one value for the whole kernel;
@@ -695,7 +726,7 @@ std::string reduction_kernel_source(const Graph& graph, const Kernel& kernel) {
       if (nan_flag(n)) result = "nan" + std::to_string(n) + " ? std::numeric_limits<" + type + ">::quiet_NaN() : " + result;
       const Value& out = values[node.outputs[0]];
       src << "    const " << compute_type(out.dtype) << " v" << out.id << " = "
-          << rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";
+          << kept(graph, node, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";
     }
     row_nodes_ready_at(loop + 1);
   }
@@ -891,7 +922,7 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
     if (nan_flag(n)) result = "nan" + std::to_string(n) + "[c] ? std::numeric_limits<" + type + ">::quiet_NaN() : " + result;
     const Value& out = values[node.outputs[0]];
     src << "    const " << compute_type(out.dtype) << " v" << out.id << " = "
-        << rounded(out.dtype, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";
+        << kept(graph, node, std::string(compute_type(out.dtype)) + "(" + result + ")") << ";\n";
   }
   for (int n : column_nodes) src << node_line(graph, nodes[n], "    ");
   for (int k = 0; k < outputs; ++k) {

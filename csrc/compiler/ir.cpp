@@ -136,6 +136,7 @@ std::string Graph::to_string() const {
     for (size_t d = 0; d < shape.size(); ++d) text += (d ? "," : "") + shape[d];
     return text + "]";
   };
+  if (round_intermediates_) out << "round_intermediates\n";
   for (int input : inputs_) out << "in v" << input << ":" << dtype_name(values_[input].dtype) << shape_text(values_[input].shape) << "\n";
   for (const Node& node : nodes_) {
     if (node.removed) continue;

@@ -64,6 +64,12 @@ class Graph {
                               const std::vector<Shape>& shapes);
   void mark_output(int value);
 
+  // Whether each half-precision value is rounded to its dtype where it is computed, as eager
+  // mode stores every op's result (Inductor's emulate_precision_casts). Off: a kernel keeps its
+  // intermediates in float and rounds only what it stores and explicit casts, as Inductor does.
+  bool round_intermediates() const { return round_intermediates_; }
+  void set_round_intermediates(bool round) { round_intermediates_ = round; }
+
   const std::vector<Value>& values() const { return values_; }
   std::vector<Value>& values() { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -81,6 +87,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<int> inputs_;
   std::vector<int> outputs_;
+  bool round_intermediates_ = false;
 };
 
 }  // namespace torchneuron::compiler

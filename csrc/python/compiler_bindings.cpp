@@ -50,6 +50,7 @@ void register_compiler(py::module_& parent) {
         return g.add_opaque(external_id, inputs, parsed, shapes);
       })
       .def("mark_output", &cc::Graph::mark_output)
+      .def_property("round_intermediates", &cc::Graph::round_intermediates, &cc::Graph::set_round_intermediates)
       .def("__str__", &cc::Graph::to_string);
 
   // Runs the passes and code generation; returns the program as plain Python data.

@@ -41,19 +41,56 @@ def pointwise_chain(x, y):
     return b.sum(), torch.sigmoid(b) * 3, (b > 1).logical_not()
 
 
+@pytest.mark.parametrize("emulate_precision_casts", [False, True], ids=["float_inside", "eager_rounding"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_fused_kernel_matches_eager(dtype, no_fallback):
+def test_fused_kernel_matches_eager(dtype, emulate_precision_casts, monkeypatch, no_fallback):
+    """A bfloat16 kernel computes in float and rounds what it stores, so it matches the float32
+    chain rounded once (the sum: within its own accumulation order); emulating eager's casts, it
+    matches the bfloat16 chain run op by op."""
+    import torchneuron.compiler
+
+    monkeypatch.setattr(torchneuron.compiler, "emulate_precision_casts", emulate_precision_casts)
     x = torch.randn(64, 32, device="neuron").to(dtype)
     y = torch.randn(32, device="neuron").to(dtype)  # broadcast into the kernel
-    expected = pointwise_chain(x, y)
+    if emulate_precision_casts or dtype == torch.float32:
+        expected = pointwise_chain(x, y)
+    else:
+        expected = [e.to(dtype) if e.is_floating_point() else e for e in pointwise_chain(x.float(), y.float())]
     got = torch.compile(pointwise_chain, backend="neuron")(x, y)
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
-        torch.testing.assert_close(g.cpu(), e.cpu(), atol=1e-5, rtol=1e-5)
+        tolerance = dict(atol=0.0, rtol=2 ** -8) if e.dim() == 0 and dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(g.cpu(), e.cpu(), **tolerance)
     stats = torchneuron.compile_stats()
     assert stats["graphs_compiled"] == 1 and stats["graphs_eager"] == 0
     assert stats["kernels_generated"] == 1  # every op, the sum too, in one loop nest
     assert stats["ops_lowered"] >= 9 and stats["ops_eager"] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_addcmul_and_addcdiv_fuse_whole_with_eagers_formula(dtype, no_fallback):
+    """addcmul and addcdiv are not decomposed: each is one fused op computing eager mode's
+    formula, so the kernel matches eager bit for bit. torch.addcdiv with a value, which Dynamo
+    itself splits into div, mul and add, is rounded once at the end: within one bfloat16 ulp."""
+    def f(a, b, c):
+        if dtype == torch.int64:
+            return (torch.addcmul(a, b, c, value=3),)
+        return a.addcdiv(b, c, value=-0.3), torch.addcmul(a, b, c, value=2.5), torch.addcdiv(a, b, c)
+
+    torch.manual_seed(0)
+    if dtype == torch.int64:
+        a, b, c = (torch.randint(-50, 50, (64, 33), device="neuron") for _ in range(3))
+    else:
+        a, b, c = (torch.randn(64, 33, device="neuron").to(dtype) for _ in range(3))
+    for g, e in zip(torch.compile(f, backend="neuron")(a, b, c), f(a, b, c)):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g.cpu(), e.cpu(), atol=0, rtol=0)
+    stats = torchneuron.compile_stats()
+    assert stats["kernels_generated"] == 1 and stats["ops_eager"] == 0 and stats["ops_lowered"] == len(f(a, b, c))
+    if dtype != torch.int64:
+        split = lambda a, b, c: torch.addcdiv(a, b, c, value=3.14)
+        got = torch.compile(split, backend="neuron")(a, b, c)
+        torch.testing.assert_close(got.cpu(), split(a, b, c).cpu(), atol=1e-5, rtol=2 ** -8)
 
 
 def test_relu_backward_fuses_into_one_kernel(no_fallback):
@@ -180,10 +217,15 @@ class NormAndSoftmax(nn.Module):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_reductions_fuse_with_their_pointwise_neighbours(dtype, native, monkeypatch, no_fallback):
     """Row reductions (keepdim or not) and a small full reduction fuse with the pointwise ops
-    before and after them; forward and backward match CPU PyTorch, on both executors."""
+    before and after them; forward and backward match CPU PyTorch, on both executors.
+    bfloat16 rounds as eager mode does, so that amax's and amin's gradients split between the
+    same ties as CPU's (test_bfloat16_backward_recomputes_the_forwards_values covers the
+    default)."""
+    import torchneuron.compiler
     from torchneuron.compiler import program
 
     monkeypatch.setattr(program, "native_executor", native)
+    monkeypatch.setattr(torchneuron.compiler, "emulate_precision_casts", dtype == torch.bfloat16)
     torch.manual_seed(0)
     reference = NormAndSoftmax(40).to(dtype)  # rows of 40: five 8-lane blocks, no remainder; 37 below has one
     model = copy.deepcopy(reference).to("neuron")
@@ -207,6 +249,31 @@ def test_reductions_fuse_with_their_pointwise_neighbours(dtype, native, monkeypa
     torch.testing.assert_close(x_neuron.grad.cpu(), x.grad, **tolerance)
     torch.testing.assert_close(model.weight.grad.cpu(), reference.weight.grad, atol=5e-2 if dtype != torch.float32 else 1e-4,
                                rtol=2e-2 if dtype != torch.float32 else 1e-4)
+
+
+def test_bfloat16_backward_recomputes_the_forwards_values(no_fallback):
+    """bfloat16 kernels keep intermediates in float, but round a value the forward saves for
+    the backward where they compute it: the backward recomputes the normed rows from the saved
+    scale, and amax's gradient, which compares them with the saved maximum, must find that
+    maximum in each row (without the rounding it found none: 0/0, NaN). Each row's maximum and
+    minimum are planted well clear of the others, so that the gradient matches a float64
+    reference."""
+    torch.manual_seed(0)
+    model = NormAndSoftmax(40)
+    x = torch.randn(6, 37, 40) * 0.5
+    top = torch.randint(0, 40, (6, 37, 1))
+    x.scatter_(-1, top, 4.0).scatter_(-1, (top + 1) % 40, -4.0)
+    reference_x = x.double().requires_grad_()
+    reference_loss = lambda outs: (outs[0] * outs[0]).sum() + outs[1] + outs[2].sum() + outs[3].sum()
+    reference_loss(copy.deepcopy(model).double()(reference_x)).backward()
+
+    device_model = copy.deepcopy(model).to("neuron", torch.bfloat16)
+    x_neuron = x.to("neuron", torch.bfloat16).requires_grad_()
+    outs = torch.compile(device_model, backend="neuron")(x_neuron)
+    reference_loss(outs).backward()
+    grad = x_neuron.grad.cpu().double()
+    assert torch.isfinite(grad).all()
+    torch.testing.assert_close(grad, reference_x.grad, atol=0.05, rtol=0.03)
 
 
 def test_reduction_kernel_inputs_in_any_layout(no_fallback):
@@ -956,7 +1023,7 @@ def test_graph_cache_hit_of_a_rejected_graph_runs_it_eagerly(monkeypatch):
     torch.compile(f, backend="neuron")(x)
     torch._dynamo.reset()
 
-    def reject(gm):
+    def reject(gm, **options):
         raise RuntimeError("lowering rejected this graph")
 
     monkeypatch.setattr(lowering, "lower", reject)
@@ -1066,7 +1133,8 @@ def test_column_kernel_computes_a_broadcast_mask_inside_its_pass(no_fallback):
 def test_pointwise_kernel_with_many_broadcast_operands(dtype, no_fallback):
     """Masks and scales over rows (innermost dim 1) are read once per run without a broadcast
     flag, so a kernel with more of them than the three flags the codegen unswitches still
-    takes its vectorized path; an input expanded at run time (stride 0) still reads right."""
+    takes its vectorized path; an input expanded at run time (stride 0) still reads right.
+    bfloat16 computes in float inside the kernel: the float32 result, rounded once."""
     def f(x, m1, m2, m3, scale, w):
         y = torch.where(m1, x, 0.0) + torch.where(m2, x * 2, 1.0) * scale
         return torch.where(m3, y, -y) * w + scale
@@ -1078,5 +1146,6 @@ def test_pointwise_kernel_with_many_broadcast_operands(dtype, no_fallback):
     for row_scale in (scale, scale[:1].expand(64, 1)):
         args = (x.to(dtype), m1, m2, m3, row_scale.to(dtype), w.to(dtype))
         got = compiled(*(a.to("neuron") for a in args))
-        torch.testing.assert_close(got.cpu(), f(*args))
+        expected = f(*(a.float() if a.is_floating_point() else a for a in args)).to(dtype)
+        torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
     assert torchneuron.compile_stats()["graphs_eager"] == 0

@@ -273,7 +273,7 @@ def test_graphs_the_compiler_gives_back_are_counted(monkeypatch):
     import torch
     from torchneuron.compiler import lowering
 
-    def reject(gm):
+    def reject(gm, **options):
         raise RuntimeError("lowering rejected this graph")
 
     monkeypatch.setattr(lowering, "lower", reject)

@@ -20,6 +20,13 @@ from .. import _C
 
 __all__ = ["neuron_backend", "compile_stats", "reset_compile_stats", "cache_dir"]
 
+# Half-precision (bfloat16, float16) values inside a fused kernel stay in float; only stored
+# values and explicit casts are rounded, as Inductor does by default. True rounds every value
+# where it is computed, as eager mode stores each op's result: bitwise agreement with eager mode
+# for chains of ops, at the price of rounding composite ops that Dynamo or AOTAutograd
+# decompose (addcdiv with a value, lerp, softplus) at each step where eager rounds once.
+emulate_precision_casts = False
+
 _lock = threading.Lock()
 _stats = {}
 _libraries = {}  # source hash -> loaded artifact (the in-memory cache)
@@ -95,7 +102,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         update_batch_norm_stats_in_place(gm)
         split_bias_from_addmm(gm)
         stack_select_backward_sums(gm)
-        lowered = lower(gm)
+        lowered = lower(gm, round_intermediates=emulate_precision_casts)
         plan = _C._compiler.plan(lowered.graph)
         library = _load_artifact(plan["source"]) if plan["kernels"] else None
         program = CompiledProgram(gm, lowered, plan, library)
@@ -118,7 +125,10 @@ def _decompositions():
     would split into many launches (norms, pooling, indexing, some reductions, losses).
     Pointwise activations decompose: their pieces fuse. So do softmax and log-softmax (forward
     and backward), whose pieces become one row kernel with the ops around them; measured
-    against the native kernels, cross entropy's forward and backward ran 1.6-2.6x faster."""
+    against the native kernels, cross entropy's forward and backward ran 1.6-2.6x faster.
+    addcmul and addcdiv stay whole, one fused pointwise op with eager mode's formula: the same
+    order of operations, and one rounding of a half-precision result under
+    emulate_precision_casts."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     aten = torch.ops.aten
@@ -129,7 +139,8 @@ def _decompositions():
             aten.bmm, aten.baddbmm, aten.index_select, aten.cat, aten.mse_loss, aten.mse_loss_backward,
             aten.upsample_nearest2d, aten.upsample_bilinear2d, aten.adaptive_avg_pool2d, aten.max_pool2d,
             aten.index_add, aten.index_copy, aten.index_fill, aten.var, aten.std, aten.var_mean, aten.std_mean,
-            aten.logsumexp, aten.binary_cross_entropy, aten.binary_cross_entropy_backward}
+            aten.logsumexp, aten.binary_cross_entropy, aten.binary_cross_entropy_backward, aten.addcmul,
+            aten.addcdiv}
     table = core_aten_decompositions()
     table.update(get_decompositions([aten._softmax, aten._log_softmax, aten._softmax_backward_data,
                                      aten._log_softmax_backward_data]))

@@ -42,6 +42,7 @@ POINTWISE = {
     aten.threshold_backward.default: "threshold_backward", aten.sigmoid_backward.default: "sigmoid_backward",
     aten.tanh_backward.default: "tanh_backward", aten.silu_backward.default: "silu_backward",
     prims.convert_element_type.default: "identity", aten.clone.default: "identity",
+    aten.addcmul.default: "addcmul", aten.addcdiv.default: "addcdiv",
 }
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or"}
 DTYPES = {
@@ -139,6 +140,11 @@ def _pointwise_operands(node: fx.Node, lowered: Lowered):
         # The output's layout is the traced one whatever the memory format asked for; a clone
         # only a kernel reads (dropout with p=0 decomposes to one) then never reaches memory.
         kwargs.pop("memory_format", None)
+    elif target in (aten.addcmul.default, aten.addcdiv.default):
+        out = _tensor_meta(node)
+        if out is None or out.dtype == torch.bool or (target is aten.addcdiv.default and not out.is_floating_point()):
+            return None  # eager mode's errors and fallbacks
+        args.append(kwargs.pop("value", 1))
     elif target in (aten.gelu.default, aten.gelu_backward.default):
         args = args[:2] if target is aten.gelu_backward.default else args[:1]
         kwargs.pop("approximate", None)
@@ -498,9 +504,12 @@ def stack_select_backward_sums(gm: fx.GraphModule) -> int:
     return rewritten
 
 
-def lower(gm: fx.GraphModule) -> Lowered:
-    """Lowers every node of `gm`; raises for graphs the compiler cannot take at all."""
+def lower(gm: fx.GraphModule, round_intermediates: bool = False) -> Lowered:
+    """Lowers every node of `gm`; raises for graphs the compiler cannot take at all.
+    `round_intermediates`: round each half-precision value as eager mode stores it (see
+    torchneuron.compiler.emulate_precision_casts)."""
     lowered = Lowered(graph=_C._compiler.Graph())
+    lowered.graph.round_intermediates = round_intermediates
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = _tensor_meta(node)
