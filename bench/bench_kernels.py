@@ -51,10 +51,11 @@ def case_inputs(device):
     q = torch.randn(8, 8, 256, 64, generator=g)
     image = torch.randn(16, 16, 32, 32, generator=g)
     weight = torch.randn(32, 16, 3, 3, generator=g)
+    conv_grad = torch.randn(16, 32, 32, 32, generator=g)
     tokens = torch.randint(0, 50000, (8192,), generator=g)
     grad = torch.randn(8192, 128, generator=g)
-    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, image=image, weight=weight, tokens=tokens,
-                  grad=grad, mat_bf16=mat.bfloat16())
+    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, image=image, weight=weight, conv_grad=conv_grad,
+                  tokens=tokens, grad=grad, mat_bf16=mat.bfloat16())
     return {k: v.to(device) for k, v in inputs.items()}
 
 
@@ -69,6 +70,8 @@ CASES = [
     ("layer norm (2048x1024)", lambda t: F.layer_norm(t["rows"], (1024,))),
     ("attention (8x8x256x64 causal)", lambda t: F.scaled_dot_product_attention(t["q"], t["q"], t["q"], is_causal=True)),
     ("conv2d (16x16x32x32, 3x3)", lambda t: F.conv2d(t["image"], t["weight"], padding=1)),
+    ("conv2d backward (same)", lambda t: torch.ops.aten.convolution_backward(
+        t["conv_grad"], t["image"], t["weight"], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])),
     ("embedding backward (8192x128)", lambda t: torch.ops.aten.embedding_dense_backward(t["grad"], t["tokens"], 50000, -1, False)),
 ]
 

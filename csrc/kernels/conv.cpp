@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/parallel.h"
@@ -338,6 +339,46 @@ void conv2d_forward(const Conv2dShape& s, const float* input, const float* weigh
   });
 }
 
+namespace {
+
+// The shape of the convolution that computes a stride-1 convolution's input gradient: over
+// grad_out, with padding dilation * (kernel - 1) - padding and the channel counts swapped; its
+// output has the input's size. None when that padding would be negative.
+std::optional<Conv2dShape> input_grad_convolution(const Conv2dShape& s) {
+  const int64_t pad_h = s.dilation_h * (s.kernel_h - 1) - s.pad_h, pad_w = s.dilation_w * (s.kernel_w - 1) - s.pad_w;
+  if (s.stride_h != 1 || s.stride_w != 1 || pad_h < 0 || pad_w < 0) return std::nullopt;
+  Conv2dShape t = s;
+  t.in_channels = s.out_channels;
+  t.out_channels = s.in_channels;
+  t.height = s.out_h();
+  t.width = s.out_w();
+  t.pad_h = pad_h;
+  t.pad_w = pad_w;
+  return t;
+}
+
+// grad_input = the convolution `t` of grad_out with each filter flipped and its input and output
+// channels swapped: the forward's path (Winograd for 3x3 filters), rather than a product and a
+// scatter-add of its columns (col2im), which ran at half the speed.
+void input_grad_by_convolution(const Conv2dShape& s, const Conv2dShape& t, const float* grad_out, const float* weight,
+                               float* grad_input) {
+  const int64_t cin_g = s.in_channels / s.groups, cout_g = s.out_channels / s.groups;
+  const int64_t kh = s.kernel_h, kw = s.kernel_w, taps = kh * kw;
+  std::vector<float> flipped(static_cast<size_t>(s.out_channels * cin_g * taps));
+  for (int64_t g = 0; g < s.groups; ++g) {
+    for (int64_t ci = 0; ci < cin_g; ++ci) {
+      for (int64_t co = 0; co < cout_g; ++co) {
+        const float* from = weight + ((g * cout_g + co) * cin_g + ci) * taps;
+        float* to = flipped.data() + ((g * cin_g + ci) * cout_g + co) * taps;
+        for (int64_t tap = 0; tap < taps; ++tap) to[tap] = from[taps - 1 - tap];
+      }
+    }
+  }
+  conv2d_forward(t, grad_out, flipped.data(), nullptr, grad_input);
+}
+
+}  // namespace
+
 void conv2d_backward(const Conv2dShape& s, const float* grad_out, const float* input, const float* weight,
                      float* grad_input, float* grad_weight, float* grad_bias) {
   const int64_t cin_g = s.in_channels / s.groups, cout_g = s.out_channels / s.groups;
@@ -345,7 +386,10 @@ void conv2d_backward(const Conv2dShape& s, const float* grad_out, const float* i
   const int64_t taps = s.kernel_h * s.kernel_w;
   const int64_t patch = cin_g * taps;
   const int64_t image_size = s.height * s.width;
-  if (grad_input != nullptr) {
+  const std::optional<Conv2dShape> by_convolution = input_grad_convolution(s);
+  if (grad_input != nullptr && by_convolution.has_value()) {
+    input_grad_by_convolution(s, *by_convolution, grad_out, weight, grad_input);
+  } else if (grad_input != nullptr) {
     // Jobs own (image, group, block of input channels): columns = weight^T x grad_out for those
     // channels' rows, added back into their own planes.
     const int64_t planes = s.batch * s.groups;

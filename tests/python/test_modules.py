@@ -46,6 +46,10 @@ def check_conv_against_cpu(conv, x):
     dict(in_channels=3, out_channels=5, kernel_size=3, padding=1, stride=2),
     dict(in_channels=4, out_channels=6, kernel_size=(3, 2), padding=(2, 0), dilation=(2, 1), groups=2, bias=False),
     dict(in_channels=2, out_channels=2, kernel_size=1),
+    # Stride 1: the input gradient is a convolution of grad_output with flipped filters (padding
+    # dilation * (kernel - 1) - padding), unless that padding is negative (the last case).
+    dict(in_channels=3, out_channels=4, kernel_size=5, padding=3, dilation=2),
+    dict(in_channels=3, out_channels=4, kernel_size=1, padding=1),
 ])
 def test_conv2d_forward_backward_native(args):
     torch.manual_seed(0)
