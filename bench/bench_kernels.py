@@ -72,6 +72,8 @@ CASES = [
     ("conv2d (16x16x32x32, 3x3)", lambda t: F.conv2d(t["image"], t["weight"], padding=1)),
     ("conv2d backward (same)", lambda t: torch.ops.aten.convolution_backward(
         t["conv_grad"], t["image"], t["weight"], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])),
+    ("batch norm, training (16x16x32x32)", lambda t: F.batch_norm(t["image"], None, None, training=True)),
+    ("group norm (16x16x32x32, 4 groups)", lambda t: F.group_norm(t["image"], 4)),
     ("embedding backward (8192x128)", lambda t: torch.ops.aten.embedding_dense_backward(t["grad"], t["tokens"], 50000, -1, False)),
 ]
 
