@@ -67,6 +67,8 @@ CASES = [
     ("GEMM f32 1024^3", lambda t: t["mat"] @ t["mat"]),
     ("GEMM bf16 1024^3", lambda t: t["mat_bf16"] @ t["mat_bf16"]),
     ("softmax (2048x1024)", lambda t: torch.softmax(t["rows"], dim=1)),
+    ("log-softmax backward (2048x1024)",
+     lambda t: torch.ops.aten._log_softmax_backward_data(t["rows"], t["rows"], 1, torch.float32)),
     ("layer norm (2048x1024)", lambda t: F.layer_norm(t["rows"], (1024,))),
     ("attention (8x8x256x64 causal)", lambda t: F.scaled_dot_product_attention(t["q"], t["q"], t["q"], is_causal=True)),
     ("conv2d (16x16x32x32, 3x3)", lambda t: F.conv2d(t["image"], t["weight"], padding=1)),
