@@ -74,8 +74,9 @@ const std::map<std::string, Template>& templates() {
       {"logical_and", {2, "({0} != {T}(0)) && ({1} != {T}(0))"}},
       {"logical_or", {2, "({0} != {T}(0)) || ({1} != {T}(0))"}},
       {"where", {3, "({0} != {T}(0) ? {1} : {2})"}},
-      // Whole, with the value as a literal {3}: one rounding of a half-precision result, as
-      // eager mode's kernel does (their decompositions round each of three steps).
+      // Whole, with the value as a literal {3}: eager mode's formula in its order of operations
+      // (the decompositions compute value * (t1 / t2), and under emulate_precision_casts would
+      // round each of three steps where eager rounds once).
       {"addcmul", {4, "{0} + {3} * {1} * {2}"}},
       {"addcdiv", {4, "{0} + {3} * {1} / {2}"}},
       {"threshold_backward", {3, "({1} <= {2} ? {T}(0) : {0})"}},

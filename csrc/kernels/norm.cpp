@@ -20,9 +20,9 @@ void for_channel_runs(const BatchNormShape& s, int64_t c, F&& f) {
   for (int64_t n = 0; n < s.batch; ++n) f((n * s.channels + c) * s.inner, s.inner);
 }
 
-// A sum of double terms in kLanes accumulators by position in each run added (a fixed order,
-// whatever the threads): the compiler vectorizes them into four independent chains, where one
-// running double sum waited on each add (batch norm ran 2-5x slower than CPU PyTorch).
+// A sum of double terms in kLanes accumulators, chosen by a term's position in its run (a fixed
+// order, whatever the threads): the compiler vectorizes them into four independent chains, where
+// one running double sum waited on each add (batch norm ran 2-5x slower than CPU PyTorch).
 class DoubleLanes {
  public:
   template <typename Term>

@@ -44,18 +44,20 @@ def pointwise_chain(x, y):
 @pytest.mark.parametrize("emulate_precision_casts", [False, True], ids=["float_inside", "eager_rounding"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_fused_kernel_matches_eager(dtype, emulate_precision_casts, monkeypatch, no_fallback):
-    """A bfloat16 kernel computes in float and rounds what it stores, so it matches the float32
-    chain rounded once (the sum: within its own accumulation order); emulating eager's casts, it
-    matches the bfloat16 chain run op by op."""
+    """A kernel matches CPU PyTorch; in bfloat16 it computes in float and rounds what it stores,
+    so it matches CPU's float32 chain rounded once (the sum: within its own accumulation order).
+    Emulating eager's casts, it matches eager mode's bfloat16 chain op by op."""
     import torchneuron.compiler
 
     monkeypatch.setattr(torchneuron.compiler, "emulate_precision_casts", emulate_precision_casts)
     x = torch.randn(64, 32, device="neuron").to(dtype)
     y = torch.randn(32, device="neuron").to(dtype)  # broadcast into the kernel
-    if emulate_precision_casts or dtype == torch.float32:
+    if dtype == torch.float32:
+        expected = pointwise_chain(x.cpu(), y.cpu())
+    elif emulate_precision_casts:
         expected = pointwise_chain(x, y)
     else:
-        expected = [e.to(dtype) if e.is_floating_point() else e for e in pointwise_chain(x.float(), y.float())]
+        expected = [e.to(dtype) if e.is_floating_point() else e for e in pointwise_chain(x.cpu().float(), y.cpu().float())]
     got = torch.compile(pointwise_chain, backend="neuron")(x, y)
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
