@@ -71,9 +71,11 @@ def test_fused_kernel_matches_eager(dtype, emulate_precision_casts, monkeypatch,
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
 def test_addcmul_and_addcdiv_fuse_whole_with_eagers_formula(dtype, no_fallback):
-    """addcmul and addcdiv are not decomposed: each is one fused op computing eager mode's
-    formula, so the kernel matches eager bit for bit. torch.addcdiv with a value, which Dynamo
-    itself splits into div, mul and add, is rounded once at the end: within one bfloat16 ulp."""
+    """addcmul and addcdiv are not decomposed: each is one fused op with eager mode's formula.
+    It matches CPU PyTorch (bit for bit in bfloat16 and int64; float32 within its default
+    tolerance, as CPU's vector kernel orders the operations its own way) and eager mode bit for
+    bit. torch.addcdiv with a value, which Dynamo itself splits into div, mul and add, is
+    rounded once at the end: within one bfloat16 ulp of CPU."""
     def f(a, b, c):
         if dtype == torch.int64:
             return (torch.addcmul(a, b, c, value=3),)
@@ -84,15 +86,18 @@ def test_addcmul_and_addcdiv_fuse_whole_with_eagers_formula(dtype, no_fallback):
         a, b, c = (torch.randint(-50, 50, (64, 33), device="neuron") for _ in range(3))
     else:
         a, b, c = (torch.randn(64, 33, device="neuron").to(dtype) for _ in range(3))
-    for g, e in zip(torch.compile(f, backend="neuron")(a, b, c), f(a, b, c)):
+    exact = dict(atol=0, rtol=0)
+    got = torch.compile(f, backend="neuron")(a, b, c)
+    for g, e, eager in zip(got, f(a.cpu(), b.cpu(), c.cpu()), f(a, b, c)):
         assert g.dtype == e.dtype
-        torch.testing.assert_close(g.cpu(), e.cpu(), atol=0, rtol=0)
+        torch.testing.assert_close(g.cpu(), e, **({} if dtype == torch.float32 else exact))
+        torch.testing.assert_close(g.cpu(), eager.cpu(), **exact)
     stats = torchneuron.compile_stats()
-    assert stats["kernels_generated"] == 1 and stats["ops_eager"] == 0 and stats["ops_lowered"] == len(f(a, b, c))
+    assert stats["kernels_generated"] == 1 and stats["ops_eager"] == 0 and stats["ops_lowered"] == len(got)
     if dtype != torch.int64:
         split = lambda a, b, c: torch.addcdiv(a, b, c, value=3.14)
         got = torch.compile(split, backend="neuron")(a, b, c)
-        torch.testing.assert_close(got.cpu(), split(a, b, c).cpu(), atol=1e-5, rtol=2 ** -8)
+        torch.testing.assert_close(got.cpu(), split(a.cpu(), b.cpu(), c.cpu()), atol=1e-5, rtol=2 ** -8)
 
 
 def test_relu_backward_fuses_into_one_kernel(no_fallback):
