@@ -823,10 +823,15 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
   src << "  auto kept_offset = [&](int k, int64_t e) {\n    int64_t off = 0;\n"
          "    for (int d = outer_ndim - 1; d >= 0; --d) { off += (e % sizes[d]) * strides[k * ndim + d]; e /= sizes[d]; }\n"
          "    return off;\n  };\n";
-  src << "  auto folded_offset = [&](int k, int64_t r) {\n"
-         "    if (inner_ndim == 1) return r * strides[k * ndim + ndim - 1];\n    int64_t off = 0;\n"
-         "    for (int d = ndim - 1; d >= outer_ndim; --d) { off += (r % sizes[d]) * strides[k * ndim + d]; r /= sizes[d]; }\n"
-         "    return off;\n  };\n";
+  // Folded offsets advance as an odometer, and the first run's kept offsets are computed once:
+  // dividing per row and operand cost more than a narrow kernel's arithmetic.
+  src << "  int64_t folded_index[16] = {0};\n  int64_t folded_at[kOperands] = {0};\n";
+  src << "  auto next_folded = [&] {\n"
+         "    for (int d = ndim - 1; d >= outer_ndim; --d) {\n"
+         "      for (int k = 0; k < kOperands; ++k) folded_at[k] += strides[k * ndim + d];\n"
+         "      if (++folded_index[d] < sizes[d]) return;\n"
+         "      for (int k = 0; k < kOperands; ++k) folded_at[k] -= sizes[d] * strides[k * ndim + d];\n"
+         "      folded_index[d] = 0;\n    }\n  };\n";
   src << "  int64_t s[kOperands];\n  for (int k = 0; k < kOperands; ++k) s[k] = outer_ndim == 0 ? 0 : strides[k * ndim + outer_ndim - 1];\n";
   src << "  const bool unit = true";
   for (int k = 0; k < operands; ++k) {
@@ -882,15 +887,16 @@ std::string column_kernel_source(const Graph& graph, const Kernel& kernel) {
   };
   // Runs of the block along the innermost kept dim: [c0, c0 + n) of the block is one.
   src << "  const int64_t run = outer_ndim == 0 ? count : sizes[outer_ndim - 1];\n";
-  src << "  for (int64_t r = 0; r < folded; ++r) {\n";
+  src << "  int64_t first_run_at[kOperands];\n  for (int k = 0; k < kOperands; ++k) first_run_at[k] = kept_offset(k, begin);\n";
+  src << "  for (int64_t r = 0; r < folded; ++r, next_folded()) {\n";
   src << "    for (int64_t c0 = 0; c0 < count;) {\n";
   src << "      const int64_t n = unit ? std::min(count - c0, run - (begin + c0) % run) : count;\n";
   for (int k = 0; k < operands; ++k) {
     const int v = k < outputs ? kernel.outputs[k] : kernel.inputs[k - outputs];
     const char* type = storage_type(values[v].dtype);
     src << "      " << (k < outputs ? "" : "const ") << type << "* __restrict p" << k << " = reinterpret_cast<"
-        << (k < outputs ? "" : "const ") << type << "*>(data[" << k << "]) + folded_offset(" << k << ", r)"
-        << " + (unit ? kept_offset(" << k << ", begin + c0) : 0);\n";
+        << (k < outputs ? "" : "const ") << type << "*>(data[" << k << "]) + folded_at[" << k << "]"
+        << " + (!unit ? 0 : c0 == 0 ? first_run_at[" << k << "] : kept_offset(" << k << ", begin + c0));\n";
   }
   std::vector<int> flags;
   for (int v : full_inputs) {

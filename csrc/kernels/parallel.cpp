@@ -22,6 +22,16 @@ using runtime::cpu_relax;
 constexpr int kWorkerSpins = 1000;
 constexpr int kCallerSpins = 4000;
 
+// Every few pauses the poller yields its core: when the host thread and the pool share the
+// cores, the thread polled for may be waiting for one, and pausing alone keeps it waiting.
+inline void spin_pause(int i) {
+  if (i % 32 == 31) {
+    std::this_thread::yield();
+  } else {
+    cpu_relax();
+  }
+}
+
 // One parallel_for call: chunks are claimed through `next`, completion counted in `done`.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
@@ -79,7 +89,7 @@ class ComputePool {
  private:
   void run() {
     for (;;) {
-      for (int i = 0; i < kWorkerSpins && pending_.load(std::memory_order_acquire) == 0; ++i) cpu_relax();
+      for (int i = 0; i < kWorkerSpins && pending_.load(std::memory_order_acquire) == 0; ++i) spin_pause(i);
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -120,7 +130,7 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   job->chunks = (n + job->chunk - 1) / job->chunk;
   pool.post(job, static_cast<int>(std::min<int64_t>(pool.size(), job->chunks - 1)));
   job->work();
-  for (int i = 0; i < kCallerSpins && job->done.load(std::memory_order_acquire) != job->chunks; ++i) cpu_relax();
+  for (int i = 0; i < kCallerSpins && job->done.load(std::memory_order_acquire) != job->chunks; ++i) spin_pause(i);
   if (job->done.load(std::memory_order_acquire) != job->chunks) {
     std::unique_lock<std::mutex> lock(job->mutex);
     job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
