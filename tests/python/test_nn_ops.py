@@ -47,6 +47,20 @@ def test_softmax_family(dtype, dim, no_fallback):
         assert_same(dev_grads[0], cpu_grads[0])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("width", [96, 150, 256])
+def test_softmax_rows_longer_than_the_lanes(dtype, width, no_fallback):
+    """Rows of 64 lanes and a tail (whose exps vectorize on their own) and of whole lanes.
+    Float types only: in bfloat16 a one-ulp difference in log_softmax's rounded output grows
+    through the backward's exp by far more than any tolerance that still tests something."""
+    x = sample((3, 7, width), dtype) * 4
+    weights = torch.linspace(0, 4, width, dtype=dtype)
+    for fn in (lambda t: F.softmax(t, -1) * weights.to(t.device), lambda t: F.log_softmax(t, -1) * 0.5):
+        (cpu, cpu_grads), (dev, dev_grads) = forward_backward(fn, x)
+        assert_same(dev, cpu)
+        assert_same(dev_grads[0], cpu_grads[0])
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm(affine, no_fallback):
     x = sample((3, 4, 8))
