@@ -267,6 +267,31 @@ def test_compiled_gradients_compared_with_cpu_and_with_eager():
     assert "as in eager neuron's backward" in row["reasons"]["compile_backward"]
 
 
+def test_mismatches_are_weighed_against_a_float64_run():
+    """A mismatch's reason gains the largest errors of neuron and of CPU float32 against the CPU
+    model run in float64, computed from the real runs; its status stays a mismatch. Matching
+    columns are left alone."""
+    import torch
+    cpu_model = _Scale()
+    inputs = {"input_values": torch.tensor([[0.5, -1.0, 0.25]])}
+    expected = sweep.float_outputs(cpu_model(**inputs))
+    expected_grads = sweep._backward(cpu_model, expected)
+    row = sweep._record("fake", "_Scale")
+    neuron_out, neuron_grads = sweep._neuron_run(_Scale().to("neuron"), inputs, expected, expected_grads, row)
+    assert row["forward"] == "pass" and row["backward"] == "pass", row
+    # A CPU reference that is off by 1e-3 makes the backward a mismatch in which neuron is the
+    # closer of the two to float64.
+    off = {n: g + 1e-3 for n, g in expected_grads.items()}
+    row["backward"], row["reasons"]["backward"] = "mismatch", "weight: 3/3 elements differ"
+    sweep._weigh_mismatches_against_float64(
+        row, cpu_model, inputs, {"forward": (neuron_out, expected), "backward": (neuron_grads, off)})
+    reason = row["reasons"]["backward"]
+    neuron_error, cpu_error = (float(part.split()[-1]) for part in reason.split(": ", 2)[-1].split(","))
+    assert reason.startswith("weight: 3/3 elements differ; against float64: neuron's largest error")
+    assert neuron_error < 1e-6 and cpu_error == pytest.approx(1e-3, rel=0.01)
+    assert row["backward"] == "mismatch" and "forward" not in row["reasons"]
+
+
 def test_graphs_the_compiler_gives_back_are_counted(monkeypatch):
     """A compiled column passes when a rejected graph runs eagerly; the row counts such graphs
     and keeps the compiler's warning."""
