@@ -80,12 +80,12 @@ CASES = [
 ]
 
 
-def adamw_case(device):
+def adamw_case(device, fused=False):
     torch.manual_seed(0)
     params = [torch.randn(256, 256, device=device, requires_grad=True) for _ in range(8)]
     for p in params:
         p.grad = torch.randn_like(p)
-    optimizer = torch.optim.AdamW(params, lr=1e-3)
+    optimizer = torch.optim.AdamW(params, lr=1e-3, fused=fused)
     return optimizer.step
 
 
@@ -107,6 +107,8 @@ def main():
         rows.append((name, cpu, neuron))
     rows.append(("AdamW step (8 x 256x256)", seconds_per_call(adamw_case("cpu"), "cpu"),
                  seconds_per_call(adamw_case("neuron"), "neuron")))
+    rows.append(("AdamW step, fused (8 x 256x256)", seconds_per_call(adamw_case("cpu", True), "cpu"),
+                 seconds_per_call(adamw_case("neuron", True), "neuron")))
     torch.manual_seed(0)
     model = TinyGPT(vocab=65, context=64, width=128, heads=4, layers=2, dropout=0.0)
     batch = torch.randint(0, 65, (16, 65))
