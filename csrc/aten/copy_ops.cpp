@@ -20,12 +20,15 @@ runtime::HardwareQueue& queue_of(const at::Tensor& t) {
   return runtime_call([&]() -> runtime::HardwareQueue& { return runtime::device(t.device().index()).queue(); });
 }
 
+// A device-side copy converts between the dtypes the kernels compute on; a dtype they only
+// store (unsigned 16/32/64-bit, float8, complex32) moves as bits, to the same dtype.
 void check_copy_dtypes(const at::Tensor& dst, const at::Tensor& src) {
   TORCH_CHECK(!src.is_conj() && !src.is_neg(),
               "neuron copy: the source is a lazily conjugated or negated view; call "
               ".resolve_conj() / .resolve_neg() on it first.");
-  TORCH_CHECK(has_kernel_dtype(dst.scalar_type()) && has_kernel_dtype(src.scalar_type()),
-              "neuron copy: dtype ", src.scalar_type(), " -> ", dst.scalar_type(),
+  const bool converts = has_kernel_dtype(dst.scalar_type()) && has_kernel_dtype(src.scalar_type());
+  const bool as_bits = dst.scalar_type() == src.scalar_type() && copies_as_bits(src.scalar_type());
+  TORCH_CHECK(converts || as_bits, "neuron copy: dtype ", src.scalar_type(), " -> ", dst.scalar_type(),
               " is not supported on neuron.");
 }
 
@@ -47,8 +50,8 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
     staged = staged.clone();
     owned = true;
   }
-  const kernels::StridedView to = strided_view(dst);
-  const kernels::StridedView from = strided_view(staged);
+  const kernels::StridedView to = bits_view(dst);
+  const kernels::StridedView from = bits_view(staged);
   // The command holds `staged` when it is ours or pinned, so the memory outlives the copy.
   at::Tensor keep_alive = (owned || pinned_async) ? staged : at::Tensor();
   const uint64_t seq = enqueue_copy(dst, "aten::copy_ (host to device)", {&src},
@@ -62,8 +65,8 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
                       dst.is_contiguous() && !dst.is_conj() && !dst.is_neg() &&
                       at::has_internal_overlap(dst) != at::MemOverlap::Yes;
   at::Tensor landing = direct ? dst : at::empty(src.sizes(), src.options().device(c10::kCPU));
-  const kernels::StridedView to = strided_view(landing);
-  const kernels::StridedView from = strided_view(src);
+  const kernels::StridedView to = bits_view(landing);
+  const kernels::StridedView from = bits_view(src);
   const bool pinned_async = non_blocking && direct && dst.is_pinned();
   at::Tensor keep_alive = pinned_async ? dst : at::Tensor();
   const uint64_t seq = enqueue_copy(src, "aten::copy_ (device to host)", {&src},
@@ -74,6 +77,15 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
 }
 
 void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
+  if (dst.scalar_type() != src_in.scalar_type() &&
+      (!has_kernel_dtype(dst.scalar_type()) || !has_kernel_dtype(src_in.scalar_type())) &&
+      copies_as_bits(dst.scalar_type()) && copies_as_bits(src_in.scalar_type())) {
+    // A conversion the kernels cannot do (to or from a stored-only dtype): CPU PyTorch does it.
+    at::Tensor host = at::empty(src_in.sizes(), src_in.options().device(c10::kCPU));
+    copy_device_to_host(host, src_in, false);
+    dst.copy_(host);
+    return;
+  }
   check_copy_dtypes(dst, src_in);
   at::assert_no_internal_overlap(dst);
   at::Tensor src = src_in.expand(dst.sizes());
@@ -84,8 +96,8 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
   if (src.is_complex() && !dst.is_complex()) {
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   }
-  const kernels::StridedView to = strided_view(dst);
-  const kernels::StridedView from = strided_view(src);
+  const kernels::StridedView to = bits_view(dst);
+  const kernels::StridedView from = bits_view(src);
   if (dst.device() == src.device()) {
     enqueue(dst, "aten::copy_", {&src, &dst}, [to, from] { kernels::copy(to, from); });
     return;

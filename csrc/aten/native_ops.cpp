@@ -103,8 +103,9 @@ at::Tensor& set_empty_(at::Tensor& self) {
 
 at::Tensor& fill_scalar_(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) return self;
-  if (self.is_complex() || value.isComplex()) {
-    // Complex values take the host path: one staged element, broadcast by the copy.
+  if (self.is_complex() || value.isComplex() || !has_kernel_dtype(self.scalar_type())) {
+    // Complex values and dtypes the kernels only store take the host path: one element made on
+    // the host, broadcast by the copy.
     self.copy_(at::full({}, value, self.options().device(c10::kCPU)));
     return self;
   }

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace torchneuron::aten {
 
@@ -60,18 +61,62 @@ kernels::DType to_kernel_dtype(c10::ScalarType type) {
   }
 }
 
-kernels::StridedView strided_view(const at::Tensor& tensor) {
+namespace {
+
+// The integer kernel dtype of a stored-only dtype's size (dtypes CPU PyTorch also mostly stores).
+std::optional<kernels::DType> bits_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float8_e5m2:
+    case c10::ScalarType::Float8_e4m3fn:
+    case c10::ScalarType::Float8_e5m2fnuz:
+    case c10::ScalarType::Float8_e4m3fnuz:
+    case c10::ScalarType::Float8_e8m0fnu:
+    case c10::ScalarType::Float4_e2m1fn_x2:
+    case c10::ScalarType::Bits1x8:
+    case c10::ScalarType::Bits2x4:
+    case c10::ScalarType::Bits4x2:
+    case c10::ScalarType::Bits8:
+      return kernels::DType::kUInt8;
+    case c10::ScalarType::UInt16:
+    case c10::ScalarType::Bits16:
+      return kernels::DType::kInt16;
+    case c10::ScalarType::UInt32:
+    case c10::ScalarType::ComplexHalf:
+      return kernels::DType::kInt32;
+    case c10::ScalarType::UInt64:
+      return kernels::DType::kInt64;
+    default:
+      return std::nullopt;
+  }
+}
+
+kernels::StridedView view_with_dtype(const at::Tensor& tensor, kernels::DType dtype) {
   TORCH_CHECK(tensor.dim() <= kernels::kMaxDims, "neuron kernels handle at most ",
               kernels::kMaxDims, " dimensions, got a tensor with ", tensor.dim());
   kernels::StridedView view;
   view.data = tensor.data_ptr();
-  view.dtype = to_kernel_dtype(tensor.scalar_type());
+  view.dtype = dtype;
   view.ndim = static_cast<int>(tensor.dim());
   for (int d = 0; d < view.ndim; ++d) {
     view.sizes[d] = tensor.size(d);
     view.strides[d] = tensor.stride(d);
   }
   return view;
+}
+
+}  // namespace
+
+bool copies_as_bits(c10::ScalarType type) { return has_kernel_dtype(type) || bits_dtype(type).has_value(); }
+
+kernels::StridedView bits_view(const at::Tensor& tensor) {
+  if (has_kernel_dtype(tensor.scalar_type())) return strided_view(tensor);
+  const std::optional<kernels::DType> bits = bits_dtype(tensor.scalar_type());
+  TORCH_CHECK(bits.has_value(), "neuron copy: dtype ", tensor.scalar_type(), " is not supported on neuron.");
+  return view_with_dtype(tensor, *bits);
+}
+
+kernels::StridedView strided_view(const at::Tensor& tensor) {
+  return view_with_dtype(tensor, to_kernel_dtype(tensor.scalar_type()));
 }
 
 runtime::TensorSummary summarize(const at::Tensor& tensor) {

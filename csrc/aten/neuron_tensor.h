@@ -34,6 +34,14 @@ bool has_kernel_dtype(c10::ScalarType type);
 // The view of a neuron (or CPU) tensor's memory that kernels take.
 kernels::StridedView strided_view(const at::Tensor& tensor);
 
+// Whether copies can move `type` between memories as bits: a dtype the kernels compute on, or
+// one of 1, 2, 4 or 8 bytes that they only store (unsigned 16/32/64-bit, float8, complex32).
+bool copies_as_bits(c10::ScalarType type);
+
+// strided_view, with a dtype the kernels do not compute on seen as the integer type of its size
+// (for same-dtype copies only).
+kernels::StridedView bits_view(const at::Tensor& tensor);
+
 // Raises, as CUDA does, when a defined tensor is not on `device` (0-dim CPU scalars excepted).
 void check_same_device(const char* op, const c10::Device& device, std::initializer_list<const at::Tensor*> tensors);
 

@@ -251,6 +251,37 @@ def test_complex_roundtrip(dtype):
 
 
 
+STORED_ONLY = [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2, torch.complex32]
+
+
+@pytest.mark.parametrize("dtype", STORED_ONLY, ids=str)
+def test_dtypes_the_kernels_only_store_copy_as_bits(dtype):
+    """Unsigned 16/32/64-bit, float8 and complex32 tensors move between host and device, copy
+    and transpose on the device, fill, and convert (through the host) exactly as on the CPU."""
+    as_bytes = lambda t: t.contiguous().view(torch.uint8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # complex32 is experimental in PyTorch
+        x = (torch.arange(-6, 18, dtype=torch.float32).reshape(4, 6) * 3.25).to(dtype)
+        dev = x.to("neuron")
+        assert dev.dtype == dtype and dev.device.type == "neuron"
+        assert torch.equal(as_bytes(dev.cpu()), as_bytes(x))
+        assert torch.equal(as_bytes(dev.t().contiguous().cpu()), as_bytes(x.t().contiguous()))
+        assert torch.equal(as_bytes(dev[1:, ::2].clone().cpu()), as_bytes(x[1:, ::2]))
+        assert torch.equal(dev.to(torch.float64).cpu(), x.to(torch.float64))
+        assert torch.equal(as_bytes(torch.ones(3, 2, device="neuron").to(dtype).cpu()), as_bytes(torch.ones(3, 2).to(dtype)))
+        for value in (0, 5):
+            got = torch.full((2, 3), value, dtype=dtype, device="neuron")
+            assert torch.equal(as_bytes(got.cpu()), as_bytes(torch.full((2, 3), value, dtype=dtype)))
+    if dtype == torch.uint64:
+        big = torch.tensor([1, 2**40, 2**63 + 5], dtype=torch.uint64)
+        assert torch.equal(big.to("neuron").cpu(), big) and big.to("neuron")[2].item() == big[2].item()
+
+
+def test_sub_byte_dtypes_are_refused_by_name():
+    with pytest.raises(RuntimeError, match="dtype UInt4 -> UInt4 is not supported on neuron"):
+        torch.zeros(3, dtype=torch.uint4).to("neuron")
+
+
 def test_complex_to_real_keeps_the_real_part_with_torchs_warning():
     g = torch.Generator().manual_seed(4)
     x = torch.randn(5, 3, dtype=torch.complex64, generator=g)

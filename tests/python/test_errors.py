@@ -213,9 +213,12 @@ def test_neuron_with_zero_dim_cpu_tensor_is_accepted():
 
 
 def test_unsupported_dtype_is_rejected_on_the_host():
-    with pytest.raises(RuntimeError):
-        torch.ones(2, dtype=torch.float8_e4m3fn).to("neuron")
+    """A sub-byte dtype (float8 and the wide unsigned types now copy as bits) is refused before
+    anything reaches the queue, which stays usable."""
+    with pytest.raises(RuntimeError, match="UInt4 is not supported on neuron"):
+        torch.zeros(2, dtype=torch.uint4).to("neuron")
     torch.neuron.synchronize()
+    assert torch.equal(torch.ones(2, device="neuron").cpu(), torch.ones(2))
 
 
 # ---- fork -----------------------------------------------------------------------------------
