@@ -49,7 +49,7 @@ void adam_elements(const AdamConstants<Acc<T>>& k, const AdamTensors& t, int64_t
     A denominator_sq = v;
     if constexpr (kAmsgrad) {
       const A stored = up(max_sq[i]);
-      const A peak = stored > v ? stored : v;
+      const A peak = stored < v ? v : stored;  // std::max(stored, v), which keeps `stored` when v is NaN
       max_sq[i] = down<T>(peak);
       denominator_sq = peak;
     }

@@ -213,8 +213,8 @@ def test_neuron_with_zero_dim_cpu_tensor_is_accepted():
 
 
 def test_unsupported_dtype_is_rejected_on_the_host():
-    """A sub-byte dtype (float8 and the wide unsigned types now copy as bits) is refused before
-    anything reaches the queue, which stays usable."""
+    """A sub-byte dtype is refused before anything reaches the queue, which stays usable
+    (float8 and the wide unsigned types copy as bits: test_copy)."""
     with pytest.raises(RuntimeError, match="UInt4 is not supported on neuron"):
         torch.zeros(2, dtype=torch.uint4).to("neuron")
     torch.neuron.synchronize()
