@@ -1,8 +1,8 @@
 """torch.neuron: the device module for `neuron`, shaped like torch.cuda."""
 
-import contextlib
 import dataclasses
 import os
+import warnings
 
 import torch
 
@@ -159,20 +159,47 @@ def set_stream(stream):
         torch.accelerator.set_stream(stream)
 
 
-@contextlib.contextmanager
+class StreamContext:
+    """Makes `stream` current inside a `with` block and restores the previous stream and device
+    after it (None: no change)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self._previous = (current_stream(self.stream.device_index), current_device())
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            previous_stream, previous_device = self._previous
+            self._previous = None
+            set_stream(previous_stream)
+            set_device(previous_device)
+        return False
+
+
 def stream(stream):
     """Context manager that makes `stream` current inside the block (None: no change)."""
-    if stream is None:
-        yield
-        return
-    previous = current_stream(stream.device_index)
-    previous_device = current_device()
-    set_stream(stream)
-    try:
-        yield
-    finally:
-        set_stream(previous)
-        set_device(previous_device)
+    return StreamContext(stream)
+
+
+def is_current_stream_capturing():
+    """False: neuron has no stream capture (graph recording), so no stream is ever capturing."""
+    return False
+
+
+def can_device_access_peer(device, peer_device):
+    """Whether `device` can copy to and from `peer_device` directly: any two distinct neuron
+    devices can (copies between them run on the queues, without a stop on the host)."""
+    indices = [_get_device_index(device), _get_device_index(peer_device)]
+    for index in indices:
+        if not 0 <= index < device_count():
+            raise ValueError(f"neuron device index {index} is out of range (0..{device_count() - 1})")
+    return indices[0] != indices[1]
 
 
 # ---- memory --------------------------------------------------------------------------------
@@ -181,6 +208,19 @@ def stream(stream):
 def memory_stats(device=None):
     """Returns the caching allocator's statistics for the device, keyed like torch.cuda's."""
     return torch.accelerator.memory_stats(_get_device_index(device))
+
+
+def memory_stats_as_nested_dict(device=None):
+    """memory_stats as nested dicts: "allocated_bytes.all.current" becomes
+    ["allocated_bytes"]["all"]["current"]."""
+    nested = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        level = nested
+        for part in path:
+            level = level.setdefault(part, {})
+        level[leaf] = value
+    return nested
 
 
 def memory_allocated(device=None):
@@ -211,6 +251,27 @@ def reset_peak_memory_stats(device=None):
 def reset_accumulated_memory_stats(device=None):
     """Resets the running totals (allocated/freed counts) of the allocator statistics."""
     torch.accelerator.reset_accumulated_memory_stats(_get_device_index(device))
+
+
+def reset_max_memory_allocated(device=None):
+    """Deprecated, as in torch.cuda: resets every peak statistic (reset_peak_memory_stats)."""
+    warnings.warn("torch.neuron.reset_max_memory_allocated now calls torch.neuron.reset_peak_memory_stats, "
+                  "which resets /all/ peak memory stats.", FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+def memory_cached(device=None):
+    """Deprecated, as in torch.cuda: memory_reserved."""
+    warnings.warn("torch.neuron.memory_cached has been renamed to torch.neuron.memory_reserved", FutureWarning,
+                  stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None):
+    """Deprecated, as in torch.cuda: max_memory_reserved."""
+    warnings.warn("torch.neuron.max_memory_cached has been renamed to torch.neuron.max_memory_reserved",
+                  FutureWarning, stacklevel=2)
+    return max_memory_reserved(device)
 
 
 def empty_cache():

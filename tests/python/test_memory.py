@@ -196,3 +196,25 @@ def test_out_of_memory_counts_on_its_own_device():
         torch.empty(capacity + 1, dtype=torch.uint8, device="neuron:1")
     assert torch.neuron.memory_stats(1)["num_ooms"] == ooms1 + 1
     assert torch.neuron.memory_stats(0)["num_ooms"] == ooms0
+
+
+def test_nested_stats_and_deprecated_aliases():
+    """memory_stats_as_nested_dict holds the same numbers as memory_stats; the deprecated
+    torch.cuda names warn and give the numbers of their replacements."""
+    keep = torch.empty(1 << 20, device="neuron")
+    flat = torch.neuron.memory_stats()
+    nested = torch.neuron.memory_stats_as_nested_dict()
+    for key, value in flat.items():
+        level = nested
+        for part in key.split("."):
+            level = level[part]
+        assert level == value
+    assert nested["allocated_bytes"]["all"]["current"] >= keep.nbytes
+    with pytest.warns(FutureWarning):
+        assert torch.neuron.memory_cached() == torch.neuron.memory_reserved()
+    with pytest.warns(FutureWarning):
+        assert torch.neuron.max_memory_cached() == torch.neuron.max_memory_reserved()
+    del keep
+    with pytest.warns(FutureWarning):
+        torch.neuron.reset_max_memory_allocated()
+    assert torch.neuron.max_memory_allocated() == torch.neuron.memory_allocated()

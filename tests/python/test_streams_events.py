@@ -215,3 +215,29 @@ def test_streams_on_two_devices():
     expected = x.clone()
     expected[:10] = -1.0
     assert torch.equal(b.cpu(), expected)
+
+
+def test_stream_context_class_and_capture_query():
+    """torch.neuron.stream returns a StreamContext, as torch.cuda.stream does; entering it makes
+    the stream current on its device and leaving restores stream and device; None changes
+    nothing. No stream is ever capturing."""
+    side = torch.neuron.Stream(device=1)
+    context = torch.neuron.stream(side)
+    assert isinstance(context, torch.neuron.StreamContext)
+    with context as entered:
+        assert entered == side
+        assert torch.neuron.current_device() == 1
+        assert torch.neuron.current_stream(1) == side
+        assert not torch.neuron.is_current_stream_capturing()
+    assert torch.neuron.current_device() == 0
+    assert torch.neuron.current_stream(1) == torch.neuron.default_stream(1)
+    with torch.neuron.StreamContext(None) as entered:
+        assert entered is None and torch.neuron.current_device() == 0
+
+
+def test_can_device_access_peer():
+    assert torch.neuron.can_device_access_peer(0, 1)
+    assert torch.neuron.can_device_access_peer("neuron:1", torch.device("neuron", 0))
+    assert not torch.neuron.can_device_access_peer(0, 0)  # as CUDA answers for a device and itself
+    with pytest.raises(ValueError, match="out of range"):
+        torch.neuron.can_device_access_peer(0, torch.neuron.device_count())
