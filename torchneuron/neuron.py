@@ -332,6 +332,10 @@ def memory_summary(device=None, abbreviated=False):
 # ---- random numbers ------------------------------------------------------------------------
 
 
+# Each device's default generator as a torch.Generator, as torch.cuda.default_generators.
+default_generators = _C._default_generators()
+
+
 def manual_seed(seed):
     """Seeds the current neuron device's default generator."""
     _C._manual_seed(current_device(), int(seed))

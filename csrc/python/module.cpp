@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include <ATen/ops/empty.h>
+#include <torch/csrc/Generator.h>
 
 #include <atomic>
 #include <cstring>
@@ -258,6 +259,14 @@ PYBIND11_MODULE(_C, m) {
     rt::check_device_index(index);
     return aten::default_generator(static_cast<c10::DeviceIndex>(index));
   };
+  m.def("_default_generators", [generator]() {
+    // New Python objects for the devices' default generators: torch.neuron keeps one tuple of them.
+    py::tuple generators(rt::device_count());
+    for (int index = 0; index < rt::device_count(); ++index) {
+      generators[index] = py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(generator(index)));
+    }
+    return generators;
+  });
   m.def("_manual_seed", [generator](int index, uint64_t seed) {
     at::Generator gen = generator(index);
     std::lock_guard<std::mutex> lock(gen.mutex());

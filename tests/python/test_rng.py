@@ -188,3 +188,22 @@ def test_low_and_double_precision_random(dtype):
 def test_random_on_integer_tensor_rejected():
     with pytest.raises(RuntimeError):
         torch.empty(4, dtype=torch.int32, device="neuron").normal_()
+
+
+def test_default_generators_are_the_devices_default_generators():
+    """torch.neuron.default_generators holds each device's default generator, as
+    torch.cuda.default_generators does: seeding one through it is seeding the device, and a
+    sample after either seeding is the same."""
+    generators = torch.neuron.default_generators
+    assert len(generators) == torch.neuron.device_count()
+    assert [g.device for g in generators] == [torch.device("neuron", i) for i in range(len(generators))]
+    assert torch.neuron.default_generators is generators
+    generators[1].manual_seed(5)
+    assert torch.neuron.initial_seed(1) == 5
+    torch.neuron.manual_seed_all(7)
+    assert [g.initial_seed() for g in generators] == [7] * len(generators)
+    generators[0].manual_seed(123)
+    through_generator = torch.randn(64, device="neuron").cpu()
+    torch.neuron.manual_seed(123)
+    assert torch.equal(torch.randn(64, device="neuron").cpu(), through_generator)
+    assert not torch.equal(torch.randn(64, device="neuron").cpu(), through_generator)
