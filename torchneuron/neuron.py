@@ -255,21 +255,21 @@ def reset_accumulated_memory_stats(device=None):
 
 def reset_max_memory_allocated(device=None):
     """Deprecated, as in torch.cuda: resets every peak statistic (reset_peak_memory_stats)."""
-    warnings.warn("torch.neuron.reset_max_memory_allocated now calls torch.neuron.reset_peak_memory_stats, "
-                  "which resets /all/ peak memory stats.", FutureWarning, stacklevel=2)
+    warnings.warn("torch.neuron.reset_max_memory_allocated is deprecated: it resets every peak statistic, "
+                  "as torch.neuron.reset_peak_memory_stats does", FutureWarning, stacklevel=2)
     reset_peak_memory_stats(device)
 
 
 def memory_cached(device=None):
     """Deprecated, as in torch.cuda: memory_reserved."""
-    warnings.warn("torch.neuron.memory_cached has been renamed to torch.neuron.memory_reserved", FutureWarning,
+    warnings.warn("torch.neuron.memory_cached is deprecated; use torch.neuron.memory_reserved", FutureWarning,
                   stacklevel=2)
     return memory_reserved(device)
 
 
 def max_memory_cached(device=None):
     """Deprecated, as in torch.cuda: max_memory_reserved."""
-    warnings.warn("torch.neuron.max_memory_cached has been renamed to torch.neuron.max_memory_reserved",
+    warnings.warn("torch.neuron.max_memory_cached is deprecated; use torch.neuron.max_memory_reserved",
                   FutureWarning, stacklevel=2)
     return max_memory_reserved(device)
 
