@@ -64,6 +64,14 @@ def _get_device_index(device, optional=True):
     raise TypeError(f"expected a neuron device, index or None, got {type(device).__name__}")
 
 
+def _existing_device_index(device):
+    """_get_device_index, raising ValueError for an index with no device behind it."""
+    index = _get_device_index(device)
+    if not 0 <= index < device_count():
+        raise ValueError(f"neuron device index {index} is out of range (0..{device_count() - 1})")
+    return index
+
+
 def current_device():
     """Returns the index of the calling thread's current neuron device."""
     return _C._current_device()
@@ -195,11 +203,7 @@ def is_current_stream_capturing():
 def can_device_access_peer(device, peer_device):
     """Whether `device` can copy to and from `peer_device` directly: any two distinct neuron
     devices can (copies between them run on the queues, without a stop on the host)."""
-    indices = [_get_device_index(device), _get_device_index(peer_device)]
-    for index in indices:
-        if not 0 <= index < device_count():
-            raise ValueError(f"neuron device index {index} is out of range (0..{device_count() - 1})")
-    return indices[0] != indices[1]
+    return _existing_device_index(device) != _existing_device_index(peer_device)
 
 
 # ---- memory --------------------------------------------------------------------------------
@@ -400,9 +404,7 @@ class _NeuronDeviceProperties:
 
 def get_device_properties(device=None):
     """Returns name, total_memory (HBM bytes) and engine count of the device."""
-    index = _get_device_index(device)
-    if not 0 <= index < device_count():
-        raise ValueError(f"neuron device index {index} is out of range (0..{device_count() - 1})")
+    _existing_device_index(device)
     return _NeuronDeviceProperties(
         name="NeuronCore (simulated on host CPU)",
         total_memory=_C._hbm_capacity(),
