@@ -34,6 +34,21 @@ inline A lane_max_of(const A* x, int64_t n) {
   return result;
 }
 
+// Sum of x[0..n) in 16 lanes folded as a tree: rows of a block are short, and folding the
+// lanes one by one into a double cost as much as the lanes' own adds.
+template <typename A>
+inline A lane_tree_sum(const A* x, int64_t n) {
+  constexpr int kLanes = 16;
+  A lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += x[i + l];
+  }
+  for (int l = 0; i + l < n; ++l) lanes[l] += x[i + l];
+  fold_lane_tree<kLanes / 2>(lanes, [](A a, A b) { return a + b; });
+  return lanes[0];
+}
+
 // `rows` rows of `cols` elements, `row_stride` apart, in the compute type A and packed: the
 // memory itself when it already is, else a converted or gathered copy.
 template <typename T, typename A>
@@ -157,14 +172,18 @@ void forward_typed(const AttentionShape& s, const AttentionLayout& layout, const
         block_scores(s, slice, bias, causal, scale, bh / s.heads, bh % s.heads, i0, rows, j0, cols, scores);
         for (int64_t r = 0; r < rows; ++r) {
           A* row = scores.data() + r * cols;
-          const A new_max = std::max(row_max[r], lane_max_of(row, cols));
+          // Causally masked scores are -inf and their exps zeros: only the visible ones are
+          // computed (the exps are most of the kernel's time).
+          const int64_t visible = causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
+          std::fill(row + visible, row + cols, A(0));
+          const A new_max = std::max(row_max[r], lane_max_of(row, visible));
           if (new_max == kNegInf) {  // nothing visible yet: this block adds nothing to the row
-            std::fill(row, row + cols, A(0));
+            std::fill(row, row + visible, A(0));
             continue;
           }
           const A correction = exp_of(row_max[r] - new_max);
-          for (int64_t c = 0; c < cols; ++c) row[c] = exp_of(row[c] - new_max);
-          row_sum[r] = row_sum[r] * correction + static_cast<A>(lane_sum_of<A>(cols, [&](int64_t c) { return row[c]; }));
+          for (int64_t c = 0; c < visible; ++c) row[c] = exp_nonpositive_of(row[c] - new_max);
+          row_sum[r] = row_sum[r] * correction + lane_tree_sum(row, visible);
           row_max[r] = new_max;
           A* o = acc.data() + r * ev;
           for (int64_t d = 0; d < ev; ++d) o[d] *= correction;
@@ -222,11 +241,10 @@ void backward_typed(const AttentionShape& s, const AttentionLayout& layout, cons
       A* p = b.probs.data() + r * cols;
       A* ds = b.dscores.data() + r * cols;
       A* dss = b.scaled.data() + r * cols;
-      if (row_lse == kNegInf) {
-        std::fill(p, p + cols, A(0));
-      } else {
-        for (int64_t c = 0; c < cols; ++c) p[c] = exp_of(p[c] - row_lse);
-      }
+      // As in the forward, only the causally visible probabilities are computed.
+      const int64_t visible = row_lse == kNegInf ? 0 : causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
+      for (int64_t c = 0; c < visible; ++c) p[c] = exp_nonpositive_of(p[c] - row_lse);
+      std::fill(p + visible, p + cols, A(0));
       for (int64_t c = 0; c < cols; ++c) {
         ds[c] = p[c] * (ds[c] - row_delta);
         dss[c] = ds[c] * scale;
