@@ -171,11 +171,7 @@ template <typename T> inline T tn_silu_backward(T grad, T x) {
   const T s = T(1) / (T(1) + tn_exp(-x));
   return grad * s * (T(1) + x * (T(1) - s));
 }
-template <typename T> inline T tn_gelu_backward(T grad, T x) {
-  const T cdf = T(0.5) * (T(1) + tn_gelu_erf(x * T(0.70710678118654752440)));
-  const T pdf = tn_exp(T(-0.5) * x * x) * T(0.79788456080286535588 * 0.5);
-  return grad * (cdf + x * pdf);
-}
+template <typename T> inline T tn_gelu_backward(T grad, T x) { return torchneuron::kernels::gelu_backward_of(grad, x); }
 
 }  // namespace
 )PRELUDE";

@@ -385,11 +385,7 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
             return grad * s * (C(1) + x * (C(1) - s));
           });
         case BinaryOp::kGeluErfBackward:
-          return map<T, T, 2>(a, [](C grad, C x) {
-            const C cdf = C(0.5) * (C(1) + gelu_erf_of(x * C(kSqrt1_2)));
-            const C pdf = exp_of(C(-0.5) * x * x) * C(kGeluBeta * 0.5);
-            return grad * (cdf + x * pdf);
-          });
+          return map<T, T, 2>(a, [](C grad, C x) { return gelu_backward_of(grad, x); });
         case BinaryOp::kGeluTanhBackward:
           return map<T, T, 2>(a, [](C grad, C x) {
             const C x_sq = x * x;

@@ -117,9 +117,10 @@ inline float vector_tanh(float x) {
 }
 
 // erf for GELU: float arithmetic with fused multiply-adds, within 1.4 ulp (vector_erf: 1 ulp) and
-// about twice as fast. |x| < 1 as x (c0 + x^2 P(x^2)) with c0 and x^2 carried in two floats each;
+// about twice as fast; the two-argument form also gives exp(-x^2), which it computes anyway and
+// GELU's backward needs. |x| < 1 as x (c0 + x^2 P(x^2)) with c0 and x^2 carried in two floats each;
 // 1 <= |x| < 4 as 1 - exp(-x^2) Q(1/|x|) (P and Q least-squares fits of ours); +-1 beyond.
-inline float vector_erf_gelu(float x) {
+inline float vector_erf_gelu(float x, float& gauss) {
   const float a = std::fabs(x);
   const float t = a * a;
   const float t_low = std::fma(a, a, -t);  // t + t_low == a * a exactly
@@ -145,10 +146,17 @@ inline float vector_erf_gelu(float x) {
   q = std::fma(q, u, 0.03716601684825599f);
   q = std::fma(q, u, 0.5591537774034503f);
   q = std::fma(q, u, 0.0002970229931893807f);
-  const float large = 1.0f - vector_exp(-t) * q;
+  const float e = vector_exp(-t);
+  // exp(-t - t_low) to first order; where t overflows t_low is not finite, and e is 0.
+  gauss = e > 0.0f ? std::fma(-t_low, e, e) : 0.0f;
+  const float large = 1.0f - e * q;
   const float magnitude = a < 1.0f ? small : (a < 4.0f ? large : 1.0f);
   const float result = std::copysign(magnitude, x);
   return x != x ? x : result;
+}
+inline float vector_erf_gelu(float x) {
+  float unused;
+  return vector_erf_gelu(x, unused);
 }
 
 // exp and erf of a kernel's compute type: the vectorizable versions above for float, the C
@@ -187,6 +195,22 @@ inline C gelu_erf_of(C x) {
   } else {
     return std::erf(x);
   }
+}
+
+// d/dx of x Phi(x) = Phi(x) + x phi(x), times grad (phi: the standard normal density), with
+// Phi's erf and phi's exp from one vector_erf_gelu for float.
+template <typename C>
+inline C gelu_backward_of(C grad, C x) {
+  constexpr double kSqrt1_2 = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040143267794;
+  C cdf, gauss;
+  if constexpr (std::is_same_v<C, float>) {
+    cdf = 0.5f * (1.0f + vector_erf_gelu(x * static_cast<float>(kSqrt1_2), gauss));
+  } else {
+    const C z = x * C(kSqrt1_2);
+    cdf = C(0.5) * (C(1) + std::erf(z));
+    gauss = std::exp(-z * z);
+  }
+  return grad * (cdf + x * (gauss * C(kInvSqrt2Pi)));
 }
 
 template <typename C>

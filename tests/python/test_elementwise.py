@@ -121,6 +121,20 @@ def test_training_backward_ops_are_native(no_fallback):
     assert_same(results[1][1], results[0][1])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gelu_backward_across_its_erf_ranges(dtype, no_fallback):
+    """The erf's three ranges (|x / sqrt 2| below 1, below 4, beyond), where the density's exp
+    is shared with the erf's, and infinities, huge and signed-zero inputs, eager and compiled."""
+    x = torch.cat([torch.linspace(-12, 12, 4001, dtype=dtype),
+                   torch.tensor([float("inf"), -float("inf"), 1e20, -1e20, 3e38, 0.0, -0.0, float("nan")], dtype=dtype)])
+    grad = torch.linspace(-2, 2, x.numel(), dtype=dtype)
+    expected = torch.ops.aten.gelu_backward(grad, x)
+    fn = lambda g, v: torch.ops.aten.gelu_backward(g, v)
+    for run in (fn, torch.compile(fn, backend="neuron")):
+        got = run(grad.to("neuron"), x.to("neuron"))
+        assert_same(got, expected)
+
+
 def test_bad_inputs_raise_like_cpu():
     b = torch.ones(3, dtype=torch.bool, device="neuron")
     with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
