@@ -49,13 +49,15 @@ def case_inputs(device):
     mat = torch.randn(1024, 1024, generator=g)
     rows = torch.randn(2048, 1024, generator=g)
     q = torch.randn(8, 8, 256, 64, generator=g)
+    qkv = torch.randn(16, 64, 3, 4, 16, generator=g)  # the tiny GPT's heads: [batch, seq, q/k/v, head, dim]
+    hidden = torch.randn(16, 64, 256, generator=g)
     image = torch.randn(16, 16, 32, 32, generator=g)
     weight = torch.randn(32, 16, 3, 3, generator=g)
     conv_grad = torch.randn(16, 32, 32, 32, generator=g)
     tokens = torch.randint(0, 50000, (8192,), generator=g)
     grad = torch.randn(8192, 128, generator=g)
-    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, image=image, weight=weight, conv_grad=conv_grad,
-                  tokens=tokens, grad=grad, mat_bf16=mat.bfloat16())
+    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, image=image, weight=weight,
+                  conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16())
     return {k: v.to(device) for k, v in inputs.items()}
 
 
@@ -71,6 +73,10 @@ CASES = [
      lambda t: torch.ops.aten._log_softmax_backward_data(t["rows"], t["rows"], 1, torch.float32)),
     ("layer norm (2048x1024)", lambda t: F.layer_norm(t["rows"], (1024,))),
     ("attention (8x8x256x64 causal)", lambda t: F.scaled_dot_product_attention(t["q"], t["q"], t["q"], is_causal=True)),
+    ("attention (16x4x64x16 causal)", lambda t: F.scaled_dot_product_attention(
+        *t["qkv"].permute(2, 0, 3, 1, 4), is_causal=True)),
+    ("GELU (16x64x256)", lambda t: F.gelu(t["hidden"])),
+    ("GELU backward (16x64x256)", lambda t: torch.ops.aten.gelu_backward(t["hidden"], t["hidden"])),
     ("conv2d (16x16x32x32, 3x3)", lambda t: F.conv2d(t["image"], t["weight"], padding=1)),
     ("conv2d backward (same)", lambda t: torch.ops.aten.convolution_backward(
         t["conv_grad"], t["image"], t["weight"], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])),
