@@ -62,6 +62,23 @@ def test_strided_and_large_inputs(no_fallback):
     assert_same(out, x.sum(dim=0), atol=1e-4)
 
 
+def test_leading_dim_reductions_of_stacked_matrices(no_fallback):
+    """Kept dims merge into one when they are one run in both input and output (the column
+    path); sliced inputs, transposed inputs and transposed outputs keep them apart."""
+    full = sample((16, 64, 65), torch.float32, 2)
+    d_full = full.to("neuron")
+    for x, d in [(full, d_full), (full[..., :64], d_full[..., :64]), (full.transpose(1, 2), d_full.transpose(1, 2))]:
+        assert_same(d.sum(0), x.sum(0))
+        assert_same(d.amax(0), x.amax(0))
+        assert_same(d.mean(0, keepdim=True), x.mean(0, keepdim=True))
+    out = torch.empty(65, 64, device="neuron").t()
+    torch.sum(d_full, 0, out=out)
+    assert_same(out, full.sum(0))
+    y = sample((3, 4, 5, 6), torch.float32, 3)
+    assert_same(y.to("neuron").sum((0, 1)), y.sum((0, 1)))
+    assert_same(y.to("neuron").sum((0, 2)), y.sum((0, 2)))
+
+
 def test_nan_and_infinity_propagate(no_fallback):
     x = torch.tensor([[1.0, float("nan"), 3.0], [-float("inf"), -float("inf"), -float("inf")]])
     d = x.to("neuron")
