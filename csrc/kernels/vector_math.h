@@ -220,6 +220,9 @@ inline C tanh_of(C x) {
   }
 }
 
+// The step of lane_sum's and lane_max's remainders: one AVX-512 vector of floats.
+constexpr int kShortLanes = 16;
+
 // Folds lanes[0, 2 * kWidth) into lanes[0] as a tree, pairing lane l with lane l + width.
 // Each level has a constant trip count, so it becomes a few vector ops rather than a loop
 // through memory (which cost as much as summing a 1024-element row).
@@ -233,12 +236,17 @@ inline void fold_lane_tree(V* lanes, Combine&& combine) {
 
 // Sum of n floats in 64 lanes: four vector accumulators, so that the adds overlap instead of
 // waiting on one register, folded as a tree of vector adds and then widened to double.
+// What is left after the 64-lane steps adds into the first lanes in steps of kShortLanes (one
+// vector) before the fold; only the last few elements go one by one into the double.
 inline double lane_sum(const float* x, int64_t n) {
   constexpr int kLanes = 64;
   float lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) lanes[l] += x[i + l];
+  }
+  for (; i + kShortLanes <= n; i += kShortLanes) {
+    for (int l = 0; l < kShortLanes; ++l) lanes[l] += x[i + l];
   }
   fold_lane_tree<kLanes / 2>(lanes, [](float a, float b) { return a + b; });
   double total = lanes[0];
@@ -262,28 +270,24 @@ inline double lane_sum_of(int64_t n, Term&& term) {
   return total;
 }
 
-// Maximum of n floats; NaN if any is NaN. 64 lanes, as in lane_sum.
+// Maximum of n floats; NaN if any is NaN. 64 lanes, then 16, as in lane_sum. A lane that meets
+// a NaN keeps it (a second mask array for NaNs cost as much as the maxima themselves).
 inline float lane_max(const float* x, int64_t n) {
   constexpr int kLanes = 64;
+  auto larger = [](float m, float v) { return v > m || v != v ? v : m; };
   float lanes[kLanes];
-  int nan_seen[kLanes] = {};
   for (int l = 0; l < kLanes; ++l) lanes[l] = -std::numeric_limits<float>::infinity();
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
-      nan_seen[l] |= x[i + l] != x[i + l];
-    }
+    for (int l = 0; l < kLanes; ++l) lanes[l] = larger(lanes[l], x[i + l]);
   }
-  fold_lane_tree<kLanes / 2>(lanes, [](float a, float b) { return b > a ? b : a; });
-  fold_lane_tree<kLanes / 2>(nan_seen, [](int a, int b) { return a | b; });
+  for (; i + kShortLanes <= n; i += kShortLanes) {
+    for (int l = 0; l < kShortLanes; ++l) lanes[l] = larger(lanes[l], x[i + l]);
+  }
+  fold_lane_tree<kLanes / 2>(lanes, larger);
   float result = lanes[0];
-  int any_nan = nan_seen[0];
-  for (; i < n; ++i) {
-    result = x[i] > result ? x[i] : result;
-    any_nan |= x[i] != x[i];
-  }
-  return any_nan ? std::numeric_limits<float>::quiet_NaN() : result;
+  for (; i < n; ++i) result = larger(result, x[i]);
+  return result;
 }
 
 }  // namespace torchneuron::kernels

@@ -61,6 +61,19 @@ def test_softmax_rows_longer_than_the_lanes(dtype, width, no_fallback):
         assert_same(dev_grads[0], cpu_grads[0])
 
 
+@pytest.mark.parametrize("width", [5, 16, 70, 96, 150])
+def test_softmax_rows_with_nan_and_infinities(width, no_fallback):
+    """A NaN anywhere in a row (in the 64-lane part, the 16-lane steps or the last few) makes the
+    row NaN; an infinity dominates it; an all -inf row is NaN, as on CPU."""
+    x = sample((6, width)) * 4
+    for row, col in enumerate([0, width - 1, min(70, width - 1), width // 2]):
+        x[row, col] = float("nan")
+    x[4, width // 3] = float("inf")
+    x[5] = -float("inf")
+    for fn in (lambda t: F.softmax(t, -1), lambda t: F.log_softmax(t, -1)):
+        assert_same(fn(x.to("neuron")), fn(x))
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm(affine, no_fallback):
     x = sample((3, 4, 8))
