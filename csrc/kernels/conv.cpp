@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -420,12 +421,13 @@ void conv2d_backward(const Conv2dShape& s, const float* grad_out, const float* i
   if (grad_weight != nullptr) {
     // grad_weight^T [patch, cout_g] = sum over images of columns [patch, spatial] x grad_out^T
     // [spatial, cout_g]; jobs own blocks of patch rows and walk the images in order.
-    std::fill(grad_weight, grad_weight + s.out_channels * patch, 0.0f);
-    std::vector<float> grad_t(static_cast<size_t>(s.batch * s.out_channels * spatial));  // [n][g][spatial][cout_g]
+    // [n][g][spatial][cout_g], every element written below: left uninitialized, as zero-filling
+    // it took 6% of this kernel's time on the launching thread alone.
+    std::unique_ptr<float[]> grad_t(new float[static_cast<size_t>(s.batch * s.out_channels * spatial)]);
     parallel_for(s.batch * s.groups, 1, [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
         const float* from = grad_out + plane * cout_g * spatial;
-        float* to = grad_t.data() + plane * cout_g * spatial;
+        float* to = grad_t.get() + plane * cout_g * spatial;
         for (int64_t k0 = 0; k0 < spatial; k0 += 64) {
           for (int64_t c = 0; c < cout_g; ++c) {
             for (int64_t k = k0; k < std::min(spatial, k0 + 64); ++k) to[k * cout_g + c] = from[c * spatial + k];
@@ -455,7 +457,7 @@ void conv2d_backward(const Conv2dShape& s, const float* grad_out, const float* i
             im2col_row(s, image + c * image_size, i, j, 0, oh, columns.data() + (p - p_begin) * spatial);
           }
           // Float sums over runs of kSumRun output positions, added up in double.
-          const float* grad = grad_t.data() + (n * s.groups + g) * cout_g * spatial;
+          const float* grad = grad_t.get() + (n * s.groups + g) * cout_g * spatial;
           for (int64_t k0 = 0; k0 < spatial; k0 += kSumRun) {
             partial.resize(static_cast<size_t>(rows * cout_g));
             multiply_into(rows, cout_g, std::min(kSumRun, spatial - k0), columns.data() + k0, spatial, int64_t{1},
