@@ -49,6 +49,25 @@ inline A lane_tree_sum(const A* x, int64_t n) {
   return lanes[0];
 }
 
+// row[c] = exp(row[c] - shift) for c < n, where row[c] <= shift, in whole 16-lane steps (a
+// scalar exp costs as much as a vector one).
+template <typename A>
+inline void exp_shifted(A* row, int64_t n, A shift) {
+  constexpr int kLanes = 16;
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) row[c + l] = exp_nonpositive_of(row[c + l] - shift);
+  }
+  for (; c < n; ++c) row[c] = exp_nonpositive_of(row[c] - shift);
+}
+
+// The end of a causal row's exps: its visible scores rounded up to whole 16-lane steps where
+// the block has them. The masked scores in between are -inf, so their exps are zeros.
+inline int64_t exp_end(int64_t visible, int64_t cols) {
+  constexpr int64_t kLanes = 16;
+  return std::min(cols, (visible + kLanes - 1) / kLanes * kLanes);
+}
+
 // `rows` rows of `cols` elements, `row_stride` apart, in the compute type A and packed: the
 // memory itself when it already is, else a converted or gathered copy.
 template <typename T, typename A>
@@ -172,18 +191,18 @@ void forward_typed(const AttentionShape& s, const AttentionLayout& layout, const
         block_scores(s, slice, bias, causal, scale, bh / s.heads, bh % s.heads, i0, rows, j0, cols, scores);
         for (int64_t r = 0; r < rows; ++r) {
           A* row = scores.data() + r * cols;
-          // Causally masked scores are -inf and their exps zeros: only the visible ones are
-          // computed (the exps are most of the kernel's time).
-          const int64_t visible = causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
-          std::fill(row + visible, row + cols, A(0));
-          const A new_max = std::max(row_max[r], lane_max_of(row, visible));
+          // Causally masked scores are -inf and their exps zeros: only the visible ones (to the
+          // end of their last 16-lane step) are computed; the exps are most of the kernel's time.
+          const int64_t end = exp_end(causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols, cols);
+          std::fill(row + end, row + cols, A(0));
+          const A new_max = std::max(row_max[r], lane_max_of(row, end));
           if (new_max == kNegInf) {  // nothing visible yet: this block adds nothing to the row
-            std::fill(row, row + visible, A(0));
+            std::fill(row, row + end, A(0));
             continue;
           }
           const A correction = exp_of(row_max[r] - new_max);
-          for (int64_t c = 0; c < visible; ++c) row[c] = exp_nonpositive_of(row[c] - new_max);
-          row_sum[r] = row_sum[r] * correction + lane_tree_sum(row, visible);
+          exp_shifted(row, end, new_max);
+          row_sum[r] = row_sum[r] * correction + lane_tree_sum(row, end);
           row_max[r] = new_max;
           A* o = acc.data() + r * ev;
           for (int64_t d = 0; d < ev; ++d) o[d] *= correction;
@@ -241,10 +260,11 @@ void backward_typed(const AttentionShape& s, const AttentionLayout& layout, cons
       A* p = b.probs.data() + r * cols;
       A* ds = b.dscores.data() + r * cols;
       A* dss = b.scaled.data() + r * cols;
-      // As in the forward, only the causally visible probabilities are computed.
-      const int64_t visible = row_lse == kNegInf ? 0 : causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
-      for (int64_t c = 0; c < visible; ++c) p[c] = exp_nonpositive_of(p[c] - row_lse);
-      std::fill(p + visible, p + cols, A(0));
+      // As in the forward, only the causally visible probabilities (in whole steps) are computed.
+      const int64_t end =
+          row_lse == kNegInf ? 0 : exp_end(causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols, cols);
+      exp_shifted(p, end, row_lse);
+      std::fill(p + end, p + cols, A(0));
       for (int64_t c = 0; c < cols; ++c) {
         ds[c] = p[c] * (ds[c] - row_delta);
         dss[c] = ds[c] * scale;
