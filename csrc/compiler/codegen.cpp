@@ -56,7 +56,7 @@ const std::map<std::string, Template>& templates() {
       {"sigmoid", {1, "{T}(1) / ({T}(1) + tn_exp(-{0}))"}},
       {"relu", {1, "tn_relu({0})"}},
       {"silu", {1, "{0} * ({T}(1) / ({T}(1) + tn_exp(-{0})))"}},
-      {"gelu", {1, "{0} * {T}(0.5) * ({T}(1) + tn_gelu_erf({0} * {T}(0.70710678118654752440)))"}},
+      {"gelu", {1, "{0} * tn_gelu_cdf({0})"}},
       // As eager mode computes it: x sigmoid(2y) for 0.5 x (1 + tanh(y)).
       {"gelu_tanh", {1, "{0} / ({T}(1) + tn_exp({T}(-2) * ({T}(0.79788456080286535588) * ({0} + {T}(0.044715) * {0} * {0} * {0}))))"}},
       {"pow", {2, "std::pow({0}, {1})"}},
@@ -164,7 +164,7 @@ inline float tn_exp(float x) { return torchneuron::kernels::vector_exp(x); }
 inline double tn_exp(double x) { return std::exp(x); }
 inline float tn_erf(float x) { return torchneuron::kernels::vector_erf(x); }
 inline double tn_erf(double x) { return std::erf(x); }
-template <typename T> inline T tn_gelu_erf(T x) { return torchneuron::kernels::gelu_erf_of(x); }
+template <typename T> inline T tn_gelu_cdf(T x) { return torchneuron::kernels::gelu_cdf_of(x); }
 template <typename T> inline T tn_tanh(T x) { return torchneuron::kernels::tanh_of(x); }
 
 template <typename T> inline T tn_silu_backward(T grad, T x) {

@@ -91,7 +91,6 @@ void sin_cos_float(const ElementwiseArgs& a) {
   });
 }
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kGeluBeta = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluKappa = 0.044715;
 
@@ -151,7 +150,7 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kTrunc: return map<T, T, 1>(a, [](C x) { return std::trunc(x); });
       case UnaryOp::kSilu: return map<T, T, 1>(a, [](C x) { return x * sigmoid(x); });
       case UnaryOp::kGeluErf:
-        return map<T, T, 1>(a, [](C x) { return x * C(0.5) * (C(1) + gelu_erf_of(x * C(kSqrt1_2))); });
+        return map<T, T, 1>(a, [](C x) { return x * gelu_cdf_of(x); });
       case UnaryOp::kGeluTanh:
         return map<T, T, 1>(a, [](C x) {
           // 0.5 x (1 + tanh(y)) written as x sigmoid(2y): no cancellation where tanh(y) is near
