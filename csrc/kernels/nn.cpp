@@ -22,7 +22,9 @@ namespace {
 
 // Sum of exp(src[j] - shift) over a row, with each term also stored to dst when kStore: one pass
 // instead of an exp pass and a sum pass. The lanes, their tree and the double tail are those of
-// lane_sum, so the sum rounds the same as lane_sum over the stored terms.
+// lane_sum, so the sum rounds the same as lane_sum over the stored terms. shift is the row's
+// maximum, so the exps' arguments are <= 0 (or NaN): vector_exp_nonpositive, whose 0 below
+// -87.3 is a probability under 1.2e-38 beside the row's largest, 1.
 template <bool kStore>
 double exp_sum_row(const float* src, int64_t dim, float shift, float* dst) {
   constexpr int kLanes = 64;
@@ -30,7 +32,7 @@ double exp_sum_row(const float* src, int64_t dim, float shift, float* dst) {
   int64_t j = 0;
   for (; j + kLanes <= dim; j += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
-      const float e = vector_exp(src[j + l] - shift);
+      const float e = vector_exp_nonpositive(src[j + l] - shift);
       if constexpr (kStore) dst[j + l] = e;
       lanes[l] += e;
     }
@@ -41,7 +43,7 @@ double exp_sum_row(const float* src, int64_t dim, float shift, float* dst) {
   float tail[kLanes];
   float* terms = kStore ? dst + j : tail;
   const int64_t rest = dim - j;
-  for (int64_t t = 0; t < rest; ++t) terms[t] = vector_exp(src[j + t] - shift);
+  for (int64_t t = 0; t < rest; ++t) terms[t] = vector_exp_nonpositive(src[j + t] - shift);
   int64_t t = 0;
   for (; t + kShortLanes <= rest; t += kShortLanes) {
     for (int l = 0; l < kShortLanes; ++l) lanes[l] += terms[t + l];
@@ -260,8 +262,11 @@ void layer_norm_backward_float(int64_t rows, int64_t cols, const T* go, const T*
   std::vector<float> weight_buffer;
   const float* wf = w != nullptr && gx != nullptr ? float_row(w, cols, weight_buffer) : nullptr;
   // grad_weight and grad_bias sum over the rows: each block of rows (a size that depends on
-  // cols only, never on threads) adds its rows in order into its own double partial sums,
-  // and the partials are added in block order afterwards. One pass over grad_out and x.
+  // cols only, never on threads) adds its rows in order, kRun rows at a time in float and the
+  // runs into its own double partial sums, and the partials are added in block order
+  // afterwards. One pass over grad_out and x. (Adding each row in double cost three times the
+  // rest of the kernel.)
+  constexpr int64_t kRun = 16;
   const int64_t width = std::max<int64_t>(cols, 1);
   const bool partials = grad_weight != nullptr || grad_bias != nullptr;
   const int64_t block_rows =
@@ -271,10 +276,14 @@ void layer_norm_backward_float(int64_t rows, int64_t cols, const T* go, const T*
   std::vector<double> partial_b(grad_bias != nullptr ? blocks * cols : 0);
   parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> go_row, x_row, out_row(kFloat ? 0 : cols);
+    std::vector<float> run_w(grad_weight != nullptr ? cols : 0), run_b(grad_bias != nullptr ? cols : 0);
     for (int64_t block = begin; block < end; ++block) {
       double* pw = grad_weight != nullptr ? partial_w.data() + block * cols : nullptr;
       double* pb = grad_bias != nullptr ? partial_b.data() + block * cols : nullptr;
-      for (int64_t r = block * block_rows; r < std::min(rows, (block + 1) * block_rows); ++r) {
+      float* rw = run_w.data();
+      float* rb = run_b.data();
+      const int64_t block_end = std::min(rows, (block + 1) * block_rows);
+      for (int64_t r = block * block_rows; r < block_end; ++r) {
         const float* g = float_row(go + r * cols, cols, go_row);
         const float* xr = float_row(x + r * cols, cols, x_row);
         const float m = up(mean[r]), s = up(rstd[r]);
@@ -294,15 +303,20 @@ void layer_norm_backward_float(int64_t rows, int64_t cols, const T* go, const T*
             for (int64_t c = 0; c < cols; ++c) gx[r * cols + c] = T(dst[c]);
           }
         }
-        if (pw != nullptr && pb != nullptr) {
-          for (int64_t c = 0; c < cols; ++c) {
-            pw[c] += g[c] * (xr[c] - m) * s;
-            pb[c] += g[c];
+        const bool first = (r - block * block_rows) % kRun == 0;
+        if (pw != nullptr) {
+          for (int64_t c = 0; c < cols; ++c) rw[c] = (first ? 0.0f : rw[c]) + g[c] * (xr[c] - m) * s;
+        }
+        if (pb != nullptr) {
+          for (int64_t c = 0; c < cols; ++c) rb[c] = (first ? 0.0f : rb[c]) + g[c];
+        }
+        if ((r + 1 - block * block_rows) % kRun == 0 || r + 1 == block_end) {
+          if (pw != nullptr) {
+            for (int64_t c = 0; c < cols; ++c) pw[c] += rw[c];
           }
-        } else if (pw != nullptr) {
-          for (int64_t c = 0; c < cols; ++c) pw[c] += g[c] * (xr[c] - m) * s;
-        } else if (pb != nullptr) {
-          for (int64_t c = 0; c < cols; ++c) pb[c] += g[c];
+          if (pb != nullptr) {
+            for (int64_t c = 0; c < cols; ++c) pb[c] += rb[c];
+          }
         }
       }
     }

@@ -89,6 +89,22 @@ def test_layer_norm(affine, no_fallback):
         assert_same(d, c, 1e-4)
 
 
+@pytest.mark.parametrize("rows, cols, bias", [(1000, 64, True), (37, 3000, True), (300, 96, False)])
+def test_layer_norm_weight_grads_over_many_rows(rows, cols, bias, no_fallback):
+    """grad_weight and grad_bias sum over every row: blocks of rows, runs of 16 rows inside a
+    block, a last run cut short, and blocks shorter than a run (wide rows)."""
+    x, grad = sample((rows, cols)), sample((rows, cols), seed=3)
+    w, b = sample((cols,), seed=1), sample((cols,), seed=2) if bias else None
+    results = []
+    for device in ("cpu", "neuron"):
+        leaves = [t.detach().to(device).requires_grad_() for t in (x, w, b) if t is not None]
+        out = F.layer_norm(leaves[0], (cols,), *leaves[1:])
+        out.backward(grad.to(device))
+        results.append([out.detach()] + [leaf.grad for leaf in leaves])
+    for d, c in zip(results[1], results[0]):
+        assert_same(d, c, 1e-4)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy(reduction, no_fallback):
     logits = sample((6, 5))
