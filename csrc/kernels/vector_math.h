@@ -244,8 +244,9 @@ inline double lane_sum(const float* x, int64_t n) {
   return total;
 }
 
-// Sum of term(0), ..., term(n - 1) in 16 lanes of A (float by default) combined in double.
-// One accumulator per loop: GCC vectorizes that well, two in one loop it does not.
+// Sum of term(0), ..., term(n - 1) in 16 lanes of A (float by default), folded as a tree (one
+// by one into a double, the fold cost as much as a 64-wide row's terms), then the remainder in
+// double. One accumulator per loop: GCC vectorizes that well, two in one loop it does not.
 template <typename A = float, typename Term>
 inline double lane_sum_of(int64_t n, Term&& term) {
   constexpr int kLanes = 16;
@@ -254,9 +255,9 @@ inline double lane_sum_of(int64_t n, Term&& term) {
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
   }
-  double total = 0;
+  fold_lane_tree<kLanes / 2>(lanes, [](A a, A b) { return a + b; });
+  double total = lanes[0];
   for (; i < n; ++i) total += term(i);
-  for (int l = 0; l < kLanes; ++l) total += lanes[l];
   return total;
 }
 
