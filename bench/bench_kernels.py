@@ -56,8 +56,11 @@ def case_inputs(device):
     conv_grad = torch.randn(16, 32, 32, 32, generator=g)
     tokens = torch.randint(0, 50000, (8192,), generator=g)
     grad = torch.randn(8192, 128, generator=g)
+    ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
+    _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, image=image, weight=weight,
-                  conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16())
+                  conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16(), ln_x=ln_x, ln_w=ln_w,
+                  ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
 
 
@@ -72,6 +75,8 @@ CASES = [
     ("log-softmax backward (2048x1024)",
      lambda t: torch.ops.aten._log_softmax_backward_data(t["rows"], t["rows"], 1, torch.float32)),
     ("layer norm (2048x1024)", lambda t: F.layer_norm(t["rows"], (1024,))),
+    ("layer norm backward (16x64x64)", lambda t: torch.ops.aten.native_layer_norm_backward(
+        t["ln_x"], t["ln_x"], [64], t["ln_mean"], t["ln_rstd"], t["ln_w"], t["ln_b"], [True, True, True])),
     ("attention (8x8x256x64 causal)", lambda t: F.scaled_dot_product_attention(t["q"], t["q"], t["q"], is_causal=True)),
     ("attention (16x4x64x16 causal)", lambda t: F.scaled_dot_product_attention(
         *t["qkv"].permute(2, 0, 3, 1, 4), is_causal=True)),
