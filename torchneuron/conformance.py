@@ -120,20 +120,38 @@ def select_ops(ops, names=None, limit=None):
     return keys[:limit] if limit else keys
 
 
-def _to_device(tree, device, requires_grad=False):
-    """Copies every tensor in a nested list/tuple/dict to `device`, keeping requires_grad leaves."""
+def _to_device(tree, device, requires_grad=False, host_leaves=frozenset()):
+    """Copies every tensor in a nested list/tuple/dict to `device`, keeping requires_grad leaves;
+    the leaves whose flattened positions are in `host_leaves` are copied on the CPU instead."""
     import torch
-    from torch.utils._pytree import tree_map
+    from torch.utils._pytree import tree_flatten, tree_unflatten
 
-    def move(x):
+    def move(index, x):
         """Copies one leaf."""
         if not isinstance(x, torch.Tensor):
             return x
-        y = x.detach().to(device, copy=True)
+        y = x.detach().to("cpu" if index in host_leaves else device, copy=True)
         if requires_grad and x.requires_grad and (y.is_floating_point() or y.is_complex()):
             y.requires_grad_(True)
         return y
-    return tree_map(move, tree)
+    leaves, spec = tree_flatten(tree)
+    return tree_unflatten([move(i, x) for i, x in enumerate(leaves)], spec)
+
+
+def _host_leaves(sample, probe):
+    """Positions of the (input, args, kwargs) leaves an OpInfo keeps on the CPU whatever the
+    device (tensor_split's index tensor): those that are CPU tensors in `probe`, the same
+    sample generated for the meta device. Empty when the two do not line up."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+    if probe is None:
+        return frozenset()
+    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    probe_leaves, probe_spec = tree_flatten((probe.input, probe.args, probe.kwargs))
+    if spec != probe_spec:
+        return frozenset()
+    return frozenset(i for i, (x, p) in enumerate(zip(leaves, probe_leaves))
+                     if isinstance(x, torch.Tensor) and isinstance(p, torch.Tensor) and p.device.type == "cpu")
 
 
 def _leaves(tree):
@@ -184,11 +202,11 @@ def compare(actual, expected, dtype):
     return None
 
 
-def _grads(op, sample, device, call=None):
+def _grads(op, sample, device, call=None, host_leaves=frozenset()):
     """Runs op (through `call`, default op itself) on `device` copies of sample and returns
     (output, grads of the sum of float outputs)."""
     import torch
-    inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), device, True)
+    inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), device, True, host_leaves)
     out = (call or op)(inp, *args, **kwargs)
     leaves = [x for x in _leaves((inp, args, kwargs)) if x.requires_grad]
     outs = [o for o in _leaves(out) if o.requires_grad and o.grad_fn is not None]
@@ -265,9 +283,10 @@ def _compiled(op):
     return call
 
 
-def _run_sample(op, sample, dtype, grad, place, compile_mode=False):
+def _run_sample(op, sample, dtype, grad, place, compile_mode=False, host_leaves=frozenset()):
     """Runs one sample; returns ('pass'|'mismatch'|'error'|'skipped', detail, max_abs_err).
-    With compile_mode the device run goes through torch.compile(backend="neuron")."""
+    With compile_mode the device run goes through torch.compile(backend="neuron"); the leaves in
+    host_leaves (see _host_leaves) stay on the CPU for the device run."""
     import torch
     from torch.utils._pytree import tree_map
     to_cpu = (lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x)
@@ -285,9 +304,10 @@ def _run_sample(op, sample, dtype, grad, place, compile_mode=False):
         with place:
             call = _compiled(op) if compile_mode else op
             if grad:
-                out, grads = _grads(op, sample, "neuron", call)
+                out, grads = _grads(op, sample, "neuron", call, host_leaves)
             else:
-                inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), "neuron")
+                inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), "neuron",
+                                               host_leaves=host_leaves)
                 out, grads = call(inp, *args, **kwargs), None
             out, grads = tree_map(to_cpu, out), tree_map(to_cpu, grads)
     except Exception as exc:  # noqa: BLE001
@@ -374,6 +394,18 @@ def _merge(entry, status, detail, err):
         entry["detail"] = detail
 
 
+def _meta_probes(op, dtype, requires_grad, count):
+    """The op's first `count` samples generated for the meta device (None each where that fails
+    or gives another count), to find the tensors an OpInfo keeps on the CPU."""
+    import torch
+    try:
+        torch.manual_seed(0)
+        probes = list(itertools.islice(op.sample_inputs("meta", dtype, requires_grad=requires_grad), count))
+    except Exception:  # noqa: BLE001 - data-dependent sample code cannot run on meta tensors
+        probes = []
+    return probes if len(probes) == count else [None] * count
+
+
 def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=False):
     """Runs one (OpInfo, dtype) entry in this process and returns its record."""
     import torch
@@ -397,9 +429,11 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=F
         except Exception as exc:  # noqa: BLE001
             _merge(entry, "skipped", f"sample generation raised {type(exc).__name__}", None)
             continue
-        for sample in samples:
+        probes = _meta_probes(op, dtype, with_grad, len(samples))
+        for sample, probe in zip(samples, probes):
             heartbeat()
-            status, detail, err = _run_sample(op, sample, dtype_name, with_grad, place, compile_mode)
+            status, detail, err = _run_sample(op, sample, dtype_name, with_grad, place, compile_mode,
+                                              _host_leaves(sample, probe))
             entry["samples"] += status != "skipped"
             entry["float64_arbitrated"] += detail == FLOAT64_ARBITRATED
             _merge(entry, status, detail, err)

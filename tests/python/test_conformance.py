@@ -169,6 +169,25 @@ def test_float64_reference_decides_when_cpu_is_the_inaccurate_one(tmp_path, monk
     assert entry["status"] == "pass" and entry["float64_arbitrated"] >= 1, entry
 
 
+def test_index_tensors_an_opinfo_keeps_on_the_cpu_stay_there():
+    """tensor_split's OpInfo makes its index tensors on the CPU whatever the device (torch
+    requires them there); the harness finds them in the samples made for the meta device and
+    leaves them on the CPU for the device run, instead of reporting the op's refusal as an error."""
+    from torch.testing._internal.common_methods_invocations import op_db
+    op = next(o for o in op_db if o.name == "tensor_split")
+    samples = list(op.sample_inputs("cpu", torch.float32))
+    probes = conformance._meta_probes(op, torch.float32, False, len(samples))
+    kept = [conformance._host_leaves(s, p) for s, p in zip(samples, probes)]
+    assert sum(1 for k in kept if k) == 4  # the four cases with index tensors
+    entry = conformance.run_entry(op, "float32")
+    assert entry["status"] == "pass", entry
+    # Index tensors an OpInfo makes on the device still move there.
+    index_select = next(o for o in op_db if o.name == "index_select")
+    samples = list(index_select.sample_inputs("cpu", torch.float32))
+    probes = conformance._meta_probes(index_select, torch.float32, False, len(samples))
+    assert not any(conformance._host_leaves(s, p) for s, p in zip(samples, probes))
+
+
 def test_timeout_is_error_and_run_continues(tmp_path):
     (tmp_path / "fake_conformance_ops.py").write_text(_FAKE_OPS)
     proc, report = _run_tool(
