@@ -34,21 +34,6 @@ inline A lane_max_of(const A* x, int64_t n) {
   return result;
 }
 
-// Sum of x[0..n) in 16 lanes folded as a tree: rows of a block are short, and folding the
-// lanes one by one into a double cost as much as the lanes' own adds.
-template <typename A>
-inline A lane_tree_sum(const A* x, int64_t n) {
-  constexpr int kLanes = 16;
-  A lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += x[i + l];
-  }
-  for (int l = 0; i + l < n; ++l) lanes[l] += x[i + l];
-  fold_lane_tree<kLanes / 2>(lanes, [](A a, A b) { return a + b; });
-  return lanes[0];
-}
-
 // row[c] = exp(row[c] - shift) for c < n, where row[c] <= shift, in whole 16-lane steps (a
 // scalar exp costs as much as a vector one).
 template <typename A>
@@ -202,7 +187,8 @@ void forward_typed(const AttentionShape& s, const AttentionLayout& layout, const
           }
           const A correction = exp_of(row_max[r] - new_max);
           exp_shifted(row, end, new_max);
-          row_sum[r] = row_sum[r] * correction + lane_tree_sum(row, end);
+          const A block_sum = static_cast<A>(lane_sum_of<A>(end, [&](int64_t c) { return row[c]; }));
+          row_sum[r] = row_sum[r] * correction + block_sum;
           row_max[r] = new_max;
           A* o = acc.data() + r * ev;
           for (int64_t d = 0; d < ev; ++d) o[d] *= correction;
