@@ -51,6 +51,7 @@ def case_inputs(device):
     q = torch.randn(8, 8, 256, 64, generator=g)
     qkv = torch.randn(16, 64, 3, 4, 16, generator=g)  # the tiny GPT's heads: [batch, seq, q/k/v, head, dim]
     hidden = torch.randn(16, 64, 256, generator=g)
+    heads = torch.randn(64, 64, 16, generator=g)  # the tiny GPT's 16 x 4 heads of 64 x 16
     image = torch.randn(16, 16, 32, 32, generator=g)
     weight = torch.randn(32, 16, 3, 3, generator=g)
     conv_grad = torch.randn(16, 32, 32, 32, generator=g)
@@ -58,9 +59,9 @@ def case_inputs(device):
     grad = torch.randn(8192, 128, generator=g)
     ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
-    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, image=image, weight=weight,
-                  conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16(), ln_x=ln_x, ln_w=ln_w,
-                  ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
+    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, image=image,
+                  weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16(), ln_x=ln_x,
+                  ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
 
 
@@ -71,6 +72,9 @@ CASES = [
     ("reduction (2048x1024 rows)", lambda t: t["rows"].sum(dim=1)),
     ("GEMM f32 1024^3", lambda t: t["mat"] @ t["mat"]),
     ("GEMM bf16 1024^3", lambda t: t["mat_bf16"] @ t["mat_bf16"]),
+    ("GEMM f32 1024x64 @ 64x256 (tiny GPT MLP)", lambda t: t["ln_x"].view(1024, 64) @ t["hidden"][0]),
+    ("GEMM f32 64x1024 @ 1024x256 (its weight grad)", lambda t: t["ln_x"].view(1024, 64).t() @ t["hidden"].view(1024, 256)),
+    ("bmm f32 64 x (64x16 @ 16x64) (heads)", lambda t: torch.bmm(t["heads"], t["heads"].transpose(1, 2))),
     ("softmax (2048x1024)", lambda t: torch.softmax(t["rows"], dim=1)),
     ("log-softmax backward (2048x1024)",
      lambda t: torch.ops.aten._log_softmax_backward_data(t["rows"], t["rows"], 1, torch.float32)),

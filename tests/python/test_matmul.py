@@ -77,6 +77,24 @@ def test_large_gemm_and_training_step(no_fallback):
     assert_same(device_layer.bias.grad, layer.bias.grad)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_products_split_over_threads_and_batches_side_by_side(dtype, no_fallback):
+    """Products large enough for one block per thread, split by rows and by columns (the
+    column split with a transposed left operand), one small enough for four blocks per thread,
+    and batches whose entries run side by side: too small to split each, small enough for
+    unpacked BLAS, and a batch too small in all to split (run one after another)."""
+    for (m, k, n), transposed in [((1024, 64, 256), False), ((64, 1024, 256), True), ((1024, 64, 64), False)]:
+        a = sample((k, m), dtype).t() if transposed else sample((m, k), dtype)
+        b = sample((k, n), dtype, 1)
+        assert_same(a.to("neuron") @ b.to("neuron"), a @ b)
+    for batch, m, k, n in [(64, 64, 16, 64), (32, 128, 32, 128), (3, 4, 5, 6)]:
+        x, y, c = sample((batch, m, k), dtype, 2), sample((batch, n, k), dtype, 3), sample((batch, m, n), dtype, 4)
+        y = y.transpose(1, 2)  # column-major entries
+        assert_same(torch.bmm(x.to("neuron"), y.to("neuron")), torch.bmm(x, y))
+        assert_same(torch.baddbmm(c.to("neuron"), x.to("neuron"), y.to("neuron"), beta=0.5, alpha=2),
+                    torch.baddbmm(c, x, y, beta=0.5, alpha=2))
+
+
 def test_shape_and_dtype_errors():
     with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
         torch.mm(torch.ones(2, 3, device="neuron"), torch.ones(4, 5, device="neuron"))
