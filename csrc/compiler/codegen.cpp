@@ -59,7 +59,7 @@ const std::map<std::string, Template>& templates() {
       {"gelu", {1, "{0} * tn_gelu_cdf({0})"}},
       // As eager mode computes it: x sigmoid(2y) for 0.5 x (1 + tanh(y)).
       {"gelu_tanh", {1, "{0} / ({T}(1) + tn_exp({T}(-2) * ({T}(0.79788456080286535588) * ({0} + {T}(0.044715) * {0} * {0} * {0}))))"}},
-      {"pow", {2, "std::pow({0}, {1})"}},
+      {"pow", {2, "tn_pow({0}, {1})"}},
       {"maximum", {2, "tn_maximum({0}, {1})"}},
       {"minimum", {2, "tn_minimum({0}, {1})"}},
       {"clamp_min", {2, "tn_clamp_min({0}, {1})"}},
@@ -159,6 +159,27 @@ template <typename T> inline T tn_clamp_min(T x, T lo) {
 template <typename T> inline T tn_clamp_max(T x, T hi) {
   if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x)) return x; }
   return x > hi ? hi : x;
+}
+// Integer powers as CPU PyTorch computes them: by repeated squaring, wrapping on overflow (in
+// unsigned arithmetic, at least int wide); a negative exponent gives 1 for a base of 1, -1 or 1
+// for -1 by the exponent's parity, and 0 otherwise. std::pow went through double: 0 ** -1 came
+// out as the lowest int64, and powers past 2^53 lost their low digits.
+template <typename A, typename B> inline auto tn_pow(A base, B exponent) {
+  if constexpr (std::is_floating_point_v<A> || std::is_floating_point_v<B>) {
+    return std::pow(base, exponent);
+  } else {
+    using T = std::common_type_t<A, B>;
+    if constexpr (std::is_signed_v<T>) {
+      if (exponent < 0) return base == 1 ? T(1) : base == -1 ? T(exponent % 2 == 0 ? 1 : -1) : T(0);
+    }
+    using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+    U result = 1, square = static_cast<U>(static_cast<T>(base));
+    for (U e = static_cast<U>(static_cast<T>(exponent)); e != 0; e >>= 1) {
+      if (e & 1u) result *= square;
+      square *= square;
+    }
+    return static_cast<T>(result);
+  }
 }
 inline float tn_exp(float x) { return torchneuron::kernels::vector_exp(x); }
 inline double tn_exp(double x) { return std::exp(x); }

@@ -100,6 +100,30 @@ def test_addcmul_and_addcdiv_fuse_whole_with_eagers_formula(dtype, no_fallback):
         torch.testing.assert_close(got.cpu(), split(a.cpu(), b.cpu(), c.cpu()), atol=1e-5, rtol=2 ** -8)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8], ids=str)
+def test_integer_powers_match_cpu_exactly(dtype):
+    """Integer pow in a fused kernel, against CPU PyTorch bit for bit: negative exponents (1 for
+    a base of 1, -1 or 1 for -1, 0 otherwise, base 0 included), powers that wrap around, powers
+    past 2^53 (exact, not through double), and a number as the base."""
+    low = 0 if dtype == torch.uint8 else -3
+    base = torch.arange(low, 4).repeat_interleave(9 - low)
+    exponent = torch.arange(low, 9).repeat(4 - low)
+    if dtype == torch.uint8:
+        exponent = exponent * 3  # 3 ** 24 and beyond wrap around
+    base, exponent = base.to(dtype), exponent.to(dtype)
+    big_base = torch.tensor([3, 7, 5, -3], dtype=torch.int64)[: 3 if dtype == torch.uint8 else 4].to(dtype)
+    big_exponent = torch.tensor([39, 20, 27, 33], dtype=torch.int64)[: len(big_base)].to(dtype)
+
+    def f(b, e, bb, be):
+        return (b + 0) ** e, bb.pow(be + 0), 2 ** (e.abs() + 0)
+
+    got = torch.compile(f, backend="neuron")(*(t.to("neuron") for t in (base, exponent, big_base, big_exponent)))
+    for g, e in zip(got, f(base, exponent, big_base, big_exponent)):
+        assert g.dtype == e.dtype
+        assert torch.equal(g.cpu(), e)
+    assert torchneuron.compile_stats()["kernels_generated"] >= 1
+
+
 def test_relu_backward_fuses_into_one_kernel(no_fallback):
     """The forward's mask reads relu through aten.alias nodes, and threshold_backward decomposes
     into le, scalar_tensor(0) and where: pointwise ops read through the aliases and take the
