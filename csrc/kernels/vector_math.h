@@ -262,10 +262,17 @@ inline double lane_sum_of(int64_t n, Term&& term) {
 }
 
 // Maximum of n floats; NaN if any is NaN. 64 lanes, then 16, as in lane_sum. A lane that meets
-// a NaN keeps it (a second mask array for NaNs cost as much as the maxima themselves).
+// a NaN keeps it (a second mask array for NaNs cost as much as the maxima themselves). The fold's
+// narrow levels and the last elements are scalar: there `larger` blends bit patterns, since GCC
+// branched on each comparison and random data mispredicted half of them (log_softmax over 4096
+// rows of 96 ran 5x slower than CPU PyTorch; over 1024 rows the predictor had learned the
+// benchmark's repeated data).
 inline float lane_max(const float* x, int64_t n) {
   constexpr int kLanes = 64;
-  auto larger = [](float m, float v) { return v > m || v != v ? v : m; };
+  auto larger = [](float m, float v) {
+    const uint32_t take = 0u - static_cast<uint32_t>((v > m) | (v != v));
+    return std::bit_cast<float>((std::bit_cast<uint32_t>(v) & take) | (std::bit_cast<uint32_t>(m) & ~take));
+  };
   float lanes[kLanes];
   for (int l = 0; l < kLanes; ++l) lanes[l] = -std::numeric_limits<float>::infinity();
   int64_t i = 0;

@@ -319,3 +319,28 @@ TEST(VectorMath, NormalCdfForGelu) {
   EXPECT_EQ(gauss, 1.0f);
   EXPECT_TRUE(std::isnan(torchneuron::kernels::vector_normal_cdf(NAN, gauss)));
 }
+
+// lane_max against a plain fold: every length up to three 64-lane steps, the NaN at each place
+// (64-lane steps, 16-lane steps, the last elements) and infinities.
+TEST(VectorMath, LaneMaxMatchesAPlainFold) {
+  std::vector<float> x(200);
+  uint32_t state = 12345;
+  for (float& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int32_t>(state >> 8) % 100000) / 1000.0f;
+  }
+  for (int64_t n = 0; n <= 200; ++n) {
+    float want = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) want = std::max(want, x[i]);
+    ASSERT_EQ(torchneuron::kernels::lane_max(x.data(), n), want) << "n=" << n;
+  }
+  for (int64_t at : {0, 37, 63, 64, 130, 150, 190, 199}) {
+    std::vector<float> y = x;
+    y[at] = NAN;
+    EXPECT_TRUE(std::isnan(torchneuron::kernels::lane_max(y.data(), 200))) << "NaN at " << at;
+    y[at] = INFINITY;
+    EXPECT_EQ(torchneuron::kernels::lane_max(y.data(), 200), INFINITY) << "inf at " << at;
+  }
+  const std::vector<float> lowest(77, -INFINITY);
+  EXPECT_EQ(torchneuron::kernels::lane_max(lowest.data(), 77), -INFINITY);
+}
