@@ -169,6 +169,26 @@ def test_float64_reference_decides_when_cpu_is_the_inaccurate_one(tmp_path, monk
     assert entry["status"] == "pass" and entry["float64_arbitrated"] >= 1, entry
 
 
+def test_float64_reference_passes_a_device_result_no_less_accurate_than_cpu():
+    """Where device and CPU both stray from the float64 result by more than the tolerance (a
+    difference of close bfloat16 values), the device passes if at every element it is no
+    further from float64 than CPU is, within the tolerance; a device further off, or with NaNs
+    where CPU has none, still mismatches."""
+    reference = conformance._Float64Reference(op=None, sample=None, grad=False, dtype="bfloat16")
+    exact = torch.tensor([0.0, 1.0, 3.0, float("nan")], dtype=torch.float64)
+    reference.results = {"out": exact}
+    cpu = torch.tensor([0.0625, 1.0, 3.0, float("nan")], dtype=torch.bfloat16)
+    closer = torch.tensor([-0.046875, 1.0, 3.0, float("nan")], dtype=torch.bfloat16)
+    further = torch.tensor([0.125, 1.0, 3.0, float("nan")], dtype=torch.bfloat16)
+    new_nan = torch.tensor([0.0625, float("nan"), 3.0, float("nan")], dtype=torch.bfloat16)
+    assert conformance.compare(closer, cpu, "bfloat16") is not None  # they do differ
+    assert conformance.compare(closer, exact.to(torch.bfloat16), "bfloat16") is not None  # so does float64
+    assert reference.matches(closer, cpu, "out")
+    assert not reference.matches(further, cpu, "out")
+    assert not reference.matches(new_nan, cpu, "out")
+    assert not conformance._Float64Reference(None, None, False, "int64").matches(closer, cpu, "out")
+
+
 def test_index_tensors_an_opinfo_keeps_on_the_cpu_stay_there():
     """tensor_split's OpInfo makes its index tensors on the CPU whatever the device (torch
     requires them there); the harness finds them in the samples made for the meta device and
