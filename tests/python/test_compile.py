@@ -124,6 +124,22 @@ def test_integer_powers_match_cpu_exactly(dtype):
     assert torchneuron.compile_stats()["kernels_generated"] >= 1
 
 
+def test_linspace_and_logspace_from_device_scalars():
+    """torch.linspace / logspace with 0-dim device tensors as the ends, made on the CPU or on the
+    device, compile (their decompositions mixed devices, which fake tensors refuse) and match
+    CPU PyTorch."""
+    start, end = torch.tensor(-1.5), torch.tensor(2.25)
+
+    def f(a, b):
+        return (torch.linspace(a, b, 7, device="cpu"), torch.logspace(a, b, 5, device="cpu"),
+                torch.linspace(a, b, 6, device=a.device) * 2)
+
+    got = torch.compile(f, backend="neuron")(start.to("neuron"), end.to("neuron"))
+    assert [g.device.type for g in got] == ["cpu", "cpu", "neuron"]
+    for g, e in zip(got, f(start, end)):
+        torch.testing.assert_close(g.cpu(), e)
+
+
 def test_relu_backward_fuses_into_one_kernel(no_fallback):
     """The forward's mask reads relu through aten.alias nodes, and threshold_backward decomposes
     into le, scalar_tensor(0) and where: pointwise ops read through the aliases and take the

@@ -128,7 +128,9 @@ def _decompositions():
     against the native kernels, cross entropy's forward and backward ran 1.6-2.6x faster.
     addcmul and addcdiv stay whole, one fused pointwise op with eager mode's formula: the same
     order of operations, and one rounding of a half-precision result under
-    emulate_precision_casts."""
+    emulate_precision_casts. linspace and logspace stay whole: their decompositions combine
+    0-dim start and end tensors on the device with a CPU range (torch.linspace(a, b, n) for
+    device tensors a and b makes a CPU tensor), which fake tensors refuse as a device mismatch."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     aten = torch.ops.aten
@@ -140,7 +142,7 @@ def _decompositions():
             aten.upsample_nearest2d, aten.upsample_bilinear2d, aten.adaptive_avg_pool2d, aten.max_pool2d,
             aten.index_add, aten.index_copy, aten.index_fill, aten.var, aten.std, aten.var_mean, aten.std_mean,
             aten.logsumexp, aten.binary_cross_entropy, aten.binary_cross_entropy_backward, aten.addcmul,
-            aten.addcdiv}
+            aten.addcdiv, aten.linspace, aten.logspace}
     table = core_aten_decompositions()
     table.update(get_decompositions([aten._softmax, aten._log_softmax, aten._softmax_backward_data,
                                      aten._log_softmax_backward_data]))
