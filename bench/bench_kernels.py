@@ -2,6 +2,7 @@
 throughput ratios (neuron / CPU; above 1 means neuron is faster), plus a tiny-GPT step."""
 
 import copy
+import itertools
 import os
 import sys
 import time
@@ -52,6 +53,7 @@ def case_inputs(device):
     qkv = torch.randn(16, 64, 3, 4, 16, generator=g)  # the tiny GPT's heads: [batch, seq, q/k/v, head, dim]
     hidden = torch.randn(16, 64, 256, generator=g)
     heads = torch.randn(64, 64, 16, generator=g)  # the tiny GPT's 16 x 4 heads of 64 x 16
+    logits = torch.randn(8, 1024, 96, generator=g)  # its logits; taken in turn, as new data each step
     image = torch.randn(16, 16, 32, 32, generator=g)
     weight = torch.randn(32, 16, 3, 3, generator=g)
     conv_grad = torch.randn(16, 32, 32, 32, generator=g)
@@ -59,11 +61,13 @@ def case_inputs(device):
     grad = torch.randn(8192, 128, generator=g)
     ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
-    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, image=image,
-                  weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16(), ln_x=ln_x,
-                  ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
+    inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
+                  image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16(),
+                  ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
 
+
+_turn = itertools.count()
 
 CASES = [
     ("pointwise large (4M, x*2+1)", lambda t: t["big"].mul(2).add_(1)),
@@ -73,9 +77,12 @@ CASES = [
     ("GEMM f32 1024^3", lambda t: t["mat"] @ t["mat"]),
     ("GEMM bf16 1024^3", lambda t: t["mat_bf16"] @ t["mat_bf16"]),
     ("GEMM f32 1024x64 @ 64x256 (tiny GPT MLP)", lambda t: t["ln_x"].view(1024, 64) @ t["hidden"][0]),
-    ("GEMM f32 64x1024 @ 1024x256 (its weight grad)", lambda t: t["ln_x"].view(1024, 64).t() @ t["hidden"].view(1024, 256)),
+    ("GEMM f32 64x1024 @ 1024x256 (its weight grad)",
+     lambda t: t["ln_x"].view(1024, 64).t() @ t["hidden"].view(1024, 256)),
     ("bmm f32 64 x (64x16 @ 16x64) (heads)", lambda t: torch.bmm(t["heads"], t["heads"].transpose(1, 2))),
     ("softmax (2048x1024)", lambda t: torch.softmax(t["rows"], dim=1)),
+    # Fresh rows each call: with the same rows every call, branches on the data are learned.
+    ("log-softmax (1024x96, 8 inputs in turn)", lambda t: torch.log_softmax(t["logits"][next(_turn) % 8], -1)),
     ("log-softmax backward (2048x1024)",
      lambda t: torch.ops.aten._log_softmax_backward_data(t["rows"], t["rows"], 1, torch.float32)),
     ("layer norm (2048x1024)", lambda t: F.layer_norm(t["rows"], (1024,))),
@@ -129,9 +136,9 @@ def main():
     batch = torch.randint(0, 65, (16, 65))
     rows.append(("tiny-GPT train step", seconds_per_call(gpt_case("cpu", model, batch), "cpu", repeats=3),
                  seconds_per_call(gpt_case("neuron", model, batch), "neuron", repeats=3)))
-    print(f"\n{'kernel family':<34}{'cpu ms':>10}{'neuron ms':>11}{'neuron/cpu':>12}")
+    print(f"\n{'kernel family':<48}{'cpu ms':>10}{'neuron ms':>11}{'neuron/cpu':>12}")
     for name, cpu, neuron in rows:
-        print(f"{name:<34}{cpu * 1e3:>10.3f}{neuron * 1e3:>11.3f}{cpu / neuron:>11.2f}x")
+        print(f"{name:<48}{cpu * 1e3:>10.3f}{neuron * 1e3:>11.3f}{cpu / neuron:>11.2f}x")
     report = torchneuron.fallback_report()
     print(f"\nfallback calls during the benchmark: {sum(report.values())} ({', '.join(sorted(report)) or 'none'})")
 

@@ -41,7 +41,7 @@ bool splits_by_rows(int64_t m, int64_t n, int64_t k, bool hooked) {
 }
 
 // Blocks that split_gemm cuts a product into. Each block is its own BLAS call and packs the
-// operand the blocks share again, so a large product runs fastest in one block per thread (5 to
+// operand the blocks share again, so a large product runs fastest in one block per thread (3 to
 // 16% faster than four per thread at the tiny GPT's shapes). OpenBLAS multiplies products of up
 // to about a million multiply-adds without packing, about 15% faster per flop: a product that
 // four blocks per thread cut that small gets them, which also balances the threads better.
