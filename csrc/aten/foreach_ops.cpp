@@ -9,9 +9,12 @@
 #include <ATen/ops/_foreach_div_native.h>
 #include <ATen/ops/_foreach_lerp_native.h>
 #include <ATen/ops/_foreach_mul_native.h>
+#include <ATen/ops/_foreach_neg_native.h>
 #include <ATen/ops/_foreach_norm_native.h>
+#include <ATen/ops/_foreach_reciprocal_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/_foreach_sub_native.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
@@ -130,6 +133,33 @@ std::vector<void*> pointers_of(at::TensorList list) {
 std::vector<double> values_of(at::ArrayRef<at::Scalar> scalars) {
   std::vector<double> result;
   for (const at::Scalar& s : scalars) result.push_back(s.toDouble());
+  return result;
+}
+
+// New tensors for an out-of-place form's results, shaped and typed as `self`'s.
+std::vector<at::Tensor> results_like(at::TensorList self) {
+  std::vector<at::Tensor> result;
+  result.reserve(self.size());
+  for (const at::Tensor& t : self) result.push_back(at::empty_like(t));
+  return result;
+}
+
+// result[i] = self[i] op value (a scalar operand), one command.
+std::vector<at::Tensor> binary_scalar(const char* op, at::TensorList self, kernels::BinaryOp kind, double value) {
+  std::vector<at::Tensor> result = results_like(self);
+  launch(op, self, {pointers_of(result), pointers_of(self)}, [kind, value](size_t, Dense& d) {
+    d.scalar(value);
+    kernels::binary(kind, d.args, {1.0, 1});
+  });
+  return result;
+}
+
+// result[i] = self[i] op other[i] (other scaled by alpha for add and sub), one command.
+std::vector<at::Tensor> binary_list(const char* op, at::TensorList self, at::TensorList other, kernels::BinaryOp kind,
+                                    double alpha) {
+  std::vector<at::Tensor> result = results_like(self);
+  launch(op, self, {pointers_of(result), pointers_of(self), pointers_of(other)},
+         [kind, alpha](size_t, Dense& d) { kernels::binary(kind, d.args, {alpha, 0}); });
   return result;
 }
 
@@ -262,13 +292,87 @@ void addcdiv_scalarlist_(at::TensorList self, at::TensorList t1, at::TensorList 
          [values](size_t i, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcdiv, d.args, {values[i], 0}); });
 }
 
+// Out-of-place forms: what a functionalized graph calls (a compiled optimizer step), one command
+// each as the in-place forms; without them each ran per tensor.
+std::vector<at::Tensor> add_scalar(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_add_scalar_kernel_slow(self, scalar);
+  return binary_scalar("aten::_foreach_add", self, kernels::BinaryOp::kAdd, scalar.toDouble());
+}
+
+std::vector<at::Tensor> sub_scalar(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_sub_scalar_kernel_slow(self, scalar);
+  return binary_scalar("aten::_foreach_sub", self, kernels::BinaryOp::kSub, scalar.toDouble());
+}
+
+std::vector<at::Tensor> mul_scalar(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_mul_scalar_kernel_slow(self, scalar);
+  return binary_scalar("aten::_foreach_mul", self, kernels::BinaryOp::kMul, scalar.toDouble());
+}
+
+std::vector<at::Tensor> div_scalar(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_div_scalar_kernel_slow(self, scalar);
+  return binary_scalar("aten::_foreach_div", self, kernels::BinaryOp::kDiv, scalar.toDouble());
+}
+
+std::vector<at::Tensor> add_list(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
+  if (!single_command({self, other})) return at::native::foreach_tensor_add_list_kernel_slow(self, other, alpha);
+  return binary_list("aten::_foreach_add", self, other, kernels::BinaryOp::kAdd, alpha.toDouble());
+}
+
+std::vector<at::Tensor> sub_list(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
+  if (!single_command({self, other})) return at::native::foreach_tensor_sub_list_kernel_slow(self, other, alpha);
+  return binary_list("aten::_foreach_sub", self, other, kernels::BinaryOp::kSub, alpha.toDouble());
+}
+
+std::vector<at::Tensor> mul_list(at::TensorList self, at::TensorList other) {
+  if (!single_command({self, other})) return at::native::foreach_tensor_mul_list_kernel_slow(self, other);
+  return binary_list("aten::_foreach_mul", self, other, kernels::BinaryOp::kMul, 1.0);
+}
+
+std::vector<at::Tensor> div_list(at::TensorList self, at::TensorList other) {
+  if (!single_command({self, other})) return at::native::foreach_tensor_div_list_kernel_slow(self, other);
+  return binary_list("aten::_foreach_div", self, other, kernels::BinaryOp::kDiv, 1.0);
+}
+
+std::vector<at::Tensor> addcmul_scalar(at::TensorList self, at::TensorList t1, at::TensorList t2,
+                                       const at::Scalar& value) {
+  if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcmul_scalar_slow(self, t1, t2, value);
+  std::vector<at::Tensor> result = results_like(self);
+  const kernels::OpScalar scale{value.toDouble(), 0};
+  launch("aten::_foreach_addcmul", self, {pointers_of(result), pointers_of(self), pointers_of(t1), pointers_of(t2)},
+         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcmul, d.args, scale); });
+  return result;
+}
+
+std::vector<at::Tensor> addcdiv_scalar(at::TensorList self, at::TensorList t1, at::TensorList t2,
+                                       const at::Scalar& value) {
+  if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcdiv_scalar_slow(self, t1, t2, value);
+  std::vector<at::Tensor> result = results_like(self);
+  const kernels::OpScalar scale{value.toDouble(), 0};
+  launch("aten::_foreach_addcdiv", self, {pointers_of(result), pointers_of(self), pointers_of(t1), pointers_of(t2)},
+         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcdiv, d.args, scale); });
+  return result;
+}
+
+std::vector<at::Tensor> unary_each(const char* op, at::TensorList self, kernels::UnaryOp kind) {
+  std::vector<at::Tensor> result = results_like(self);
+  launch(op, self, {pointers_of(result), pointers_of(self)}, [kind](size_t, Dense& d) { kernels::unary(kind, d.args); });
+  return result;
+}
+
+std::vector<at::Tensor> neg(at::TensorList self) {
+  if (!single_command({self})) return at::native::foreach_tensor_neg_slow(self);
+  return unary_each("aten::_foreach_neg", self, kernels::UnaryOp::kNeg);
+}
+
+std::vector<at::Tensor> reciprocal(at::TensorList self) {
+  if (!single_command({self})) return at::native::foreach_tensor_reciprocal_slow(self);
+  return unary_each("aten::_foreach_reciprocal", self, kernels::UnaryOp::kReciprocal);
+}
+
 std::vector<at::Tensor> sqrt(at::TensorList self) {
   if (!single_command({self})) return at::native::foreach_tensor_sqrt_slow(self);
-  std::vector<at::Tensor> result;
-  for (const at::Tensor& t : self) result.push_back(at::empty_like(t));
-  launch("aten::_foreach_sqrt", self, {pointers_of(result), pointers_of(self)},
-         [](size_t, Dense& d) { kernels::unary(kernels::UnaryOp::kSqrt, d.args); });
-  return result;
+  return unary_each("aten::_foreach_sqrt", self, kernels::UnaryOp::kSqrt);
 }
 
 void sqrt_(at::TensorList self) {
@@ -293,6 +397,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_addcdiv_.Scalar", TORCH_FN(foreach::addcdiv_scalar_));
   m.impl("_foreach_addcdiv_.ScalarList", TORCH_FN(foreach::addcdiv_scalarlist_));
   m.impl("_foreach_sqrt", TORCH_FN(foreach::sqrt));
+  m.impl("_foreach_add.Scalar", TORCH_FN(foreach::add_scalar));
+  m.impl("_foreach_sub.Scalar", TORCH_FN(foreach::sub_scalar));
+  m.impl("_foreach_mul.Scalar", TORCH_FN(foreach::mul_scalar));
+  m.impl("_foreach_div.Scalar", TORCH_FN(foreach::div_scalar));
+  m.impl("_foreach_add.List", TORCH_FN(foreach::add_list));
+  m.impl("_foreach_sub.List", TORCH_FN(foreach::sub_list));
+  m.impl("_foreach_mul.List", TORCH_FN(foreach::mul_list));
+  m.impl("_foreach_div.List", TORCH_FN(foreach::div_list));
+  m.impl("_foreach_addcmul.Scalar", TORCH_FN(foreach::addcmul_scalar));
+  m.impl("_foreach_addcdiv.Scalar", TORCH_FN(foreach::addcdiv_scalar));
+  m.impl("_foreach_neg", TORCH_FN(foreach::neg));
+  m.impl("_foreach_reciprocal", TORCH_FN(foreach::reciprocal));
   m.impl("_foreach_sqrt_", TORCH_FN(foreach::sqrt_));
 }
 

@@ -42,6 +42,38 @@ def test_foreach_ops_match_cpu(dtype, no_fallback):
     check(lambda x: torch._foreach_sqrt_([t.abs_() for t in x]), a)
 
 
+OUT_OF_PLACE = [
+    (lambda x: torch._foreach_add(x, 0.75), 1),
+    (lambda x: torch._foreach_sub(x, 2), 1),
+    (lambda x: torch._foreach_mul(x, -1.5), 1),
+    (lambda x: torch._foreach_div(x, 3.0), 1),
+    (lambda x, y: torch._foreach_add(x, y, alpha=-0.25), 2),
+    (lambda x, y: torch._foreach_sub(x, y, alpha=2), 2),
+    (lambda x, y: torch._foreach_mul(x, y), 2),
+    (lambda x, y: torch._foreach_div(x, y), 2),
+    (lambda x, y, z: torch._foreach_addcmul(x, y, z, value=0.01), 3),
+    (lambda x, y, z: torch._foreach_addcdiv(x, y, z, value=-0.3), 3),
+    (lambda x: torch._foreach_neg(x), 1),
+    (lambda x: torch._foreach_reciprocal(x), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_out_of_place_foreach_ops_match_cpu_as_one_command(dtype, no_fallback):
+    """The out-of-place forms a functionalized graph calls (a compiled optimizer step) match CPU
+    and leave their inputs alone; in float32 and float64 each runs as one command, without the
+    per-tensor ops of PyTorch's own implementation (bfloat16 takes that path)."""
+    groups = [lists(dtype=dtype, seed=0), lists(dtype=dtype, seed=1), [t.abs() + 0.5 for t in lists(dtype=dtype, seed=2)]]
+    for fn, arity in OUT_OF_PLACE:
+        check(fn, *groups[:arity])
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            fn(*[[t.to("neuron") for t in g] for g in groups[:arity]])
+        per_tensor = [e.name for e in prof.events() if not e.name.startswith("aten::_foreach") and e.name in (
+            "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::addcmul", "aten::addcdiv", "aten::neg",
+            "aten::reciprocal")]
+        assert (per_tensor == []) == (dtype != torch.bfloat16), per_tensor
+
+
 def test_foreach_non_contiguous_lists_take_the_per_tensor_path(no_fallback):
     x = [torch.randn(4, 6).t(), torch.randn(3)]  # a transposed tensor
     assert not x[0].to("neuron").is_contiguous()
