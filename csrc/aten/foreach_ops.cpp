@@ -144,23 +144,37 @@ std::vector<at::Tensor> results_like(at::TensorList self) {
   return result;
 }
 
-// result[i] = self[i] op value (a scalar operand), one command.
-std::vector<at::Tensor> binary_scalar(const char* op, at::TensorList self, kernels::BinaryOp kind, double value) {
-  std::vector<at::Tensor> result = results_like(self);
-  launch(op, self, {pointers_of(result), pointers_of(self)}, [kind, value](size_t, Dense& d) {
+// out[i] = self[i] op value (a scalar operand), one command; out may be self.
+void binary_scalar_into(const char* op, at::TensorList out, at::TensorList self, kernels::BinaryOp kind, double value) {
+  launch(op, self, {pointers_of(out), pointers_of(self)}, [kind, value](size_t, Dense& d) {
     d.scalar(value);
     kernels::binary(kind, d.args, {1.0, 1});
   });
+}
+
+std::vector<at::Tensor> binary_scalar(const char* op, at::TensorList self, kernels::BinaryOp kind, double value) {
+  std::vector<at::Tensor> result = results_like(self);
+  binary_scalar_into(op, result, self, kind, value);
   return result;
 }
 
-// result[i] = self[i] op other[i] (other scaled by alpha for add and sub), one command.
+// out[i] = self[i] op other[i] (other scaled by alpha for add and sub), one command; out may be self.
+void binary_list_into(const char* op, at::TensorList out, at::TensorList self, at::TensorList other,
+                      kernels::BinaryOp kind, double alpha) {
+  launch(op, self, {pointers_of(out), pointers_of(self), pointers_of(other)},
+         [kind, alpha](size_t, Dense& d) { kernels::binary(kind, d.args, {alpha, 0}); });
+}
+
 std::vector<at::Tensor> binary_list(const char* op, at::TensorList self, at::TensorList other, kernels::BinaryOp kind,
                                     double alpha) {
   std::vector<at::Tensor> result = results_like(self);
-  launch(op, self, {pointers_of(result), pointers_of(self), pointers_of(other)},
-         [kind, alpha](size_t, Dense& d) { kernels::binary(kind, d.args, {alpha, 0}); });
+  binary_list_into(op, result, self, other, kind, alpha);
   return result;
+}
+
+// out[i] = kind(self[i]), one command; out may be self.
+void unary_into(const char* op, at::TensorList out, at::TensorList self, kernels::UnaryOp kind) {
+  launch(op, self, {pointers_of(out), pointers_of(self)}, [kind](size_t, Dense& d) { kernels::unary(kind, d.args); });
 }
 
 void activation_each(const char* op, at::TensorList self, kernels::ActivationOp kind, std::vector<double> params) {
@@ -246,18 +260,12 @@ void div_scalarlist_(at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
 
 void add_scalar_(at::TensorList self, const at::Scalar& scalar) {
   if (!single_command({self})) return at::native::foreach_tensor_add_scalar_kernel_slow_(self, scalar);
-  const double value = scalar.toDouble();
-  launch("aten::_foreach_add_", self, {pointers_of(self), pointers_of(self)}, [value](size_t, Dense& d) {
-    d.scalar(value);
-    kernels::binary(kernels::BinaryOp::kAdd, d.args, {1.0, 1});
-  });
+  binary_scalar_into("aten::_foreach_add_", self, self, kernels::BinaryOp::kAdd, scalar.toDouble());
 }
 
 void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
   if (!single_command({self, other})) return at::native::foreach_tensor_add_list_kernel_slow_(self, other, alpha);
-  const kernels::OpScalar scale{alpha.toDouble(), 0};
-  launch("aten::_foreach_add_", self, {pointers_of(self), pointers_of(self), pointers_of(other)},
-         [scale](size_t, Dense& d) { kernels::binary(kernels::BinaryOp::kAdd, d.args, scale); });
+  binary_list_into("aten::_foreach_add_", self, self, other, kernels::BinaryOp::kAdd, alpha.toDouble());
 }
 
 void lerp_scalar_(at::TensorList self, at::TensorList ends, const at::Scalar& weight) {
@@ -356,7 +364,7 @@ std::vector<at::Tensor> addcdiv_scalar(at::TensorList self, at::TensorList t1, a
 
 std::vector<at::Tensor> unary_each(const char* op, at::TensorList self, kernels::UnaryOp kind) {
   std::vector<at::Tensor> result = results_like(self);
-  launch(op, self, {pointers_of(result), pointers_of(self)}, [kind](size_t, Dense& d) { kernels::unary(kind, d.args); });
+  unary_into(op, result, self, kind);
   return result;
 }
 
@@ -377,8 +385,7 @@ std::vector<at::Tensor> sqrt(at::TensorList self) {
 
 void sqrt_(at::TensorList self) {
   if (!single_command({self})) return at::native::foreach_tensor_sqrt_slow_(self);
-  launch("aten::_foreach_sqrt_", self, {pointers_of(self), pointers_of(self)},
-         [](size_t, Dense& d) { kernels::unary(kernels::UnaryOp::kSqrt, d.args); });
+  unary_into("aten::_foreach_sqrt_", self, self, kernels::UnaryOp::kSqrt);
 }
 
 }  // namespace foreach
