@@ -172,6 +172,13 @@ std::vector<at::Tensor> binary_list(const char* op, at::TensorList self, at::Ten
   return result;
 }
 
+// out[i] = kind(self[i], t1[i], t2[i]) with the scalar value (addcmul, addcdiv), one command; out may be self.
+void ternary_scalar_into(const char* op, at::TensorList out, at::TensorList self, at::TensorList t1, at::TensorList t2,
+                         kernels::TernaryOp kind, double value) {
+  launch(op, self, {pointers_of(out), pointers_of(self), pointers_of(t1), pointers_of(t2)},
+         [kind, value](size_t, Dense& d) { kernels::ternary(kind, d.args, {value, 0}); });
+}
+
 // out[i] = kind(self[i]), one command; out may be self.
 void unary_into(const char* op, at::TensorList out, at::TensorList self, kernels::UnaryOp kind) {
   launch(op, self, {pointers_of(out), pointers_of(self)}, [kind](size_t, Dense& d) { kernels::unary(kind, d.args); });
@@ -279,16 +286,12 @@ void lerp_scalar_(at::TensorList self, at::TensorList ends, const at::Scalar& we
 
 void addcmul_scalar_(at::TensorList self, at::TensorList t1, at::TensorList t2, const at::Scalar& value) {
   if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcmul_scalar_slow_(self, t1, t2, value);
-  const kernels::OpScalar scale{value.toDouble(), 0};
-  launch("aten::_foreach_addcmul_", self, {pointers_of(self), pointers_of(self), pointers_of(t1), pointers_of(t2)},
-         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcmul, d.args, scale); });
+  ternary_scalar_into("aten::_foreach_addcmul_", self, self, t1, t2, kernels::TernaryOp::kAddcmul, value.toDouble());
 }
 
 void addcdiv_scalar_(at::TensorList self, at::TensorList t1, at::TensorList t2, const at::Scalar& value) {
   if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcdiv_scalar_slow_(self, t1, t2, value);
-  const kernels::OpScalar scale{value.toDouble(), 0};
-  launch("aten::_foreach_addcdiv_", self, {pointers_of(self), pointers_of(self), pointers_of(t1), pointers_of(t2)},
-         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcdiv, d.args, scale); });
+  ternary_scalar_into("aten::_foreach_addcdiv_", self, self, t1, t2, kernels::TernaryOp::kAddcdiv, value.toDouble());
 }
 
 void addcdiv_scalarlist_(at::TensorList self, at::TensorList t1, at::TensorList t2, at::ArrayRef<at::Scalar> scalars) {
@@ -346,9 +349,7 @@ std::vector<at::Tensor> addcmul_scalar(at::TensorList self, at::TensorList t1, a
                                        const at::Scalar& value) {
   if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcmul_scalar_slow(self, t1, t2, value);
   std::vector<at::Tensor> result = results_like(self);
-  const kernels::OpScalar scale{value.toDouble(), 0};
-  launch("aten::_foreach_addcmul", self, {pointers_of(result), pointers_of(self), pointers_of(t1), pointers_of(t2)},
-         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcmul, d.args, scale); });
+  ternary_scalar_into("aten::_foreach_addcmul", result, self, t1, t2, kernels::TernaryOp::kAddcmul, value.toDouble());
   return result;
 }
 
@@ -356,9 +357,7 @@ std::vector<at::Tensor> addcdiv_scalar(at::TensorList self, at::TensorList t1, a
                                        const at::Scalar& value) {
   if (!single_command({self, t1, t2})) return at::native::foreach_tensor_addcdiv_scalar_slow(self, t1, t2, value);
   std::vector<at::Tensor> result = results_like(self);
-  const kernels::OpScalar scale{value.toDouble(), 0};
-  launch("aten::_foreach_addcdiv", self, {pointers_of(result), pointers_of(self), pointers_of(t1), pointers_of(t2)},
-         [scale](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kAddcdiv, d.args, scale); });
+  ternary_scalar_into("aten::_foreach_addcdiv", result, self, t1, t2, kernels::TernaryOp::kAddcdiv, value.toDouble());
   return result;
 }
 
