@@ -6,11 +6,13 @@
 #include <ATen/ops/_foreach_add_native.h>
 #include <ATen/ops/_foreach_addcdiv_native.h>
 #include <ATen/ops/_foreach_addcmul_native.h>
+#include <ATen/ops/_foreach_copy_native.h>
 #include <ATen/ops/_foreach_div_native.h>
 #include <ATen/ops/_foreach_lerp_native.h>
 #include <ATen/ops/_foreach_mul_native.h>
 #include <ATen/ops/_foreach_neg_native.h>
 #include <ATen/ops/_foreach_norm_native.h>
+#include <ATen/ops/_foreach_pow_native.h>
 #include <ATen/ops/_foreach_reciprocal_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/_foreach_sqrt_native.h>
@@ -22,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "aten/neuron_tensor.h"
@@ -37,7 +40,7 @@ namespace {
 using kernels::ElementwiseArgs;
 
 // Whether the lists (index-aligned) are float32 / float64, contiguous, on one neuron device,
-// with matching element counts per index.
+// with the same sizes at each index (the per-tensor path broadcasts others).
 bool single_command(std::initializer_list<at::TensorList> lists) {
   const at::TensorList& first = *lists.begin();
   if (first.empty()) return false;
@@ -48,7 +51,7 @@ bool single_command(std::initializer_list<at::TensorList> lists) {
     for (size_t i = 0; i < list.size(); ++i) {
       const at::Tensor& t = list[i];
       if (t.scalar_type() != dtype || t.device() != first[0].device() || !t.is_contiguous() ||
-          t.numel() != first[i].numel()) {
+          t.sizes() != first[i].sizes()) {
         return false;
       }
     }
@@ -94,12 +97,31 @@ struct Dense {
   }
 };
 
+// One list's operand at one index: a tensor of self's size, read piece by piece; a one-element
+// device tensor broadcast over the whole (stride 0); or a value the command carries (a CPU scalar
+// tensor's, or a scalar argument's).
+struct Operand {
+  enum Kind { kDense, kBroadcast, kValue } kind = kDense;
+  void* data = nullptr;
+  double value = 0.0;
+};
+using Operands = std::vector<Operand>;
+
+Operands pointers_of(at::TensorList list) {
+  Operands result;
+  for (const at::Tensor& t : list) result.push_back({Operand::kDense, t.data_ptr(), 0.0});
+  return result;
+}
+
+// The same value at every index.
+Operands values(double value, size_t count) { return Operands(count, {Operand::kValue, nullptr, value}); }
+
 // Enqueues one command running `per_tensor(i, layout)` over every tensor of the lists, cut into
 // pieces of at most kPiece elements that one parallel loop shares out: a loop per tensor cost
 // a compute-pool hand-off per tensor, more than the arithmetic of a 256x256 parameter.
 constexpr int64_t kPiece = 32768;  // the elementwise kernels run a range this long inline
 
-void launch(const char* op, at::TensorList self, std::vector<std::vector<void*>> pointers,
+void launch(const char* op, at::TensorList self, std::vector<Operands> operands,
             std::function<void(size_t, Dense&)> per_tensor) {
   struct Piece {
     size_t tensor;
@@ -117,16 +139,43 @@ void launch(const char* op, at::TensorList self, std::vector<std::vector<void*>>
       for (int64_t p = first; p < last; ++p) {
         const Piece& piece = pieces[p];
         Dense layout(dtype, piece.length);
-        for (const auto& list : pointers) layout.tensor(static_cast<char*>(list[piece.tensor]) + piece.begin * item);
+        for (const Operands& list : operands) {
+          const Operand& operand = list[piece.tensor];
+          if (operand.kind == Operand::kDense) {
+            layout.tensor(static_cast<char*>(operand.data) + piece.begin * item);
+          } else if (operand.kind == Operand::kBroadcast) {
+            layout.broadcast(operand.data);
+          } else {
+            layout.scalar(operand.value);
+          }
+        }
         per_tensor(piece.tensor, layout);
       }
     });
   });
 }
 
-std::vector<void*> pointers_of(at::TensorList list) {
-  std::vector<void*> result;
-  for (const at::Tensor& t : list) result.push_back(t.data_ptr());
+// A list op's second list as operands (self passed single_command), or nullopt if it needs the
+// per-tensor path. Beside tensors of self's dtype, size and device, it takes what a compiled
+// optimizer step divides by: 0-dim tensors of self's dtype on its device (broadcast), and
+// floating 0-dim CPU tensors (their values, as a CPU scalar tensor combines with a device tensor).
+std::optional<Operands> other_operands(at::TensorList self, at::TensorList other) {
+  if (other.size() != self.size()) return std::nullopt;
+  Operands result;
+  for (size_t i = 0; i < self.size(); ++i) {
+    const at::Tensor& t = other[i];
+    if (t.dim() == 0 && t.device().is_cpu() && at::isFloatingType(t.scalar_type())) {
+      result.push_back({Operand::kValue, nullptr, t.item().toDouble()});
+    } else if (t.scalar_type() != self[i].scalar_type() || t.device() != self[i].device() || !t.is_contiguous()) {
+      return std::nullopt;
+    } else if (t.sizes() == self[i].sizes()) {
+      result.push_back({Operand::kDense, t.data_ptr(), 0.0});
+    } else if (t.dim() == 0) {
+      result.push_back({Operand::kBroadcast, t.data_ptr(), 0.0});
+    } else {
+      return std::nullopt;
+    }
+  }
   return result;
 }
 
@@ -159,16 +208,16 @@ std::vector<at::Tensor> binary_scalar(const char* op, at::TensorList self, kerne
 }
 
 // out[i] = self[i] op other[i] (other scaled by alpha for add and sub), one command; out may be self.
-void binary_list_into(const char* op, at::TensorList out, at::TensorList self, at::TensorList other,
-                      kernels::BinaryOp kind, double alpha) {
-  launch(op, self, {pointers_of(out), pointers_of(self), pointers_of(other)},
+void binary_list_into(const char* op, at::TensorList out, at::TensorList self, Operands other, kernels::BinaryOp kind,
+                      double alpha) {
+  launch(op, self, {pointers_of(out), pointers_of(self), std::move(other)},
          [kind, alpha](size_t, Dense& d) { kernels::binary(kind, d.args, {alpha, 0}); });
 }
 
-std::vector<at::Tensor> binary_list(const char* op, at::TensorList self, at::TensorList other, kernels::BinaryOp kind,
+std::vector<at::Tensor> binary_list(const char* op, at::TensorList self, Operands other, kernels::BinaryOp kind,
                                     double alpha) {
   std::vector<at::Tensor> result = results_like(self);
-  binary_list_into(op, result, self, other, kind, alpha);
+  binary_list_into(op, result, self, std::move(other), kind, alpha);
   return result;
 }
 
@@ -234,7 +283,11 @@ std::vector<at::Tensor> norm(at::TensorList self, const at::Scalar& ord, std::op
   std::vector<at::Tensor> result;
   for (const at::Tensor& t : self) result.push_back(at::empty({}, t.options()));
   const kernels::DType kind = to_kernel_dtype(self[0].scalar_type());
-  const std::vector<void*> inputs = pointers_of(self), outputs = pointers_of(result);
+  std::vector<void*> inputs, outputs;
+  for (size_t i = 0; i < self.size(); ++i) {
+    inputs.push_back(self[i].data_ptr());
+    outputs.push_back(result[i].data_ptr());
+  }
   std::vector<int64_t> sizes;
   for (const at::Tensor& t : self) sizes.push_back(t.numel());
   enqueue(self[0], "aten::_foreach_norm", {&self[0]}, [=] {
@@ -271,8 +324,9 @@ void add_scalar_(at::TensorList self, const at::Scalar& scalar) {
 }
 
 void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
-  if (!single_command({self, other})) return at::native::foreach_tensor_add_list_kernel_slow_(self, other, alpha);
-  binary_list_into("aten::_foreach_add_", self, self, other, kernels::BinaryOp::kAdd, alpha.toDouble());
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_add_list_kernel_slow_(self, other, alpha);
+  binary_list_into("aten::_foreach_add_", self, self, std::move(*operands), kernels::BinaryOp::kAdd, alpha.toDouble());
 }
 
 void lerp_scalar_(at::TensorList self, at::TensorList ends, const at::Scalar& weight) {
@@ -326,23 +380,27 @@ std::vector<at::Tensor> div_scalar(at::TensorList self, const at::Scalar& scalar
 }
 
 std::vector<at::Tensor> add_list(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
-  if (!single_command({self, other})) return at::native::foreach_tensor_add_list_kernel_slow(self, other, alpha);
-  return binary_list("aten::_foreach_add", self, other, kernels::BinaryOp::kAdd, alpha.toDouble());
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_add_list_kernel_slow(self, other, alpha);
+  return binary_list("aten::_foreach_add", self, std::move(*operands), kernels::BinaryOp::kAdd, alpha.toDouble());
 }
 
 std::vector<at::Tensor> sub_list(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
-  if (!single_command({self, other})) return at::native::foreach_tensor_sub_list_kernel_slow(self, other, alpha);
-  return binary_list("aten::_foreach_sub", self, other, kernels::BinaryOp::kSub, alpha.toDouble());
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_sub_list_kernel_slow(self, other, alpha);
+  return binary_list("aten::_foreach_sub", self, std::move(*operands), kernels::BinaryOp::kSub, alpha.toDouble());
 }
 
 std::vector<at::Tensor> mul_list(at::TensorList self, at::TensorList other) {
-  if (!single_command({self, other})) return at::native::foreach_tensor_mul_list_kernel_slow(self, other);
-  return binary_list("aten::_foreach_mul", self, other, kernels::BinaryOp::kMul, 1.0);
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_mul_list_kernel_slow(self, other);
+  return binary_list("aten::_foreach_mul", self, std::move(*operands), kernels::BinaryOp::kMul, 1.0);
 }
 
 std::vector<at::Tensor> div_list(at::TensorList self, at::TensorList other) {
-  if (!single_command({self, other})) return at::native::foreach_tensor_div_list_kernel_slow(self, other);
-  return binary_list("aten::_foreach_div", self, other, kernels::BinaryOp::kDiv, 1.0);
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_div_list_kernel_slow(self, other);
+  return binary_list("aten::_foreach_div", self, std::move(*operands), kernels::BinaryOp::kDiv, 1.0);
 }
 
 std::vector<at::Tensor> addcmul_scalar(at::TensorList self, at::TensorList t1, at::TensorList t2,
@@ -359,6 +417,54 @@ std::vector<at::Tensor> addcdiv_scalar(at::TensorList self, at::TensorList t1, a
   std::vector<at::Tensor> result = results_like(self);
   ternary_scalar_into("aten::_foreach_addcdiv", result, self, t1, t2, kernels::TernaryOp::kAddcdiv, value.toDouble());
   return result;
+}
+
+// scalar ** exponent[i] (a compiled optimizer step's bias corrections), one command.
+std::vector<at::Tensor> pow_scalar_and_tensor(const at::Scalar& scalar, at::TensorList exponent) {
+  if (!single_command({exponent}) || !(scalar.isFloatingPoint() || scalar.isIntegral(false))) {
+    return at::native::foreach_scalar_pow_list_kernel_slow(scalar, exponent);
+  }
+  std::vector<at::Tensor> result = results_like(exponent);
+  launch("aten::_foreach_pow", exponent, {pointers_of(result), values(scalar.toDouble(), exponent.size()),
+                                          pointers_of(exponent)},
+         [](size_t, Dense& d) { kernels::binary(kernels::BinaryOp::kPow, d.args, {1.0, 0}); });
+  return result;
+}
+
+// Whether copying every src[i] into self[i] at once could differ from copying them in turn: some
+// written tensor's memory meets another entry's (a self[i] that is src[i] copies nothing).
+bool copies_overlap(at::TensorList self, at::TensorList src) {
+  struct Range {
+    uintptr_t begin, end;
+    bool written;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < self.size(); ++i) {
+    const auto to = reinterpret_cast<uintptr_t>(self[i].data_ptr()), from = reinterpret_cast<uintptr_t>(src[i].data_ptr());
+    const auto bytes = static_cast<uintptr_t>(self[i].nbytes());
+    if (to == from || bytes == 0) continue;
+    ranges.push_back({to, to + bytes, true});
+    ranges.push_back({from, from + bytes, false});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  uintptr_t any_end = 0, written_end = 0;  // the furthest end of the ranges so far, and of the written ones
+  for (const Range& r : ranges) {
+    if (r.begin < (r.written ? any_end : written_end)) return true;
+    any_end = std::max(any_end, r.end);
+    if (r.written) written_end = std::max(written_end, r.end);
+  }
+  return false;
+}
+
+// self[i] = src[i] (a compiled step writing its updated state back), one command.
+void copy_(at::TensorList self, at::TensorList src, bool non_blocking) {
+  if (!single_command({self, src}) || copies_overlap(self, src)) {
+    return at::native::foreach_tensor_copy_list_kernel_slow_(self, src, non_blocking);
+  }
+  const int64_t item = static_cast<int64_t>(self[0].element_size());
+  launch("aten::_foreach_copy_", self, {pointers_of(self), pointers_of(src)}, [item](size_t, Dense& d) {
+    if (d.args.data[0] != d.args.data[1]) std::memcpy(d.args.data[0], d.args.data[1], static_cast<size_t>(d.numel * item));
+  });
 }
 
 std::vector<at::Tensor> unary_each(const char* op, at::TensorList self, kernels::UnaryOp kind) {
@@ -414,6 +520,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_addcmul.Scalar", TORCH_FN(foreach::addcmul_scalar));
   m.impl("_foreach_addcdiv.Scalar", TORCH_FN(foreach::addcdiv_scalar));
   m.impl("_foreach_neg", TORCH_FN(foreach::neg));
+  m.impl("_foreach_copy_", TORCH_FN(foreach::copy_));
+  m.impl("_foreach_pow.ScalarAndTensor", TORCH_FN(foreach::pow_scalar_and_tensor));
   m.impl("_foreach_reciprocal", TORCH_FN(foreach::reciprocal));
   m.impl("_foreach_sqrt_", TORCH_FN(foreach::sqrt_));
 }

@@ -1196,3 +1196,34 @@ def test_pointwise_kernel_with_many_broadcast_operands(dtype, no_fallback):
         expected = f(*(a.float() if a.is_floating_point() else a for a in args)).to(dtype)
         torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
     assert torchneuron.compile_stats()["graphs_eager"] == 0
+
+
+@pytest.mark.parametrize("capturable", [False, True], ids=["cpu_steps", "capturable"])
+def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(capturable, monkeypatch, no_fallback):
+    """torch.compile(optimizer.step) on AdamW: the parameters and state track eager mode's over
+    several steps, and the write-backs of the updated parameters and moments (three copy_ per
+    parameter) run as one _foreach_copy_; the step counts (CPU tensors unless capturable) are
+    copied on their own."""
+    from torchneuron.compiler import lowering
+
+    grouped = []
+    group = lowering.group_write_back_copies
+    monkeypatch.setattr(lowering, "group_write_back_copies", lambda gm: grouped.append(group(gm)) or grouped[-1])
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3))
+    eager, compiled = copy.deepcopy(model).to("neuron"), copy.deepcopy(model).to("neuron")
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=0.05, capturable=capturable) for m in (eager, compiled)]
+    step = torch.compile(optimizers[1].step, backend="neuron")
+    for _ in range(4):
+        grads = [torch.randn_like(p) for p in model.parameters()]
+        for m in (eager, compiled):
+            for p, g in zip(m.parameters(), grads):
+                p.grad = g.to("neuron")
+        optimizers[0].step()
+        step()
+    for p, q in zip(eager.parameters(), compiled.parameters()):
+        torch.testing.assert_close(q.cpu(), p.cpu(), rtol=1e-4, atol=1e-5)  # bias corrections in float, not double
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(optimizers[1].state[q][key].cpu(), optimizers[0].state[p][key].cpu())
+    parameters = len(list(model.parameters()))
+    assert parameters * 3 + parameters * capturable in grouped

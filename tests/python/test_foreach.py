@@ -58,6 +58,17 @@ OUT_OF_PLACE = [
 ]
 
 
+PER_TENSOR_OPS = ("aten::add", "aten::sub", "aten::mul", "aten::div", "aten::addcmul", "aten::addcdiv", "aten::neg",
+                  "aten::reciprocal", "aten::pow", "aten::copy_")
+
+
+def per_tensor_ops(fn, *args):
+    """The per-tensor ops that fn(*args) ran (none when its foreach op ran as one command)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn(*args)
+    return [e.name for e in prof.events() if e.name in PER_TENSOR_OPS]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
 def test_out_of_place_foreach_ops_match_cpu_as_one_command(dtype, no_fallback):
     """The out-of-place forms a functionalized graph calls (a compiled optimizer step) match CPU
@@ -66,12 +77,54 @@ def test_out_of_place_foreach_ops_match_cpu_as_one_command(dtype, no_fallback):
     groups = [lists(dtype=dtype, seed=0), lists(dtype=dtype, seed=1), [t.abs() + 0.5 for t in lists(dtype=dtype, seed=2)]]
     for fn, arity in OUT_OF_PLACE:
         check(fn, *groups[:arity])
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            fn(*[[t.to("neuron") for t in g] for g in groups[:arity]])
-        per_tensor = [e.name for e in prof.events() if not e.name.startswith("aten::_foreach") and e.name in (
-            "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::addcmul", "aten::addcdiv", "aten::neg",
-            "aten::reciprocal")]
+        per_tensor = per_tensor_ops(fn, *[[t.to("neuron") for t in g] for g in groups[:arity]])
         assert (per_tensor == []) == (dtype != torch.bfloat16), per_tensor
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_foreach_ops_of_a_compiled_optimizer_step_run_as_one_command(dtype, no_fallback):
+    """What a compiled AdamW step calls on its step counts: powers of a scalar base, and lists
+    divided by 0-dim tensors on the device (capturable) or on the CPU (the default), each as one
+    command, matching CPU."""
+    steps = [torch.tensor(float(k), dtype=dtype) for k in (1, 7, 30, 2)]
+    a = lists(dtype=dtype)
+    check(lambda x: torch._foreach_pow(0.9, x), steps)
+    assert per_tensor_ops(lambda x: torch._foreach_pow(0.9, x), [t.to("neuron") for t in steps]) == []
+    for other_device in ("neuron", "cpu"):
+        scalars = [torch.tensor(v, dtype=dtype) for v in (0.5, -3.0, 7.0, 0.25)]
+        for fn in (lambda x, y: torch._foreach_div(x, y), lambda x, y: torch._foreach_mul(x, y),
+                   lambda x, y: torch._foreach_sub(x, y, alpha=0.5), lambda x, y: torch._foreach_add_(x, y, alpha=2)):
+            expected = fn([t.clone() for t in a], scalars)
+            dev_a, dev_scalars = [t.to("neuron") for t in a], [t.to(other_device) for t in scalars]
+            got = fn(dev_a, dev_scalars)
+            for x, y in zip(got if got is not None else dev_a, expected if expected is not None else a):
+                assert_same(x, y)
+            assert per_tensor_ops(fn, dev_a, dev_scalars) == [], other_device
+
+
+def test_foreach_lists_of_other_shapes_take_the_per_tensor_path(no_fallback):
+    # Equal element counts, other shapes: the per-tensor ops broadcast them as CPU does.
+    a, b = [torch.randn(4, 1), torch.randn(3)], [torch.randn(4), torch.randn(1, 3)]
+    check(lambda x, y: torch._foreach_add(x, y), a, b)
+    check(lambda x, y: torch._foreach_mul(x, y), a, [torch.tensor(2.0), torch.randn(3)])
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch._foreach_add_([t.to("neuron") for t in a], [t.to("neuron") for t in b])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_foreach_copy_as_one_command(dtype, no_fallback):
+    src = lists(dtype=dtype, seed=4)
+    check(lambda x, y: torch._foreach_copy_(x, y), lists(dtype=dtype), src)
+    dev_x, dev_src = [t.to("neuron") for t in lists(dtype=dtype)], [t.to("neuron") for t in src]
+    assert per_tensor_ops(lambda: torch._foreach_copy_(dev_x, dev_src)) == []
+    # A copy that reads what an earlier one writes runs them in turn, as copy_ one by one does.
+    base = torch.arange(12.0, dtype=dtype)
+    for make in (lambda b: ([b[0:4], b[4:8]], [b[4:8], b[8:12]]), lambda b: ([b[0:4], b[2:6]], [b[8:12], b[6:10]])):
+        expected, dev = base.clone(), base.to("neuron")
+        for x, y in zip(*make(expected)):
+            x.copy_(y)
+        torch._foreach_copy_(*make(dev))
+        assert torch.equal(dev.cpu(), expected)
 
 
 def test_foreach_non_contiguous_lists_take_the_per_tensor_path(no_fallback):

@@ -404,6 +404,38 @@ def split_bias_from_addmm(gm: fx.GraphModule) -> int:
     return rewritten
 
 
+def group_write_back_copies(gm: fx.GraphModule) -> int:
+    """The copy_ nodes between two device tensors in a run of consecutive copy_ nodes whose
+    results nothing reads (AOTAutograd's write-backs of mutated inputs: a compiled optimizer
+    step ends with three per parameter) become one _foreach_copy_ after the run, which copies
+    them in one queue command (or in turn, where their memory meets). Copies to or from the CPU
+    (an optimizer's step counts) stay as they are, before it: they touch other memory. Returns
+    the number of copy_ nodes grouped."""
+    graph, grouped = gm.graph, 0
+    runs, run = [], []
+    for node in list(graph.nodes) + [None]:
+        if (node is not None and node.op == "call_function" and node.target is aten.copy_.default
+                and len(node.args) == 2 and not node.kwargs and not node.users
+                and all(isinstance(a, fx.Node) for a in node.args)):
+            run.append(node)
+            continue
+        runs.append(run)
+        run = []
+    for run in runs:
+        on_device = [n for n in run if all((v := _tensor_meta(a)) is not None and _on_device(v) for a in n.args)]
+        if len(on_device) < 2:
+            continue
+        with graph.inserting_after(run[-1]):
+            graph.call_function(aten._foreach_copy_.default,
+                                ([n.args[0] for n in on_device], [n.args[1] for n in on_device]))
+        for node in on_device:
+            graph.erase_node(node)
+        grouped += len(on_device)
+    if grouped:
+        gm.recompile()
+    return grouped
+
+
 def _call_with_meta(graph: fx.Graph, target, args) -> fx.Node:
     """A new call node whose meta["val"] is `target` run on its arguments' fake values."""
     node = graph.call_function(target, args)
