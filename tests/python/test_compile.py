@@ -1201,9 +1201,10 @@ def test_pointwise_kernel_with_many_broadcast_operands(dtype, no_fallback):
 @pytest.mark.parametrize("capturable", [False, True], ids=["cpu_steps", "capturable"])
 def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(capturable, monkeypatch, no_fallback):
     """torch.compile(optimizer.step) on AdamW: the parameters and state track eager mode's over
-    several steps, and the write-backs of the updated parameters and moments (three copy_ per
-    parameter) run as one _foreach_copy_; the step counts (CPU tensors unless capturable) are
-    copied on their own."""
+    several steps; the write-backs of the updated parameters and moments (three copy_ per
+    parameter) run as one _foreach_copy_, the step counts (CPU tensors unless capturable) are
+    copied on their own; and the bias corrections computed from CPU step counts run once on the
+    stacked counts, not per parameter (two pows, not two per parameter)."""
     from torchneuron.compiler import lowering
 
     grouped = []
@@ -1227,3 +1228,7 @@ def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(cap
             torch.testing.assert_close(optimizers[1].state[q][key].cpu(), optimizers[0].state[p][key].cpu())
     parameters = len(list(model.parameters()))
     assert parameters * 3 + parameters * capturable in grouped
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    pows = [e for e in prof.events() if e.name == "aten::pow" and (e.cpu_parent is None or e.cpu_parent.name != "aten::pow")]
+    assert len(pows) == (0 if capturable else 2)

@@ -436,6 +436,81 @@ def group_write_back_copies(gm: fx.GraphModule) -> int:
     return grouped
 
 
+# Foreach ops over lists of CPU scalar tensors, and the op each runs as on the stacked list.
+_ON_STACK = {
+    aten._foreach_add.Scalar: aten.add.Scalar, aten._foreach_sub.Scalar: aten.sub.Scalar,
+    aten._foreach_mul.Scalar: aten.mul.Scalar, aten._foreach_div.Scalar: aten.div.Scalar,
+    aten._foreach_add.List: aten.add.Tensor, aten._foreach_sub.List: aten.sub.Tensor,
+    aten._foreach_mul.List: aten.mul.Tensor, aten._foreach_div.List: aten.div.Tensor,
+    aten._foreach_neg.default: aten.neg.default, aten._foreach_reciprocal.default: aten.reciprocal.default,
+    aten._foreach_sqrt.default: aten.sqrt.default, aten._foreach_pow.ScalarAndTensor: aten.pow.Scalar,
+}
+
+
+def _holds_node(arg) -> bool:
+    found = []
+    fx.node.map_arg(arg, found.append)
+    return bool(found)
+
+
+def _cpu_scalar(node) -> torch.dtype | None:
+    val = _tensor_meta(node)
+    if val is None or val.device.type != "cpu" or val.dim() != 0 or not val.dtype.is_floating_point:
+        return None
+    return val.dtype
+
+
+def stack_cpu_scalar_foreach_ops(gm: fx.GraphModule) -> int:
+    """A foreach op over lists of 0-dim CPU tensors (a compiled optimizer step's step counts and
+    bias corrections, unless it is capturable) runs PyTorch's per-tensor CPU ops: 28 parameters
+    and eight such ops made 224 CPU calls per step. Each becomes the same op once, on the list
+    stacked into one tensor; later such ops read that tensor directly, and other readers take its
+    elements from one unbind. Returns the number of foreach ops rewritten."""
+    graph, rewritten = gm.graph, 0
+    stacked = {}  # unbind node -> the stacked tensor it splits
+    for node in list(graph.nodes):
+        target = _ON_STACK.get(node.target)
+        if target is None or node.kwargs.keys() - {"alpha"} or _holds_node(node.kwargs):
+            continue
+        lists = [a for a in node.args if isinstance(a, (list, tuple))]
+        others = [a for a in node.args if not isinstance(a, (list, tuple))]
+        if not lists or any(_holds_node(a) for a in others):
+            continue
+        count = len(lists[0])
+        dtypes = {_cpu_scalar(n) if isinstance(n, fx.Node) else None for items in lists for n in items}
+        if count < 2 or any(len(items) != count for items in lists) or len(dtypes) != 1 or None in dtypes:
+            continue
+        if not node.users or any(u.target is not operator.getitem or not isinstance(u.args[1], int) for u in node.users):
+            continue
+
+        def whole(items):
+            source = items[0].args[0] if items[0].target is operator.getitem else None
+            if source in stacked and all(n.target is operator.getitem and n.args == (source, i)
+                                         for i, n in enumerate(items)):
+                return stacked[source]
+            return _call_with_meta(graph, aten.stack.default, (list(items),))
+
+        with graph.inserting_before(node):
+            args = tuple(whole(a) if isinstance(a, (list, tuple)) else a for a in node.args)
+            result = graph.call_function(target, args, dict(node.kwargs))
+            result.meta["val"] = target(*fx.node.map_arg(args, lambda n: n.meta["val"]), **node.kwargs)
+            parts = _call_with_meta(graph, aten.unbind.int, (result,))
+        stacked[parts] = result
+        for user in list(node.users):
+            user.args = (parts, user.args[1])
+        graph.erase_node(node)
+        rewritten += 1
+    for parts in stacked:  # unbinds whose elements only stacked ops read
+        items = list(parts.users)
+        if all(not item.users for item in items):
+            for item in items:
+                graph.erase_node(item)
+            graph.erase_node(parts)
+    if rewritten:
+        gm.recompile()
+    return rewritten
+
+
 def _call_with_meta(graph: fx.Graph, target, args) -> fx.Node:
     """A new call node whose meta["val"] is `target` run on its arguments' fake values."""
     node = graph.call_function(target, args)
