@@ -233,6 +233,12 @@ void unary_into(const char* op, at::TensorList out, at::TensorList self, kernels
   launch(op, self, {pointers_of(out), pointers_of(self)}, [kind](size_t, Dense& d) { kernels::unary(kind, d.args); });
 }
 
+// out[i] = lerp(self[i], ends[i], weight), one command; out may be self.
+void lerp_into(const char* op, at::TensorList out, at::TensorList self, at::TensorList ends, double weight) {
+  launch(op, self, {pointers_of(out), pointers_of(self), pointers_of(ends), values(weight, self.size())},
+         [](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kLerp, d.args, {}); });
+}
+
 void activation_each(const char* op, at::TensorList self, kernels::ActivationOp kind, std::vector<double> params) {
   launch(op, self, {pointers_of(self), pointers_of(self)}, [kind, params](size_t i, Dense& d) {
     kernels::activation(kind, d.args, kernels::ActivationParams{params.size() == 1 ? params[0] : params[i]});
@@ -331,11 +337,7 @@ void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alph
 
 void lerp_scalar_(at::TensorList self, at::TensorList ends, const at::Scalar& weight) {
   if (!single_command({self, ends})) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, ends, weight);
-  const double w = weight.toDouble();
-  launch("aten::_foreach_lerp_", self, {pointers_of(self), pointers_of(self), pointers_of(ends)}, [w](size_t, Dense& d) {
-    d.scalar(w);
-    kernels::ternary(kernels::TernaryOp::kLerp, d.args, {});
-  });
+  lerp_into("aten::_foreach_lerp_", self, self, ends, weight.toDouble());
 }
 
 void addcmul_scalar_(at::TensorList self, at::TensorList t1, at::TensorList t2, const at::Scalar& value) {
@@ -401,6 +403,13 @@ std::vector<at::Tensor> div_list(at::TensorList self, at::TensorList other) {
   std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
   if (!operands) return at::native::foreach_tensor_div_list_kernel_slow(self, other);
   return binary_list("aten::_foreach_div", self, std::move(*operands), kernels::BinaryOp::kDiv, 1.0);
+}
+
+std::vector<at::Tensor> lerp_scalar(at::TensorList self, at::TensorList ends, const at::Scalar& weight) {
+  if (!single_command({self, ends})) return at::native::foreach_tensor_lerp_list_kernel_slow(self, ends, weight);
+  std::vector<at::Tensor> result = results_like(self);
+  lerp_into("aten::_foreach_lerp", result, self, ends, weight.toDouble());
+  return result;
 }
 
 std::vector<at::Tensor> addcmul_scalar(at::TensorList self, at::TensorList t1, at::TensorList t2,
@@ -520,6 +529,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_addcmul.Scalar", TORCH_FN(foreach::addcmul_scalar));
   m.impl("_foreach_addcdiv.Scalar", TORCH_FN(foreach::addcdiv_scalar));
   m.impl("_foreach_neg", TORCH_FN(foreach::neg));
+  m.impl("_foreach_lerp.Scalar", TORCH_FN(foreach::lerp_scalar));
   m.impl("_foreach_copy_", TORCH_FN(foreach::copy_));
   m.impl("_foreach_pow.ScalarAndTensor", TORCH_FN(foreach::pow_scalar_and_tensor));
   m.impl("_foreach_reciprocal", TORCH_FN(foreach::reciprocal));

@@ -1203,13 +1203,15 @@ def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(cap
     """torch.compile(optimizer.step) on AdamW: the parameters and state track eager mode's over
     several steps; the write-backs of the updated parameters and moments (three copy_ per
     parameter) run as one _foreach_copy_, the step counts (CPU tensors unless capturable) are
-    copied on their own; and the bias corrections computed from CPU step counts run once on the
+    copied on their own; the first moment's _foreach_lerp_, which Dynamo writes out, is one
+    _foreach_lerp again; and the bias corrections computed from CPU step counts run once on the
     stacked counts, not per parameter (two pows, not two per parameter)."""
     from torchneuron.compiler import lowering
 
-    grouped = []
-    group = lowering.group_write_back_copies
+    grouped, lerps = [], []
+    group, lerp = lowering.group_write_back_copies, lowering.restore_foreach_lerp
     monkeypatch.setattr(lowering, "group_write_back_copies", lambda gm: grouped.append(group(gm)) or grouped[-1])
+    monkeypatch.setattr(lowering, "restore_foreach_lerp", lambda gm: lerps.append(lerp(gm)) or lerps[-1])
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3))
     eager, compiled = copy.deepcopy(model).to("neuron"), copy.deepcopy(model).to("neuron")
@@ -1228,6 +1230,7 @@ def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(cap
             torch.testing.assert_close(optimizers[1].state[q][key].cpu(), optimizers[0].state[p][key].cpu())
     parameters = len(list(model.parameters()))
     assert parameters * 3 + parameters * capturable in grouped
+    assert 1 in lerps  # the first moment's update runs as _foreach_lerp again
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         step()
     pows = [e for e in prof.events() if e.name == "aten::pow" and (e.cpu_parent is None or e.cpu_parent.name != "aten::pow")]

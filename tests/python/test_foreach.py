@@ -51,6 +51,8 @@ OUT_OF_PLACE = [
     (lambda x, y: torch._foreach_sub(x, y, alpha=2), 2),
     (lambda x, y: torch._foreach_mul(x, y), 2),
     (lambda x, y: torch._foreach_div(x, y), 2),
+    (lambda x, y: torch._foreach_lerp(x, y, 0.3), 2),
+    (lambda x, y: torch._foreach_lerp(x, y, 0.7), 2),
     (lambda x, y, z: torch._foreach_addcmul(x, y, z, value=0.01), 3),
     (lambda x, y, z: torch._foreach_addcdiv(x, y, z, value=-0.3), 3),
     (lambda x: torch._foreach_neg(x), 1),
@@ -59,7 +61,7 @@ OUT_OF_PLACE = [
 
 
 PER_TENSOR_OPS = ("aten::add", "aten::sub", "aten::mul", "aten::div", "aten::addcmul", "aten::addcdiv", "aten::neg",
-                  "aten::reciprocal", "aten::pow", "aten::copy_")
+                  "aten::reciprocal", "aten::pow", "aten::copy_", "aten::lerp")
 
 
 def per_tensor_ops(fn, *args):

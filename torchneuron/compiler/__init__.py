@@ -94,8 +94,8 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
-    from .lowering import (group_write_back_copies, lower, split_bias_from_addmm, stack_cpu_scalar_foreach_ops,
-                           stack_select_backward_sums, update_batch_norm_stats_in_place)
+    from .lowering import (group_write_back_copies, lower, restore_foreach_lerp, split_bias_from_addmm,
+                           stack_cpu_scalar_foreach_ops, stack_select_backward_sums, update_batch_norm_stats_in_place)
     from .program import CompiledProgram
 
     start = time.perf_counter()
@@ -104,6 +104,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         split_bias_from_addmm(gm)
         stack_select_backward_sums(gm)
         stack_cpu_scalar_foreach_ops(gm)
+        restore_foreach_lerp(gm)
         group_write_back_copies(gm)
         lowered = lower(gm, round_intermediates=emulate_precision_casts)
         plan = _C._compiler.plan(lowered.graph)

@@ -404,6 +404,49 @@ def split_bias_from_addmm(gm: fx.GraphModule) -> int:
     return rewritten
 
 
+def restore_foreach_lerp(gm: fx.GraphModule) -> int:
+    """Dynamo traces an optimizer's _foreach_lerp_(self, ends, w) with a weight under 0.5 as
+    diff = _foreach_sub(ends, self), a full_like(d, w) per tensor and _foreach_addcmul(self,
+    those, diff): a list of filled tensors and a command more than _foreach_lerp(self, ends, w),
+    whose formula there is the same, self + w * (ends - self). Such patterns over float32 and
+    float64 device tensors become that call again. Returns the number rewritten."""
+    graph, rewritten = gm.graph, 0
+    for node in list(graph.nodes):
+        if node.target is not aten._foreach_addcmul.Scalar or len(node.args) != 3 or node.kwargs.keys() - {"value"}:
+            continue
+        self_list, weights, diffs = node.args
+        if node.kwargs.get("value", 1) != 1 or not diffs or len(weights) != len(diffs):
+            continue
+        diff = diffs[0].args[0] if isinstance(diffs[0], fx.Node) and diffs[0].target is operator.getitem else None
+        if (diff is None or diff.target is not aten._foreach_sub.List or diff.kwargs or len(diff.args) != 2
+                or list(diff.args[1]) != list(self_list)):
+            continue
+        items = sorted(diff.users, key=lambda n: n.args[1] if n.target is operator.getitem else -1)
+        if items != list(diffs) or [n.args[1] for n in items] != list(range(len(items))):
+            continue
+        fills = [w if isinstance(w, fx.Node) and w.target is aten.full_like.default and len(w.args) == 2
+                 and w.args[0] is d and set(w.kwargs) <= {"pin_memory"} and len(w.users) == 1 else None
+                 for w, d in zip(weights, diffs)]
+        if None in fills or len({f.args[1] for f in fills}) != 1:
+            continue
+        weight = fills[0].args[1]
+        vals = [_tensor_meta(n) for n in list(self_list) + list(diff.args[0])]
+        if (not isinstance(weight, float) or not abs(weight) < 0.5
+                or any(v is None or not _on_device(v) or v.dtype not in (torch.float32, torch.float64) for v in vals)
+                or any(set(d.users) - {node, f} for d, f in zip(diffs, fills))):
+            continue
+        with graph.inserting_before(node):
+            lerp = graph.call_function(aten._foreach_lerp.Scalar, (self_list, diff.args[0], weight))
+        lerp.meta["val"] = node.meta.get("val")
+        node.replace_all_uses_with(lerp)
+        for dead in [node, *fills, *diffs, diff]:
+            graph.erase_node(dead)
+        rewritten += 1
+    if rewritten:
+        gm.recompile()
+    return rewritten
+
+
 def group_write_back_copies(gm: fx.GraphModule) -> int:
     """The copy_ nodes between two device tensors in a run of consecutive copy_ nodes whose
     results nothing reads (AOTAutograd's write-backs of mutated inputs: a compiled optimizer
