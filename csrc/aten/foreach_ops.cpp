@@ -335,6 +335,39 @@ void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alph
   binary_list_into("aten::_foreach_add_", self, self, std::move(*operands), kernels::BinaryOp::kAdd, alpha.toDouble());
 }
 
+void sub_scalar_(at::TensorList self, const at::Scalar& scalar) {
+  if (!single_command({self})) return at::native::foreach_tensor_sub_scalar_kernel_slow_(self, scalar);
+  binary_scalar_into("aten::_foreach_sub_", self, self, kernels::BinaryOp::kSub, scalar.toDouble());
+}
+
+void sub_list_(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_sub_list_kernel_slow_(self, other, alpha);
+  binary_list_into("aten::_foreach_sub_", self, self, std::move(*operands), kernels::BinaryOp::kSub, alpha.toDouble());
+}
+
+void mul_list_(at::TensorList self, at::TensorList other) {
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_mul_list_kernel_slow_(self, other);
+  binary_list_into("aten::_foreach_mul_", self, self, std::move(*operands), kernels::BinaryOp::kMul, 1.0);
+}
+
+void div_list_(at::TensorList self, at::TensorList other) {
+  std::optional<Operands> operands = single_command({self}) ? other_operands(self, other) : std::nullopt;
+  if (!operands) return at::native::foreach_tensor_div_list_kernel_slow_(self, other);
+  binary_list_into("aten::_foreach_div_", self, self, std::move(*operands), kernels::BinaryOp::kDiv, 1.0);
+}
+
+void neg_(at::TensorList self) {
+  if (!single_command({self})) return at::native::foreach_tensor_neg_slow_(self);
+  unary_into("aten::_foreach_neg_", self, self, kernels::UnaryOp::kNeg);
+}
+
+void reciprocal_(at::TensorList self) {
+  if (!single_command({self})) return at::native::foreach_tensor_reciprocal_slow_(self);
+  unary_into("aten::_foreach_reciprocal_", self, self, kernels::UnaryOp::kReciprocal);
+}
+
 void lerp_scalar_(at::TensorList self, at::TensorList ends, const at::Scalar& weight) {
   if (!single_command({self, ends})) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, ends, weight);
   lerp_into("aten::_foreach_lerp_", self, self, ends, weight.toDouble());
@@ -514,6 +547,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_add_.Scalar", TORCH_FN(foreach::add_scalar_));
   m.impl("_foreach_add_.List", TORCH_FN(foreach::add_list_));
   m.impl("_foreach_lerp_.Scalar", TORCH_FN(foreach::lerp_scalar_));
+  m.impl("_foreach_sub_.Scalar", TORCH_FN(foreach::sub_scalar_));
+  m.impl("_foreach_sub_.List", TORCH_FN(foreach::sub_list_));
+  m.impl("_foreach_mul_.List", TORCH_FN(foreach::mul_list_));
+  m.impl("_foreach_div_.List", TORCH_FN(foreach::div_list_));
+  m.impl("_foreach_neg_", TORCH_FN(foreach::neg_));
+  m.impl("_foreach_reciprocal_", TORCH_FN(foreach::reciprocal_));
   m.impl("_foreach_addcmul_.Scalar", TORCH_FN(foreach::addcmul_scalar_));
   m.impl("_foreach_addcdiv_.Scalar", TORCH_FN(foreach::addcdiv_scalar_));
   m.impl("_foreach_addcdiv_.ScalarList", TORCH_FN(foreach::addcdiv_scalarlist_));

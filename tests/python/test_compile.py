@@ -1198,20 +1198,43 @@ def test_pointwise_kernel_with_many_broadcast_operands(dtype, no_fallback):
     assert torchneuron.compile_stats()["graphs_eager"] == 0
 
 
+def test_foreach_ops_run_in_place_only_on_temporaries_nothing_reads_later(no_fallback):
+    """A chain of out-of-place foreach ops runs in place on its temporaries; one that the graph
+    returns, or that a later op still reads, keeps its own values."""
+    def chain(xs, ys):
+        roots = torch._foreach_sqrt(xs)
+        kept = torch._foreach_add(roots, 1.0)  # returned: never overwritten
+        scaled = torch._foreach_mul(kept, 3.0)
+        shifted = torch._foreach_sub(scaled, ys)  # scaled is read again below
+        return kept, torch._foreach_div(torch._foreach_neg(shifted), scaled)
+
+    xs = [torch.rand(5, 3) + 0.1, torch.rand(7) + 0.1]
+    ys = [torch.randn(5, 3), torch.randn(7)]
+    expected = chain(xs, ys)
+    got = torch.compile(chain, backend="neuron")([x.to("neuron") for x in xs], [y.to("neuron") for y in ys])
+    for g, e in zip(got, expected):
+        for a, b in zip(g, e):
+            torch.testing.assert_close(a.cpu(), b)
+
+
 @pytest.mark.parametrize("capturable", [False, True], ids=["cpu_steps", "capturable"])
 def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(capturable, monkeypatch, no_fallback):
     """torch.compile(optimizer.step) on AdamW: the parameters and state track eager mode's over
     several steps; the write-backs of the updated parameters and moments (three copy_ per
     parameter) run as one _foreach_copy_, the step counts (CPU tensors unless capturable) are
     copied on their own; the first moment's _foreach_lerp_, which Dynamo writes out, is one
-    _foreach_lerp again; and the bias corrections computed from CPU step counts run once on the
+    _foreach_lerp again; foreach ops on temporaries nothing reads later run in place; and the bias corrections computed from CPU step counts run once on the
     stacked counts, not per parameter (two pows, not two per parameter)."""
     from torchneuron.compiler import lowering
 
-    grouped, lerps = [], []
-    group, lerp = lowering.group_write_back_copies, lowering.restore_foreach_lerp
-    monkeypatch.setattr(lowering, "group_write_back_copies", lambda gm: grouped.append(group(gm)) or grouped[-1])
-    monkeypatch.setattr(lowering, "restore_foreach_lerp", lambda gm: lerps.append(lerp(gm)) or lerps[-1])
+    counts = {}
+
+    def counting(name):
+        rewrite = getattr(lowering, name)
+        monkeypatch.setattr(lowering, name, lambda gm: counts.setdefault(name, []).append(rewrite(gm)) or counts[name][-1])
+
+    for name in ("group_write_back_copies", "restore_foreach_lerp", "foreach_in_place_on_dying_lists"):
+        counting(name)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3))
     eager, compiled = copy.deepcopy(model).to("neuron"), copy.deepcopy(model).to("neuron")
@@ -1229,8 +1252,11 @@ def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(cap
         for key in ("exp_avg", "exp_avg_sq", "step"):
             torch.testing.assert_close(optimizers[1].state[q][key].cpu(), optimizers[0].state[p][key].cpu())
     parameters = len(list(model.parameters()))
-    assert parameters * 3 + parameters * capturable in grouped
-    assert 1 in lerps  # the first moment's update runs as _foreach_lerp again
+    assert parameters * 3 + parameters * capturable in counts["group_write_back_copies"]
+    assert 1 in counts["restore_foreach_lerp"]  # the first moment's update runs as _foreach_lerp again
+    # In place on temporaries: the second moment's update, the denominator's three steps after its
+    # square root, and the parameters' update after their weight decay.
+    assert max(counts["foreach_in_place_on_dying_lists"]) >= 5
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         step()
     pows = [e for e in prof.events() if e.name == "aten::pow" and (e.cpu_parent is None or e.cpu_parent.name != "aten::pow")]

@@ -40,6 +40,24 @@ def test_foreach_ops_match_cpu(dtype, no_fallback):
     check(lambda x, y, z: torch._foreach_addcdiv_(x, y, z, [0.1, 0.2, 0.3, 0.4]), a, b, c)
     check(lambda x: torch._foreach_sqrt([t.abs() for t in x]), a)
     check(lambda x: torch._foreach_sqrt_([t.abs_() for t in x]), a)
+    for fn, arity in IN_PLACE:
+        check(fn, *[a, b, c][:arity])
+
+
+IN_PLACE = [  # the in-place forms a compiled optimizer step runs on its temporaries
+    (lambda x: torch._foreach_sub_(x, 0.5), 1),
+    (lambda x, y: torch._foreach_sub_(x, y, alpha=0.25), 2),
+    (lambda x, y: torch._foreach_mul_(x, y), 2),
+    (lambda x, y: torch._foreach_div_(x, y), 2),
+    (lambda x: torch._foreach_neg_(x), 1),
+    (lambda x: torch._foreach_reciprocal_(x), 1),
+]
+
+
+def test_in_place_foreach_ops_run_as_one_command(no_fallback):
+    groups = [[t.to("neuron") for t in lists(seed=s)] for s in (0, 1)]
+    for fn, arity in IN_PLACE:
+        assert per_tensor_ops(fn, *groups[:arity]) == []
 
 
 OUT_OF_PLACE = [

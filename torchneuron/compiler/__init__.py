@@ -94,8 +94,9 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
-    from .lowering import (group_write_back_copies, lower, restore_foreach_lerp, split_bias_from_addmm,
-                           stack_cpu_scalar_foreach_ops, stack_select_backward_sums, update_batch_norm_stats_in_place)
+    from .lowering import (foreach_in_place_on_dying_lists, group_write_back_copies, lower, restore_foreach_lerp,
+                           split_bias_from_addmm, stack_cpu_scalar_foreach_ops, stack_select_backward_sums,
+                           update_batch_norm_stats_in_place)
     from .program import CompiledProgram
 
     start = time.perf_counter()
@@ -105,6 +106,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         stack_select_backward_sums(gm)
         stack_cpu_scalar_foreach_ops(gm)
         restore_foreach_lerp(gm)
+        foreach_in_place_on_dying_lists(gm)
         group_write_back_copies(gm)
         lowered = lower(gm, round_intermediates=emulate_precision_casts)
         plan = _C._compiler.plan(lowered.graph)

@@ -447,6 +447,64 @@ def restore_foreach_lerp(gm: fx.GraphModule) -> int:
     return rewritten
 
 
+# Out-of-place foreach ops and their in-place forms (native single commands).
+_IN_PLACE_FOREACH = {
+    aten._foreach_add.Scalar: aten._foreach_add_.Scalar, aten._foreach_add.List: aten._foreach_add_.List,
+    aten._foreach_sub.Scalar: aten._foreach_sub_.Scalar, aten._foreach_sub.List: aten._foreach_sub_.List,
+    aten._foreach_mul.Scalar: aten._foreach_mul_.Scalar, aten._foreach_mul.List: aten._foreach_mul_.List,
+    aten._foreach_div.Scalar: aten._foreach_div_.Scalar, aten._foreach_div.List: aten._foreach_div_.List,
+    aten._foreach_sqrt.default: aten._foreach_sqrt_.default, aten._foreach_neg.default: aten._foreach_neg_.default,
+    aten._foreach_reciprocal.default: aten._foreach_reciprocal_.default,
+    aten._foreach_lerp.Scalar: aten._foreach_lerp_.Scalar, aten._foreach_addcmul.Scalar: aten._foreach_addcmul_.Scalar,
+    aten._foreach_addcdiv.Scalar: aten._foreach_addcdiv_.Scalar,
+}
+
+
+def foreach_in_place_on_dying_lists(gm: fx.GraphModule) -> int:
+    """An out-of-place foreach op whose first list is the result of an earlier foreach op that
+    nothing reads afterwards (a compiled optimizer step's chain of temporaries: the square root
+    of the second moment, divided, shifted by eps, divided again) runs in place on it instead,
+    as eager mode's optimizer does: no new tensor per element and op. Returns the number of
+    foreach ops rewritten."""
+    graph, rewritten = gm.graph, 0
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        in_place = _IN_PLACE_FOREACH.get(node.target)
+        if in_place is None or not node.args or not isinstance(node.args[0], (list, tuple)) or not node.args[0]:
+            continue
+        items, results = list(node.args[0]), node.meta.get("val")
+        if not isinstance(results, (list, tuple)) or len(results) != len(items):
+            continue
+        if any(u.target is not operator.getitem for u in node.users):
+            continue
+
+        def dying_temporary(item, result):
+            if not (isinstance(item, fx.Node) and item.target is operator.getitem):
+                return False
+            source, val = item.args[0], _tensor_meta(item)
+            return (source.op == "call_function" and source.target in _IN_PLACE_FOREACH and val is not None
+                    and _on_device(val) and isinstance(result, torch.Tensor) and val.dtype == result.dtype
+                    and val.shape == result.shape and all(order[u] <= order[node] for u in item.users))
+
+        if not all(dying_temporary(item, result) for item, result in zip(items, results)):
+            continue
+        # Another operand list may hold an item only at its own index (elementwise, in place).
+        if any(isinstance(other, (list, tuple)) and any(o in items and o is not items[j] for j, o in enumerate(other))
+               for other in node.args[1:]):
+            continue
+        with graph.inserting_before(node):
+            updated = graph.call_function(in_place, tuple(node.args), dict(node.kwargs))
+        order[updated] = order[node]
+        for user in list(node.users):
+            user.replace_all_uses_with(items[user.args[1]])
+            graph.erase_node(user)
+        graph.erase_node(node)
+        rewritten += 1
+    if rewritten:
+        gm.recompile()
+    return rewritten
+
+
 def group_write_back_copies(gm: fx.GraphModule) -> int:
     """The copy_ nodes between two device tensors in a run of consecutive copy_ nodes whose
     results nothing reads (AOTAutograd's write-backs of mutated inputs: a compiled optimizer
