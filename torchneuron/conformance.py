@@ -21,12 +21,14 @@ selects every variant of `name`.
 """
 
 import argparse
+import faulthandler
 import importlib
 import itertools
 import json
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import time
 import traceback
 import types
@@ -505,10 +507,13 @@ def heartbeat():
         _HEARTBEAT()
 
 
-def _worker(conn, runner):
-    """Worker loop: receives tasks over `conn` and sends back `runner`'s records."""
+def _worker(conn, runner, crash_log):
+    """Worker loop: receives tasks over `conn` and sends back `runner`'s records. A fatal signal
+    (a crash in native code) writes every thread's Python stack to `crash_log`, which the parent
+    puts in the task's record."""
     global _HEARTBEAT
     _HEARTBEAT = lambda: conn.send("beat")  # noqa: E731
+    faulthandler.enable(open(crash_log, "w"), all_threads=True)  # noqa: SIM115 - open until the process ends
     runner.setup()
     conn.send("ready")
     while True:
@@ -528,10 +533,20 @@ class _Slot:
 
     def __init__(self, ctx, runner):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, runner), daemon=True)
+        handle, self.crash_log = tempfile.mkstemp(prefix="torchneuron-conformance-", suffix=".log")
+        os.close(handle)
+        self.proc = ctx.Process(target=_worker, args=(child, runner, self.crash_log), daemon=True)
         self.proc.start()
         child.close()
         self.task, self.deadline, self.ready = None, None, False
+
+    def crash_report(self):
+        """What the worker's fault handler wrote (empty unless it died of a fatal signal)."""
+        try:
+            with open(self.crash_log, errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
 
     def kill(self):
         """Ends the worker process."""
@@ -539,6 +554,10 @@ class _Slot:
             self.proc.kill()
         self.proc.join(5)
         self.conn.close()
+        try:
+            os.unlink(self.crash_log)
+        except OSError:
+            pass
 
 
 def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None, runner=None):
@@ -589,12 +608,13 @@ def run_tasks(tasks, jobs=1, timeout=60.0, grad=True, extra=None, on_result=None
                         slot.proc.join(5)  # reap it, so exitcode is known
                     why = (f"worker died (exit code {slot.proc.exitcode})" if dead
                            else f"timeout after {timeout:g} s")
+                    crash = slot.crash_report() if dead else ""
                     slot.kill()
                     slots[i] = _Slot(ctx, runner)
                     slots[i].deadline = time.monotonic() + startup
                     if task is None:
-                        raise RuntimeError(f"worker failed to start: {why}")
-                    record = runner.failed(task[1], why)
+                        raise RuntimeError(f"worker failed to start: {why}" + (f"\n{crash}" if crash else ""))
+                    record = runner.failed(task[1], why, crash or None)
                 else:
                     slot.task, slot.deadline = None, time.monotonic() + 1e9
                 results[task[0]] = record

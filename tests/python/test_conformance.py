@@ -71,8 +71,15 @@ _FAKE_OPS = textwrap.dedent(
             os._exit(3)
         return x
 
+    def _segfault_in_native_code(x):
+        if x.device.type == "neuron":
+            import ctypes
+            ctypes.string_at(0)
+        return x
+
     OPS = [FakeOp("fake_wrong", _wrong), FakeOp("fake_raise", _raise),
            FakeOp("fake_sleep", _sleep), FakeOp("fake_crash", _crash),
+           FakeOp("fake_segfault", _segfault_in_native_code),
            FakeOp("fake_ok", lambda x: x * 2), FakeOp("fake_slow_samples", _slowish, samples=4),
            FakeOp("fake_cpu_float32_off", _cpu_float32_off)]
     """
@@ -212,7 +219,7 @@ def test_timeout_is_error_and_run_continues(tmp_path):
     (tmp_path / "fake_conformance_ops.py").write_text(_FAKE_OPS)
     proc, report = _run_tool(
         tmp_path, "--extra-ops", "fake_conformance_ops:OPS",
-        "--ops", "fake_sleep,fake_ok,fake_crash,fake_raise", "--dtype", "float32", "--jobs", "1",
+        "--ops", "fake_sleep,fake_ok,fake_crash,fake_raise,fake_segfault", "--dtype", "float32", "--jobs", "1",
         "--timeout", "3", extra_path=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     entries = _by_key(report)
@@ -221,6 +228,11 @@ def test_timeout_is_error_and_run_continues(tmp_path):
     assert entries[("fake_ok", "float32")]["status"] == "pass"
     assert entries[("fake_crash", "float32")]["status"] == "error"
     assert "worker died" in entries[("fake_crash", "float32")]["detail"]
+    assert "trace" not in entries[("fake_crash", "float32")]  # it exited; no fault to report
+    # A fatal signal in native code: the record holds the Python stack the worker's fault handler wrote.
+    segfault = entries[("fake_segfault", "float32")]
+    assert segfault["status"] == "error" and "exit code -11" in segfault["detail"]
+    assert "Segmentation fault" in segfault["trace"] and "_segfault_in_native_code" in segfault["trace"]
     assert entries[("fake_raise", "float32")]["status"] == "error"
 
 
