@@ -164,6 +164,23 @@ def interleaved_step_seconds(runs, rounds=ROUNDS, min_time=0.25):
     return seconds, ratio
 
 
+def optimizer_runs(capturable):
+    """AdamW steps over the tiny GPT's parameters (fixed gradients), eager and compiled."""
+    runs = {}
+    for name in ("eager", "compiled"):
+        model, _, _ = gpt_case()
+        model = model.to("neuron")
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=capturable)
+        step = torch.compile(optimizer.step, backend="neuron") if name == "compiled" else optimizer.step
+        for _ in range(3):
+            step()
+        runs[name] = step
+    torch.neuron.synchronize()
+    return runs
+
+
 COMPILE_SCRIPT = """
 import sys, time
 start = time.perf_counter()
@@ -206,6 +223,13 @@ def main():
         print(f"{name:24s} {ms['cpu']:8.2f} {ms['inductor']:9.2f} {ms['eager']:8.2f} {ms['compiled']:9.2f}"
               f" {ratio('eager', 'compiled'):14.2f}x {ratio('inductor', 'compiled'):17.2f}x")
     print(f"(medians over {ROUNDS} rounds in which the four runs take turns; ratios are per-round medians)")
+    print(f"\n{'AdamW step, tiny GPT':34s} {'eager ms':>9s} {'compiled ms':>12s} {'compiled/eager':>15s}")
+    for capturable in (False, True):
+        torch._dynamo.reset()
+        seconds, ratio = interleaved_step_seconds(optimizer_runs(capturable))
+        label = "capturable (step counts on device)" if capturable else "default (step counts on the CPU)"
+        print(f"{label:34s} {seconds['eager'] * 1e3:9.3f} {seconds['compiled'] * 1e3:12.3f}"
+              f" {ratio('eager', 'compiled'):14.2f}x")
     with tempfile.TemporaryDirectory() as cache:
         cold, built, _ = compile_seconds(cache)
         warm, rebuilt, reloaded = compile_seconds(cache)
