@@ -158,13 +158,15 @@ void launch(const char* op, at::TensorList self, std::vector<Operands> operands,
 // A list op's second list as operands (self passed single_command), or nullopt if it needs the
 // per-tensor path. Beside tensors of self's dtype, size and device, it takes what a compiled
 // optimizer step divides by: 0-dim tensors of self's dtype on its device (broadcast), and
-// floating 0-dim CPU tensors (their values, as a CPU scalar tensor combines with a device tensor).
+// floating 0-dim CPU tensors (their values, as a CPU scalar tensor combines with a device tensor;
+// one of another dtype only beside a self[i] with dims, whose dtype the result then keeps).
 std::optional<Operands> other_operands(at::TensorList self, at::TensorList other) {
   if (other.size() != self.size()) return std::nullopt;
   Operands result;
   for (size_t i = 0; i < self.size(); ++i) {
     const at::Tensor& t = other[i];
-    if (t.dim() == 0 && t.device().is_cpu() && at::isFloatingType(t.scalar_type())) {
+    if (t.dim() == 0 && t.device().is_cpu() && at::isFloatingType(t.scalar_type()) &&
+        (self[i].dim() > 0 || t.scalar_type() == self[i].scalar_type())) {
       result.push_back({Operand::kValue, nullptr, t.item().toDouble()});
     } else if (t.scalar_type() != self[i].scalar_type() || t.device() != self[i].device() || !t.is_contiguous()) {
       return std::nullopt;

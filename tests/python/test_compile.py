@@ -1198,6 +1198,39 @@ def test_pointwise_kernel_with_many_broadcast_operands(dtype, no_fallback):
     assert torchneuron.compile_stats()["graphs_eager"] == 0
 
 
+def test_write_back_copies_group_only_where_the_order_of_copies_cannot_matter(no_fallback):
+    """Device-to-device copy_ runs become one _foreach_copy_ after the run; not when another copy
+    in the run reads or writes one of their tensors (moving them would change what it sees)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torchneuron.compiler import lowering
+
+    def independent(a, b, c, d, host, e):
+        a.copy_(b)
+        c.copy_(d)
+        host.copy_(e)
+
+    def dependent(a, b, c, d, host, e):
+        a.copy_(b)
+        c.copy_(d)
+        host.copy_(a)  # reads what the first copy wrote
+
+    for fn, grouped in ((independent, 2), (dependent, 0)):
+        args = [torch.randn(4, device="neuron") for _ in range(4)] + [torch.zeros(4), torch.randn(4)]
+        gm = make_fx(fn)(*[t.clone() for t in args])
+        for node in gm.graph.nodes:  # read the written tensor itself, not copy_'s result: one run
+            if node.target is torch.ops.aten.copy_.default and node.args[1].target is torch.ops.aten.copy_.default:
+                node.replace_input_with(node.args[1], node.args[1].args[0])
+        gm.recompile()
+        expected = [t.clone() for t in args]
+        fn(*expected)
+        assert lowering.group_write_back_copies(gm) == grouped
+        got = [t.clone() for t in args]
+        gm(*got)
+        for x, y in zip(got, expected):
+            torch.testing.assert_close(x.cpu(), y.cpu())
+
+
 def test_foreach_ops_run_in_place_only_on_temporaries_nothing_reads_later(no_fallback):
     """A chain of out-of-place foreach ops runs in place on its temporaries; one that the graph
     returns, or that a later op still reads, keeps its own values."""

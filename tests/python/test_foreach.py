@@ -122,6 +122,18 @@ def test_foreach_ops_of_a_compiled_optimizer_step_run_as_one_command(dtype, no_f
             assert per_tensor_ops(fn, dev_a, dev_scalars) == [], other_device
 
 
+def test_foreach_list_op_with_cpu_scalars_of_another_dtype_promotes_as_cpu_does(no_fallback):
+    # A float64 CPU scalar beside a 0-dim float32 tensor makes a float64 result, beside a tensor
+    # with dims a float32 one; the per-tensor path, which the list then takes, does both.
+    a = [torch.tensor(1.5), torch.randn(3)]
+    b = [torch.tensor(0.1, dtype=torch.float64), torch.tensor(0.3, dtype=torch.float64)]
+    expected = torch._foreach_div(a, b)
+    got = torch._foreach_div([t.to("neuron") for t in a], b)
+    assert [t.dtype for t in got] == [torch.float64, torch.float32]
+    for x, y in zip(got, expected):
+        assert_same(x, y)
+
+
 def test_foreach_lists_of_other_shapes_take_the_per_tensor_path(no_fallback):
     # Equal element counts, other shapes: the per-tensor ops broadcast them as CPU does.
     a, b = [torch.randn(4, 1), torch.randn(3)], [torch.randn(4), torch.randn(1, 3)]

@@ -524,7 +524,9 @@ def group_write_back_copies(gm: fx.GraphModule) -> int:
         run = []
     for run in runs:
         on_device = [n for n in run if all((v := _tensor_meta(a)) is not None and _on_device(v) for a in n.args)]
-        if len(on_device) < 2:
+        # Moving them past the other copies must not change what those read or write.
+        touched_by_others = {a for n in run if n not in on_device for a in n.args}
+        if len(on_device) < 2 or any(a in touched_by_others for n in on_device for a in n.args):
             continue
         with graph.inserting_after(run[-1]):
             graph.call_function(aten._foreach_copy_.default,
