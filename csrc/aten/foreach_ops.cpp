@@ -337,8 +337,11 @@ void add_list_(at::TensorList self, at::TensorList other, const at::Scalar& alph
   binary_list_into("aten::_foreach_add_", self, self, std::move(*operands), kernels::BinaryOp::kAdd, alpha.toDouble());
 }
 
+// A bool scalar takes the per-tensor path, which refuses it as CPU does.
 void sub_scalar_(at::TensorList self, const at::Scalar& scalar) {
-  if (!single_command({self})) return at::native::foreach_tensor_sub_scalar_kernel_slow_(self, scalar);
+  if (!single_command({self}) || scalar.isBoolean()) {
+    return at::native::foreach_tensor_sub_scalar_kernel_slow_(self, scalar);
+  }
   binary_scalar_into("aten::_foreach_sub_", self, self, kernels::BinaryOp::kSub, scalar.toDouble());
 }
 
@@ -402,7 +405,9 @@ std::vector<at::Tensor> add_scalar(at::TensorList self, const at::Scalar& scalar
 }
 
 std::vector<at::Tensor> sub_scalar(at::TensorList self, const at::Scalar& scalar) {
-  if (!single_command({self})) return at::native::foreach_tensor_sub_scalar_kernel_slow(self, scalar);
+  if (!single_command({self}) || scalar.isBoolean()) {
+    return at::native::foreach_tensor_sub_scalar_kernel_slow(self, scalar);
+  }
   return binary_scalar("aten::_foreach_sub", self, kernels::BinaryOp::kSub, scalar.toDouble());
 }
 

@@ -2,6 +2,8 @@
 same ops on CPU: scalar, scalar-list and list forms, out-of-place sqrt, lists the single
 command cannot take (bf16, non-contiguous), and empty tensors."""
 
+import re
+
 import pytest
 import torch
 
@@ -134,6 +136,12 @@ def test_foreach_list_op_with_cpu_scalars_of_another_dtype_promotes_as_cpu_does(
         assert_same(x, y)
 
 
+def test_foreach_sub_refuses_a_bool_scalar_as_cpu_does(no_fallback):
+    for fn in (torch._foreach_sub, torch._foreach_sub_):
+        with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+            fn([t.to("neuron") for t in lists()], True)
+
+
 def test_foreach_lists_of_other_shapes_take_the_per_tensor_path(no_fallback):
     # Equal element counts, other shapes: the per-tensor ops broadcast them as CPU does.
     a, b = [torch.randn(4, 1), torch.randn(3)], [torch.randn(4), torch.randn(1, 3)]
@@ -208,3 +216,57 @@ def test_foreach_ops_on_tensors_longer_than_one_piece(no_fallback):
     check(lambda x, y: torch._foreach_lerp_(x, y, 0.3), a, b)
     check(lambda x: torch._foreach_mul_(x, torch.tensor(0.5, device=x[0].device)), a)
     check(lambda x: torch._foreach_sqrt([t.abs() for t in x]), a)
+
+
+def _on_device(x):
+    if isinstance(x, torch.Tensor):
+        return x.to("neuron")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_on_device(y) for y in x)
+    return x
+
+
+def _copied(x):
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_copied(y) for y in x)
+    return x
+
+
+NATIVE_FOREACH = {"_foreach_add", "_foreach_sub", "_foreach_mul", "_foreach_div", "_foreach_pow", "_foreach_copy",
+                  "_foreach_addcmul", "_foreach_addcdiv", "_foreach_lerp", "_foreach_neg", "_foreach_reciprocal",
+                  "_foreach_sqrt"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_foreach_opinfo_samples_match_cpu(dtype, no_fallback):
+    """PyTorch's own foreach OpInfo samples (scalar, scalar-list, tensor-list and 0-dim tensor
+    operands, lists of 1 and 5 tensors of varied shapes) for the ops with single-command
+    kernels, out of place and in place: the same results as CPU, or an error where CPU raises."""
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    ops = [op for op in cmi.foreach_unary_op_db + cmi.foreach_binary_op_db + cmi.foreach_pointwise_op_db
+           + cmi.foreach_other_op_db if op.name in NATIVE_FOREACH]
+    assert {op.name for op in ops} == NATIVE_FOREACH
+    checked = 0
+    for op in ops:
+        for sample in op.sample_inputs("cpu", dtype, num_input_tensors=[1, 5]):
+            for fn in (op.op, op.inplace_variant):
+                if fn is None:
+                    continue
+                cpu = _copied([sample.input, sample.args, sample.kwargs])
+                dev = _on_device([sample.input, sample.args, sample.kwargs])
+                try:
+                    expected = fn(cpu[0], *cpu[1], **cpu[2])
+                except RuntimeError as error:
+                    with pytest.raises(RuntimeError, match=re.escape(str(error)[:40])):
+                        fn(dev[0], *dev[1], **dev[2])
+                    continue
+                got = fn(dev[0], *dev[1], **dev[2])
+                if fn is op.inplace_variant:
+                    expected, got = cpu[0], dev[0]
+                for a, b in zip(got, expected, strict=True):
+                    assert_same(a, b)
+                checked += 1
+    assert checked > 200
