@@ -1241,13 +1241,23 @@ def test_foreach_ops_run_in_place_only_on_temporaries_nothing_reads_later(no_fal
         shifted = torch._foreach_sub(scaled, ys)  # scaled is read again below
         return kept, torch._foreach_div(torch._foreach_neg(shifted), scaled)
 
+    def twice(xs, ys):  # the same temporary at two indices: in place, it would be updated twice
+        roots = torch._foreach_sqrt(xs)
+        return torch._foreach_add([roots[0], roots[0]], 1.0)
+
+    def viewed(xs, ys):  # a view of one temporary read beside another's update
+        roots = torch._foreach_sqrt(xs)
+        return torch._foreach_mul([roots[0], roots[1]], [roots[1][:1].sum() * ys[0], roots[0].view(-1)[:7]])
+
     xs = [torch.rand(5, 3) + 0.1, torch.rand(7) + 0.1]
     ys = [torch.randn(5, 3), torch.randn(7)]
-    expected = chain(xs, ys)
-    got = torch.compile(chain, backend="neuron")([x.to("neuron") for x in xs], [y.to("neuron") for y in ys])
-    for g, e in zip(got, expected):
-        for a, b in zip(g, e):
-            torch.testing.assert_close(a.cpu(), b)
+    for fn in (chain, twice, viewed):
+        torch._dynamo.reset()
+        expected = fn(xs, ys)
+        got = torch.compile(fn, backend="neuron")([x.to("neuron") for x in xs], [y.to("neuron") for y in ys])
+        for g, e in zip(got, expected):
+            for a, b in zip(g, e) if isinstance(g, (list, tuple)) else [(g, e)]:
+                torch.testing.assert_close(a.cpu(), b)
 
 
 @pytest.mark.parametrize("capturable", [False, True], ids=["cpu_steps", "capturable"])

@@ -460,12 +460,18 @@ _IN_PLACE_FOREACH = {
 }
 
 
+def _makes_alias(node: fx.Node) -> bool:
+    """Whether the node's result may share memory with an argument (a view, an in-place op)."""
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and any(r.alias_info is not None for r in target._schema.returns)
+
+
 def foreach_in_place_on_dying_lists(gm: fx.GraphModule) -> int:
     """An out-of-place foreach op whose first list is the result of an earlier foreach op that
-    nothing reads afterwards (a compiled optimizer step's chain of temporaries: the square root
-    of the second moment, divided, shifted by eps, divided again) runs in place on it instead,
-    as eager mode's optimizer does: no new tensor per element and op. Returns the number of
-    foreach ops rewritten."""
+    nothing reads afterwards, nor views (a compiled optimizer step's chain of temporaries: the
+    square root of the second moment, divided, shifted by eps, divided again) runs in place on it
+    instead, as eager mode's optimizer does: no new tensor per element and op. Returns the number
+    of foreach ops rewritten."""
     graph, rewritten = gm.graph, 0
     order = {node: i for i, node in enumerate(graph.nodes)}
     for node in list(graph.nodes):
@@ -484,9 +490,12 @@ def foreach_in_place_on_dying_lists(gm: fx.GraphModule) -> int:
             source, val = item.args[0], _tensor_meta(item)
             return (source.op == "call_function" and source.target in _IN_PLACE_FOREACH and val is not None
                     and _on_device(val) and isinstance(result, torch.Tensor) and val.dtype == result.dtype
-                    and val.shape == result.shape and all(order[u] <= order[node] for u in item.users))
+                    and val.shape == result.shape and all(order[u] <= order[node] for u in item.users)
+                    and not any(u is not node and _makes_alias(u) for u in item.users))
 
         if not all(dying_temporary(item, result) for item, result in zip(items, results)):
+            continue
+        if len({item.args for item in items}) != len(items):  # one tensor twice would be updated twice
             continue
         # Another operand list may hold an item only at its own index (elementwise, in place).
         if any(isinstance(other, (list, tuple)) and any(o in items and o is not items[j] for j, o in enumerate(other))
