@@ -1222,13 +1222,13 @@ def test_write_back_copies_group_only_where_the_order_of_copies_cannot_matter(no
             if node.target is torch.ops.aten.copy_.default and node.args[1].target is torch.ops.aten.copy_.default:
                 node.replace_input_with(node.args[1], node.args[1].args[0])
         gm.recompile()
-        expected = [t.clone() for t in args]
+        expected = [t.cpu() for t in args]
         fn(*expected)
         assert lowering.group_write_back_copies(gm) == grouped
         got = [t.clone() for t in args]
         gm(*got)
         for x, y in zip(got, expected):
-            torch.testing.assert_close(x.cpu(), y.cpu())
+            torch.testing.assert_close(x.cpu(), y)
 
 
 def test_foreach_ops_run_in_place_only_on_temporaries_nothing_reads_later(no_fallback):
@@ -1262,12 +1262,13 @@ def test_foreach_ops_run_in_place_only_on_temporaries_nothing_reads_later(no_fal
 
 @pytest.mark.parametrize("capturable", [False, True], ids=["cpu_steps", "capturable"])
 def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(capturable, monkeypatch, no_fallback):
-    """torch.compile(optimizer.step) on AdamW: the parameters and state track eager mode's over
-    several steps; the write-backs of the updated parameters and moments (three copy_ per
+    """torch.compile(optimizer.step) on AdamW: the parameters and state track CPU PyTorch's AdamW
+    over several steps; the write-backs of the updated parameters and moments (three copy_ per
     parameter) run as one _foreach_copy_, the step counts (CPU tensors unless capturable) are
     copied on their own; the first moment's _foreach_lerp_, which Dynamo writes out, is one
-    _foreach_lerp again; foreach ops on temporaries nothing reads later run in place; and the bias corrections computed from CPU step counts run once on the
-    stacked counts, not per parameter (two pows, not two per parameter)."""
+    _foreach_lerp again; foreach ops on temporaries nothing reads later run in place; and the
+    bias corrections computed from CPU step counts run once on the stacked counts, not per
+    parameter (two pows, not two per parameter)."""
     from torchneuron.compiler import lowering
 
     counts = {}
@@ -1280,20 +1281,21 @@ def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(cap
         counting(name)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3))
-    eager, compiled = copy.deepcopy(model).to("neuron"), copy.deepcopy(model).to("neuron")
-    optimizers = [torch.optim.AdamW(m.parameters(), lr=0.05, capturable=capturable) for m in (eager, compiled)]
+    reference, compiled = copy.deepcopy(model), copy.deepcopy(model).to("neuron")
+    optimizers = [torch.optim.AdamW(reference.parameters(), lr=0.05),  # CPU: never capturable
+                  torch.optim.AdamW(compiled.parameters(), lr=0.05, capturable=capturable)]
     step = torch.compile(optimizers[1].step, backend="neuron")
     for _ in range(4):
         grads = [torch.randn_like(p) for p in model.parameters()]
-        for m in (eager, compiled):
+        for m in (reference, compiled):
             for p, g in zip(m.parameters(), grads):
-                p.grad = g.to("neuron")
+                p.grad = g.to(p.device)
         optimizers[0].step()
         step()
-    for p, q in zip(eager.parameters(), compiled.parameters()):
-        torch.testing.assert_close(q.cpu(), p.cpu(), rtol=1e-4, atol=1e-5)  # bias corrections in float, not double
+    for p, q in zip(reference.parameters(), compiled.parameters()):
+        torch.testing.assert_close(q.cpu(), p, rtol=1e-4, atol=1e-5)  # bias corrections in float, not double
         for key in ("exp_avg", "exp_avg_sq", "step"):
-            torch.testing.assert_close(optimizers[1].state[q][key].cpu(), optimizers[0].state[p][key].cpu())
+            torch.testing.assert_close(optimizers[1].state[q][key].cpu(), optimizers[0].state[p][key])
     parameters = len(list(model.parameters()))
     assert parameters * 3 + parameters * capturable in counts["group_write_back_copies"]
     assert 1 in counts["restore_foreach_lerp"]  # the first moment's update runs as _foreach_lerp again

@@ -16,6 +16,7 @@ import torch
 from torch import fx
 
 from .. import _C
+from .program import _has_node
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -559,12 +560,6 @@ _ON_STACK = {
 }
 
 
-def _holds_node(arg) -> bool:
-    found = []
-    fx.node.map_arg(arg, found.append)
-    return bool(found)
-
-
 def _cpu_scalar(node) -> torch.dtype | None:
     val = _tensor_meta(node)
     if val is None or val.device.type != "cpu" or val.dim() != 0 or not val.dtype.is_floating_point:
@@ -582,11 +577,11 @@ def stack_cpu_scalar_foreach_ops(gm: fx.GraphModule) -> int:
     stacked = {}  # unbind node -> the stacked tensor it splits
     for node in list(graph.nodes):
         target = _ON_STACK.get(node.target)
-        if target is None or node.kwargs.keys() - {"alpha"} or _holds_node(node.kwargs):
+        if target is None or node.kwargs.keys() - {"alpha"} or _has_node(node.kwargs):
             continue
         lists = [a for a in node.args if isinstance(a, (list, tuple))]
         others = [a for a in node.args if not isinstance(a, (list, tuple))]
-        if not lists or any(_holds_node(a) for a in others):
+        if not lists or any(_has_node(a) for a in others):
             continue
         count = len(lists[0])
         dtypes = {_cpu_scalar(n) if isinstance(n, fx.Node) else None for items in lists for n in items}
