@@ -1,11 +1,15 @@
 #include "aten/compiled_launch.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/bmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/mm.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <functional>
 
 #include "aten/native_ops.h"
@@ -17,6 +21,8 @@
 namespace torchneuron::aten {
 
 namespace {
+
+std::atomic<int64_t> fused_prologues{0}, fused_epilogues{0}, foreach_in_place{0};  // see fused_launches
 
 // A group of dims reduced to as few as possible, the way TensorIterator does: size-1 dims go,
 // dims are ordered by the `reference` operand's strides (outermost first, so a channels-last
@@ -57,7 +63,7 @@ Dims coalesce_dims(std::vector<int> dims, const std::vector<int64_t>& sizes, con
 // or (reduction kernels) the shape with the `reduced` dims kept as size 1 or dropped.
 void operand_strides(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                      const std::vector<int64_t>& shape, const std::vector<bool>& reduced, std::vector<char*>& data,
-                     std::vector<int64_t>& strides) {
+                     std::vector<int64_t>& strides, bool host_scalars) {
   const int ndim = static_cast<int>(shape.size());
   const int kept = static_cast<int>(std::count(reduced.begin(), reduced.end(), false));
   for (const at::Tensor& out : outputs) {
@@ -82,8 +88,9 @@ void operand_strides(const std::vector<at::Tensor>& outputs, const std::vector<a
     TORCH_CHECK(in.dim() <= ndim, "compiled kernel: input of size ", in.sizes(), " does not broadcast to ",
                 at::IntArrayRef(shape));
     // Kernels read device memory when they run; a host tensor (even a 0-dim one) may be gone.
-    TORCH_CHECK(in.device() == outputs[0].device(), "compiled kernel: expected every input on ", outputs[0].device(),
-                ", got one on ", in.device());
+    // (A foreach launch copies 0-dim host tensors' values into the job: `host_scalars`.)
+    TORCH_CHECK(in.device() == outputs[0].device() || (host_scalars && in.is_cpu() && in.dim() == 0),
+                "compiled kernel: expected every input on ", outputs[0].device(), ", got one on ", in.device());
     data.push_back(static_cast<char*>(const_cast<void*>(in.const_data_ptr())));
     const int offset = ndim - static_cast<int>(in.dim());
     for (int d = 0; d < ndim; ++d) {
@@ -115,7 +122,7 @@ struct Launch {
 };
 
 Launch prepare(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
-               const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims) {
+               const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims, bool host_scalars = false) {
   TORCH_CHECK(!outputs.empty(), "compiled kernel: expected at least one output");
   TORCH_CHECK(shape.size() <= 16, "compiled kernel: at most 16 dimensions, got ", shape.size());
   const int ndim = static_cast<int>(shape.size());
@@ -128,7 +135,7 @@ Launch prepare(const std::vector<at::Tensor>& outputs, const std::vector<at::Ten
   }
   Launch launch;
   std::vector<int64_t> strides;
-  operand_strides(outputs, inputs, shape, reduced, launch.data, strides);
+  operand_strides(outputs, inputs, shape, reduced, launch.data, strides, host_scalars);
   std::vector<int> outer, inner;
   for (int d = 0; d < ndim; ++d) {
     (reduced[d] ? inner : outer).push_back(d);
@@ -191,6 +198,159 @@ void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outp
   enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]}, [entry, grain, launch = std::move(launch)] {
     kernels::parallel_for(launch.rows, grain, [&](int64_t begin, int64_t end) { run_rows(entry, true, launch, begin, end); });
   });
+}
+
+namespace {
+
+// The bytes a strided tensor spans.
+std::pair<uintptr_t, uintptr_t> byte_range(const at::Tensor& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return {begin, begin + static_cast<uintptr_t>((last + 1) * static_cast<int64_t>(t.element_size()))};
+}
+
+bool same_view(const at::Tensor& a, const at::Tensor& b) {
+  return a.const_data_ptr() == b.const_data_ptr() && a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
+         a.dtype() == b.dtype();
+}
+
+// Whether a foreach kernel can write targets[k][i] as its outputs: each is a dense tensor of its
+// output's dtype, and its memory meets no operand of another index (the kernel runs index by
+// index, where the ops it fuses ran list by list), nor one of its own index other than an input
+// it is exactly (read and written element by element).
+bool targets_usable(const std::vector<std::vector<at::Tensor>>& inputs,
+                    const std::vector<std::vector<at::Tensor>>& targets, const std::vector<c10::ScalarType>& dtypes,
+                    size_t count) {
+  struct Range {
+    uintptr_t begin, end;
+    int64_t index;  // -1: read at every index
+    const at::Tensor* tensor;
+    bool written;
+  };
+  std::vector<Range> ranges;
+  for (size_t k = 0; k < targets.size(); ++k) {
+    if (targets[k].empty()) continue;
+    if (targets[k].size() != count) return false;
+    for (size_t i = 0; i < count; ++i) {
+      const at::Tensor& t = targets[k][i];
+      if (!t.defined() || t.scalar_type() != dtypes[k] || !t.is_non_overlapping_and_dense() || t.is_cpu()) return false;
+      if (t.numel() == 0) continue;
+      const auto [begin, end] = byte_range(t);
+      ranges.push_back({begin, end, static_cast<int64_t>(i), &t, true});
+    }
+  }
+  if (ranges.empty()) return false;
+  for (const auto& list : inputs) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const at::Tensor& t = list[i];
+      if (t.is_cpu() || t.numel() == 0) continue;  // host scalars travel by value
+      const auto [begin, end] = byte_range(t);
+      ranges.push_back({begin, end, list.size() == 1 ? -1 : static_cast<int64_t>(i), &t, false});
+    }
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::vector<const Range*> open;  // ranges that may still meet later ones
+  for (const Range& r : ranges) {
+    open.erase(std::remove_if(open.begin(), open.end(), [&](const Range* o) { return o->end <= r.begin; }), open.end());
+    for (const Range* o : open) {
+      if (!o->written && !r.written) continue;
+      const bool elementwise = o->index == r.index && o->index >= 0 && same_view(*o->tensor, *r.tensor) &&
+                               !(o->written && r.written);
+      if (!elementwise) return false;
+    }
+    open.push_back(&r);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::vector<at::Tensor>> launch_fused_foreach(uintptr_t entry,
+                                                          const std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const std::vector<c10::ScalarType>& dtypes,
+                                                          const std::vector<std::vector<at::Tensor>>& targets) {
+  TORCH_CHECK(!inputs.empty() && !dtypes.empty(), "compiled foreach kernel: expected inputs and outputs");
+  size_t count = 1;
+  for (const auto& list : inputs) count = std::max(count, list.size());
+  for (const auto& list : inputs) {
+    TORCH_CHECK(list.size() == count || list.size() == 1, "compiled foreach kernel: lists of ", list.size(), " and ",
+                count, " tensors");
+  }
+  // Each index's operands, result size and reference input (a dense one of the most dims).
+  std::vector<std::vector<at::Tensor>> at_index(count, std::vector<at::Tensor>(inputs.size()));
+  std::vector<std::vector<int64_t>> shapes(count);
+  std::vector<const at::Tensor*> references(count, nullptr);
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const at::Tensor& t = at_index[i][k] = inputs[k].size() == 1 ? inputs[k][0] : inputs[k][i];
+      if (t.is_cpu() && t.dim() == 0) continue;
+      shapes[i] = at::infer_size(shapes[i], t.sizes());
+      if (references[i] == nullptr || t.dim() > references[i]->dim()) references[i] = &t;
+    }
+    TORCH_CHECK(references[i] != nullptr, "compiled foreach kernel: index ", i, " has no device tensor");
+  }
+  bool in_place = !targets.empty() && targets_usable(inputs, targets, dtypes, count);
+  for (size_t k = 0; k < targets.size() && in_place; ++k) {
+    for (size_t i = 0; i < targets[k].size() && in_place; ++i) {
+      in_place = targets[k][i].sizes().equals(shapes[i]) && targets[k][i].device() == references[i]->device();
+    }
+  }
+  if (in_place) foreach_in_place.fetch_add(1, std::memory_order_relaxed);
+  // Host scalars' values, copied now: the kernel runs later, and reads device memory only. Slots
+  // of 8 bytes, reserved up front so that pointers into them stay valid.
+  auto scalars = std::make_shared<std::vector<int64_t>>();
+  scalars->reserve(count * inputs.size());
+  std::vector<std::vector<at::Tensor>> outputs(dtypes.size());
+  std::vector<Launch> launches;
+  launches.reserve(count);
+  std::vector<at::Tensor> out(dtypes.size());
+  for (size_t i = 0; i < count; ++i) {
+    const std::vector<at::Tensor>& in = at_index[i];
+    const at::Tensor& reference = *references[i];
+    for (size_t k = 0; k < dtypes.size(); ++k) {
+      if (in_place && !targets[k].empty()) {
+        out[k] = targets[k][i];
+      } else {
+        // Eager mode's results keep a dense input's layout (TensorIterator), others are row-major.
+        out[k] = reference.sizes().equals(shapes[i]) && reference.is_non_overlapping_and_dense()
+                     ? at::empty_like(reference, reference.options().dtype(dtypes[k]))
+                     : at::empty(shapes[i], reference.options().dtype(dtypes[k]));
+      }
+      outputs[k].push_back(out[k]);
+    }
+    Launch launch = prepare(out, in, shapes[i], {}, /*host_scalars=*/true);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (!in[k].is_cpu()) continue;
+      scalars->emplace_back(0);
+      std::memcpy(&scalars->back(), in[k].const_data_ptr(), in[k].element_size());
+      launch.data[dtypes.size() + k] = reinterpret_cast<char*>(&scalars->back());
+    }
+    if (launch.rows > 0) launches.push_back(std::move(launch));
+  }
+  if (launches.empty()) return outputs;
+  // Pieces of the index lists that one parallel loop shares out, as the eager foreach kernels do.
+  struct Piece {
+    size_t launch;
+    int64_t begin, end;
+  };
+  constexpr int64_t kPiece = 32768;
+  std::vector<Piece> pieces;
+  for (size_t l = 0; l < launches.size(); ++l) {
+    for (int64_t begin = 0; begin < launches[l].rows; begin += kPiece) {
+      pieces.push_back({l, begin, std::min(begin + kPiece, launches[l].rows)});
+    }
+  }
+  const at::Tensor& first = outputs[0][0];
+  enqueue_copy(first, "torchneuron::compiled_foreach_kernel", {&first},
+               [entry, scalars, launches = std::move(launches), pieces = std::move(pieces)] {
+                 kernels::parallel_for(static_cast<int64_t>(pieces.size()), 1, [&](int64_t begin, int64_t end) {
+                   for (int64_t p = begin; p < end; ++p) {
+                     run_rows(entry, false, launches[pieces[p].launch], pieces[p].begin, pieces[p].end);
+                   }
+                 });
+               });
+  return outputs;
 }
 
 void launch_fused(const FusedKernel& kernel) {
@@ -281,7 +441,6 @@ RowHook epilogue_rows(const FusedKernel& kernel, int product_input, const at::Te
   return rows_of_matrix(kernel, kernel.outputs.size() + product_input, product);
 }
 
-std::atomic<int64_t> fused_prologues{0}, fused_epilogues{0};
 
 void product_out(const at::Tensor& product, const at::Tensor& a, const at::Tensor& b) {
   if (product.dim() == 2) {
@@ -319,13 +478,15 @@ int launch_product_with_kernels(const at::Tensor& product, const at::Tensor& a, 
   return fused_kernels;
 }
 
-FusedProductLaunches fused_product_launches() {
-  return {fused_prologues.load(std::memory_order_relaxed), fused_epilogues.load(std::memory_order_relaxed)};
+FusedLaunches fused_launches() {
+  return {fused_prologues.load(std::memory_order_relaxed), fused_epilogues.load(std::memory_order_relaxed),
+          foreach_in_place.load(std::memory_order_relaxed)};
 }
 
-void reset_fused_product_launches() {
+void reset_fused_launches() {
   fused_prologues = 0;
   fused_epilogues = 0;
+  foreach_in_place = 0;
 }
 
 namespace {

@@ -16,6 +16,17 @@ namespace torchneuron::aten {
 void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                          const std::vector<int64_t>& shape);
 
+// Enqueues the generated pointwise kernel at `entry` once per index of its operand lists, all in
+// one device job (a compiled chain of foreach ops). inputs[k] holds a tensor per index, or one
+// tensor for every index; a 0-dim CPU tensor's value is copied into the job. Returns
+// outputs[k][i] of dtypes[k], shaped as the inputs at index i broadcast: targets[k][i] where
+// targets[k] is given (the tensors a compiled step writes the results back into) and every
+// target can take its result in place, else new tensors.
+std::vector<std::vector<at::Tensor>> launch_fused_foreach(uintptr_t entry,
+                                                          const std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const std::vector<c10::ScalarType>& dtypes,
+                                                          const std::vector<std::vector<at::Tensor>>& targets = {});
+
 // A generated kernel with its operands resolved for one call.
 struct FusedKernel {
   uintptr_t entry = 0;
@@ -36,13 +47,14 @@ void launch_fused(const FusedKernel& kernel);
 int launch_product_with_kernels(const at::Tensor& product, const at::Tensor& a, const at::Tensor& b,
                                 const FusedKernel* prologue, const FusedKernel* epilogue, int product_input);
 
-// How many prologue and epilogue kernels launch_product_with_kernels has fused since start (or
-// the last reset): what ran, where the compiler's counts are what it planned.
-struct FusedProductLaunches {
-  int64_t prologues = 0, epilogues = 0;
+// Since start (or the last reset): how many prologue and epilogue kernels
+// launch_product_with_kernels has fused, and how many foreach kernel launches wrote their
+// results into their targets: what ran, where the compiler's counts are what it planned.
+struct FusedLaunches {
+  int64_t prologues = 0, epilogues = 0, foreach_in_place = 0;
 };
-FusedProductLaunches fused_product_launches();
-void reset_fused_product_launches();
+FusedLaunches fused_launches();
+void reset_fused_launches();
 
 // Enqueues the generated reduction kernel at `entry` (a compiler::ReductionEntry) over
 // `shape`, folding `reduce_dims`; outputs have the shape or the reduced shape (keepdim or not).

@@ -101,6 +101,29 @@ void NativeProgram::add_kernel(uintptr_t entry, std::vector<int> inputs, std::ve
   steps_.push_back(std::move(step));
 }
 
+void NativeProgram::add_pack(std::vector<int> elements, int result) {
+  Step step;
+  step.kind = Step::Kind::kPack;
+  step.inputs = std::move(elements);
+  step.results = {result};
+  steps_.push_back(std::move(step));
+}
+
+void NativeProgram::add_foreach_kernel(uintptr_t entry, std::vector<int> inputs,
+                                       std::vector<std::tuple<int, c10::ScalarType, int>> outputs) {
+  TORCH_CHECK(!inputs.empty() && !outputs.empty(), "compiled foreach kernel: expected inputs and outputs");
+  Step step;
+  step.kind = Step::Kind::kForeachKernel;
+  step.entry = entry;
+  step.inputs = std::move(inputs);
+  for (const auto& [value, dtype, target] : outputs) {
+    step.results.push_back(value);
+    step.output_dtypes.push_back(dtype);
+    step.output_targets.push_back(target);
+  }
+  steps_.push_back(std::move(step));
+}
+
 void NativeProgram::add_list_item(int source, int64_t index, int result) {
   Step step;
   step.kind = Step::Kind::kListItem;
@@ -307,6 +330,21 @@ void NativeProgram::run_kernel(const Step& step, std::vector<c10::IValue>& env, 
   }
 }
 
+void NativeProgram::run_foreach_kernel(const Step& step, std::vector<c10::IValue>& env) {
+  std::vector<std::vector<at::Tensor>> inputs;
+  inputs.reserve(step.inputs.size());
+  for (int v : step.inputs) {
+    const c10::IValue& value = env[v];
+    inputs.push_back(value.isTensorList() ? value.toTensorVector() : std::vector<at::Tensor>{value.toTensor()});
+  }
+  std::vector<std::vector<at::Tensor>> targets;
+  if (std::any_of(step.output_targets.begin(), step.output_targets.end(), [](int v) { return v >= 0; })) {
+    for (int v : step.output_targets) targets.push_back(v >= 0 ? env[v].toTensorVector() : std::vector<at::Tensor>{});
+  }
+  std::vector<std::vector<at::Tensor>> outputs = launch_fused_foreach(step.entry, inputs, step.output_dtypes, targets);
+  for (size_t k = 0; k < outputs.size(); ++k) env[step.results[k]] = c10::List<at::Tensor>(outputs[k]);
+}
+
 std::vector<c10::IValue> NativeProgram::run(std::vector<c10::IValue>&& inputs) {
   TORCH_CHECK(inputs.size() == input_values_.size(), "compiled program: expected ", input_values_.size(),
               " inputs, got ", inputs.size());
@@ -336,6 +374,14 @@ std::vector<c10::IValue> NativeProgram::run(std::vector<c10::IValue>&& inputs) {
       case Step::Kind::kKernel: run_kernel(step, env, buffers, deferred, pending); break;
       case Step::Kind::kListItem: env[step.results[0]] = env[step.source].toListRef().at(step.index); break;
       case Step::Kind::kIntArithmetic: run_int_arithmetic(step, env); break;
+      case Step::Kind::kPack: {
+        c10::List<at::Tensor> list;
+        list.reserve(step.inputs.size());
+        for (int v : step.inputs) list.push_back(env[v].toTensor());
+        env[step.results[0]] = std::move(list);
+        break;
+      }
+      case Step::Kind::kForeachKernel: run_foreach_kernel(step, env); break;
     }
     for (int v : step.release) env[v] = c10::IValue();
   }

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -71,6 +72,13 @@ class NativeProgram {
   // Integer arithmetic on sizes (dynamic shapes): `op` is one of + - * / % (floor division and
   // modulo, as Python computes them) and n (negation of `a`).
   void add_int_arithmetic(char op, ListElement a, ListElement b, int result);
+  // A list of the tensors held by `elements` (a foreach kernel's operand), as value `result`.
+  void add_pack(std::vector<int> elements, int result);
+  // The foreach kernel at `entry` (see launch_fused_foreach): each input value holds a list or
+  // one tensor for every index; each output (value, dtype, target) gets a list, of the tensors
+  // the list value `target` holds where it is not -1 and they can take the results.
+  void add_foreach_kernel(uintptr_t entry, std::vector<int> inputs,
+                          std::vector<std::tuple<int, c10::ScalarType, int>> outputs);
   // Element `index` of the list held by value `source` (ops returning Tensor[]).
   void add_list_item(int source, int64_t index, int result);
   // Fuses the kernel at step `kernel_step` into the mm or bmm at step `mm_step` as its epilogue
@@ -97,7 +105,7 @@ class NativeProgram {
 
  private:
   struct Step {
-    enum class Kind { kOp, kKernel, kListItem, kIntArithmetic };
+    enum class Kind { kOp, kKernel, kListItem, kIntArithmetic, kPack, kForeachKernel };
     Kind kind = Kind::kOp;
     // kOp
     std::optional<c10::OperatorHandle> op;
@@ -122,6 +130,9 @@ class NativeProgram {
     bool defers_kernel = false;
     bool keeps_kernel_deferred = false;
     bool takes_prologue = false;
+    // kForeachKernel (entry, inputs) and kPack (inputs: the elements, results)
+    std::vector<c10::ScalarType> output_dtypes;
+    std::vector<int> output_targets;
     // kListItem
     int source = -1;
     int64_t index = 0;
@@ -141,6 +152,7 @@ class NativeProgram {
   Step& product_step(int index);
   void run_op(Step& step, std::vector<c10::IValue>& env);
   static void run_int_arithmetic(const Step& step, std::vector<c10::IValue>& env);
+  static void run_foreach_kernel(const Step& step, std::vector<c10::IValue>& env);
   void run_kernel(const Step& step, std::vector<c10::IValue>& env, std::vector<at::Tensor>& buffers,
                   std::optional<DeferredProduct>& deferred, std::optional<FusedKernel>& pending);
   // The mm or bmm at `step` with the pending prologue kernel.

@@ -83,11 +83,11 @@ c10::IValue input_value(const py::handle& item) {
 }  // namespace
 
 void register_program(py::module_& compiler) {
-  compiler.def("fused_product_launches", [] {
-    const ta::FusedProductLaunches counts = ta::fused_product_launches();
-    return py::make_tuple(counts.prologues, counts.epilogues);
+  compiler.def("fused_launches", [] {
+    const ta::FusedLaunches counts = ta::fused_launches();
+    return py::make_tuple(counts.prologues, counts.epilogues, counts.foreach_in_place);
   });
-  compiler.def("reset_fused_product_launches", &ta::reset_fused_product_launches);
+  compiler.def("reset_fused_launches", &ta::reset_fused_launches);
   py::class_<ta::NativeProgram>(compiler, "NativeProgram")
       .def(py::init<int, int, std::vector<int>>(), py::arg("num_values"), py::arg("num_buffer_slots"),
            py::arg("input_values"))
@@ -142,6 +142,8 @@ void register_program(py::module_& compiler) {
         program.add_kernel(entry, std::move(inputs), std::move(parsed), std::move(static_shape), std::move(reduce_dims));
       })
       .def("add_list_item", &ta::NativeProgram::add_list_item)
+      .def("add_pack", &ta::NativeProgram::add_pack)
+      .def("add_foreach_kernel", &ta::NativeProgram::add_foreach_kernel)
       .def("fuse_product_epilogue", &ta::NativeProgram::fuse_product_epilogue)
       .def("fuse_product_prologue", &ta::NativeProgram::fuse_product_prologue)
       // Operands: ("value", id) or an int.

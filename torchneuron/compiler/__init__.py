@@ -27,6 +27,11 @@ __all__ = ["neuron_backend", "compile_stats", "reset_compile_stats", "cache_dir"
 # decompose (addcdiv with a value, lerp, softplus) at each step where eager rounds once.
 emulate_precision_casts = False
 
+# Whether chains of foreach ops over device lists (a compiled optimizer step) lower into foreach
+# kernels: generated code run over every index of the lists in one device job. Off, each foreach
+# op runs as its native command.
+foreach_kernels = True
+
 _lock = threading.Lock()
 _stats = {}
 _libraries = {}  # source hash -> loaded artifact (the in-memory cache)
@@ -36,7 +41,7 @@ def reset_compile_stats() -> None:
     """Zeroes the counters compile_stats() reports."""
     with _lock:
         _stats.clear()
-        _C._compiler.reset_fused_product_launches()
+        _C._compiler.reset_fused_launches()
         _stats.update(graphs_compiled=0, graphs_native=0, graphs_eager=0, kernels_generated=0, mm_epilogues=0,
                       mm_prologues=0, ops_lowered=0, ops_eager=0, constants_folded=0, memory_cache_hits=0,
                       disk_cache_hits=0, artifacts_built=0, graph_cache_hits=0, graph_cache_saves=0,
@@ -58,10 +63,11 @@ def compile_stats() -> dict:
     and seconds spent compiling (all of it) and in the system compiler. Those are what the compiler
     planned; at run time a kernel may still launch apart from its product (an operand in another
     layout, memory that both read and write): epilogue_launches and prologue_launches count the
-    launches that ran fused."""
-    prologues, epilogues = _C._compiler.fused_product_launches()
+    launches that ran fused, and foreach_in_place the foreach kernel launches that wrote their
+    results straight into the inputs the graph copies them back into."""
+    prologues, epilogues, foreach_in_place = _C._compiler.fused_launches()
     with _lock:
-        return dict(_stats, prologue_launches=prologues, epilogue_launches=epilogues)
+        return dict(_stats, prologue_launches=prologues, epilogue_launches=epilogues, foreach_in_place=foreach_in_place)
 
 
 def _count(**deltas) -> None:
@@ -94,10 +100,12 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
-    from .lowering import (foreach_in_place_on_dying_lists, group_write_back_copies, lower, restore_foreach_lerp,
+    from .lowering import (foreach_in_place_on_dying_lists, foreach_kernel_nodes, group_write_back_copies, lower,
+                           restore_foreach_lerp,
                            split_bias_from_addmm, stack_cpu_scalar_foreach_ops, stack_select_backward_sums,
                            update_batch_norm_stats_in_place)
-    from .program import CompiledProgram
+    from . import program as program_module
+    from .program import CompiledProgram, ListPack, _NotNative
 
     start = time.perf_counter()
     try:
@@ -106,12 +114,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         stack_select_backward_sums(gm)
         stack_cpu_scalar_foreach_ops(gm)
         restore_foreach_lerp(gm)
-        foreach_in_place_on_dying_lists(gm)
+        foreach_in_place_on_dying_lists(gm, keep=foreach_kernel_nodes(gm) if foreach_kernels else ())
         group_write_back_copies(gm)
-        lowered = lower(gm, round_intermediates=emulate_precision_casts)
+        lowered = lower(gm, round_intermediates=emulate_precision_casts,
+                        foreach_kernels=foreach_kernels and program_module.native_executor)
         plan = _C._compiler.plan(lowered.graph)
         library = _load_artifact(plan["source"]) if plan["kernels"] else None
-        program = CompiledProgram(gm, lowered, plan, library)
+        try:
+            program = CompiledProgram(gm, lowered, plan, library)
+        except _NotNative:  # only the native executor runs foreach kernels
+            lowered = lower(gm, round_intermediates=emulate_precision_casts, foreach_kernels=False)
+            plan = _C._compiler.plan(lowered.graph)
+            library = _load_artifact(plan["source"]) if plan["kernels"] else None
+            program = CompiledProgram(gm, lowered, plan, library)
     except Exception as error:  # noqa: BLE001 - any failure means: run this graph eagerly
         warnings.warn(f"torchneuron.compile: running a graph of {len(gm.graph.nodes)} nodes eagerly: "
                       f"{type(error).__name__}: {error}", stacklevel=2)
@@ -121,7 +136,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         return make_boxed_func(gm.forward)
     _count(graphs_compiled=1, graphs_native=int(program.native is not None), kernels_generated=len(plan["kernels"]),
            mm_epilogues=program.mm_epilogues, mm_prologues=program.mm_prologues,
-           ops_lowered=plan["fused_nodes"], ops_eager=len(lowered.opaque_nodes), constants_folded=program.constant_count,
+           ops_lowered=plan["fused_nodes"], ops_eager=sum(1 for n in lowered.opaque_nodes if not isinstance(n, ListPack)), constants_folded=program.constant_count,
            compile_seconds=time.perf_counter() - start)
     return program
 

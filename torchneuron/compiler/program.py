@@ -15,6 +15,14 @@ from torch import fx
 from .. import _C
 
 
+class ListPack:
+    """An opaque step that gathers `elements` (FX nodes) into one list: a foreach kernel's
+    operand. Compared by identity."""
+
+    def __init__(self, elements: tuple):
+        self.elements = elements
+
+
 def _resolver(arg):
     """A function env -> arg with every FX node in `arg` replaced by its value in env."""
     if isinstance(arg, fx.Node):
@@ -181,6 +189,13 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
             k = plan["kernels"][index]
             entry = ctypes.cast(getattr(library, k["symbol"]), ctypes.c_void_p).value
             reads = [vid(source[v]) for v in k["inputs"]]
+            if any(d.startswith("foreach") for d in k["shape"]):
+                targets = lowered.write_targets
+                outputs = [(vid(source[v]), lowered.value_meta[v][0], vid(source[targets[v]]) if v in targets else -1)
+                           for v in k["outputs"]]
+                kept = reads + [o[2] for o in outputs if o[2] >= 0]  # the target lists live until the kernel
+                steps.append(("foreach", (entry, reads, outputs), kept, [o[0] for o in outputs]))
+                continue
             outputs = []
             for v, form in zip(k["outputs"], k["output_forms"]):
                 reuse, layout = plan["in_place"][v], lowered.layout.get(v)
@@ -193,12 +208,19 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
                 column_kernels.add(entry)
             continue
         node = lowered.opaque_nodes[index]
+        if isinstance(node, ListPack):
+            elements = [vid((e, None)) for e in node.elements]
+            steps.append(("pack", (elements, vid((node, None))), elements, [vid((node, None))]))
+            continue
         target = node.target
         if node.op == "get_attr":
             value = getattr(gm, node.target)
             if not isinstance(value, torch.Tensor):
                 raise _NotNative(f"constant {node.target} of type {type(value).__name__}")
             constant_values[vid((node, None))] = value
+        elif target is operator.getitem and node.args[0] in lowered.foreach_nodes:
+            src, item = node.args  # an element of a foreach kernel's result list
+            steps.append(("item", (vid((src, None)), item, vid((node, None))), [vid((src, None))], [vid((node, None))]))
         elif target is operator.getitem:
             src, item = node.args
             if not isinstance(src, fx.Node) or (src, item) not in ids:
@@ -246,6 +268,7 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
     outputs = [-1 if a is None else vid((a, None)) for a in output_args]
 
     steps = _hoist_product_readers(_hoist_products_to_prologues(steps, column_kernels), column_kernels)
+    _drop_unsafe_write_targets(steps)
     # Release each value after the last step that reads it (or the one that writes it, if none).
     kept = set(outputs) | set(constant_values)
     last = {}
@@ -271,6 +294,10 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
             program.add_op(*payload)
         elif kind == "int":
             program.add_int_arithmetic(*payload)
+        elif kind == "pack":
+            program.add_pack(*payload)
+        elif kind == "foreach":
+            program.add_foreach_kernel(*payload)
         else:
             program.add_list_item(*payload)
         if released:
@@ -281,6 +308,41 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
         program.fuse_product_prologue(kernel_step, mm_step)
     program.set_outputs(outputs)
     return program, isinstance(output_args, list), len(epilogues), len(prologues)
+
+
+_WRITE_BACKS = {("aten::copy_", ""), ("aten::_foreach_copy_", "")}
+
+
+def _drop_unsafe_write_targets(steps) -> None:
+    """A foreach kernel writes a result into its target list (the inputs the graph copies it back
+    into) only if every other step reading those inputs runs before it, or is a copy writing them
+    back, and reads them through a list that nothing reads after it: once the kernel ran, the
+    inputs hold the new values."""
+    readers, packs = {}, {}
+    for position, (kind, payload, reads, writes) in enumerate(steps):
+        for v in reads:
+            readers.setdefault(v, []).append(position)
+        if kind == "pack":
+            packs[writes[0]] = payload[0]
+
+    def safe(position, target):
+        for element in packs.get(target, ()):
+            for q in readers.get(element, ()):
+                kind, payload = steps[q][:2]
+                if q > position and not (kind == "op" and payload[:2] in _WRITE_BACKS):
+                    return False
+                if q < position and kind == "pack" and any(r > position for r in readers.get(steps[q][3][0], ())):
+                    return False
+                if q < position and kind != "pack":
+                    return False
+        return target in packs
+
+    for position, (kind, payload, reads, writes) in enumerate(steps):
+        if kind == "foreach":
+            entry, inputs, outputs = payload
+            outputs = [(v, dtype, target if target >= 0 and safe(position, target) else -1)
+                       for v, dtype, target in outputs]
+            steps[position] = (kind, (entry, inputs, outputs), reads, writes)
 
 
 _VIEWS = {("aten::view", ""), ("aten::_unsafe_view", "")}
@@ -528,11 +590,15 @@ class CompiledProgram:
         constants = _constant_nodes(gm.graph)
         self.constant_count = sum(1 for n in lowered.opaque_nodes if n in constants)
         self.native, self.not_native_reason, self.mm_epilogues, self.mm_prologues = None, None, 0, 0
+        if lowered.foreach_nodes and not native_executor:
+            raise _NotNative("foreach kernels run on the native executor only")
         if native_executor:
             try:
                 self.native, self._list_outputs, self.mm_epilogues, self.mm_prologues = _native_program(
                     gm, lowered, plan, library, constants)
             except _NotNative as reason:
+                if lowered.foreach_nodes:
+                    raise  # the caller lowers the graph again without foreach kernels
                 self.not_native_reason = str(reason)
         self.steps = []  # the Python step loop, when the native executor cannot run the graph
         if self.native is not None:
