@@ -278,12 +278,26 @@ std::vector<std::vector<at::Tensor>> launch_fused_foreach(uintptr_t entry,
                 count, " tensors");
   }
   // Each index's operands, result size and reference input (a dense one of the most dims).
+  // A host vector (one 1-D CPU tensor of a value per index, as an optimizer's stacked step
+  // counts) stands in as a 0-dim tensor; its values are copied below.
+  std::vector<const at::Tensor*> host_vectors(inputs.size(), nullptr);
+  std::vector<at::Tensor> stand_ins(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const at::Tensor& t = inputs[k][0];
+    if (inputs[k].size() == 1 && t.is_cpu() && t.dim() == 1) {
+      TORCH_CHECK(t.numel() == static_cast<int64_t>(count), "compiled foreach kernel: ", t.numel(),
+                  " host values for lists of ", count, " tensors");
+      host_vectors[k] = &t;
+      stand_ins[k] = t.select(0, 0);
+    }
+  }
   std::vector<std::vector<at::Tensor>> at_index(count, std::vector<at::Tensor>(inputs.size()));
   std::vector<std::vector<int64_t>> shapes(count);
   std::vector<const at::Tensor*> references(count, nullptr);
   for (size_t i = 0; i < count; ++i) {
     for (size_t k = 0; k < inputs.size(); ++k) {
-      const at::Tensor& t = at_index[i][k] = inputs[k].size() == 1 ? inputs[k][0] : inputs[k][i];
+      const at::Tensor& t = at_index[i][k] =
+          host_vectors[k] ? stand_ins[k] : inputs[k].size() == 1 ? inputs[k][0] : inputs[k][i];
       if (t.is_cpu() && t.dim() == 0) continue;
       shapes[i] = at::infer_size(shapes[i], t.sizes());
       if (references[i] == nullptr || t.dim() > references[i]->dim()) references[i] = &t;
@@ -322,8 +336,10 @@ std::vector<std::vector<at::Tensor>> launch_fused_foreach(uintptr_t entry,
     Launch launch = prepare(out, in, shapes[i], {}, /*host_scalars=*/true);
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (!in[k].is_cpu()) continue;
+      const char* value = static_cast<const char*>(in[k].const_data_ptr());
+      if (host_vectors[k]) value += static_cast<int64_t>(i) * host_vectors[k]->stride(0) * in[k].element_size();
       scalars->emplace_back(0);
-      std::memcpy(&scalars->back(), in[k].const_data_ptr(), in[k].element_size());
+      std::memcpy(&scalars->back(), value, in[k].element_size());
       launch.data[dtypes.size() + k] = reinterpret_cast<char*>(&scalars->back());
     }
     if (launch.rows > 0) launches.push_back(std::move(launch));

@@ -18,7 +18,8 @@ void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs
 
 // Enqueues the generated pointwise kernel at `entry` once per index of its operand lists, all in
 // one device job (a compiled chain of foreach ops). inputs[k] holds a tensor per index, or one
-// tensor for every index; a 0-dim CPU tensor's value is copied into the job. Returns
+// tensor for every index; a 0-dim CPU tensor's value is copied into the job, and so is each
+// value of a 1-D CPU tensor given as a list's only tensor (index i reads value i). Returns
 // outputs[k][i] of dtypes[k], shaped as the inputs at index i broadcast: targets[k][i] where
 // targets[k] is given (the tensors a compiled step writes the results back into) and every
 // target can take its result in place, else new tensors.

@@ -1273,9 +1273,10 @@ def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(cap
     copied on their own; the first moment's _foreach_lerp_, which Dynamo writes out, is one
     _foreach_lerp again; the bias corrections computed from CPU step counts run once on the
     stacked counts, not per parameter (two pows, not two per parameter). The update itself runs
-    as one foreach kernel (with capturable steps, reading the bias corrections computed from them),
-    or, without foreach kernels, as foreach commands, in place on the temporaries nothing reads
-    later."""
+    as one foreach kernel (with capturable steps, reading the bias corrections computed from them;
+    with CPU ones, reading the stacked corrections whole, not unbound), which writes the state
+    back itself, or, without foreach kernels, as foreach commands, in place on the temporaries
+    nothing reads later."""
     import torchneuron.compiler
     from torchneuron.compiler import lowering
 
@@ -1321,6 +1322,9 @@ def test_compiled_optimizer_step_tracks_eager_and_writes_back_in_one_command(cap
         step()
     pows = [e for e in prof.events() if e.name == "aten::pow" and (e.cpu_parent is None or e.cpu_parent.name != "aten::pow")]
     assert len(pows) == (0 if capturable else 2)
+    if foreach_kernels:  # the kernel reads the stacked bias corrections whole: one unbind left, the step counts'
+        unbinds = [e for e in prof.events() if e.name == "aten::unbind"]
+        assert len(unbinds) == (0 if capturable else 1)
 
 
 def _foreach_chain(xs, ys, zs, device_scale, cpu_scales, device_scalars):

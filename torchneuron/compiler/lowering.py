@@ -554,11 +554,49 @@ def _writes_what_they_read(node: fx.Node, specs) -> bool:
     return False
 
 
+def _host_vector(elements: tuple):
+    """The 1-D CPU tensor whose unbind `elements` are, in order (an optimizer's stacked step
+    counts and bias corrections), or None."""
+    first = elements[0]
+    unbind = first.args[0] if first.target is operator.getitem else None
+    if (unbind is None or unbind.target is not aten.unbind.int or unbind.args[1:] not in ((), (0,))
+            or unbind.kwargs or [(e.target, e.args) for e in elements] != [(operator.getitem, (unbind, i))
+                                                                            for i in range(len(elements))]):
+        return None
+    val = _tensor_meta(unbind.args[0])
+    if val is None or val.device.type != "cpu" or val.dim() != 1 or val.dtype not in _FLOATING:
+        return None
+    return unbind.args[0]
+
+
+def _absorbed_unbinds(specs: dict) -> set:
+    """Unbinds of host vectors, and their elements, that only foreach kernels read, as whole
+    vectors: the kernels take the vector itself, and nothing needs the elements one by one."""
+    whole = {}
+    for spec in specs.values():
+        for operand in spec.operands:
+            if operand[0] == "pack" and not operand[2] and _host_vector(operand[1]) is not None:
+                whole.setdefault(operand[1][0].args[0], set()).update(operand[1])
+    absorbed = set()
+    for unbind, read in whole.items():
+        items = set(unbind.users)
+        if items == read and all(u in specs and not any(i in o[1] for o in specs[u].operands
+                                                        if o[0] == "pack" and _host_vector(o[1]) is None)
+                                 for i in items for u in i.users):
+            absorbed |= items | {unbind}
+    return absorbed
+
+
 def _pack(elements: tuple, shape: list, lowered) -> int:
-    """The IR value of the list of `elements` (one opaque step gathers them per call)."""
-    if elements in lowered.packs:
-        return lowered.packs[elements]
+    """The IR value of the list of `elements` (one opaque step gathers them per call): for the
+    elements of a host vector, a list holding the vector."""
+    key = elements
+    if key in lowered.packs:
+        return lowered.packs[key]
     val = _tensor_meta(elements[0])
+    vector = _host_vector(elements) if not shape else None
+    if vector is not None:
+        elements = (vector,)
     reads = set()
     for element in elements:
         if element in lowered.fx_value:
@@ -570,7 +608,7 @@ def _pack(elements: tuple, shape: list, lowered) -> int:
     (value,) = lowered.graph.add_opaque(external, sorted(reads), [DTYPES[val.dtype]], [shape])
     lowered.value_source[value] = (pack, None)
     lowered.value_meta[value] = (val.dtype, val.device)
-    lowered.packs[elements] = value
+    lowered.packs[key] = value
     return value
 
 
@@ -984,7 +1022,7 @@ def lower(gm: fx.GraphModule, round_intermediates: bool = False, foreach_kernels
     lowered = Lowered(graph=_C._compiler.Graph())
     lowered.graph.round_intermediates = round_intermediates
     foreach = foreach_kernel_nodes(gm) if foreach_kernels else {}
-    absorbed, targets = _absorbed_items(foreach), write_back_targets(foreach)
+    absorbed, targets = _absorbed_items(foreach) | _absorbed_unbinds(foreach), write_back_targets(foreach)
     # Foreach ops wait until something else reads one of them, or may write what they read: the
     # planner fuses a node only into a kernel placed after its operands, and an optimizer step
     # computes some of them (bias corrections on the CPU) between its foreach ops.
