@@ -126,11 +126,14 @@ def cnn_case():
     return resnet(), (torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))), cnn_step
 
 
-def step_runner(case, device, backend):
-    """A training step of `case` on `device`, compiled with `backend` (None: eager), warmed up."""
+def step_runner(case, device, backend, compile_optimizer=False):
+    """A training step of `case` on `device`, compiled with `backend` (None: eager), warmed up;
+    `compile_optimizer`: its optimizer step too."""
     model, batch, step = case()
     model = copy.deepcopy(model).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if compile_optimizer:
+        optimizer.step = torch.compile(optimizer.step, backend=backend)
     forward = torch.compile(model, backend=backend) if backend else model
     batch = [t.to(device) for t in batch]
     run = lambda: step(forward, optimizer, batch)
@@ -223,6 +226,12 @@ def main():
         print(f"{name:24s} {ms['cpu']:8.2f} {ms['inductor']:9.2f} {ms['eager']:8.2f} {ms['compiled']:9.2f}"
               f" {ratio('eager', 'compiled'):14.2f}x {ratio('inductor', 'compiled'):17.2f}x")
     print(f"(medians over {ROUNDS} rounds in which the four runs take turns; ratios are per-round medians)")
+    torch._dynamo.reset()
+    runs = {"eager": step_runner(gpt_case, "neuron", None), "compiled": step_runner(gpt_case, "neuron", "neuron"),
+            "with_optimizer": step_runner(gpt_case, "neuron", "neuron", compile_optimizer=True)}
+    seconds, ratio = interleaved_step_seconds(runs)
+    print(f"tiny GPT with its AdamW step compiled too: {seconds['with_optimizer'] * 1e3:.2f} ms, "
+          f"{ratio('eager', 'with_optimizer'):.2f}x eager, {ratio('compiled', 'with_optimizer'):.2f}x the model alone compiled")
     print(f"\n{'AdamW step, tiny GPT':34s} {'eager ms':>9s} {'compiled ms':>12s} {'compiled/eager':>15s}")
     for capturable in (False, True):
         torch._dynamo.reset()
