@@ -101,9 +101,8 @@ def _load_artifact(source: str) -> ctypes.CDLL:
 def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """Compiles one AOTAutograd graph into a CompiledProgram (or, after a warning, gm.forward)."""
     from .lowering import (foreach_in_place_on_dying_lists, foreach_kernel_nodes, group_write_back_copies, lower,
-                           restore_foreach_lerp,
-                           split_bias_from_addmm, stack_cpu_scalar_foreach_ops, stack_select_backward_sums,
-                           update_batch_norm_stats_in_place)
+                           restore_foreach_lerp, split_bias_from_addmm, stack_cpu_scalar_foreach_ops,
+                           stack_select_backward_sums, update_batch_norm_stats_in_place)
     from . import program as program_module
     from .program import CompiledProgram, ListPack, _NotNative
 
@@ -114,10 +113,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         stack_select_backward_sums(gm)
         stack_cpu_scalar_foreach_ops(gm)
         restore_foreach_lerp(gm)
-        foreach_in_place_on_dying_lists(gm, keep=foreach_kernel_nodes(gm) if foreach_kernels else ())
+        use_foreach_kernels = foreach_kernels and program_module.native_executor
+        foreach_in_place_on_dying_lists(gm, keep=foreach_kernel_nodes(gm) if use_foreach_kernels else ())
         group_write_back_copies(gm)
-        lowered = lower(gm, round_intermediates=emulate_precision_casts,
-                        foreach_kernels=foreach_kernels and program_module.native_executor)
+        lowered = lower(gm, round_intermediates=emulate_precision_casts, foreach_kernels=use_foreach_kernels)
         plan = _C._compiler.plan(lowered.graph)
         library = _load_artifact(plan["source"]) if plan["kernels"] else None
         try:
@@ -136,8 +135,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         return make_boxed_func(gm.forward)
     _count(graphs_compiled=1, graphs_native=int(program.native is not None), kernels_generated=len(plan["kernels"]),
            mm_epilogues=program.mm_epilogues, mm_prologues=program.mm_prologues,
-           ops_lowered=plan["fused_nodes"], ops_eager=sum(1 for n in lowered.opaque_nodes if not isinstance(n, ListPack)), constants_folded=program.constant_count,
-           compile_seconds=time.perf_counter() - start)
+           ops_lowered=plan["fused_nodes"], ops_eager=sum(not isinstance(n, ListPack) for n in lowered.opaque_nodes),
+           constants_folded=program.constant_count, compile_seconds=time.perf_counter() - start)
     return program
 
 

@@ -370,7 +370,8 @@ def _foreach_operand(arg, results, specs):
         if all(v.device == device and v.shape == r.shape for v, r in zip(vals, results)):
             return ("pack", tuple(arg), True)
         # One value per index: 0-dim tensors on the device, or on the CPU (copied by value).
-        if all(v.dim() == 0 for v in vals) and len({v.device for v in vals}) == 1 and vals[0].device in (device, torch.device("cpu")):
+        if (all(v.dim() == 0 for v in vals) and len({v.device for v in vals}) == 1
+                and vals[0].device in (device, torch.device("cpu"))):
             return ("pack", tuple(arg), False)
         return None
     if isinstance(arg, fx.Node):  # one tensor for every index
@@ -537,7 +538,7 @@ def _writes_what_they_read(node: fx.Node, specs) -> bool:
     for argument, value in zip(node.target._schema.arguments, node.args):
         if argument.alias_info is not None and argument.alias_info.is_write:
             written.update(_flat_nodes(value))
-    for name, value in node.kwargs.items():
+    for value in node.kwargs.values():
         written.update(_flat_nodes(value))  # out= and other keyword arguments: assume written
     pending = list(written)
     while pending:  # and every view of a written tensor
@@ -773,7 +774,8 @@ def foreach_in_place_on_dying_lists(gm: fx.GraphModule, keep=()) -> int:
     order = {node: i for i, node in enumerate(graph.nodes)}
     for node in list(graph.nodes):
         in_place = _IN_PLACE_FOREACH.get(node.target)
-        if in_place is None or node in keep or not node.args or not isinstance(node.args[0], (list, tuple)) or not node.args[0]:
+        if (in_place is None or node in keep or not node.args or not isinstance(node.args[0], (list, tuple))
+                or not node.args[0]):
             continue
         items, results = list(node.args[0]), node.meta.get("val")
         if not isinstance(results, (list, tuple)) or len(results) != len(items):
