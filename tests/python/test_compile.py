@@ -1523,3 +1523,19 @@ def test_foreach_kernel_takes_every_unary_op_and_scalar_form(no_fallback):
             torch.testing.assert_close(a.cpu(), b, equal_nan=True)
     stats = torchneuron.compile_stats()
     assert stats["kernels_generated"] == 1 and stats["graphs_eager"] == 0, stats
+
+
+def test_foreach_kernel_reads_one_element_of_a_stacked_vector_as_one_value(no_fallback):
+    """CPU values per index, stacked once (an optimizer's bias corrections), reach a foreach kernel
+    whole; one element of them read as the value for every index stays that one value."""
+    def fn(xs, steps):
+        corrections = torch._foreach_pow(0.9, steps)
+        return torch._foreach_mul(torch._foreach_div(xs, corrections), corrections[0])
+
+    g = torch.Generator().manual_seed(6)
+    xs = [torch.randn(4, 3, generator=g), torch.randn(5, generator=g), torch.randn(2, 2, generator=g)]
+    steps = [torch.tensor(float(i + 1)) for i in range(3)]
+    got = torch.compile(fn, backend="neuron")([x.to("neuron") for x in xs], [s.clone() for s in steps])
+    for a, b in zip(got, fn(xs, steps), strict=True):
+        torch.testing.assert_close(a.cpu(), b)
+    assert torchneuron.compile_stats()["kernels_generated"] == 1

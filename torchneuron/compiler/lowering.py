@@ -556,16 +556,20 @@ def _writes_what_they_read(node: fx.Node, specs) -> bool:
 
 
 def _host_vector(elements: tuple):
-    """The 1-D CPU tensor whose unbind `elements` are, in order (an optimizer's stacked step
-    counts and bias corrections), or None."""
+    """The 1-D CPU tensor whose unbind `elements` are, all of them in order (an optimizer's
+    stacked step counts and bias corrections), or None. Never for one element: that is the value
+    for every index, where a vector would give each index its own."""
     first = elements[0]
+    if len(elements) < 2:
+        return None
     unbind = first.args[0] if first.target is operator.getitem else None
     if (unbind is None or unbind.target is not aten.unbind.int or unbind.args[1:] not in ((), (0,))
             or unbind.kwargs or [(e.target, e.args) for e in elements] != [(operator.getitem, (unbind, i))
                                                                             for i in range(len(elements))]):
         return None
     val = _tensor_meta(unbind.args[0])
-    if val is None or val.device.type != "cpu" or val.dim() != 1 or val.dtype not in _FLOATING:
+    if (val is None or val.device.type != "cpu" or val.dim() != 1 or val.shape[0] != len(elements)
+            or val.dtype not in _FLOATING):
         return None
     return unbind.args[0]
 
