@@ -33,8 +33,8 @@ const std::map<std::string, Template>& templates() {
       {"exp", {1, "tn_exp({0})"}},
       {"exp2", {1, "std::exp2({0})"}},
       {"expm1", {1, "std::expm1({0})"}},
-      {"log", {1, "std::log({0})"}},
-      {"log1p", {1, "std::log1p({0})"}},
+      {"log", {1, "tn_log({0})"}},
+      {"log1p", {1, "tn_log1p({0})"}},
       {"log2", {1, "std::log2({0})"}},
       {"log10", {1, "std::log10({0})"}},
       {"sin", {1, "std::sin({0})"}},
@@ -185,6 +185,8 @@ inline float tn_exp(float x) { return torchneuron::kernels::vector_exp(x); }
 inline double tn_exp(double x) { return std::exp(x); }
 inline float tn_erf(float x) { return torchneuron::kernels::vector_erf(x); }
 inline double tn_erf(double x) { return std::erf(x); }
+template <typename T> inline T tn_log(T x) { return torchneuron::kernels::log_of(x); }
+template <typename T> inline T tn_log1p(T x) { return torchneuron::kernels::log1p_of(x); }
 template <typename T> inline T tn_gelu_cdf(T x) { return torchneuron::kernels::gelu_cdf_of(x); }
 template <typename T> inline T tn_tanh(T x) { return torchneuron::kernels::tanh_of(x); }
 

@@ -121,10 +121,10 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kExp: return map<T, T, 1>(a, [](C x) { return exp_of(x); });
       case UnaryOp::kExp2: return map<T, T, 1>(a, [](C x) { return std::exp2(x); });
       case UnaryOp::kExpm1: return map<T, T, 1>(a, [](C x) { return std::expm1(x); });
-      case UnaryOp::kLog: return map<T, T, 1>(a, [](C x) { return std::log(x); });
+      case UnaryOp::kLog: return map<T, T, 1>(a, [](C x) { return log_of(x); });
       case UnaryOp::kLog2: return map<T, T, 1>(a, [](C x) { return std::log2(x); });
       case UnaryOp::kLog10: return map<T, T, 1>(a, [](C x) { return std::log10(x); });
-      case UnaryOp::kLog1p: return map<T, T, 1>(a, [](C x) { return std::log1p(x); });
+      case UnaryOp::kLog1p: return map<T, T, 1>(a, [](C x) { return log1p_of(x); });
       case UnaryOp::kSin:
         if constexpr (std::is_same_v<T, float>) return sin_cos_float<false>(a);
         return map<T, T, 1>(a, [](C x) { return std::sin(x); });

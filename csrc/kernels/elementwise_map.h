@@ -99,9 +99,10 @@ void drive(const ElementwiseArgs& a, Inner&& inner) {
 }
 
 // Contiguous runs, with broadcast (stride 0) inputs read once: each pattern is its own loop
-// so that the compiler vectorizes it.
+// so that the compiler vectorizes it. Flattened: an op whose body GCC judged too large to inline
+// (softplus: exp and log1p) stayed a call per element, so its loops ran scalar.
 template <typename Out, typename In, int K, typename F>
-inline void dense_run(char* const* p, int64_t n, const int64_t* s, F& f) {
+[[gnu::flatten]] inline void dense_run(char* const* p, int64_t n, const int64_t* s, F& f) {
   using CI = Compute<In>;
   using CO = Compute<Out>;
   auto* out = reinterpret_cast<Out*>(p[0]);

@@ -45,6 +45,25 @@ def test_activation_forward_backward(name, dtype, no_fallback):
         assert_same(results[1][1], results[0][1])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("name", ["softplus", "softplus_default", "mish", "logsigmoid"])
+def test_log1p_activations_over_a_wide_range(name, dtype, no_fallback):
+    # Past the thresholds (softplus's, mish's x > 20) and where exp over- or underflows.
+    fn = {"softplus_default": F.softplus}.get(name) or ACTIVATIONS[name]
+    x = torch.cat([torch.linspace(-120, 120, 2401), torch.tensor([-20.0, 20.0, 20.001, 44.5, 88.7, 89.0, -87.4,
+                                                                  -103.9, 1e-8, -1e-8, float("inf"), float("-inf")])])
+    x = x.to(dtype)
+    grad = torch.linspace(-1, 1, x.numel(), dtype=dtype)
+    results = []
+    for device in ("cpu", "neuron"):
+        leaf = x.to(device).detach().requires_grad_()
+        out = fn(leaf)
+        out.backward(grad.to(device))
+        results.append((out.detach(), leaf.grad))
+    assert_same(results[1][0], results[0][0])
+    assert_same(results[1][1], results[0][1])
+
+
 @pytest.mark.parametrize("name", ["leaky_relu", "elu", "hardtanh", "hardswish"])
 def test_inplace_activation(name, no_fallback):
     inplace = {"leaky_relu": lambda x: F.leaky_relu_(x, 0.1), "elu": lambda x: F.elu_(x),

@@ -62,6 +62,39 @@ def test_unary_float(dtype, name, no_fallback):
     assert_same(op(x.to("neuron")), op(x))
 
 
+def float_range():
+    """Every 4099th float32 from the smallest subnormal to the largest finite one, both signs,
+    and special values."""
+    bits = torch.arange(1, 0x7F800000, 4099, dtype=torch.int64).to(torch.int32)
+    positive = bits.view(torch.float32)
+    inf, nan = float("inf"), float("nan")
+    special = torch.tensor([0.0, -0.0, inf, -inf, nan, 1.0, -1.0, 2.0, 0.5, 1e-7, -1e-7, -0.9999999, 3e38])
+    return torch.cat([positive, -positive, special])
+
+
+def ulps_from_exact(result, exact):
+    """|result - exact| in units of the last place of exact rounded to float32; 0 where both are
+    the same infinity or both NaN."""
+    rounded = exact.float()
+    spacing = (torch.nextafter(rounded.abs(), torch.tensor(float("inf"))) - rounded.abs()).double()
+    error = (result.double() - exact).abs() / spacing
+    same_special = (result == rounded) | (result.isnan() & rounded.isnan())
+    return torch.where(same_special, torch.zeros_like(error), error)
+
+
+@pytest.mark.parametrize("name", ["log", "log1p"])
+def test_log_and_log1p_over_the_float_range_within_two_ulps(name, no_fallback):
+    # Vectorized in the kernel library (vector_log): subnormals, the exponent split and the
+    # special cases (0, negatives, -1 for log1p, infinities, NaN) are its own code.
+    x = float_range()
+    result = getattr(torch, name)(x.to("neuron")).cpu()
+    ulps = ulps_from_exact(result, getattr(torch, name)(x.double()))
+    worst = int(ulps.argmax())
+    assert ulps.max() <= 2, f"{name}({x[worst].item()!r}) = {result[worst].item()!r}, {ulps[worst].item():.2f} ulps off"
+    compiled = torch.compile(getattr(torch, name), backend="neuron")
+    assert torch.equal(compiled(x.to("neuron")).cpu().nan_to_num(), result.nan_to_num())  # the same formula
+
+
 def test_mixed_dtypes_and_host_scalars_promote_like_cpu(no_fallback):
     f = sample((5,), torch.float32)
     d = sample((5,), torch.float64, 1)
