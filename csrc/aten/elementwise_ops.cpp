@@ -35,6 +35,8 @@
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/expm1_ops.h>
 #include <ATen/ops/floor_divide_ops.h>
+#include <ATen/ops/fmod_ops.h>
+#include <ATen/ops/remainder_ops.h>
 #include <ATen/ops/floor_ops.h>
 #include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
@@ -375,6 +377,35 @@ at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
   return eltwise::div_mode_out(self, other, c10::string_view("floor"), self);
 }
 
+// remainder and fmod: overloads name.Tensor / name.Tensor_out / name_.Tensor (the Scalar forms
+// wrap the scalar and call these).
+#define NEURON_MODULO(name, KOP)                                                                 \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) {  \
+    at::TensorBase out = result;                                                                \
+    auto iter = at::TensorIterator::binary_op(out, self, other);                                \
+    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                     \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor_out)>::call(self, other, result); \
+    }                                                                                           \
+    return result;                                                                              \
+  }                                                                                             \
+  at::Tensor name##_functional(const at::Tensor& self, const at::Tensor& other) {               \
+    at::TensorBase out;                                                                         \
+    auto iter = at::TensorIterator::binary_op(out, self, other);                                \
+    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                     \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor)>::call(self, other); \
+    }                                                                                           \
+    return iter.output();                                                                       \
+  }                                                                                             \
+  at::Tensor& name##_inplace(at::Tensor& self, const at::Tensor& other) { return eltwise::name##_out(self, other, self); }
+NEURON_MODULO(remainder, BinaryOp::kRemainder)
+NEURON_MODULO(fmod, BinaryOp::kFmod)
+#undef NEURON_MODULO
+
+// remainder(number, tensor): its own op, which ATen does not route through remainder.Tensor.
+at::Tensor remainder_scalar_tensor(const c10::Scalar& self, const at::Tensor& other) {
+  return eltwise::remainder_functional(wrapped(self), other);
+}
+
 #define NEURON_BITWISE(name, KOP)                                                               \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) { \
     at::TensorBase out = result;                                                               \
@@ -590,6 +621,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("floor_divide", TORCH_FN(floor_divide));
   m.impl("floor_divide.out", TORCH_FN(floor_divide_out));
   m.impl("floor_divide_.Tensor", TORCH_FN(floor_divide_));
+  m.impl("remainder.Tensor", TORCH_FN(remainder_functional));
+  m.impl("remainder.Tensor_out", TORCH_FN(remainder_out));
+  m.impl("remainder_.Tensor", TORCH_FN(remainder_inplace));
+  m.impl("remainder.Scalar_Tensor", TORCH_FN(remainder_scalar_tensor));
+  m.impl("fmod.Tensor", TORCH_FN(fmod_functional));
+  m.impl("fmod.Tensor_out", TORCH_FN(fmod_out));
+  m.impl("fmod_.Tensor", TORCH_FN(fmod_inplace));
 #define REGISTER_BINARY_PLAIN(name)                  \
   m.impl(#name, TORCH_FN(name##_functional));        \
   m.impl(#name ".out", TORCH_FN(name##_out));

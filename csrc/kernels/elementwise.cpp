@@ -334,6 +334,25 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
             }
             return C(x / y);
           });
+        case BinaryOp::kRemainder:
+          return map<T, T, 2>(a, [](C x, C y) {
+            if (y == 0) throw runtime::KernelError("ZeroDivisionError: integer modulo by zero");
+            if constexpr (std::is_signed_v<C>) {
+              if (y == -1) return C(0);  // the minimum value % -1 overflows
+              const C r = C(x % y);
+              return r != 0 && ((r < 0) != (y < 0)) ? C(r + y) : r;
+            } else {
+              return C(x % y);
+            }
+          });
+        case BinaryOp::kFmod:
+          return map<T, T, 2>(a, [](C x, C y) {
+            if (y == 0) throw runtime::KernelError("ZeroDivisionError: integer modulo by zero");
+            if constexpr (std::is_signed_v<C>) {
+              if (y == -1) return C(0);
+            }
+            return C(x % y);
+          });
         case BinaryOp::kBitwiseAnd: return map<T, T, 2>(a, [](C x, C y) { return C(x & y); });
         case BinaryOp::kBitwiseOr: return map<T, T, 2>(a, [](C x, C y) { return C(x | y); });
         case BinaryOp::kBitwiseXor: return map<T, T, 2>(a, [](C x, C y) { return C(x ^ y); });
@@ -345,6 +364,13 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
         case BinaryOp::kDiv: return map<T, T, 2>(a, [](C x, C y) { return x / y; });
         case BinaryOp::kAtan2: return map<T, T, 2>(a, [](C x, C y) { return std::atan2(x, y); });
         case BinaryOp::kDivTrunc: return map<T, T, 2>(a, [](C x, C y) { return std::trunc(x / y); });
+        case BinaryOp::kRemainder:
+          // fmod is exact; the divisor added where the signs differ, as CPU PyTorch computes it.
+          return map<T, T, 2>(a, [](C x, C y) {
+            const C mod = std::fmod(x, y);
+            return mod != C(0) && ((y < C(0)) != (mod < C(0))) ? mod + y : mod;
+          });
+        case BinaryOp::kFmod: return map<T, T, 2>(a, [](C x, C y) { return std::fmod(x, y); });
         case BinaryOp::kDivFloor:
           // Python's floor division for floats: exact through fmod, as torch computes it.
           return map<T, T, 2>(a, [](C x, C y) {
@@ -416,6 +442,8 @@ bool binary_supported(BinaryOp op, DType dtype) {
     case BinaryOp::kSub:
     case BinaryOp::kDivFloor:
     case BinaryOp::kDivTrunc:
+    case BinaryOp::kRemainder:
+    case BinaryOp::kFmod:
       return dtype != DType::kBool;
     case BinaryOp::kBitwiseAnd:
     case BinaryOp::kBitwiseOr:

@@ -84,6 +84,7 @@ enum class UnaryOp : uint8_t {
 enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kAtan2, kPow,
   kDivFloor, kDivTrunc,  // Python's // and C's truncating division (integers raise on zero)
+  kRemainder, kFmod,     // Python's % (the sign of the divisor) and C's fmod (the dividend's)
   kEq, kNe, kLt, kLe, kGt, kGe,
   kLogicalAnd, kLogicalOr, kLogicalXor, kBitwiseAnd, kBitwiseOr, kBitwiseXor,
   // Gradients: grad (operand 1) times the derivative at the saved value (operand 2).

@@ -164,10 +164,12 @@ inline float vector_tanh(float x) {
 // The standard normal distribution function Phi(x) for GELU, and the density's exp(-x^2 / 2),
 // which it computes anyway and GELU's backward needs. One form for every x: with w = |x| / sqrt 2,
 // erfc(w) / 2 = exp(-w^2) H(v), v = w / (w + 2) in [0, 1) (H a least-squares fit of ours, 5e-9
-// relative up to w = 9.3, where Phi leaves the floats), and Phi = 1 - that for x > 0. Against
-// 1 + erf: no second polynomial branch (25% fewer instructions), and no cancellation for x < 0.
-// x Phi(x) is within 2.8 ulp of exact from x = -0.5 up, within 11 down to -2.8; further out, the
-// rounding of x / sqrt 2 (which CPU PyTorch's formula shares) dominates.
+// relative up to w = 9.3, where Phi leaves the normal floats), and Phi = 1 - that for x > 0.
+// Against 1 + erf: no second polynomial branch (25% fewer instructions), and no cancellation for
+// x < 0. x Phi(x) is within 2.8 ulp of exact from x = -0.5 up, within 11 down to -2.8; further
+// out, the rounding of x / sqrt 2 (which CPU PyTorch's formula shares) dominates. Past w = 9.34
+// exp(-w^2), and with it Phi for x < 0, is 0 rather than subnormal, as CPU PyTorch's GELU gives:
+// vector_exp_nonpositive, 15-20% faster than vector_exp here.
 inline float vector_normal_cdf(float x, float& gauss) {
   const float w = std::fabs(x * 0.70710678118654752440f);
   const float t = w * w;
@@ -185,7 +187,7 @@ inline float vector_normal_cdf(float x, float& gauss) {
   h = std::fma(h, v, 8.716098347e-01f);
   h = std::fma(h, v, -1.128378865e+00f);
   h = std::fma(h, v, 4.999999986e-01f);
-  const float e = vector_exp(-t);
+  const float e = vector_exp_nonpositive(-t);
   // exp(-t - t_low) to first order; where t overflows t_low is not finite, and e is 0.
   gauss = e > 0.0f ? std::fma(-t_low, e, e) : 0.0f;
   const float half_erfc = gauss * h;

@@ -95,6 +95,49 @@ def test_log_and_log1p_over_the_float_range_within_two_ulps(name, no_fallback):
     assert torch.equal(compiled(x.to("neuron")).cpu().nan_to_num(), result.nan_to_num())  # the same formula
 
 
+MODULO_DTYPES = [torch.int64, torch.int32, torch.int8, torch.uint8, torch.float32, torch.float64, torch.bfloat16,
+                 torch.float16]
+
+
+def modulo_operands(dtype):
+    """Dividends and divisors of both signs (uint8: positive), the minimum integer over -1, and
+    for floats zeros, infinities, NaN and a dividend far larger than its divisor."""
+    g = torch.Generator().manual_seed(5)
+    if dtype.is_floating_point:
+        a = torch.cat([torch.randn(500, generator=g) * 50, torch.tensor([0.0, -0.0, 5.0, -5.0, float("inf"),
+                                                                        -float("inf"), float("nan"), 7.5, -7.5, 1e30])])
+        b = torch.cat([torch.randn(500, generator=g) * 5, torch.tensor([3.0, 3.0, -3.0, 3.0, 2.0, 2.0, 2.0,
+                                                                       float("inf"), float("inf"), 0.0])])
+        return a.to(dtype), b.to(dtype)
+    low = 0 if dtype == torch.uint8 else -100
+    a = torch.randint(low, 100, (500,), generator=g).to(dtype)
+    b = torch.randint(1, 13, (500,), generator=g).to(dtype)
+    if dtype != torch.uint8:
+        b = torch.where(torch.rand(500, generator=g) > 0.5, b, -b)
+        a[0], b[0] = torch.iinfo(dtype).min, -1
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", MODULO_DTYPES, ids=str)
+def test_remainder_and_fmod_match_cpu_exactly(dtype, no_fallback):
+    a, b = modulo_operands(dtype)
+    cases = [torch.remainder, torch.fmod, lambda x, y: x % y, lambda x, y: x % 3, lambda x, y: torch.fmod(x, -2.5),
+             lambda x, y: torch.remainder(7, y), lambda x, y: x.clone().remainder_(y), lambda x, y: x.clone().fmod_(y)]
+    for op in cases:
+        expected = op(a, b)
+        result = op(a.to("neuron"), b.to("neuron")).cpu()
+        assert result.dtype == expected.dtype
+        assert torch.equal(result.nan_to_num(), expected.nan_to_num()), (op, result, expected)
+
+
+def test_integer_modulo_by_zero_raises_at_synchronization():
+    x = torch.arange(5, device="neuron")
+    for op in (torch.remainder, torch.fmod):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError: integer modulo by zero"):
+            op(x, torch.tensor(0, device="neuron"))
+            torch.neuron.synchronize()
+
+
 def test_mixed_dtypes_and_host_scalars_promote_like_cpu(no_fallback):
     f = sample((5,), torch.float32)
     d = sample((5,), torch.float64, 1)
