@@ -59,10 +59,12 @@ def case_inputs(device):
     conv_grad = torch.randn(16, 32, 32, 32, generator=g)
     tokens = torch.randint(0, 50000, (8192,), generator=g)
     grad = torch.randn(8192, 128, generator=g)
+    rows_index = torch.randint(0, 64, (1024, 256), generator=g)  # rows of 256 scattered into 64
     ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
-                  image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, mat_bf16=mat.bfloat16(),
+                  image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, rows_index=rows_index,
+                  mat_bf16=mat.bfloat16(),
                   ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
 
@@ -93,6 +95,11 @@ CASES = [
         *t["qkv"].permute(2, 0, 3, 1, 4), is_causal=True)),
     ("GELU (16x64x256)", lambda t: F.gelu(t["hidden"])),
     ("GELU backward (16x64x256)", lambda t: torch.ops.aten.gelu_backward(t["hidden"], t["hidden"])),
+    ("log (16x64x256)", lambda t: torch.log(t["hidden"].abs())),
+    ("softplus / mish (16x64x256)", lambda t: (F.softplus(t["hidden"]), F.mish(t["hidden"]))),
+    ("x % 3 (16x64x256)", lambda t: t["hidden"] % 3),
+    ("scatter_reduce amax (1024x256 rows into 64)",
+     lambda t: t["hidden"][0].scatter_reduce(0, t["rows_index"], t["hidden"].view(1024, 256), "amax")),
     ("conv2d (16x16x32x32, 3x3)", lambda t: F.conv2d(t["image"], t["weight"], padding=1)),
     ("conv2d backward (same)", lambda t: torch.ops.aten.convolution_backward(
         t["conv_grad"], t["image"], t["weight"], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])),

@@ -1,7 +1,6 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
-// are backend-specific: dropout, tril/triu masks, all/any and
-// isposinf/isneginf, flip, half-type addr. Every step dispatches to a native kernel; nothing
-// runs on the CPU.
+// are backend-specific: dropout, tril/triu masks, all/any and isposinf/isneginf, flip, half-type
+// addr, weight norm. Every step dispatches to a native kernel; nothing runs on the CPU.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
@@ -9,8 +8,10 @@
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/ge.h>
@@ -30,6 +31,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <vector>
 
 namespace torchneuron::aten {
 namespace composite {
@@ -180,11 +182,63 @@ at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor
   return at::native::math_addr(self.to(at::kFloat), vec1.to(at::kFloat), vec2.to(at::kFloat), beta, alpha).to(dtype);
 }
 
+// Weight norm (torch.nn.utils.weight_norm's fused form): w = v * (g / ||v||), the norm over every
+// dim but `dim`, computed in float for bfloat16 and float16.
+at::ScalarType weight_norm_accumulate_type(at::ScalarType type) {
+  return type == at::kBFloat16 || type == at::kHalf ? at::kFloat : type;
+}
+
+std::vector<int64_t> dims_except(const at::Tensor& v, int64_t dim) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < v.dim(); ++d) {
+    if (d != dim) dims.push_back(d);
+  }
+  return dims;
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+  TORCH_CHECK(v.device() == g.device(), "weight_norm: v and g must be on the same device, but got ", v.device(),
+              " and ", g.device());
+  TORCH_CHECK(v.dim() > 0, "weight_norm: v must have at least one dimension");
+  const int64_t wrapped = at::maybe_wrap_dim(dim, v.dim());
+  TORCH_CHECK(g.numel() == v.size(wrapped), "weight_norm: g must have one element per slice of v along dim ", dim,
+              " (", v.size(wrapped), "), but has ", g.numel());
+  const at::ScalarType accumulate = weight_norm_accumulate_type(g.scalar_type());
+  const at::Tensor v_acc = v.to(accumulate);
+  const at::Tensor norm = at::sqrt(at::sum(at::mul(v_acc, v_acc), dims_except(v, wrapped), /*keepdim=*/true));
+  const at::Tensor w = at::mul(v_acc, at::div(g.reshape(norm.sizes()).to(accumulate), norm)).to(v.scalar_type());
+  // The norms' dtype as CPU PyTorch gives it: float for bfloat16, else g's.
+  at::Tensor norm_out = at::empty_strided(g.sizes(), g.strides(),
+                                          g.options().dtype(g.scalar_type() == at::kBFloat16 ? at::kFloat : g.scalar_type()));
+  norm_out.copy_(norm.reshape(g.sizes()));
+  return {w.contiguous(), norm_out};
+}
+
+// grad_g = sum(grad_w v) / ||v||; grad_v = (g / ||v||) (grad_w - v sum(grad_w v) / ||v||^2).
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor& grad_w, const at::Tensor& saved_v,
+                                                                  const at::Tensor& saved_g,
+                                                                  const at::Tensor& saved_norms, int64_t dim) {
+  const int64_t wrapped = at::maybe_wrap_dim(dim, saved_v.dim());
+  const at::ScalarType accumulate = weight_norm_accumulate_type(saved_g.scalar_type());
+  const at::Tensor v = saved_v.to(accumulate);
+  const at::Tensor grad = grad_w.to(accumulate);
+  const auto dims = dims_except(saved_v, wrapped);
+  const at::Tensor dot = at::sum(at::mul(grad, v), dims, /*keepdim=*/true);
+  const at::Tensor norm = saved_norms.to(accumulate).reshape(dot.sizes());
+  const at::Tensor g = saved_g.to(accumulate).reshape(dot.sizes());
+  const at::Tensor grad_g = at::div(dot, norm);
+  const at::Tensor grad_v = at::mul(at::div(g, norm), at::sub(grad, at::mul(v, at::div(grad_g, norm))));
+  return {grad_v.to(saved_v.scalar_type()).contiguous(),
+          grad_g.reshape(saved_g.sizes()).to(saved_g.scalar_type()).contiguous()};
+}
+
 }  // namespace composite
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addr", TORCH_FN(composite::addr));
   m.impl("flip", TORCH_FN(composite::flip));
+  m.impl("_weight_norm_interface", TORCH_FN(composite::weight_norm_interface));
+  m.impl("_weight_norm_interface_backward", TORCH_FN(composite::weight_norm_interface_backward));
   m.impl("native_dropout", TORCH_FN(composite::native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(composite::native_dropout_backward));
   m.impl("tril", TORCH_FN(composite::tril));

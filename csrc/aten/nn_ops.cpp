@@ -15,21 +15,29 @@
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
+#include <ATen/ops/div_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
-#include <ATen/ops/gather_ops.h>
-#include <ATen/ops/scatter_add_ops.h>
-#include <ATen/ops/scatter_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/gather_ops.h>
 #include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/scatter_add_ops.h>
+#include <ATen/ops/scatter_ops.h>
+#include <ATen/ops/scatter_reduce_ops.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <tuple>
 
 #include "aten/cpu_fallback.h"
@@ -563,9 +571,11 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   return gather_out(self, dim, index, sparse_grad, result);
 }
 
-// result = self with src scattered (add: accumulated) along dim; result may be self.
+// result = self with src scattered (add: accumulated; reduce: reduced by that op) along dim;
+// result may be self.
 bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src, bool add,
-                  at::Tensor& result, const char* name) {
+                  at::Tensor& result, const char* name,
+                  std::optional<kernels::ScatterReduceOp> reduce = std::nullopt) {
   if (self.dim() == 0 || index.dim() == 0 || !has_kernel_dtype(self.scalar_type()) ||
       c10::isComplexType(self.scalar_type()) || src.scalar_type() != self.scalar_type() ||
       result.scalar_type() != self.scalar_type() || index.device() != self.device() || src.device() != self.device()) {
@@ -594,7 +604,11 @@ bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
     const kernels::DType dtype = to_kernel_dtype(data.scalar_type());
     const int d = static_cast<int>(wrapped);
     enqueue(data, name, {&idx, &values}, [=] {
-      kernels::scatter(dtype, add, ndim, index_sizes.data(), pi, d, data_sizes.data(), ps, pd);
+      if (reduce.has_value()) {
+        kernels::scatter_reduce(dtype, *reduce, ndim, index_sizes.data(), pi, d, data_sizes.data(), ps, pd);
+      } else {
+        kernels::scatter(dtype, add, ndim, index_sizes.data(), pi, d, data_sizes.data(), ps, pd);
+      }
     });
   }
   if (!data.is_same(result)) result.copy_(data);
@@ -633,6 +647,80 @@ at::Tensor scatter_add(const at::Tensor& self, int64_t dim, const at::Tensor& in
 
 at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
   return scatter_add_out(self, dim, index, src, self);
+}
+
+// The identity of amax (lowest: true) or amin in a dtype: -inf / inf for floats, the integer
+// type's own limits (a Scalar beyond them would not convert).
+c10::Scalar reduction_extreme(at::ScalarType type, bool lowest) {
+  auto limit = [lowest](auto zero) -> c10::Scalar {
+    using T = decltype(zero);
+    return lowest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  };
+  switch (type) {
+    case at::kByte: return limit(uint8_t{});
+    case at::kChar: return limit(int8_t{});
+    case at::kShort: return limit(int16_t{});
+    case at::kInt: return limit(int32_t{});
+    case at::kLong: return limit(int64_t{});
+    default: return lowest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  }
+}
+
+// scatter_reduce.two: as CPU PyTorch computes it. Without include_self, the written positions
+// start from the reduction's identity; mean sums, then divides by the count of values each
+// position reduced (floor division for integers).
+at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   c10::string_view reduce, bool include_self, at::Tensor& result) {
+  TORCH_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
+              "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+  const bool supported = self.dim() > 0 && index.dim() > 0 && has_kernel_dtype(self.scalar_type()) &&
+                         !c10::isComplexType(self.scalar_type()) && self.scalar_type() != c10::kBool &&
+                         src.scalar_type() == self.scalar_type() && result.scalar_type() == self.scalar_type() &&
+                         index.device() == self.device() && src.device() == self.device();
+  if (!supported) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(scatter_reduce, two_out)>::call(
+        self, dim, index, src, reduce, include_self, result);
+  }
+  const bool mean = reduce == "mean";
+  const kernels::ScatterReduceOp op = reduce == "prod"   ? kernels::ScatterReduceOp::kProd
+                                      : reduce == "amax" ? kernels::ScatterReduceOp::kAmax
+                                      : reduce == "amin" ? kernels::ScatterReduceOp::kAmin
+                                                         : kernels::ScatterReduceOp::kSum;
+  if (!result.is_same(self)) {
+    at::native::resize_output(result, self.sizes());
+    result.copy_(self);
+  }
+  if (index.numel() == 0) return result;
+  if (!include_self) {
+    c10::Scalar identity = op == kernels::ScatterReduceOp::kProd ? 1 : 0;
+    if (op == kernels::ScatterReduceOp::kAmax || op == kernels::ScatterReduceOp::kAmin) {
+      identity = reduction_extreme(self.scalar_type(), op == kernels::ScatterReduceOp::kAmax);
+    }
+    result.scatter_(dim, index, identity);
+  }
+  scatter_into(result, dim, index, src, false, result, "aten::scatter_reduce", op);
+  if (mean) {
+    at::Tensor count = include_self ? at::ones_like(result) : at::zeros_like(result);
+    count.scatter_add_(dim, index, at::ones_like(src));
+    count.masked_fill_(at::eq(count, 0), 1);
+    if (at::isFloatingType(result.scalar_type())) {
+      result.div_(count);
+    } else {
+      result.div_(count, "floor");
+    }
+  }
+  return result;
+}
+
+at::Tensor scatter_reduce_two(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                              c10::string_view reduce, bool include_self) {
+  at::Tensor result = at::empty({0}, self.options());
+  return scatter_reduce_two_out(self, dim, index, src, reduce, include_self, result);
+}
+
+at::Tensor& scatter_reduce_two_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                c10::string_view reduce, bool include_self) {
+  return scatter_reduce_two_out(self, dim, index, src, reduce, include_self, self);
 }
 
 // ---- cumulative sum ------------------------------------------------------------------------
@@ -807,6 +895,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add", TORCH_FN(nn::scatter_add));
   m.impl("scatter_add.out", TORCH_FN(nn::scatter_add_out));
   m.impl("scatter_add_", TORCH_FN(nn::scatter_add_));
+  m.impl("scatter_reduce.two", TORCH_FN(nn::scatter_reduce_two));
+  m.impl("scatter_reduce.two_out", TORCH_FN(nn::scatter_reduce_two_out));
+  m.impl("scatter_reduce_.two", TORCH_FN(nn::scatter_reduce_two_));
   m.impl("cumsum", TORCH_FN(nn::cumsum));
   m.impl("cumsum.out", TORCH_FN(nn::cumsum_out));
   m.impl("cumsum_", TORCH_FN(nn::cumsum_));

@@ -621,6 +621,41 @@ void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const 
   dispatch_real_dtype(dtype, "scatter", run);
 }
 
+void scatter_reduce(DType dtype, ScatterReduceOp op, int ndim, const int64_t* index_sizes, const int64_t* index,
+                    int dim, const int64_t* data_sizes, const char* src, char* data) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      throw runtime::KernelError("scatter_reduce is not supported for bool");
+    } else {
+      using C = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+      const T* s = reinterpret_cast<const T*>(src);
+      T* d = reinterpret_cast<T*>(data);
+      for_each_indexed(ndim, index_sizes, index, dim, data_sizes, [&](int64_t i, int64_t offset) {
+        const C a = static_cast<C>(d[offset]);
+        const C b = static_cast<C>(s[i]);
+        C r = a;
+        switch (op) {
+          case ScatterReduceOp::kSum: r = static_cast<C>(a + b); break;
+          case ScatterReduceOp::kProd: r = static_cast<C>(a * b); break;
+          case ScatterReduceOp::kAmax:
+          case ScatterReduceOp::kAmin:
+            if constexpr (std::is_floating_point_v<C>) {
+              if (std::isnan(b)) {
+                r = b;
+                break;
+              }
+            }
+            r = op == ScatterReduceOp::kAmax ? std::max(a, b) : std::min(a, b);
+            break;
+        }
+        d[offset] = static_cast<T>(r);
+      });
+    }
+  };
+  dispatch_real_dtype(dtype, "scatter_reduce", run);
+}
+
 void cumulative(ScanOp op, DType in_dtype, DType out_dtype, SoftmaxShape s, const void* in, void* out) {
   auto with_in = [&](auto in_tag) {
     using I = decltype(in_tag);

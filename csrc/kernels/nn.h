@@ -53,6 +53,11 @@ void gather(int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
 // add = false: data[...index...] = src; add = true: data[...index...] += src (in index order).
 void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
              const int64_t* data_sizes, const char* src, char* data);
+// scatter_reduce's reductions of src into data[...index...], in index order as CPU PyTorch's
+// loop: kSum (also mean's sums), kProd, kAmax and kAmin (a NaN in src wins, as on CPU).
+enum class ScatterReduceOp : uint8_t { kSum, kProd, kAmax, kAmin };
+void scatter_reduce(DType dtype, ScatterReduceOp op, int ndim, const int64_t* index_sizes, const int64_t* index,
+                    int dim, const int64_t* data_sizes, const char* src, char* data);
 
 // Inclusive cumulative sum or product along the middle axis of contiguous [outer, dim, inner]
 // buffers; input and output dtypes may differ (integers accumulate in int64, floats in double).

@@ -2,6 +2,8 @@
 layer norm and backward, cross entropy (NLL) with weights and ignore_index, embedding and its
 backward, index_select, cat, arange; device-side index errors raise at the next sync."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -278,3 +280,75 @@ def test_cumsum_matches_cpu_with_gradients(dim, no_fallback):
     assert_same((mask > 0).to("neuron").cumsum(0), (mask > 0).cumsum(0))
     (cpu, cpu_grads), (dev, dev_grads) = forward_backward(lambda t: t.cumsum(dim).square(), x)
     assert_same(dev_grads[0], cpu_grads[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layer, dim", [("conv1d", 2), ("conv1d", 0), ("linear", 0), ("linear", 1)])
+def test_weight_norm_forward_backward(layer, dim, dtype, no_fallback):
+    # wav2vec2's positional convolution normalizes a Conv1d weight over dim 2; dims 0 and the
+    # last take the fused _weight_norm_interface, which runs natively.
+    torch.manual_seed(0)
+    module = torch.nn.Conv1d(6, 8, 5, padding=2, groups=2) if layer == "conv1d" else torch.nn.Linear(7, 5)
+    module = torch.nn.utils.parametrizations.weight_norm(module.to(dtype), dim=dim)
+    x = torch.randn(3, 6, 11) if layer == "conv1d" else torch.randn(4, 7)
+    results = []
+    for device in ("cpu", "neuron"):
+        moved = copy.deepcopy(module).to(device)
+        out = moved(x.to(device, dtype))
+        (out.float() * torch.linspace(-1, 1, out.numel()).view(out.shape).to(device)).sum().backward()
+        original = moved.parametrizations.weight
+        results.append((out.detach(), original.original0.grad, original.original1.grad))
+    for neuron_result, cpu_result in zip(results[1], results[0]):
+        assert_same(neuron_result, cpu_result)
+    weight, norms = torch._weight_norm_interface(module.parametrizations.weight.original1.detach().to("neuron"),
+                                                 module.parametrizations.weight.original0.detach().to("neuron"), dim)
+    expected_weight, expected_norms = torch._weight_norm_interface(module.parametrizations.weight.original1.detach(),
+                                                                   module.parametrizations.weight.original0.detach(),
+                                                                   dim)
+    assert norms.dtype == expected_norms.dtype and norms.shape == expected_norms.shape
+    assert_same(weight, expected_weight)
+    assert_same(norms, expected_norms)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int8], ids=str)
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce_matches_cpu(reduce, dtype, no_fallback):
+    # Repeated indices (several values reduce into one position), positions no index writes,
+    # include_self both ways, an index smaller than src, a NaN in src (amax / amin keep it).
+    g = torch.Generator().manual_seed(1)
+    if dtype.is_floating_point:
+        self_, src = torch.randn(5, 6, generator=g).to(dtype), torch.randn(7, 6, generator=g).to(dtype)
+        src[2, 3] = float("nan")
+    else:
+        self_, src = torch.randint(-5, 6, (5, 6), generator=g).to(dtype), torch.randint(-3, 4, (7, 6), generator=g).to(dtype)
+    for dim, index in [(0, torch.randint(0, 4, (6, 6), generator=g)), (1, torch.randint(0, 6, (4, 5), generator=g))]:
+        for include_self in (True, False):
+            expected = self_.scatter_reduce(dim, index, src, reduce, include_self=include_self)
+            result = self_.to("neuron").scatter_reduce(dim, index.to("neuron"), src.to("neuron"), reduce,
+                                                      include_self=include_self)
+            assert_same(result, expected)
+            inplace = self_.to("neuron")
+            inplace.scatter_reduce_(dim, index.to("neuron"), src.to("neuron"), reduce, include_self=include_self)
+            assert_same(inplace, expected)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin", "prod"])
+def test_scatter_reduce_gradients(reduce, no_fallback):
+    g = torch.Generator().manual_seed(2)
+    self_, src = torch.randn(5, 4, generator=g), torch.randn(8, 4, generator=g)
+    index = torch.randint(0, 5, (8, 4), generator=g)
+    results = []
+    for device in ("cpu", "neuron"):
+        a, b = self_.detach().to(device).requires_grad_(), src.detach().to(device).requires_grad_()
+        out = a.scatter_reduce(0, index.to(device), b, reduce, include_self=False)
+        (out * torch.arange(20.0).view(5, 4).to(device)).sum().backward()
+        results.append((out.detach(), a.grad, b.grad))
+    for neuron_result, cpu_result in zip(results[1], results[0]):
+        assert_same(neuron_result, cpu_result)
+
+
+def test_scatter_reduce_rejects_an_unknown_reduction():
+    x = torch.zeros(3, device="neuron")
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
+        x.scatter_reduce(0, torch.tensor([0, 1], device="neuron"), torch.ones(2, device="neuron"), "median")
+
