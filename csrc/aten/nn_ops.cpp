@@ -21,6 +21,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/gather_ops.h>
+#include <ATen/ops/index_reduce_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
@@ -39,6 +40,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "aten/cpu_fallback.h"
 #include "aten/neuron_tensor.h"
@@ -669,8 +671,9 @@ c10::Scalar reduction_extreme(at::ScalarType type, bool lowest) {
 // scatter_reduce.two: as CPU PyTorch computes it. Without include_self, the written positions
 // start from the reduction's identity; mean sums, then divides by the count of values each
 // position reduced (floor division for integers).
-at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
-                                   c10::string_view reduce, bool include_self, at::Tensor& result) {
+// name: the op that device errors name (index_reduce comes through here too).
+at::Tensor& scatter_reduce_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                c10::string_view reduce, bool include_self, at::Tensor& result, const char* name) {
   TORCH_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
               "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
   const bool supported = self.dim() > 0 && index.dim() > 0 && has_kernel_dtype(self.scalar_type()) &&
@@ -698,7 +701,7 @@ at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at
     }
     result.scatter_(dim, index, identity);
   }
-  scatter_into(result, dim, index, src, false, result, "aten::scatter_reduce", op);
+  scatter_into(result, dim, index, src, false, result, name, op);
   if (mean) {
     at::Tensor count = include_self ? at::ones_like(result) : at::zeros_like(result);
     count.scatter_add_(dim, index, at::ones_like(src));
@@ -712,6 +715,11 @@ at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at
   return result;
 }
 
+at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   c10::string_view reduce, bool include_self, at::Tensor& result) {
+  return scatter_reduce_into(self, dim, index, src, reduce, include_self, result, "aten::scatter_reduce");
+}
+
 at::Tensor scatter_reduce_two(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                               c10::string_view reduce, bool include_self) {
   at::Tensor result = at::empty({0}, self.options());
@@ -721,6 +729,40 @@ at::Tensor scatter_reduce_two(const at::Tensor& self, int64_t dim, const at::Ten
 at::Tensor& scatter_reduce_two_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                                 c10::string_view reduce, bool include_self) {
   return scatter_reduce_two_out(self, dim, index, src, reduce, include_self, self);
+}
+
+// index_reduce: scatter_reduce with the 1-D index spread over source's shape along dim.
+// Anything but a 1-D index whose length is source's size along dim, with source's other sizes
+// those of self, goes to the CPU, which raises its own error for it.
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                             c10::string_view reduce, bool include_self, at::Tensor& result) {
+  TORCH_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
+              "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ", reduce, ".");
+  bool shaped = self.dim() > 0 && index.dim() == 1 && source.dim() == self.dim() &&
+                (index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt);
+  const int64_t wrapped = shaped ? at::maybe_wrap_dim(dim, self.dim()) : 0;
+  for (int64_t d = 0; shaped && d < self.dim(); ++d) {
+    shaped = d == wrapped ? source.size(d) == index.numel() : source.size(d) == self.size(d);
+  }
+  if (!shaped) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_reduce, out)>::call(
+        self, dim, index, source, reduce, include_self, result);
+  }
+  std::vector<int64_t> along(static_cast<size_t>(source.dim()), 1);
+  along[static_cast<size_t>(wrapped)] = -1;
+  return scatter_reduce_into(self, wrapped, index.reshape(along).expand(source.sizes()), source, reduce, include_self,
+                             result, "aten::index_reduce");
+}
+
+at::Tensor index_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                        c10::string_view reduce, bool include_self) {
+  at::Tensor result = at::empty({0}, self.options());
+  return index_reduce_out(self, dim, index, source, reduce, include_self, result);
+}
+
+at::Tensor& index_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
+                          c10::string_view reduce, bool include_self) {
+  return index_reduce_out(self, dim, index, source, reduce, include_self, self);
 }
 
 // ---- cumulative sum ------------------------------------------------------------------------
@@ -898,6 +940,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_reduce.two", TORCH_FN(nn::scatter_reduce_two));
   m.impl("scatter_reduce.two_out", TORCH_FN(nn::scatter_reduce_two_out));
   m.impl("scatter_reduce_.two", TORCH_FN(nn::scatter_reduce_two_));
+  m.impl("index_reduce", TORCH_FN(nn::index_reduce));
+  m.impl("index_reduce.out", TORCH_FN(nn::index_reduce_out));
+  m.impl("index_reduce_", TORCH_FN(nn::index_reduce_));
   m.impl("cumsum", TORCH_FN(nn::cumsum));
   m.impl("cumsum.out", TORCH_FN(nn::cumsum_out));
   m.impl("cumsum_", TORCH_FN(nn::cumsum_));

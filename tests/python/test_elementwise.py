@@ -104,10 +104,14 @@ def modulo_operands(dtype):
     for floats zeros, infinities, NaN and a dividend far larger than its divisor."""
     g = torch.Generator().manual_seed(5)
     if dtype.is_floating_point:
-        a = torch.cat([torch.randn(500, generator=g) * 50, torch.tensor([0.0, -0.0, 5.0, -5.0, float("inf"),
-                                                                        -float("inf"), float("nan"), 7.5, -7.5, 1e30])])
-        b = torch.cat([torch.randn(500, generator=g) * 5, torch.tensor([3.0, 3.0, -3.0, 3.0, 2.0, 2.0, 2.0,
-                                                                       float("inf"), float("inf"), 0.0])])
+        # Magnitudes 2^-30..2^30 apart: quotients past 2^28 take the C library's fmod.
+        scale = lambda: torch.exp2(torch.randint(-30, 31, (500,), generator=g).float())
+        a = torch.cat([torch.randn(500, generator=g) * 50, torch.randn(500, generator=g) * scale(),
+                       torch.tensor([0.0, -0.0, 5.0, -5.0, float("inf"), -float("inf"), float("nan"), 7.5, -7.5, 1e30,
+                                     -0.0, -7.5, 123456789.0])])
+        b = torch.cat([torch.randn(500, generator=g) * 5, torch.randn(500, generator=g) * scale(),
+                       torch.tensor([3.0, 3.0, -3.0, 3.0, 2.0, 2.0, 2.0, float("inf"), float("inf"), 0.0, -3.0,
+                                     -float("inf"), 1e-3])])
         return a.to(dtype), b.to(dtype)
     low = 0 if dtype == torch.uint8 else -100
     a = torch.randint(low, 100, (500,), generator=g).to(dtype)

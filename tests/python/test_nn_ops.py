@@ -352,3 +352,18 @@ def test_scatter_reduce_rejects_an_unknown_reduction():
     with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
         x.scatter_reduce(0, torch.tensor([0, 1], device="neuron"), torch.ones(2, device="neuron"), "median")
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce_matches_cpu(reduce, dtype, no_fallback):
+    g = torch.Generator().manual_seed(3)
+    if dtype.is_floating_point:
+        self_, source = torch.randn(4, 5, generator=g).to(dtype), torch.randn(4, 7, generator=g).to(dtype)
+    else:
+        self_, source = torch.randint(-4, 5, (4, 5), generator=g).to(dtype), torch.randint(-3, 4, (4, 7), generator=g).to(dtype)
+    index = torch.tensor([0, 4, 4, 2, 0, 4, 1])  # repeats; position 3 is never written
+    for include_self in (True, False):
+        expected = self_.index_reduce(1, index, source, reduce, include_self=include_self)
+        result = self_.to("neuron").index_reduce(1, index.to("neuron"), source.to("neuron"), reduce,
+                                                include_self=include_self)
+        assert_same(result, expected)
