@@ -307,14 +307,14 @@ at::Tensor& sub_inplace(at::Tensor& self, const at::Tensor& other, const c10::Sc
   return eltwise::sub_out(self, other, alpha, self);
 }
 
-// name: ATen op with overloads name.Tensor / name.out / name_.Tensor; ITER: TensorIterator
-// factory; BOOL_OUT: comparisons write bool.
-#define NEURON_BINARY(name, KOP, ITER, BOOL_OUT, FUNCTIONAL_OVERLOAD)                         \
+// name: ATen op with overloads name.Tensor / name.out (OUT_OVERLOAD) / name_.Tensor; ITER:
+// TensorIterator factory; BOOL_OUT: comparisons write bool.
+#define NEURON_BINARY_WITH_OUT(name, KOP, ITER, BOOL_OUT, OUT_OVERLOAD, FUNCTIONAL_OVERLOAD)  \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) { \
     at::TensorBase out = result;                                                               \
     auto iter = at::TensorIterator::ITER(out, self, other);                                    \
     if (!launch_binary(iter, KOP, "aten::" #name, BOOL_OUT)) {                                 \
-      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, other, result); \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, OUT_OVERLOAD>::call(self, other, result); \
     }                                                                                          \
     return result;                                                                             \
   }                                                                                            \
@@ -329,6 +329,8 @@ at::Tensor& sub_inplace(at::Tensor& self, const at::Tensor& other, const c10::Sc
   at::Tensor& name##_inplace(at::Tensor& self, const at::Tensor& other) {                      \
     return eltwise::name##_out(self, other, self);                                                      \
   }
+#define NEURON_BINARY(name, KOP, ITER, BOOL_OUT, FUNCTIONAL_OVERLOAD) \
+  NEURON_BINARY_WITH_OUT(name, KOP, ITER, BOOL_OUT, ATEN_OP2(name, out), FUNCTIONAL_OVERLOAD)
 
 NEURON_BINARY(mul, BinaryOp::kMul, binary_op, false, ATEN_OP2(mul, Tensor))
 NEURON_BINARY(div, BinaryOp::kDiv, binary_float_op, false, ATEN_OP2(div, Tensor))
@@ -377,29 +379,11 @@ at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
   return eltwise::div_mode_out(self, other, c10::string_view("floor"), self);
 }
 
-// remainder and fmod: overloads name.Tensor / name.Tensor_out / name_.Tensor (the Scalar forms
-// wrap the scalar and call these).
-#define NEURON_MODULO(name, KOP)                                                                 \
-  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) {  \
-    at::TensorBase out = result;                                                                \
-    auto iter = at::TensorIterator::binary_op(out, self, other);                                \
-    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                     \
-      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor_out)>::call(self, other, result); \
-    }                                                                                           \
-    return result;                                                                              \
-  }                                                                                             \
-  at::Tensor name##_functional(const at::Tensor& self, const at::Tensor& other) {               \
-    at::TensorBase out;                                                                         \
-    auto iter = at::TensorIterator::binary_op(out, self, other);                                \
-    if (!launch_binary(iter, KOP, "aten::" #name, false)) {                                     \
-      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, Tensor)>::call(self, other); \
-    }                                                                                           \
-    return iter.output();                                                                       \
-  }                                                                                             \
-  at::Tensor& name##_inplace(at::Tensor& self, const at::Tensor& other) { return eltwise::name##_out(self, other, self); }
-NEURON_MODULO(remainder, BinaryOp::kRemainder)
-NEURON_MODULO(fmod, BinaryOp::kFmod)
-#undef NEURON_MODULO
+// remainder and fmod: out overload name.Tensor_out (the Scalar forms wrap the scalar and call these).
+NEURON_BINARY_WITH_OUT(remainder, BinaryOp::kRemainder, binary_op, false, ATEN_OP2(remainder, Tensor_out),
+                       ATEN_OP2(remainder, Tensor))
+NEURON_BINARY_WITH_OUT(fmod, BinaryOp::kFmod, binary_op, false, ATEN_OP2(fmod, Tensor_out), ATEN_OP2(fmod, Tensor))
+#undef NEURON_BINARY_WITH_OUT
 
 // remainder(number, tensor): its own op, which ATen does not route through remainder.Tensor.
 at::Tensor remainder_scalar_tensor(const c10::Scalar& self, const at::Tensor& other) {

@@ -28,18 +28,22 @@ def inputs(dtype):
     return torch.cat([torch.linspace(-8, 8, 101), boundary]).to(dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("name", list(ACTIVATIONS))
-def test_activation_forward_backward(name, dtype, no_fallback):
-    fn = ACTIVATIONS[name]
-    x = inputs(dtype)
-    grad = torch.linspace(-1, 1, x.numel()).to(dtype)
+def forward_backward_on_both(fn, x):
+    """[(output, input gradient)] on CPU, then on neuron, for a fixed ramp of output gradients."""
+    grad = torch.linspace(-1, 1, x.numel()).to(x.dtype)
     results = []
     for device in ("cpu", "neuron"):
         leaf = x.to(device).detach().requires_grad_()
         out = fn(leaf)
         out.backward(grad.to(device))
         results.append((out.detach(), leaf.grad))
+    return results
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activation_forward_backward(name, dtype, no_fallback):
+    results = forward_backward_on_both(ACTIVATIONS[name], inputs(dtype))
     assert_same(results[1][0], results[0][0])
     if name != "threshold":  # threshold's gradient is threshold_backward, covered elsewhere
         assert_same(results[1][1], results[0][1])
@@ -52,14 +56,7 @@ def test_log1p_activations_over_a_wide_range(name, dtype, no_fallback):
     fn = {"softplus_default": F.softplus}.get(name) or ACTIVATIONS[name]
     x = torch.cat([torch.linspace(-120, 120, 2401), torch.tensor([-20.0, 20.0, 20.001, 44.5, 88.7, 89.0, -87.4,
                                                                   -103.9, 1e-8, -1e-8, float("inf"), float("-inf")])])
-    x = x.to(dtype)
-    grad = torch.linspace(-1, 1, x.numel(), dtype=dtype)
-    results = []
-    for device in ("cpu", "neuron"):
-        leaf = x.to(device).detach().requires_grad_()
-        out = fn(leaf)
-        out.backward(grad.to(device))
-        results.append((out.detach(), leaf.grad))
+    results = forward_backward_on_both(fn, x.to(dtype))
     assert_same(results[1][0], results[0][0])
     assert_same(results[1][1], results[0][1])
 
