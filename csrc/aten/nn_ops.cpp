@@ -701,7 +701,9 @@ at::Tensor& scatter_reduce_into(const at::Tensor& self, int64_t dim, const at::T
     }
     result.scatter_(dim, index, identity);
   }
-  scatter_into(result, dim, index, src, false, result, name, op);
+  // `supported` above holds every condition scatter_into checks: it cannot decline here.
+  const bool reduced = scatter_into(result, dim, index, src, false, result, name, op);
+  TORCH_INTERNAL_ASSERT(reduced, name, ": scatter_into declined a reduction it was checked for");
   if (mean) {
     at::Tensor count = include_self ? at::ones_like(result) : at::zeros_like(result);
     count.scatter_add_(dim, index, at::ones_like(src));
