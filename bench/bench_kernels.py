@@ -98,6 +98,8 @@ CASES = [
     ("log (16x64x256)", lambda t: torch.log(t["hidden"].abs())),
     ("softplus / mish (16x64x256)", lambda t: (F.softplus(t["hidden"]), F.mish(t["hidden"]))),
     ("x % 3 (16x64x256)", lambda t: t["hidden"] % 3),
+    ("lgamma / digamma (16x64x256)", lambda t: (torch.lgamma(t["hidden"]), torch.digamma(t["hidden"]))),
+    ("erfinv (16x64x256)", lambda t: torch.erfinv(t["hidden"].tanh())),
     ("scatter_reduce amax (1024x256 rows into 64)",
      lambda t: t["hidden"][0].scatter_reduce(0, t["rows_index"], t["hidden"].view(1024, 256), "amax")),
     ("conv2d (16x16x32x32, 3x3)", lambda t: F.conv2d(t["image"], t["weight"], padding=1)),

@@ -25,12 +25,14 @@
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cos_ops.h>
 #include <ATen/ops/cosh_ops.h>
+#include <ATen/ops/digamma_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/erf_ops.h>
 #include <ATen/ops/erfc_ops.h>
+#include <ATen/ops/erfinv_ops.h>
 #include <ATen/ops/exp2_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/expm1_ops.h>
@@ -44,6 +46,7 @@
 #include <ATen/ops/gt_ops.h>
 #include <ATen/ops/isnan_ops.h>
 #include <ATen/ops/le_ops.h>
+#include <ATen/ops/lgamma_ops.h>
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/log10_ops.h>
 #include <ATen/ops/log1p_ops.h>
@@ -60,6 +63,7 @@
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/ne_ops.h>
 #include <ATen/ops/neg_ops.h>
+#include <ATen/ops/polygamma_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/relu_ops.h>
@@ -73,6 +77,7 @@
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sin_ops.h>
+#include <ATen/ops/xlogy_ops.h>
 #include <ATen/ops/sinh_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
@@ -177,7 +182,39 @@ NEURON_UNARY(sigmoid, UnaryOp::kSigmoid, unary_float_op)
 NEURON_UNARY(erf, UnaryOp::kErf, unary_float_op)
 NEURON_UNARY(erfc, UnaryOp::kErfc, unary_float_op)
 NEURON_UNARY(silu, UnaryOp::kSilu, unary_op)
+NEURON_UNARY(lgamma, UnaryOp::kLgamma, unary_float_op)
+NEURON_UNARY(digamma, UnaryOp::kDigamma, unary_float_op)
+NEURON_UNARY(erfinv, UnaryOp::kErfinv, unary_float_op)
 #undef NEURON_UNARY
+
+bool launch_polygamma(at::TensorIteratorBase& iter, int64_t n) {
+  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  kernels::ElementwiseArgs args;
+  if (!to_args(iter, args) || !kernels::unary_supported(UnaryOp::kDigamma, args.dtypes[0])) return false;
+  const kernels::DType dtype = args.dtypes[0];
+  launch(iter, "aten::polygamma", args, [n, dtype](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, 1, [n](const kernels::ElementwiseArgs& b) { kernels::polygamma(n, b); });
+  });
+  return true;
+}
+
+at::Tensor polygamma_functional(int64_t n, const at::Tensor& self) {
+  at::TensorBase out;
+  auto iter = at::TensorIterator::unary_float_op(out, self);
+  if (!launch_polygamma(iter, n)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(polygamma)>::call(n, self);
+  }
+  return iter.output();
+}
+
+at::Tensor& polygamma_out(int64_t n, const at::Tensor& self, at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::unary_float_op(out, self);
+  if (!launch_polygamma(iter, n)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(polygamma, out)>::call(n, self, result);
+  }
+  return result;
+}
 
 at::Tensor relu_functional(const at::Tensor& self) {
   at::TensorBase out;
@@ -337,6 +374,7 @@ NEURON_BINARY(div, BinaryOp::kDiv, binary_float_op, false, ATEN_OP2(div, Tensor)
 NEURON_BINARY(maximum, BinaryOp::kMaximum, binary_op, false, ATEN_OP(maximum))
 NEURON_BINARY(minimum, BinaryOp::kMinimum, binary_op, false, ATEN_OP(minimum))
 NEURON_BINARY(atan2, BinaryOp::kAtan2, binary_float_op, false, ATEN_OP(atan2))
+NEURON_BINARY_WITH_OUT(xlogy, BinaryOp::kXlogy, binary_float_op, false, ATEN_OP2(xlogy, OutTensor), ATEN_OP2(xlogy, Tensor))
 NEURON_BINARY(logical_and, BinaryOp::kLogicalAnd, comparison_op, true, ATEN_OP(logical_and))
 NEURON_BINARY(logical_or, BinaryOp::kLogicalOr, comparison_op, true, ATEN_OP(logical_or))
 NEURON_BINARY(logical_xor, BinaryOp::kLogicalXor, comparison_op, true, ATEN_OP(logical_xor))
@@ -582,7 +620,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_UNARY(sinh) REGISTER_UNARY(cosh) REGISTER_UNARY(tanh) REGISTER_UNARY(asinh)
   REGISTER_UNARY(acosh) REGISTER_UNARY(atanh) REGISTER_UNARY(sigmoid) REGISTER_UNARY(erf)
   REGISTER_UNARY(erfc) REGISTER_UNARY(sgn) REGISTER_UNARY(silu) REGISTER_UNARY(gelu) REGISTER_UNARY(logical_not)
+  REGISTER_UNARY(lgamma) REGISTER_UNARY(digamma) REGISTER_UNARY(erfinv)
 #undef REGISTER_UNARY
+  m.impl("polygamma", TORCH_FN(polygamma_functional));
+  m.impl("polygamma.out", TORCH_FN(polygamma_out));
   m.impl("relu", TORCH_FN(relu_functional));
   m.impl("relu_", TORCH_FN(relu_inplace));
   m.impl("isnan", TORCH_FN(isnan_functional));
@@ -609,6 +650,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("remainder.Tensor_out", TORCH_FN(remainder_out));
   m.impl("remainder_.Tensor", TORCH_FN(remainder_inplace));
   m.impl("remainder.Scalar_Tensor", TORCH_FN(remainder_scalar_tensor));
+  m.impl("xlogy.Tensor", TORCH_FN(xlogy_functional));
+  m.impl("xlogy.OutTensor", TORCH_FN(xlogy_out));
+  m.impl("xlogy_.Tensor", TORCH_FN(xlogy_inplace));
   m.impl("fmod.Tensor", TORCH_FN(fmod_functional));
   m.impl("fmod.Tensor_out", TORCH_FN(fmod_out));
   m.impl("fmod_.Tensor", TORCH_FN(fmod_inplace));

@@ -13,6 +13,7 @@
 #include "kernels/elementwise_map.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
+#include "kernels/special_functions.h"
 #include "kernels/vector_math.h"
 #include "runtime/errors.h"
 
@@ -164,6 +165,13 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kSigmoid: return map<T, T, 1>(a, [](C x) { return sigmoid(x); });
       case UnaryOp::kErf: return map<T, T, 1>(a, [](C x) { return erf_of(x); });
       case UnaryOp::kErfc: return map<T, T, 1>(a, [](C x) { return std::erfc(x); });
+      case UnaryOp::kLgamma: return map<T, T, 1>(a, [](C x) { return C(special::log_gamma(x)); });
+      case UnaryOp::kDigamma: return map<T, T, 1>(a, [](C x) { return C(special::digamma(x)); });
+      case UnaryOp::kErfinv:
+        return map<T, T, 1>(a, [](C x) {
+          if constexpr (std::is_same_v<C, float>) return vector_erfinv(x);
+          else return special::erfinv(x);
+        });
       case UnaryOp::kFloor: return map<T, T, 1>(a, [](C x) { return std::floor(x); });
       case UnaryOp::kCeil: return map<T, T, 1>(a, [](C x) { return std::ceil(x); });
       case UnaryOp::kRound: return map<T, T, 1>(a, [](C x) { return std::nearbyint(x); });
@@ -242,6 +250,19 @@ void unary(UnaryOp op, const ElementwiseArgs& args) {
       predicate_typed<T>(op, args);
     } else {
       unary_typed<T>(op, args);
+    }
+  });
+}
+
+void polygamma(int64_t n, const ElementwiseArgs& args) {
+  if (args.numel() == 0) return;
+  dispatch_real_dtype(args.dtypes[1], "polygamma", [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    if constexpr (std::is_floating_point_v<C>) {
+      map<T, T, 1>(args, [n](C x) { return C(special::polygamma(n, x)); });
+    } else {
+      throw runtime::KernelError("polygamma is not supported for this dtype");
     }
   });
 }
@@ -383,6 +404,8 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
       switch (op) {
         case BinaryOp::kDiv: return map<T, T, 2>(a, [](C x, C y) { return x / y; });
         case BinaryOp::kAtan2: return map<T, T, 2>(a, [](C x, C y) { return std::atan2(x, y); });
+        case BinaryOp::kXlogy:
+          return map<T, T, 2>(a, [](C x, C y) { return y != y ? y : (x == C(0) ? C(0) : x * log_of(y)); });
         case BinaryOp::kDivTrunc: return map<T, T, 2>(a, [](C x, C y) { return std::trunc(x / y); });
         case BinaryOp::kRemainder:
           // fmod is exact; the divisor added where the signs differ, as CPU PyTorch computes it.

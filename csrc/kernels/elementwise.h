@@ -78,6 +78,7 @@ enum class UnaryOp : uint8_t {
   kAbs, kNeg, kSign, kReciprocal, kSqrt, kRsqrt, kExp, kExp2, kExpm1, kLog, kLog2, kLog10,
   kLog1p, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
   kSigmoid, kErf, kErfc, kFloor, kCeil, kRound, kTrunc, kRelu, kSilu, kGeluErf, kGeluTanh,
+  kLgamma, kDigamma, kErfinv,  // in double (kernels/special_functions.h)
   kBitwiseNot, kLogicalNot, kIsNan, kIsInf, kIsFinite,
 };
 
@@ -85,6 +86,7 @@ enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kAtan2, kPow,
   kDivFloor, kDivTrunc,  // Python's // and C's truncating division (integers raise on zero)
   kRemainder, kFmod,     // Python's % (the sign of the divisor) and C's fmod (the dividend's)
+  kXlogy,                // a log(b), 0 where a is 0 unless b is NaN
   kEq, kNe, kLt, kLe, kGt, kGe,
   kLogicalAnd, kLogicalOr, kLogicalXor, kBitwiseAnd, kBitwiseOr, kBitwiseXor,
   // Gradients: grad (operand 1) times the derivative at the saved value (operand 2).
@@ -112,6 +114,8 @@ bool ternary_supported(TernaryOp op, DType dtype);
 
 // out = op(a). Output dtype equals the input's, or bool for predicates.
 void unary(UnaryOp op, const ElementwiseArgs& args);
+// out = polygamma(n, a), n >= 0, for floating dtypes (operands: out, a).
+void polygamma(int64_t n, const ElementwiseArgs& args);
 // out = op(a, b) (kAdd/kSub: a + alpha * b). Inputs share a dtype; comparisons and logical
 // ops write bool.
 void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha);

@@ -140,6 +140,47 @@ inline float vector_log1p(float x) {
   return x != x ? x : result;
 }
 
+// erfinv for float arguments, within 1.1 ulp (every 97th float in (0, 1) checked against double):
+// w = -log((1 - y)(1 + y)) (the product exact in double, rounded once for vector_log), then
+// erfinv(y) = y P(w) for w < 5 (|y| < 0.9966) and y Q(sqrt w) beyond, P and Q least-squares fits
+// of ours in double (relative error under 4e-9 up to the largest float below 1). NaN outside
+// [-1, 1] and +-inf at +-1. The float rounding of w costs the half ulp beyond CPU PyTorch's
+// (Newton steps in float, 0.5 ulp, 1.7x faster here).
+inline float vector_erfinv(float y) {
+  const double yd = y;
+  const float product = static_cast<float>((1.0 - yd) * (1.0 + yd));
+  const double w = -static_cast<double>(vector_log(product));
+  const double t = (w - 2.5) * 0.4;
+  double p = 4.149577245223773e-06;
+  p = std::fma(p, t, -3.333980932773706e-05);
+  p = std::fma(p, t, 2.5157435790539438e-05);
+  p = std::fma(p, t, 0.00028407515290798516);
+  p = std::fma(p, t, -0.0008364687385455645);
+  p = std::fma(p, t, -0.0004843499507172286);
+  p = std::fma(p, t, 0.008525934497911107);
+  p = std::fma(p, t, -0.019574194007118618);
+  p = std::fma(p, t, -0.026108280762088314);
+  p = std::fma(p, t, 0.6166007234735245);
+  p = std::fma(p, t, 1.5014093517282392);
+  const double u = (std::sqrt(w) - 3.143033988749895) * (1.0 / 0.906966011250105);
+  double q = -1.1940408111427933e-05;
+  q = std::fma(q, u, 4.92777115608245e-05);
+  q = std::fma(q, u, -4.2621096113242986e-05);
+  q = std::fma(q, u, -0.0001666483296807788);
+  q = std::fma(q, u, 0.0006840717378011611);
+  q = std::fma(q, u, -0.0014667603272498922);
+  q = std::fma(q, u, 0.0024164831231249764);
+  q = std::fma(q, u, -0.0037561481216096147);
+  q = std::fma(q, u, 0.005567675327234004);
+  q = std::fma(q, u, 0.910564653178965);
+  q = std::fma(q, u, 2.9764234616497247);
+  float result = static_cast<float>(yd * (w < 5.0 ? p : q));
+  const float a = std::fabs(y);
+  result = a == 1.0f ? std::copysign(std::numeric_limits<float>::infinity(), y) : result;
+  result = a > 1.0f ? std::numeric_limits<float>::quiet_NaN() : result;
+  return y != y ? y : result;
+}
+
 // tanh for float arguments, within 1.1 ulp: |x| < 0.75 as x + x^3 P(x^2) (P a least-squares fit
 // of ours), beyond as 1 - 2 / (exp(2|x|) + 1) with the sign put back; glibc's scalar tanhf cost
 // 16 times as much.

@@ -302,3 +302,118 @@ def test_float32_sin_cos_within_one_ulp_over_the_whole_range(name, no_fallback):
     assert_same(op(device.t()), op(x.t()))
     getattr(device, name + "_")()
     assert_same(device, op(x))
+
+
+def gamma_arguments():
+    """Positive and negative arguments near 0 and the poles, large ones, and special values."""
+    g = torch.Generator().manual_seed(11)
+    return torch.cat([torch.randn(600, generator=g) * 12, torch.rand(300, generator=g) * 3,
+                      -torch.rand(200, generator=g) * 6, torch.exp(torch.randn(200, generator=g) * 8),
+                      torch.tensor([0.0, -0.0, 1.0, 2.0, 0.5, -0.5, -1.0, -2.0, -2.5, 1e-30, 1e30, -1e6 - 0.5,
+                                    float("inf"), -float("inf"), float("nan")])]).double()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_gamma_functions_match_cpu(dtype, no_fallback):
+    # Computed in double and rounded. The reference is CPU PyTorch's float64 result rounded to
+    # dtype: for float32 trigamma of negative arguments it is more accurate than CPU's float32
+    # (sin(pi x) in float). CPU's float64 trigamma is good to about 5e-10 only: the mpmath test
+    # below checks the last digits.
+    rounded = gamma_arguments().to(dtype)
+    tol = {torch.float64: 1e-8, torch.float32: 2e-6, torch.bfloat16: 1e-2}[dtype]
+    poles = (rounded <= 0) & (rounded == rounded.trunc())
+    cases = [("lgamma", torch.lgamma)] + [(f"polygamma({n})", lambda t, n=n: torch.polygamma(n, t)) for n in range(5)]
+    for name, op in cases:
+        result = op(rounded.to("neuron")).cpu()
+        expected = op(rounded.double()).to(dtype)
+        keep = rounded.isfinite() & ~poles if name.startswith("polygamma") else torch.ones_like(poles)
+        torch.testing.assert_close(result[keep], expected[keep], rtol=tol, atol=tol, equal_nan=True, msg=name)
+    # Poles: digamma -+inf at +-0 and NaN at negative integers, as CPU; polygamma(n >= 1) +inf
+    # times (-1)^(n+1) (CPU's float sin(pi x) is not 0 there and gives a large finite number).
+    special = torch.tensor([0.0, -0.0, -2.0, float("inf"), -float("inf")], dtype=dtype, device="neuron")
+    inf, nan = float("inf"), float("nan")
+    expect = {0: [-inf, inf, nan, inf, nan], 1: [inf, inf, inf, 0.0, nan], 2: [-inf, -inf, -inf, 0.0, nan],
+              3: [inf, inf, inf, 0.0, nan]}
+    for n, values in expect.items():
+        assert torch.equal(torch.polygamma(n, special).cpu().nan_to_num(), torch.tensor(values, dtype=dtype).nan_to_num()), n
+    assert torch.equal(torch.digamma(special).cpu().nan_to_num(), torch.digamma(special.cpu()).nan_to_num())
+
+
+def test_gamma_functions_in_float64_to_the_last_digits(no_fallback):
+    mpmath = pytest.importorskip("mpmath")
+    x = torch.tensor([1e-8, 0.3, 1.1338400840759277, 4.5, 9.99, 10.0, 12.5, 123.25, 1e7, -0.3, -3.9954527937614444, -5371.5],
+                     dtype=torch.float64)
+    with mpmath.workdps(40):  # at its default 15 digits mpmath's own polygamma(4, -5371.5) is off
+        for n in range(5):
+            result = torch.polygamma(n, x.to("neuron")).cpu()
+            exact = torch.tensor([float(mpmath.psi(n, mpmath.mpf(v))) for v in x.tolist()], dtype=torch.float64)
+            # Near a pole (-3.995) the reflection's cot(pi x) costs a few digits.
+            torch.testing.assert_close(result, exact, rtol=1e-13, atol=0, msg=f"polygamma({n})")
+        exact = torch.tensor([float(mpmath.loggamma(mpmath.mpf(v)).real) for v in x.tolist()], dtype=torch.float64)
+        torch.testing.assert_close(torch.lgamma(x.to("neuron")).cpu(), exact, rtol=1e-14, atol=0)
+
+
+def test_polygamma_of_integers_and_its_errors(no_fallback):
+    x = torch.arange(0, 40)  # negative integers: see the poles above
+    for n in (0, 1, 3):
+        torch.testing.assert_close(torch.polygamma(n, x.to("neuron")).cpu(), torch.polygamma(n, x.double()).float(),
+                                   equal_nan=True)
+    out = torch.empty(3, device="neuron")
+    torch.polygamma(2, torch.tensor([1.0, 2.0, 3.0], device="neuron"), out=out)
+    torch.testing.assert_close(out.cpu(), torch.polygamma(2, torch.tensor([1.0, 2.0, 3.0])))
+    with pytest.raises(RuntimeError, match="does not support negative n"):
+        torch.polygamma(-1, x.to("neuron"))
+
+
+def test_erfinv_over_its_domain(no_fallback):
+    # Float: a polynomial in w = -log(1 - y^2), within 1.1 ulp; double: Halley steps on erf or
+    # erfc, to the last bits.
+    bits = torch.arange(0, 0x3F800000, 997, dtype=torch.int32)
+    y = torch.cat([bits.view(torch.float32), torch.tensor([1 - 2 ** -24, 0.5, 0.9966, 1e-30])])
+    y = torch.cat([y, -y])
+    ulps = ulps_from_exact(torch.erfinv(y.to("neuron")).cpu(), torch.erfinv(y.double()))
+    worst = int(ulps.argmax())
+    assert ulps.max() <= 1.1, f"erfinv({y[worst].item()!r}) is {ulps[worst].item():.2f} ulps off"
+    yd = torch.cat([y.double(), 1 - torch.logspace(-16, -1, 50, dtype=torch.float64), torch.rand(500, dtype=torch.float64)])
+    torch.testing.assert_close(torch.erfinv(yd.to("neuron")).cpu(), torch.erfinv(yd), rtol=1e-14, atol=0)
+    special = torch.tensor([1.0, -1.0, 1.5, -2.0, float("nan"), 0.0, -0.0])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        result = torch.erfinv(special.to(dtype).to("neuron")).cpu()
+        expected = torch.erfinv(special.to(dtype))
+        numbers = ~expected.isnan()
+        assert torch.equal(result.nan_to_num(), expected.nan_to_num())
+        assert torch.equal(result[numbers].signbit(), expected[numbers].signbit())
+
+
+def test_special_function_gradients_and_users(no_fallback):
+    # Autograd composes these: lgamma' = digamma, digamma' = polygamma(1), erfinv' from exp.
+    x = torch.rand(64, dtype=torch.float64) * 5 + 0.1
+    for op in (torch.lgamma, torch.digamma, lambda t: torch.polygamma(2, t), lambda t: torch.erfinv(t / 6)):
+        a, b = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+        op(a).sum().backward()
+        op(b).sum().backward()
+        torch.testing.assert_close(b.grad.cpu(), a.grad)
+    # Distributions that use them, and the truncated-normal initializer (erfinv).
+    concentration = torch.tensor([0.5, 2.0, 7.0])
+    value = torch.tensor([0.2, 0.3, 0.5])
+    for dist in (lambda c, v: torch.distributions.Dirichlet(c).log_prob(v),
+                 lambda c, v: torch.distributions.Gamma(c, 2.0).log_prob(v + 1),
+                 lambda c, v: torch.distributions.Beta(c, c + 1).entropy()):
+        torch.testing.assert_close(dist(concentration.to("neuron"), value.to("neuron")).cpu(), dist(concentration, value))
+    weights = torch.empty(4096, device="neuron")
+    torch.nn.init.trunc_normal_(weights, std=0.02, a=-0.04, b=0.04)
+    weights = weights.cpu()
+    assert weights.abs().max() <= 0.04 and 0.015 < weights.std() < 0.02
+
+
+def test_xlogy_matches_cpu(no_fallback):
+    # 0 log 0 = 0 and 0 log(inf) = 0, but NaN wherever y is NaN; integers promote to float.
+    x = torch.tensor([0.0, 0.0, 0.0, 2.0, -3.0, 1.5, float("nan"), 0.0])
+    y = torch.tensor([0.0, float("inf"), float("nan"), 0.0, 4.0, -1.0, 2.0, 1e-30])
+    cases = [torch.xlogy, lambda a, b: torch.xlogy(a, 3.0), lambda a, b: torch.xlogy(2, b), lambda a, b: a.clone().xlogy_(b),
+             lambda a, b: torch.xlogy(a[:, None], b), lambda a, b: torch.special.xlogy(a.long(), b.long())]
+    for op in cases:
+        expected = op(x, y)
+        result = op(x.to("neuron"), y.to("neuron")).cpu()
+        assert result.dtype == expected.dtype
+        torch.testing.assert_close(result, expected, equal_nan=True)
