@@ -59,11 +59,13 @@ def case_inputs(device):
     conv_grad = torch.randn(16, 32, 32, 32, generator=g)
     tokens = torch.randint(0, 50000, (8192,), generator=g)
     grad = torch.randn(8192, 128, generator=g)
+    table, bag_offsets = torch.randn(50000, 64, generator=g), torch.arange(0, 8192, 16)  # bags of 16 tokens
     rows_index = torch.randint(0, 64, (1024, 256), generator=g)  # rows of 256 scattered into 64
     ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
-                  image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, rows_index=rows_index,
+                  image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, table=table, bag_offsets=bag_offsets,
+                  rows_index=rows_index,
                   mat_bf16=mat.bfloat16(),
                   ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
@@ -107,6 +109,8 @@ CASES = [
         t["conv_grad"], t["image"], t["weight"], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])),
     ("batch norm, training (16x16x32x32)", lambda t: F.batch_norm(t["image"], None, None, training=True)),
     ("group norm (16x16x32x32, 4 groups)", lambda t: F.group_norm(t["image"], 4)),
+    ("embedding_bag sum (512 bags of 16 rows of 64)",
+     lambda t: F.embedding_bag(t["tokens"], t["table"], t["bag_offsets"])),
     ("embedding backward (8192x128)", lambda t: torch.ops.aten.embedding_dense_backward(t["grad"], t["tokens"], 50000, -1, False)),
 ]
 

@@ -1,6 +1,6 @@
 // Neural-network kernels over contiguous device buffers: softmax and log-softmax (forward and
 // backward), layer norm (forward and backward), NLL loss (forward and backward), row gather
-// (index_select / embedding) and its scatter-add backward, and arange.
+// (index_select / embedding) and its scatter-add backward, embedding_bag, and arange.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,35 @@ void index_select(int64_t outer, int64_t self_dim, int64_t row_bytes, const char
 // grad_weight[index[i]] += grad[i] (rows of `cols`), skipping padding_idx; grad_weight zeroed first.
 void embedding_backward(DType dtype, int64_t count, int64_t cols, const void* grad, const int64_t* index,
                         int64_t num_weights, int64_t padding_idx, void* grad_weight);
+
+// embedding_bag: bag b reduces weight rows indices[offsets[b] .. end_b) (end_b the next offset,
+// or count for the last bag when there is no closing offset) into out[b], skipping entries equal
+// to padding_idx. kSum may scale each row by per_sample_weights[i]; kMean divides by the bag's
+// non-padding count; kMax keeps, per column, the first largest value and its row in
+// max_indices[b] (0 for an empty bag, whose output is 0). Writes offset2bag[i] (the bag of entry
+// i; num_bags past a closing offset) and bag_size[b] (non-padding entries). weight [num_weights, dim] and out [num_bags, dim]
+// contiguous; indices and offsets int64. Throws KernelError for offsets that do not start at 0,
+// decrease or pass count, and for an index outside [0, num_weights).
+enum class BagMode : int64_t { kSum = 0, kMean = 1, kMax = 2 };
+struct EmbeddingBagShape {
+  int64_t num_weights = 0, dim = 0;  // weight
+  int64_t count = 0;                 // indices
+  int64_t num_offsets = 0;           // offsets (num_bags, or num_bags + 1 with a closing offset)
+  int64_t num_bags = 0;
+};
+void embedding_bag(DType dtype, BagMode mode, const EmbeddingBagShape& shape, const void* weight,
+                   const int64_t* indices, const int64_t* offsets, const void* per_sample_weights,
+                   int64_t padding_idx, void* out, int64_t* offset2bag, int64_t* bag_size, int64_t* max_indices);
+// grad_weight [num_weights, dim] from grad [num_bags, dim] and the forward's offset2bag,
+// bag_size and (kMax) max_indices: in index order per destination row, as embedding_backward.
+void embedding_bag_backward(DType dtype, BagMode mode, const EmbeddingBagShape& shape, const void* grad,
+                            const int64_t* indices, const int64_t* offset2bag, const int64_t* bag_size,
+                            const int64_t* max_indices, const void* per_sample_weights, int64_t padding_idx,
+                            void* grad_weight);
+// grad_per_sample_weights[i] = grad[offset2bag[i]] . weight[indices[i]], 0 at padding entries.
+void embedding_bag_per_sample_weights_backward(DType dtype, const EmbeddingBagShape& shape, const void* grad,
+                                               const void* weight, const int64_t* indices,
+                                               const int64_t* offset2bag, int64_t padding_idx, void* out);
 
 // gather / scatter along `dim` over contiguous buffers. `index` (int64) has `index_sizes`;
 // `data` (the gather source, the scatter destination) has `data_sizes`; the other side (gather

@@ -367,3 +367,63 @@ def test_index_reduce_matches_cpu(reduce, dtype, no_fallback):
         result = self_.to("neuron").index_reduce(1, index.to("neuron"), source.to("neuron"), reduce,
                                                 include_self=include_self)
         assert_same(result, expected)
+
+
+BAG_CASES = [  # (mode, padding_idx, include_last_offset, per_sample_weights)
+    ("sum", None, False, False), ("mean", None, False, False), ("max", None, False, False),
+    ("sum", 2, False, True), ("mean", 4, True, False), ("max", 4, True, False), ("sum", None, True, True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", BAG_CASES, ids=str)
+def test_embedding_bag_forward_and_backward(dtype, case, no_fallback):
+    # Bags of several sizes, an empty one and repeated rows (their gradients add up), against
+    # CPU PyTorch's output and the gradients of the weight and of per-sample weights.
+    mode, padding_idx, include_last_offset, weighted = case
+    weight = sample((12, 5), dtype, seed=1)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 11, 0, 4, 4, 7])
+    offsets = torch.tensor([0, 2, 2, 5, 9] + ([13] if include_last_offset else []))
+    scale = sample((13,), dtype, seed=2) if weighted else None
+
+    def fn(w, *extra):
+        device = w.device
+        return F.embedding_bag(indices.to(device), w, offsets.to(device), mode=mode, padding_idx=padding_idx,
+                               include_last_offset=include_last_offset, per_sample_weights=extra[0] if extra else None)
+
+    inputs = (weight, scale) if weighted else (weight,)
+    (cpu, cpu_grads), (dev, dev_grads) = forward_backward(lambda *t: fn(*t) * torch.arange(1, 6, dtype=dtype, device=t[0].device), *inputs)
+    assert_same(dev, cpu)
+    for dev_grad, cpu_grad in zip(dev_grads, cpu_grads):
+        assert_same(dev_grad, cpu_grad)
+
+
+def test_embedding_bag_module_2d_input_and_int32_indices(no_fallback):
+    bag = torch.nn.EmbeddingBag(20, 6, mode="mean")
+    tokens = torch.randint(0, 20, (4, 7), generator=torch.Generator().manual_seed(3)).int()
+    device_bag = copy.deepcopy(bag).to("neuron")
+    assert_same(device_bag(tokens.to("neuron")), bag(tokens))
+    result = torch.embedding_bag(device_bag.weight, tokens.flatten().to("neuron"), torch.tensor([0, 5], device="neuron").int())
+    expected = torch.embedding_bag(bag.weight, tokens.flatten(), torch.tensor([0, 5]).int())
+    assert result[0].shape == expected[0].shape and result[1].dtype == torch.int32
+    assert_same(result[0].detach(), expected[0].detach())
+
+
+def test_embedding_bag_bad_input_errors():
+    weight = torch.randn(10, 3, device="neuron")
+    indices = torch.tensor([1, 2, 4, 5], device="neuron")
+    torch.neuron.synchronize()
+    for offsets, message in (([1, 2], r"offsets\[0\] has to be 0"), ([0, 9], r"can not be greater than input's length 4"),
+                             ([0, 3, 1], "offsets must be non-decreasing")):
+        F.embedding_bag(indices, weight, torch.tensor(offsets, device="neuron"))
+        with pytest.raises(torch.AcceleratorError, match=message):
+            torch.neuron.synchronize()
+    F.embedding_bag(torch.tensor([11], device="neuron"), weight, torch.tensor([0], device="neuron"))
+    with pytest.raises(torch.AcceleratorError, match=r"aten::_embedding_bag.*Index 0 of input takes value 11 which is not in the valid range \[0, 10\)"):
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="per_sample_weights only supported with mode='sum'"):  # below F's own check
+        torch.ops.aten._embedding_bag(weight, indices, torch.tensor([0], device="neuron"), False, 1, False,
+                                      torch.ones(4, device="neuron"))
+    with pytest.raises(RuntimeError, match="expected per_sample_weights to be a 1D tensor of 4 elements"):
+        torch.ops.aten._embedding_bag(weight, indices, torch.tensor([0], device="neuron"), False, 0, False,
+                                      torch.ones(3, device="neuron"))
