@@ -1,7 +1,7 @@
-"""Modules moved to neuron: tied parameters stay tied; 1-D and 2-D convolutions, plain and
-transposed, in float32 and half types (which reach backends as convolution_overrideable) run
-natively and match CPU, and the cases without a native kernel (3-D, float64) take the counted
-host route."""
+"""Modules moved to neuron: tied parameters stay tied; 1-D, 2-D and 3-D convolutions, plain and
+transposed, in float32 and half types (which reach backends as
+convolution_overrideable) run natively and match CPU, and the cases without a native kernel
+(float64) take the counted host route."""
 
 import pytest
 import torch
@@ -146,12 +146,43 @@ def test_half_precision_conv_computes_in_float(dtype):
         torch.testing.assert_close(got.cpu().float(), ref.float(), atol=atol, rtol=2e-2)
 
 
-def test_conv3d_takes_the_counted_host_route():
+@pytest.mark.parametrize("cls,args,shape", [
+    (nn.Conv3d, dict(in_channels=3, out_channels=4, kernel_size=3, padding=1), (2, 3, 5, 6, 7)),
+    # Depth stride, padding and dilation, groups; trailing input depth that no tap reads.
+    (nn.Conv3d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3, 1), stride=(2, 1, 2), padding=(1, 0, 1),
+                     dilation=(2, 1, 1), groups=2, bias=False), (2, 4, 8, 5, 6)),
+    (nn.Conv3d, dict(in_channels=2, out_channels=3, kernel_size=1), (1, 2, 3, 4, 4)),
+    (nn.ConvTranspose3d, dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=1, output_padding=1),
+     (2, 3, 4, 5, 5)),
+    (nn.ConvTranspose3d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3, 2), stride=(3, 1, 2), padding=(1, 1, 0),
+                              dilation=(2, 1, 1), groups=2), (1, 4, 3, 4, 5)),
+])
+def test_conv3d_native(cls, args, shape):
+    # Sums over the kernel's depth of native 2-D convolutions (plain or transposed) of depth slices.
+    torch.manual_seed(3)
+    conv = cls(**args)
+    conv.init_args = args
+    torchneuron.reset_fallback_report()
+    check_conv_against_cpu(conv, torch.randn(*shape))
+    assert torchneuron.fallback_report() == {}
+
+
+def test_bfloat16_conv3d_native():
+    torch.manual_seed(4)
+    x, w, b = torch.randn(2, 3, 4, 6, 6), torch.randn(5, 3, 3, 3, 3), torch.randn(5)
+    torchneuron.reset_fallback_report()
+    got = torch.nn.functional.conv3d(*(t.to("neuron", torch.bfloat16) for t in (x, w, b)), padding=1).cpu()
+    assert torchneuron.fallback_report() == {} and got.dtype == torch.bfloat16
+    expected = torch.nn.functional.conv3d(*(t.bfloat16() for t in (x, w, b)), padding=1)
+    torch.testing.assert_close(got.float(), expected.float(), atol=0.1, rtol=2e-2)
+
+
+def test_float64_conv3d_takes_the_counted_host_route():
     torch.manual_seed(1)
-    conv = nn.Conv3d(2, 3, 2)
-    x = torch.randn(1, 2, 4, 4, 4)
+    conv = nn.Conv3d(2, 3, 2).double()
+    x = torch.randn(1, 2, 4, 4, 4, dtype=torch.float64)
     expected = conv(x)
     conv.to("neuron")
     torchneuron.reset_fallback_report()
-    torch.testing.assert_close(conv(x.to("neuron")).cpu(), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(conv(x.to("neuron")).cpu(), expected)
     assert torchneuron.fallback_report() == {"aten::convolution_overrideable": 1}
