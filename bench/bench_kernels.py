@@ -59,6 +59,7 @@ def case_inputs(device):
     conv_grad = torch.randn(16, 32, 32, 32, generator=g)
     tokens = torch.randint(0, 50000, (8192,), generator=g)
     grad = torch.randn(8192, 128, generator=g)
+    sample_grid = torch.rand(16, 32, 32, 2, generator=g) * 2.2 - 1.1
     video, weight3d = torch.randn(4, 16, 8, 16, 16, generator=g), torch.randn(16, 16, 3, 3, 3, generator=g)
     table, bag_offsets = torch.randn(50000, 64, generator=g), torch.arange(0, 8192, 16)  # bags of 16 tokens
     rows_index = torch.randint(0, 64, (1024, 256), generator=g)  # rows of 256 scattered into 64
@@ -66,6 +67,7 @@ def case_inputs(device):
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
                   image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, table=table, bag_offsets=bag_offsets, video=video, weight3d=weight3d,
+                  sample_grid=sample_grid,
                   rows_index=rows_index,
                   mat_bf16=mat.bfloat16(),
                   ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
@@ -109,6 +111,7 @@ CASES = [
     ("conv2d backward (same)", lambda t: torch.ops.aten.convolution_backward(
         t["conv_grad"], t["image"], t["weight"], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])),
     ("conv3d (4x16x8x16x16, 3x3x3)", lambda t: F.conv3d(t["video"], t["weight3d"], padding=1)),
+    ("grid_sample bilinear (16x16x32x32, 32x32 grid)", lambda t: F.grid_sample(t["image"], t["sample_grid"], align_corners=False)),
     ("batch norm, training (16x16x32x32)", lambda t: F.batch_norm(t["image"], None, None, training=True)),
     ("group norm (16x16x32x32, 4 groups)", lambda t: F.group_norm(t["image"], 4)),
     ("embedding_bag sum (512 bags of 16 rows of 64)",

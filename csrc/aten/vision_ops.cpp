@@ -1,6 +1,6 @@
 // Normalization, pooling and upsampling operators on neuron: batch norm (train and eval),
-// group norm, max / average / adaptive average pooling and nearest / bilinear upsampling, with
-// their backward ops. The host checks arguments and computes output sizes; csrc/kernels/norm
+// group norm, max / average / adaptive average pooling, nearest / bilinear upsampling and
+// grid_sample (bilinear, nearest), with their backward ops. The host checks arguments and computes output sizes; csrc/kernels/norm
 // and csrc/kernels/pool run on the queue over contiguous NCHW buffers.
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -8,6 +8,8 @@
 #include <ATen/ops/avg_pool2d_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/grid_sampler_2d_backward_ops.h>
+#include <ATen/ops/grid_sampler_2d_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/upsample_bilinear2d_ops.h>
@@ -21,6 +23,7 @@
 #include "aten/cpu_fallback.h"
 #include "aten/neuron_tensor.h"
 #include "kernels/floating.h"
+#include "kernels/grid_sample.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
 
@@ -609,10 +612,78 @@ at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad_out, c10::In
                    grad_in);
 }
 
+// ---- grid_sampler_2d -----------------------------------------------------------------------
+// Bilinear and nearest natively; bicubic takes the counted CPU fallback.
+
+bool grid_sample_native(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode) {
+  return (interpolation_mode == 0 || interpolation_mode == 1) && padding_mode >= 0 && padding_mode <= 2 &&
+         has_kernel_dtype(input.scalar_type()) && kernels::is_floating_dtype(to_kernel_dtype(input.scalar_type())) &&
+         grid.scalar_type() == input.scalar_type() && input.dim() == 4 && grid.dim() == 4;
+}
+
+kernels::GridSampleShape grid_sample_shape(const at::Tensor& input, const at::Tensor& grid) {
+  TORCH_CHECK(grid.size(0) == input.size(0), "grid_sampler(): expected grid and input to have same batch size, but got input with sizes ",
+              input.sizes(), " and grid with sizes ", grid.sizes());
+  TORCH_CHECK(grid.size(3) == 2, "grid_sampler(): expected grid to have size 2 in last dimension, but got grid with sizes ", grid.sizes());
+  return {input.size(0), input.size(1), input.size(2), input.size(3), grid.size(1), grid.size(2)};
+}
+
+at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode,
+                           bool align_corners) {
+  if (!grid_sample_native(input, grid, interpolation_mode, padding_mode)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(grid_sampler_2d)>::call(
+        input, grid, interpolation_mode, padding_mode, align_corners);
+  }
+  check_same_device("aten::grid_sampler_2d", input.device(), {&grid});
+  const kernels::GridSampleShape shape = grid_sample_shape(input, grid);
+  const at::Tensor x = input.contiguous(), g = grid.contiguous();
+  at::Tensor out = at::empty({shape.batch, shape.channels, shape.out_h, shape.out_w}, input.options());
+  if (out.numel() == 0) return out;
+  const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+  const auto interpolation = static_cast<kernels::GridInterpolation>(interpolation_mode);
+  const auto padding = static_cast<kernels::GridPadding>(padding_mode);
+  const void *px = x.data_ptr(), *pg = g.data_ptr();
+  void* po = out.data_ptr();
+  enqueue(out, "aten::grid_sampler_2d", {&x, &g}, [=] {
+    kernels::grid_sample_2d(dtype, shape, interpolation, padding, align_corners, px, pg, po);
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                                            const at::Tensor& grid, int64_t interpolation_mode,
+                                                            int64_t padding_mode, bool align_corners,
+                                                            std::array<bool, 2> output_mask) {
+  if (!grid_sample_native(input, grid, interpolation_mode, padding_mode) || grad_output.scalar_type() != input.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(grid_sampler_2d_backward)>::call(
+        grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
+  }
+  check_same_device("aten::grid_sampler_2d_backward", input.device(), {&grid, &grad_output});
+  const kernels::GridSampleShape shape = grid_sample_shape(input, grid);
+  const at::Tensor go = grad_output.contiguous(), x = input.contiguous(), g = grid.contiguous();
+  // As CPU PyTorch: the grid's gradient always, the input's when asked for.
+  at::Tensor grad_input = output_mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  at::Tensor grad_grid = at::empty(g.sizes(), g.options());
+  if (grad_input.defined() && shape.out_h * shape.out_w == 0) grad_input.zero_();
+  if (go.numel() == 0 && grad_grid.numel() == 0) return {grad_input, grad_grid};
+  const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+  const auto interpolation = static_cast<kernels::GridInterpolation>(interpolation_mode);
+  const auto padding = static_cast<kernels::GridPadding>(padding_mode);
+  const void *pgo = go.data_ptr(), *px = x.data_ptr(), *pg = g.data_ptr();
+  void* pgi = grad_input.defined() ? grad_input.data_ptr() : nullptr;
+  void* pgg = grad_grid.data_ptr();
+  enqueue(grad_grid, "aten::grid_sampler_2d_backward", {&go, &x, &g}, [=] {
+    kernels::grid_sample_2d_backward(dtype, shape, interpolation, padding, align_corners, pgo, px, pg, pgi, pgg);
+  });
+  return {grad_input, grad_grid};
+}
+
 }  // namespace vision
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(vision::batch_norm));
+  m.impl("grid_sampler_2d", TORCH_FN(vision::grid_sampler_2d));
+  m.impl("grid_sampler_2d_backward", TORCH_FN(vision::grid_sampler_2d_backward));
   m.impl("native_batch_norm_backward", TORCH_FN(vision::batch_norm_backward));
   m.impl("_native_batch_norm_legit", TORCH_FN(vision::batch_norm_legit));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(vision::batch_norm_legit_no_stats));

@@ -1,10 +1,12 @@
 """Native normalization, pooling and upsampling operators against CPU PyTorch, forward and
 backward: batch norm (train and eval, running statistics, mixed precision), group norm,
-max / average / adaptive average pooling and nearest / bilinear upsampling."""
+max / average / adaptive average pooling, nearest / bilinear upsampling and grid_sample."""
 
 import pytest
 import torch
 import torch.nn.functional as F
+
+import torchneuron
 
 from test_nn_ops import assert_same, sample
 
@@ -160,3 +162,45 @@ def test_pooling_rejects_bad_arguments():
         F.avg_pool2d(x, 5)
     with pytest.raises(RuntimeError, match="Expected 3D or 4D"):
         F.max_pool2d(torch.randn(4, 4, device="neuron"), 2)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_matches_cpu(dtype, mode, padding_mode, align_corners):
+    # Grid points inside, on the edges and well outside [-1, 1] (reflection folds them several
+    # times); the input's and the grid's gradients.
+    g = torch.Generator().manual_seed(5)
+    x = sample((2, 3, 5, 7), dtype, 11)
+    grid = (torch.rand(2, 4, 6, 2, generator=g) * 5 - 2.5)
+    grid[0, 0, :3] = torch.tensor([[-1.0, -1.0], [1.0, 1.0], [0.0, 1.0]])
+    fn = lambda t, q: F.grid_sample(t, q, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    if dtype != torch.bfloat16:
+        compare(fn, x, grid.to(dtype))
+        return
+    # CPU PyTorch computes bfloat16 in bfloat16 (its grid gradient was 26 off float64 here); ours
+    # computes in float, so the reference is float64 on the same bfloat16 values.
+    grid = grid.to(dtype)
+    upstream = sample((2, 3, 4, 6), torch.float64, 7)
+    results = []
+    for t, q in ((x.double(), grid.double()), (x.to("neuron"), grid.to("neuron"))):
+        t, q = t.detach().requires_grad_(), q.detach().requires_grad_()
+        out = fn(t, q)
+        out.backward(upstream.to(out.dtype).to(out.device))
+        results.append([r.detach().cpu().double() for r in (out, t.grad, q.grad)])
+    for got, ref in zip(results[1], results[0]):
+        torch.testing.assert_close(got, ref, atol=0.06, rtol=2e-2)
+
+
+def test_spatial_transformer_and_bicubic_fallback():
+    # affine_grid + grid_sample, as a spatial transformer runs them; bicubic is counted.
+    theta = torch.tensor([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]]]).repeat(2, 1, 1)
+    x = sample((2, 3, 8, 8), torch.float32, 3)
+    torchneuron.reset_fallback_report()
+    compare(lambda t, a: F.grid_sample(t, F.affine_grid(a, (2, 3, 6, 6), align_corners=False), align_corners=False), x, theta)
+    assert torchneuron.fallback_report() == {}
+    compare(lambda t, a: F.grid_sample(t, F.affine_grid(a, (2, 3, 6, 6), align_corners=False), mode="bicubic",
+                                       align_corners=False), x, theta)
+    assert set(torchneuron.fallback_report()) == {"aten::grid_sampler_2d", "aten::grid_sampler_2d_backward"}
