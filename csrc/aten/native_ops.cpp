@@ -1,14 +1,19 @@
 // Factories, metadata ops (views, resize_, set_) and data fills that run natively on neuron.
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/geometric_ops.h>
 #include <ATen/ops/lt.h>
+#include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <limits>
 
+#include "aten/cpu_fallback.h"
 #include "aten/generator.h"
 #include "aten/native_ops.h"
 #include "aten/neuron_tensor.h"
@@ -254,6 +259,106 @@ at::Tensor& bernoulli_scalar_(at::Tensor& self, double p, std::optional<at::Gene
   uniform_(draws, 0.0, 1.0, generator);
   self.copy_(at::lt(draws, p));
   return self;
+}
+
+namespace {
+
+at::Tensor& transformed_fill(at::Tensor& self, const char* op, std::optional<at::Generator> generator,
+                             kernels::UniformTransform kind, double a, double b) {
+  const kernels::StridedView view = strided_view(self);
+  return random_fill(self, op, generator, kernels::uniform_words_needed(view),
+                     [kind, a, b](const kernels::StridedView& v, runtime::PhiloxStream s) {
+                       kernels::transformed_uniform(v, s, kind, a, b);
+                     });
+}
+
+}  // namespace
+
+at::Tensor& exponential_(at::Tensor& self, double lambda, std::optional<at::Generator> generator) {
+  TORCH_CHECK(lambda > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambda);
+  return transformed_fill(self, "aten::exponential_", generator, kernels::UniformTransform::kExponential, lambda, 0.0);
+}
+
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> generator) {
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  if (!at::isFloatingType(self.scalar_type())) {  // integer tensors: the counted CPU route
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(geometric_)>::call(self, p, generator);
+  }
+  return transformed_fill(self, "aten::geometric_", generator, kernels::UniformTransform::kGeometric, p, 0.0);
+}
+
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> generator) {
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  return transformed_fill(self, "aten::cauchy_", generator, kernels::UniformTransform::kCauchy, median, sigma);
+}
+
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  normal_(self, mean, std, generator);
+  return self.exp_();
+}
+
+namespace {
+
+// normal with tensor means and / or standard deviations: standard normals, scaled and shifted.
+at::Tensor normal_of(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> generator) {
+  if (std.numel() > 0) {
+    TORCH_CHECK(std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+  }
+  at::Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options().dtype(at::result_type(mean, std)));
+  normal_(out, 0.0, 1.0, generator);
+  return out.mul_(std).add_(mean);
+}
+
+}  // namespace
+
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> generator) {
+  check_same_device("aten::normal", mean.device(), {&std});
+  return normal_of(mean, std, generator);
+}
+
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> generator) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  at::Tensor out = at::empty(mean.sizes(), mean.options());
+  normal_(out, 0.0, std, generator);
+  return out.add_(mean);
+}
+
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> generator) {
+  if (std.numel() > 0) {
+    TORCH_CHECK(std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+  }
+  at::Tensor out = at::empty(std.sizes(), std.options());
+  normal_(out, 0.0, 1.0, generator);
+  return out.mul_(std).add_(mean);
+}
+
+at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> generator) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(num_samples > 0, "cannot sample n_sample <= 0 samples");
+  const int64_t categories = self.size(-1);
+  TORCH_CHECK(replacement || num_samples <= categories, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(categories > 0, "multinomial: number of categories cannot be 0");
+  const int64_t rows = self.dim() == 1 ? 1 : self.size(0);
+  at::Tensor out = at::empty(self.dim() == 1 ? std::vector<int64_t>{num_samples} : std::vector<int64_t>{rows, num_samples},
+                             self.options().dtype(at::kLong));
+  if (rows == 0) return out;
+  const at::Tensor probs = self.contiguous();
+  auto* gen = at::get_generator_or_default<NeuronGeneratorImpl>(generator, default_generator(self.device().index()));
+  runtime::PhiloxStream stream;
+  {
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    stream = gen->reserve(kernels::multinomial_words_needed(rows, categories, num_samples, replacement));
+  }
+  const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
+  const void* pp = probs.data_ptr();
+  auto* po = out.mutable_data_ptr<int64_t>();
+  enqueue(out, "aten::multinomial", {&probs}, [=] {
+    kernels::multinomial(dtype, rows, categories, pp, num_samples, replacement, stream, po);
+  });
+  return out;
 }
 
 namespace {

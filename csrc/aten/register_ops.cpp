@@ -35,6 +35,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", TORCH_FN(zero_));
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("normal_", TORCH_FN(normal_));
+  m.impl("exponential_", TORCH_FN(exponential_));
+  m.impl("geometric_", TORCH_FN(geometric_));
+  m.impl("cauchy_", TORCH_FN(cauchy_));
+  m.impl("log_normal_", TORCH_FN(log_normal_));
+  m.impl("normal.Tensor_Tensor", TORCH_FN(normal_tensor_tensor));
+  m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
+  m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
+  m.impl("multinomial", TORCH_FN(multinomial));
   m.impl("random_.from", TORCH_FN(random_from_));
   m.impl("random_.to", TORCH_FN(random_to_));
   m.impl("random_", TORCH_FN(random_));

@@ -1,12 +1,15 @@
 #include "kernels/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/dtype_dispatch.h"
 #include "kernels/floating.h"
 #include "kernels/half.h"
+#include "kernels/parallel.h"
 #include "kernels/strided_loop.h"
 #include "runtime/errors.h"
 
@@ -154,6 +157,95 @@ void random_integers(const StridedView& dst, PhiloxStream stream, int64_t from, 
         std::memcpy(out, &typed, sizeof(T));
       } else {
         store<T>(out, static_cast<double>(value));
+      }
+    });
+  });
+}
+
+void transformed_uniform(const StridedView& dst, PhiloxStream stream, UniformTransform kind, double a, double b) {
+  WordReader reader(stream);
+  const bool wide = is_double(dst);
+  const double log_q = kind == UniformTransform::kGeometric ? std::log1p(-a) : 0.0;
+  dispatch_floating(dst.dtype, "random kernels", [&](auto tag) {
+    using T = decltype(tag);
+    for_each_element(dst, [&](char* out) {
+      const double u = wide ? runtime::uint64_to_uniform_double(reader.next64())
+                            : runtime::uint32_to_uniform_float(reader.next());
+      double value = 0.0;
+      switch (kind) {
+        case UniformTransform::kExponential: value = -std::log1p(-u) / a; break;  // u < 1: finite
+        case UniformTransform::kGeometric: value = std::floor(std::log1p(-u) / log_q) + 1.0; break;
+        case UniformTransform::kCauchy: value = a + b * std::tan(M_PI * (u - 0.5)); break;
+      }
+      store<T>(out, value);
+    });
+  });
+}
+
+uint64_t multinomial_words_needed(int64_t rows, int64_t categories, int64_t samples, bool replacement) {
+  return static_cast<uint64_t>(rows) * multinomial_row_words(categories, samples, replacement);
+}
+
+uint64_t multinomial_row_words(int64_t categories, int64_t samples, bool replacement) {
+  const uint64_t draws = static_cast<uint64_t>(replacement ? samples : categories);
+  return (draws * 2 + 3) / 4 * 4;  // 64-bit draws; rows start on a Philox block
+}
+
+void multinomial(DType dtype, int64_t rows, int64_t categories, const void* probs, int64_t samples, bool replacement,
+                 PhiloxStream stream, int64_t* out) {
+  dispatch_floating(dtype, "multinomial", [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = static_cast<const T*>(probs);
+    const uint64_t row_words = multinomial_row_words(categories, samples, replacement);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = p + r * categories;
+      double total = 0.0;
+      int64_t positive = 0;
+      for (int64_t j = 0; j < categories; ++j) {
+        const double v = as_double(row[j]);
+        if (!(v >= 0.0) || std::isinf(v)) {
+          throw runtime::KernelError("probability tensor contains either `inf`, `nan` or element < 0");
+        }
+        total += v;
+        positive += v > 0.0;
+      }
+      if (!(total > 0.0)) throw runtime::KernelError("invalid multinomial distribution (sum of probabilities <= 0)");
+      if (!replacement && positive < samples) {
+        throw runtime::KernelError(
+            "invalid multinomial distribution (with replacement=False, not enough non-negative category to sample)");
+      }
+    }
+    parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+      std::vector<double> key(static_cast<size_t>(categories));
+      std::vector<int64_t> order(static_cast<size_t>(categories));
+      for (int64_t r = begin; r < end; ++r) {
+        WordReader reader(PhiloxStream{stream.seed, stream.offset + static_cast<uint64_t>(r) * row_words});
+        const T* row = p + r * categories;
+        int64_t* dst = out + r * samples;
+        if (replacement) {
+          // Inverse of the cumulative distribution: the first category whose running sum passes u * total.
+          for (int64_t j = 0; j < categories; ++j) key[j] = (j ? key[j - 1] : 0.0) + as_double(row[j]);
+          const double total = key[categories - 1];
+          for (int64_t s = 0; s < samples; ++s) {
+            const double target = runtime::uint64_to_uniform_double(reader.next64()) * total;
+            int64_t pick = std::upper_bound(key.begin(), key.end(), target) - key.begin();
+            pick = std::min(pick, categories - 1);
+            while (pick > 0 && as_double(row[pick]) == 0.0) --pick;  // rounding past the last positive one
+            dst[s] = pick;
+          }
+        } else {
+          // The samples largest keys p / E (E exponential draws): sampling without replacement in
+          // proportion to p, in the order the draws would come.
+          for (int64_t j = 0; j < categories; ++j) {
+            const double e = -std::log1p(-runtime::uint64_to_uniform_double(reader.next64()));
+            const double v = as_double(row[j]);
+            key[j] = v > 0.0 ? v / e : -1.0;
+            order[j] = j;
+          }
+          std::partial_sort(order.begin(), order.begin() + samples, order.end(),
+                            [&](int64_t x, int64_t y) { return key[x] > key[y] || (key[x] == key[y] && x < y); });
+          std::copy(order.begin(), order.begin() + samples, dst);
+        }
       }
     });
   });

@@ -20,4 +20,21 @@ void normal(const StridedView& dst, runtime::PhiloxStream stream, double mean, d
 uint64_t integer_words_needed(const StridedView& dst);
 void random_integers(const StridedView& dst, runtime::PhiloxStream stream, int64_t from, uint64_t range);
 
+// One uniform draw u in [0, 1) per element (uniform()'s words), transformed: kExponential
+// -log(1 - u) / a; kGeometric floor(log(1 - u) / log(1 - a)) + 1 (trials to the first success
+// of probability a); kCauchy a + b tan(pi (u - 1/2)).
+enum class UniformTransform : uint8_t { kExponential, kGeometric, kCauchy };
+void transformed_uniform(const StridedView& dst, runtime::PhiloxStream stream, UniformTransform kind, double a,
+                         double b = 0.0);
+
+// multinomial over the rows of a contiguous [rows, categories] probability buffer (unnormalized,
+// any floating dtype), into int64 out [rows, samples]. Row r reads its own stretch of the stream
+// (multinomial_row_words each), so rows run in parallel. Throws KernelError, with CPU PyTorch's
+// messages, for negative, infinite or NaN entries, a row summing to 0, or (without replacement)
+// fewer positive categories than samples.
+uint64_t multinomial_row_words(int64_t categories, int64_t samples, bool replacement);
+uint64_t multinomial_words_needed(int64_t rows, int64_t categories, int64_t samples, bool replacement);
+void multinomial(DType dtype, int64_t rows, int64_t categories, const void* probs, int64_t samples, bool replacement,
+                 runtime::PhiloxStream stream, int64_t* out);
+
 }  // namespace torchneuron::kernels

@@ -207,3 +207,94 @@ def test_default_generators_are_the_devices_default_generators():
     torch.neuron.manual_seed(123)
     assert torch.equal(torch.randn(64, device="neuron").cpu(), through_generator)
     assert not torch.equal(torch.randn(64, device="neuron").cpu(), through_generator)
+
+
+def ks_distance(samples, cdf):
+    """Kolmogorov-Smirnov distance between the samples and a distribution function."""
+    x = samples.double().sort().values
+    n = x.numel()
+    f = cdf(x)
+    steps = torch.arange(1, n + 1, dtype=torch.float64) / n
+    return max((steps - f).abs().max().item(), (f - (steps - 1.0 / n)).abs().max().item())
+
+
+def test_exponential_cauchy_log_normal_and_geometric_follow_their_laws(no_fallback):
+    # 40,000 draws: a correct sampler stays under a KS distance of 0.012 with probability
+    # above 0.999; a wrong parameter or transform is far past it.
+    torch.manual_seed(7)
+    n = 40000
+    cases = [
+        (lambda t: t.exponential_(2.5), lambda x: 1 - torch.exp(-2.5 * x)),
+        (lambda t: t.cauchy_(1.0, 0.5), lambda x: 0.5 + torch.atan((x - 1.0) / 0.5) / torch.pi),
+        (lambda t: t.log_normal_(0.3, 0.7), lambda x: 0.5 * (1 + torch.erf((x.log() - 0.3) / (0.7 * 2 ** 0.5)))),
+    ]
+    for dtype in (torch.float32, torch.float64):
+        for fill, cdf in cases:
+            samples = fill(torch.empty(n, dtype=dtype, device="neuron")).cpu()
+            assert samples.dtype == dtype and samples.isfinite().all()
+            assert ks_distance(samples, cdf) < 0.012
+    draws = torch.empty(n, device="neuron").geometric_(0.3).cpu()
+    assert draws.min() >= 1 and torch.equal(draws, draws.round())
+    for k in range(1, 6):
+        expected = 0.3 * 0.7 ** (k - 1)
+        assert abs((draws == k).double().mean().item() - expected) < 4 * (expected * (1 - expected) / n) ** 0.5
+    torch.manual_seed(3)
+    a = torch.empty(100, device="neuron").exponential_().cpu()
+    torch.manual_seed(3)
+    assert torch.equal(a, torch.empty(100, device="neuron").exponential_().cpu())
+    half = torch.empty(1000, dtype=torch.bfloat16, device="neuron").exponential_()
+    assert half.dtype == torch.bfloat16 and (half.cpu() >= 0).all()
+    with pytest.raises(RuntimeError, match="exponential_ expects lambda > 0.0"):
+        torch.empty(3, device="neuron").exponential_(-1.0)
+    with pytest.raises(RuntimeError, match=r"geometric_ expects p to be in \(0, 1\)"):
+        torch.empty(3, device="neuron").geometric_(1.5)
+
+
+def test_normal_with_tensor_mean_and_std(no_fallback):
+    torch.manual_seed(1)
+    mean = torch.linspace(-3, 3, 40000, device="neuron")
+    std = torch.linspace(0.5, 2.0, 40000, device="neuron")
+    for draws, m, s in ((torch.normal(mean, std), mean, std), (torch.normal(mean, 1.5), mean, torch.full_like(std, 1.5)),
+                        (torch.normal(0.5, std), torch.full_like(mean, 0.5), std)):
+        z = ((draws - m) / s).cpu()
+        assert ks_distance(z, lambda x: 0.5 * (1 + torch.erf(x / 2 ** 0.5))) < 0.012
+    assert torch.equal(torch.normal(mean[:5], torch.zeros(5, device="neuron")).cpu(), mean[:5].cpu())
+    with pytest.raises(RuntimeError, match="normal expects all elements of std >= 0.0"):
+        torch.normal(mean[:3], torch.tensor([1.0, -1.0, 1.0], device="neuron"))
+
+
+def test_multinomial_with_and_without_replacement(no_fallback):
+    torch.manual_seed(11)
+    probs = torch.tensor([[1.0, 0.0, 3.0, 6.0], [5.0, 5.0, 0.0, 0.0]], device="neuron")  # unnormalized
+    n = 20000
+    draws = torch.multinomial(probs, n, replacement=True).cpu()
+    assert draws.shape == (2, n) and draws.dtype == torch.int64
+    for row, p in zip(draws, probs.cpu() / probs.cpu().sum(1, keepdim=True)):
+        freq = torch.bincount(row, minlength=4).double() / n
+        assert torch.all((freq - p).abs() <= 4 * (p * (1 - p) / n).sqrt() + 1e-12), (freq, p)
+    # Without replacement: distinct categories; the first draw follows p, zero-probability ones
+    # come only after every positive one.
+    rows = torch.tensor([0.1, 0.0, 0.3, 0.6], device="neuron").expand(n, 4)
+    picks = torch.multinomial(rows, 3).cpu()
+    assert all(len(set(r.tolist())) == 3 for r in picks[:200])
+    assert (picks != 1).all()
+    freq = torch.bincount(picks[:, 0], minlength=4).double() / n
+    assert torch.allclose(freq, torch.tensor([0.1, 0.0, 0.3, 0.6], dtype=torch.float64), atol=0.015)
+    one_d = torch.multinomial(torch.tensor([0.2, 0.8], device="neuron"), 2)
+    assert one_d.shape == (2,) and sorted(one_d.cpu().tolist()) == [0, 1]
+    assert torch.distributions.Categorical(probs=probs).sample((5,)).shape == (5, 2)
+    assert torch.nn.functional.gumbel_softmax(probs.log().clamp(min=-30), tau=0.5).shape == (2, 4)  # exponential_
+
+
+def test_multinomial_errors():
+    with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size\\(-1\\) samples without replacement"):
+        torch.multinomial(torch.ones(3, device="neuron"), 4)
+    with pytest.raises(RuntimeError, match="cannot sample n_sample <= 0 samples"):
+        torch.multinomial(torch.ones(3, device="neuron"), 0)
+    torch.neuron.synchronize()
+    for probs, replacement, message in (([0.5, -0.1, 0.6], True, "probability tensor contains either `inf`, `nan` or element < 0"),
+                                        ([0.0, 0.0], True, r"invalid multinomial distribution \(sum of probabilities <= 0\)"),
+                                        ([0.5, 0.0, 0.0], False, "not enough non-negative category to sample")):
+        torch.multinomial(torch.tensor(probs, device="neuron"), 2, replacement=replacement)
+        with pytest.raises(torch.AcceleratorError, match=message):
+            torch.neuron.synchronize()
