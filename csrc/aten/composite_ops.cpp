@@ -15,6 +15,11 @@
 #include <ATen/ops/eq.h>
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/ge.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/index_copy.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/_unique2.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/mul.h>
@@ -51,6 +56,20 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   at::Tensor mask = at::lt(noise, 1.0 - p);
   at::Tensor output = at::mul(at::mul(input, mask), 1.0 / (1.0 - p));
   return {output, mask};
+}
+
+// nn.Embedding(max_norm=...): rows that the indices name and whose norm passes max_norm are
+// scaled to max_norm (over norm + 1e-7, as CPU PyTorch), each row once, composed of native ops.
+at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, double max_norm, double norm_type) {
+  TORCH_CHECK(self.dim() == 2, "embedding_renorm_(): expected self to be 2-D, got ", self.dim(), "-D");
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_renorm_(): Expected indices to have type Long or Int, got ", indices.scalar_type());
+  const at::Tensor rows_index = std::get<0>(at::_unique2(indices.reshape({-1}).to(at::kLong), true, false, false));
+  const at::Tensor rows = self.index_select(0, rows_index);
+  const at::Tensor norms = at::linalg_vector_norm(rows, norm_type, {1}, true, std::nullopt);
+  const at::Tensor scale = at::where(at::gt(norms, max_norm), at::div(at::full_like(norms, max_norm), norms.add(1e-7)),
+                                     at::ones_like(norms));
+  return self.index_copy_(0, rows_index, at::mul(rows, scale));
 }
 
 at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
@@ -241,6 +260,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_weight_norm_interface_backward", TORCH_FN(composite::weight_norm_interface_backward));
   m.impl("native_dropout", TORCH_FN(composite::native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(composite::native_dropout_backward));
+  m.impl("embedding_renorm_", TORCH_FN(composite::embedding_renorm_));
   m.impl("tril", TORCH_FN(composite::tril));
   m.impl("tril.out", TORCH_FN(composite::tril_out));
   m.impl("tril_", TORCH_FN(composite::tril_inplace));

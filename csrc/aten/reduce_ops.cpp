@@ -10,6 +10,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
+#include <ATen/ops/norm_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/mul.h>
@@ -230,6 +231,29 @@ at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord, at
   return reductions::linalg_vector_norm_out(self, ord, dim, keepdim, dtype, result);
 }
 
+// The legacy torch.norm (pairwise_distance, triplet_margin_loss call it): linalg_vector_norm's
+// kernels, p = None meaning 2.
+at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim,
+                           bool keepdim, c10::ScalarType dtype, at::Tensor& result) {
+  if (!at::isFloatingType(self.scalar_type())) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(norm, dtype_out)>::call(self, p, dim, keepdim, dtype, result);
+  }
+  return reductions::linalg_vector_norm_out(self, p.value_or(2.0), dim, keepdim, dtype, result);
+}
+
+at::Tensor& norm_out(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
+                     at::Tensor& result) {
+  if (!at::isFloatingType(self.scalar_type())) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(norm, out)>::call(self, p, dim, keepdim, result);
+  }
+  return reductions::linalg_vector_norm_out(self, p.value_or(2.0), dim, keepdim, std::nullopt, result);
+}
+
+at::Tensor trace(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  return reductions::sum_dim(self.diagonal(), std::nullopt, false, std::nullopt);
+}
+
 // ---- prod ----------------------------------------------------------------------------------
 
 at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype,
@@ -342,6 +366,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("min", TORCH_FN(reductions::min_all));
   m.impl("linalg_vector_norm", TORCH_FN(reductions::linalg_vector_norm));
   m.impl("linalg_vector_norm.out", TORCH_FN(reductions::linalg_vector_norm_out));
+  m.impl("norm.out", TORCH_FN(reductions::norm_out));
+  m.impl("norm.dtype_out", TORCH_FN(reductions::norm_dtype_out));
+  m.impl("trace", TORCH_FN(reductions::trace));
   m.impl("prod", TORCH_FN(reductions::prod_all));
   m.impl("prod.dim_int", TORCH_FN(reductions::prod_dim));
   m.impl("prod.int_out", TORCH_FN(reductions::prod_out));

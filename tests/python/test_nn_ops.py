@@ -427,3 +427,18 @@ def test_embedding_bag_bad_input_errors():
     with pytest.raises(RuntimeError, match="expected per_sample_weights to be a 1D tensor of 4 elements"):
         torch.ops.aten._embedding_bag(weight, indices, torch.tensor([0], device="neuron"), False, 0, False,
                                       torch.ones(3, device="neuron"))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm_renormalizes_the_rows_used(norm_type, no_fallback):
+    torch.manual_seed(0)
+    cpu = torch.nn.Embedding(10, 4, max_norm=0.5, norm_type=norm_type)
+    dev = copy.deepcopy(cpu).to("neuron")
+    before = cpu.weight.detach().clone()
+    idx = torch.tensor([[1, 3, 3], [9, 0, 1]])  # repeated rows are scaled once
+    assert_same(dev(idx.to("neuron")).detach(), cpu(idx).detach())
+    assert_same(dev.weight.detach(), cpu.weight.detach())
+    used = torch.tensor([0, 1, 3, 9])
+    assert (dev.weight.detach().cpu()[used].norm(p=norm_type, dim=1) <= 0.5 + 1e-6).all()
+    unused = torch.tensor([2, 4, 5, 6, 7, 8])
+    assert torch.equal(dev.weight.detach().cpu()[unused], before[unused])

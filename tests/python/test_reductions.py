@@ -129,3 +129,17 @@ def test_vector_norm_dtype_nan_and_empty(no_fallback):
         torch.linalg.vector_norm(e.to("neuron"), float("inf"), dim=0)
     with pytest.raises(RuntimeError, match="floating point"):
         torch.linalg.vector_norm(torch.ones(3, dtype=torch.int64, device="neuron"))
+
+
+def test_legacy_norm_and_trace(no_fallback):
+    # torch.norm's overloads (reached by pairwise_distance and triplet_margin_loss) and trace.
+    x, y = sample((6, 5), torch.float32, 1), sample((6, 5), torch.float32, 2)
+    cases = [lambda a, b: torch.norm(a, p=3, dim=1), lambda a, b: torch.norm(a, dim=(0, 1), keepdim=True),
+             lambda a, b: torch.norm(a, p=1, dim=0, dtype=torch.float64),
+             lambda a, b: torch.nn.functional.pairwise_distance(a, b),
+             lambda a, b: torch.nn.functional.triplet_margin_loss(a, b, a.flip(0)),
+             lambda a, b: torch.trace(a[:5]), lambda a, b: torch.trace((a[:5] * 10).long())]
+    for op in cases:
+        assert_same(op(x.to("neuron"), y.to("neuron")), op(x, y), atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="trace: expected a matrix"):
+        torch.trace(x.to("neuron")[0])
