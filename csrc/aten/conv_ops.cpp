@@ -256,6 +256,10 @@ at::Tensor padded_input(const at::Tensor& input, const DepthWindow& d) {
 at::Tensor convolution_3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, c10::IntArrayRef stride,
                           c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
   TORCH_CHECK(weight.dim() == 5, "Expected 5-dimensional weight for 5-dimensional input, but got weight of size ", weight.sizes());
+  // Checked here, where the message can name the 5-D shapes rather than a depth slice's.
+  TORCH_CHECK(groups > 0 && weight.size(1) * groups == input.size(1), "Given groups=", groups, ", weight of size ",
+              weight.sizes(), ", expected input", input.sizes(), " to have ", weight.size(1) * groups,
+              " channels, but got ", input.size(1), " channels instead");
   const DepthWindow d = depth_window(input, weight, stride, padding, dilation);
   TORCH_CHECK(d.out_depth > 0, "Calculated output size is too small for input ", input.sizes(), " and kernel ", weight.sizes());
   const at::Tensor padded = padded_input(input, d);

@@ -1,7 +1,7 @@
 // Special functions in double precision: log-gamma, digamma, polygamma and the inverse error
 // function (float erfinv is vector_math.h's vector_erfinv). Float and half inputs of the others
-// are computed in double and rounded once (glibc's lgammaf was 2.2 ulp off near negative roots); values at poles and outside the domain are
-// those CPU PyTorch gives, except where noted.
+// are computed in double and rounded once (glibc's lgammaf was 2.2 ulp off near negative
+// roots). Values at poles and outside the domain are those CPU PyTorch gives, except where noted.
 #pragma once
 
 #include <algorithm>
@@ -92,8 +92,8 @@ inline double trigamma(double x) {
 // Hurwitz zeta(s, a) = sum over k >= 0 of (a + k)^-s for an integer s >= 2 and any a: the terms
 // summed directly until a + k reaches s + 20, the rest by Euler-Maclaurin with eight Bernoulli
 // corrections (their truncation error is under 1e-16 of the result there). +inf at the
-// non-positive integers, as CPU PyTorch's zeta (a pole: summed, -0 to an odd power is -inf). At
-// +inf the limit 0 and at -inf NaN, where CPU PyTorch's gives NaN and +-inf.
+// non-positive integers (poles), as CPU PyTorch's zeta; summed, -0 to an odd power would give
+// -inf. At +inf the limit 0 and at -inf NaN, where CPU PyTorch's gives NaN and +-inf.
 inline double hurwitz_zeta(int64_t s, double a) {
   if (std::isnan(a) || a == -kInf) return kNaN;
   if (a == kInf) return 0;

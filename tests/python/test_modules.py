@@ -109,14 +109,27 @@ def test_conv_with_bad_channels_raises_like_cpu():
     conv = nn.Conv2d(3, 4, 3).to("neuron")
     with pytest.raises(RuntimeError, match="expected input.*to have 3 channels"):
         conv(torch.randn(1, 5, 8, 8, device="neuron"))
+    conv3d = nn.Conv3d(3, 4, 3).to("neuron")
+    with pytest.raises(RuntimeError, match=r"expected input\[1, 5, 4, 8, 8\] to have 3 channels"):
+        conv3d(torch.randn(1, 5, 4, 8, 8, device="neuron"))
 
 
 @pytest.mark.parametrize("cls,args,shape", [
     (nn.ConvTranspose1d, dict(in_channels=4, out_channels=2, kernel_size=3, stride=2, groups=2), (3, 4, 7)),
     (nn.ConvTranspose2d, dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=1, output_padding=1), (2, 3, 5, 6)),
     (nn.ConvTranspose2d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3), stride=(1, 2), dilation=(2, 1), groups=2), (2, 4, 4, 5)),
+    # 3-D: sums over the kernel's depth of native 2-D convolutions (plain or transposed) of depth
+    # slices; depth stride, padding and dilation, groups, trailing input depth that no tap reads.
+    (nn.Conv3d, dict(in_channels=3, out_channels=4, kernel_size=3, padding=1), (2, 3, 5, 6, 7)),
+    (nn.Conv3d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3, 1), stride=(2, 1, 2), padding=(1, 0, 1),
+                     dilation=(2, 1, 1), groups=2, bias=False), (2, 4, 8, 5, 6)),
+    (nn.Conv3d, dict(in_channels=2, out_channels=3, kernel_size=1), (1, 2, 3, 4, 4)),
+    (nn.ConvTranspose3d, dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=1, output_padding=1),
+     (2, 3, 4, 5, 5)),
+    (nn.ConvTranspose3d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3, 2), stride=(3, 1, 2), padding=(1, 1, 0),
+                              dilation=(2, 1, 1), groups=2), (1, 4, 3, 4, 5)),
 ])
-def test_conv_transpose_native(cls, args, shape):
+def test_transposed_and_3d_conv_native(cls, args, shape):
     torch.manual_seed(1)
     conv = cls(**args)
     conv.init_args = args
@@ -144,27 +157,6 @@ def test_half_precision_conv_computes_in_float(dtype):
         # further than neuron's from a float64 reference).
         atol = max(0.1, 1e-2 * float(ref.float().abs().max()))
         torch.testing.assert_close(got.cpu().float(), ref.float(), atol=atol, rtol=2e-2)
-
-
-@pytest.mark.parametrize("cls,args,shape", [
-    (nn.Conv3d, dict(in_channels=3, out_channels=4, kernel_size=3, padding=1), (2, 3, 5, 6, 7)),
-    # Depth stride, padding and dilation, groups; trailing input depth that no tap reads.
-    (nn.Conv3d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3, 1), stride=(2, 1, 2), padding=(1, 0, 1),
-                     dilation=(2, 1, 1), groups=2, bias=False), (2, 4, 8, 5, 6)),
-    (nn.Conv3d, dict(in_channels=2, out_channels=3, kernel_size=1), (1, 2, 3, 4, 4)),
-    (nn.ConvTranspose3d, dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=1, output_padding=1),
-     (2, 3, 4, 5, 5)),
-    (nn.ConvTranspose3d, dict(in_channels=4, out_channels=6, kernel_size=(2, 3, 2), stride=(3, 1, 2), padding=(1, 1, 0),
-                              dilation=(2, 1, 1), groups=2), (1, 4, 3, 4, 5)),
-])
-def test_conv3d_native(cls, args, shape):
-    # Sums over the kernel's depth of native 2-D convolutions (plain or transposed) of depth slices.
-    torch.manual_seed(3)
-    conv = cls(**args)
-    conv.init_args = args
-    torchneuron.reset_fallback_report()
-    check_conv_against_cpu(conv, torch.randn(*shape))
-    assert torchneuron.fallback_report() == {}
 
 
 def test_bfloat16_conv3d_native():
