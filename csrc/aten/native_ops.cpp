@@ -325,12 +325,7 @@ at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional
 }
 
 at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> generator) {
-  if (std.numel() > 0) {
-    TORCH_CHECK(std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
-  }
-  at::Tensor out = at::empty(std.sizes(), std.options());
-  normal_(out, 0.0, 1.0, generator);
-  return out.mul_(std).add_(mean);
+  return normal_of(at::full({}, mean, std.options()), std, generator);
 }
 
 at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> generator) {
