@@ -155,19 +155,20 @@ at::Tensor& zero_(at::Tensor& self) { return fill_scalar_(self, 0); }
 
 namespace {
 
+// Reserves `words` of the Philox stream of `generator`, or of the default generator of self's device.
+runtime::PhiloxStream reserve_stream(const at::Tensor& self, std::optional<at::Generator> generator, uint64_t words) {
+  auto* gen = at::get_generator_or_default<NeuronGeneratorImpl>(generator, default_generator(self.device().index()));
+  std::lock_guard<std::mutex> lock(gen->mutex_);
+  return gen->reserve(words);
+}
+
 template <typename Launch>
 at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Generator> generator,
                         uint64_t words, Launch launch, bool floating_only = true) {
   TORCH_CHECK(!floating_only || at::isFloatingType(self.scalar_type()), op, " expects a floating point tensor, got ",
               self.scalar_type());
   if (self.numel() == 0) return self;
-  auto* gen = at::get_generator_or_default<NeuronGeneratorImpl>(
-      generator, default_generator(self.device().index()));
-  runtime::PhiloxStream stream;
-  {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    stream = gen->reserve(words);
-  }
+  const runtime::PhiloxStream stream = reserve_stream(self, generator, words);
   const kernels::StridedView view = strided_view(self);
   enqueue(self, op, {&self}, [view, stream, launch] { launch(view, stream); });
   return self;
@@ -341,12 +342,8 @@ at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replace
                              self.options().dtype(at::kLong));
   if (rows == 0) return out;
   const at::Tensor probs = self.contiguous();
-  auto* gen = at::get_generator_or_default<NeuronGeneratorImpl>(generator, default_generator(self.device().index()));
-  runtime::PhiloxStream stream;
-  {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    stream = gen->reserve(kernels::multinomial_words_needed(rows, categories, num_samples, replacement));
-  }
+  const runtime::PhiloxStream stream =
+      reserve_stream(self, generator, kernels::multinomial_words_needed(rows, categories, num_samples, replacement));
   const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
   const void* pp = probs.data_ptr();
   auto* po = out.mutable_data_ptr<int64_t>();
