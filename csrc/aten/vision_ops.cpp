@@ -12,8 +12,16 @@
 #include <ATen/ops/grid_sampler_2d_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
+#include <ATen/ops/_upsample_nearest_exact1d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact2d_ops.h>
+#include <ATen/ops/_upsample_nearest_exact3d_ops.h>
+#include <ATen/ops/upsample_bicubic2d_ops.h>
 #include <ATen/ops/upsample_bilinear2d_ops.h>
+#include <ATen/ops/upsample_linear1d_ops.h>
+#include <ATen/ops/upsample_nearest1d_ops.h>
 #include <ATen/ops/upsample_nearest2d_ops.h>
+#include <ATen/ops/upsample_nearest3d_ops.h>
+#include <ATen/ops/upsample_trilinear3d_ops.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
@@ -26,6 +34,7 @@
 #include "kernels/grid_sample.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
+#include "kernels/upsample.h"
 
 namespace torchneuron::aten {
 namespace vision {
@@ -507,109 +516,210 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_out, const at::Te
 }
 
 // ---- upsampling ----------------------------------------------------------------------------
+// nearest / nearest-exact (1-3 spatial dims), linear, bilinear, bicubic and trilinear, with
+// their backward ops; the .vec overloads are composites of these.
 
 namespace {
 
-at::Tensor upsample(const char* op, kernels::UpsampleMode mode, const at::Tensor& input, c10::IntArrayRef output_size,
-                    std::optional<double> scale_h, std::optional<double> scale_w) {
-  TORCH_CHECK(output_size.size() == 2, op, ": It is expected output_size equals to 2, but got size ", output_size.size());
-  TORCH_CHECK(input.dim() == 4 && input.numel() / std::max<int64_t>(1, input.size(0) * input.size(1)) > 0 &&
-                  output_size[0] > 0 && output_size[1] > 0,
-              op, ": Input and output sizes should be greater than 0, but got input (H: ", input.dim() == 4 ? input.size(2) : -1,
-              ", W: ", input.dim() == 4 ? input.size(3) : -1, ") output (H: ", output_size[0], ", W: ", output_size[1], ")");
-  const at::Tensor x = input.contiguous();
-  at::Tensor out = at::empty(with_spatial(x, output_size[0], output_size[1]), x.options());
-  if (out.numel() > 0) {
-    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
-    const kernels::PlaneShape shape = plane_shape(x, output_size[0], output_size[1]);
-    const double sh = scale_h.value_or(0.0), sw = scale_w.value_or(0.0);
-    const void* px = x.data_ptr();
-    void* po = out.data_ptr();
-    enqueue(out, op, {&x}, [=] { kernels::upsample2d(dtype, mode, shape, sh, sw, px, po); });
+constexpr const char* kAxisNames[3][3] = {{"W"}, {"H", "W"}, {"D", "H", "W"}};
+
+// "(D: 4, H: 0, W: 5)": the spatial sizes as CPU PyTorch's messages name them.
+std::string spatial_sizes(c10::IntArrayRef sizes) {
+  std::string text = "(";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    text += std::string(i ? ", " : "") + kAxisNames[sizes.size() - 1][i] + ": " + std::to_string(sizes[i]);
   }
-  return like_input_layout(out, input);
+  return text + ")";
 }
 
-at::Tensor upsample_backward(const char* op, kernels::UpsampleMode mode, const at::Tensor& grad_out,
-                             c10::IntArrayRef output_size, c10::IntArrayRef input_size, std::optional<double> scale_h,
-                             std::optional<double> scale_w) {
-  TORCH_CHECK(input_size.size() == 4 && output_size.size() == 2, op, ": expected a 4-D input_size and a 2-D output_size");
-  TORCH_CHECK(grad_out.dim() == 4 && grad_out.size(2) == output_size[0] && grad_out.size(3) == output_size[1], op,
-              ": expected grad_output of spatial size ", output_size, ", got ", grad_out.sizes());
+kernels::UpsampleShape upsample_shape(c10::IntArrayRef full_input_size, c10::IntArrayRef output_size,
+                                      const std::vector<std::optional<double>>& scales) {
+  kernels::UpsampleShape shape;
+  shape.dims = static_cast<int>(output_size.size());
+  shape.planes = full_input_size[0] * full_input_size[1];
+  for (int i = 0; i < shape.dims; ++i) {
+    shape.in[i] = full_input_size[2 + i];
+    shape.out[i] = output_size[i];
+    shape.scale[i] = scales[i].value_or(0.0);
+  }
+  return shape;
+}
+
+void check_upsample_sizes(const char* op, c10::IntArrayRef input_size, c10::IntArrayRef output_size, size_t dims) {
+  TORCH_CHECK(output_size.size() == dims, op, ": It is expected output_size equals to ", dims, ", but got size ",
+              output_size.size());
+  TORCH_CHECK(input_size.size() == dims + 2, op, ": It is expected input_size equals to ", dims + 2, ", but got size ",
+              input_size.size());
+  const c10::IntArrayRef spatial = input_size.slice(2);
+  const bool positive = std::all_of(spatial.begin(), spatial.end(), [](int64_t n) { return n > 0; }) &&
+                        std::all_of(output_size.begin(), output_size.end(), [](int64_t n) { return n > 0; });
+  TORCH_CHECK(positive, op, ": Input and output sizes should be greater than 0, but got input ", spatial_sizes(spatial),
+              " and output ", spatial_sizes(output_size));
+}
+
+// CPU PyTorch and the meta kernels give a channels-last input a channels-last result (4-D and 5-D).
+at::Tensor like_input_format(const at::Tensor& result, const at::Tensor& input) {
+  if (result.dim() == 5 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast3d) {
+    return result.contiguous(at::MemoryFormat::ChannelsLast3d);
+  }
+  return like_input_layout(result, input);
+}
+
+// Whether the kernels take this input: a floating dtype, or uint8 for the nearest modes (CPU
+// PyTorch's set; other dtypes take the fallback, which raises CPU's error).
+bool upsample_native(const at::Tensor& input, kernels::Interpolation mode) {
+  const bool nearest = mode == kernels::Interpolation::kNearest || mode == kernels::Interpolation::kNearestExact;
+  return floating(input) || (nearest && input.scalar_type() == at::kByte);
+}
+
+at::Tensor upsample(const char* op, kernels::Interpolation mode, bool align_corners, const at::Tensor& input,
+                    c10::IntArrayRef output_size, const std::vector<std::optional<double>>& scales) {
+  check_upsample_sizes(op, input.sizes(), output_size, scales.size());
+  const at::Tensor x = input.contiguous();
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().begin() + 2);
+  sizes.insert(sizes.end(), output_size.begin(), output_size.end());
+  at::Tensor out = at::empty(sizes, x.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const kernels::UpsampleShape shape = upsample_shape(x.sizes(), output_size, scales);
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, op, {&x}, [=] { kernels::upsample(dtype, mode, align_corners, shape, px, po); });
+  }
+  return like_input_format(out, input);
+}
+
+at::Tensor upsample_backward(const char* op, kernels::Interpolation mode, bool align_corners, const at::Tensor& grad_out,
+                             c10::IntArrayRef output_size, c10::IntArrayRef input_size,
+                             const std::vector<std::optional<double>>& scales) {
+  check_upsample_sizes(op, input_size, output_size, scales.size());
+  for (size_t d = 0; d < input_size.size(); ++d) {
+    const int64_t expected = d < 2 ? input_size[d] : output_size[d - 2];
+    TORCH_CHECK(grad_out.dim() == static_cast<int64_t>(input_size.size()) && grad_out.size(d) == expected, op,
+                ": Expected grad_output to have the same shape as output; output.size(", d, ") = ", expected,
+                " but got grad_output", grad_out.dim() == static_cast<int64_t>(input_size.size())
+                    ? ".size(" + std::to_string(d) + ") = " + std::to_string(grad_out.size(d)) : " of sizes " + c10::str(grad_out.sizes()));
+  }
   TORCH_CHECK(floating(grad_out), op, ": expected a floating grad_output, got ", grad_out.scalar_type());
   const at::Tensor go = grad_out.contiguous();
   at::Tensor grad_in = at::empty(input_size, go.options());
   if (grad_in.numel() > 0) {
     const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
-    const kernels::PlaneShape shape = plane_shape(grad_in, output_size[0], output_size[1]);
-    const double sh = scale_h.value_or(0.0), sw = scale_w.value_or(0.0);
+    const kernels::UpsampleShape shape = upsample_shape(input_size, output_size, scales);
     const void* pgo = go.data_ptr();
     void* pgi = grad_in.data_ptr();
-    enqueue(grad_in, op, {&go}, [=] { kernels::upsample2d_backward(dtype, mode, shape, sh, sw, pgo, pgi); });
+    enqueue(grad_in, op, {&go}, [=] { kernels::upsample_backward(dtype, mode, align_corners, shape, pgo, pgi); });
   }
   return grad_in;
 }
 
-kernels::UpsampleMode bilinear_mode(bool align_corners) {
-  return align_corners ? kernels::UpsampleMode::kBilinearAlignCorners : kernels::UpsampleMode::kBilinear;
-}
+using Scale = std::optional<double>;
+constexpr auto kNearest = kernels::Interpolation::kNearest;
+constexpr auto kNearestExact = kernels::Interpolation::kNearestExact;
+constexpr auto kLinear = kernels::Interpolation::kLinear;
+constexpr auto kCubic = kernels::Interpolation::kCubic;
 
 }  // namespace
 
-at::Tensor upsample_nearest2d(const at::Tensor& input, c10::IntArrayRef output_size, std::optional<double> scale_h,
-                              std::optional<double> scale_w) {
-  if (!floating(input)) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(upsample_nearest2d)>::call(
-        input, output_size, scale_h, scale_w);
+// Each operator: the functional form (falling back for dtypes the kernels do not take), out=,
+// backward and backward's grad_input=.
+#define NEURON_UPSAMPLE_FALLBACK(name, ...)                                                    \
+  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(name)>::call(__VA_ARGS__)
+
+at::Tensor upsample_nearest1d(const at::Tensor& input, c10::IntArrayRef size, Scale s) {
+  if (!upsample_native(input, kNearest)) return NEURON_UPSAMPLE_FALLBACK(upsample_nearest1d, input, size, s);
+  return upsample("aten::upsample_nearest1d", kNearest, false, input, size, {s});
+}
+at::Tensor upsample_nearest2d(const at::Tensor& input, c10::IntArrayRef size, Scale sh, Scale sw) {
+  if (!upsample_native(input, kNearest)) return NEURON_UPSAMPLE_FALLBACK(upsample_nearest2d, input, size, sh, sw);
+  return upsample("aten::upsample_nearest2d", kNearest, false, input, size, {sh, sw});
+}
+at::Tensor upsample_nearest3d(const at::Tensor& input, c10::IntArrayRef size, Scale sd, Scale sh, Scale sw) {
+  if (!upsample_native(input, kNearest)) return NEURON_UPSAMPLE_FALLBACK(upsample_nearest3d, input, size, sd, sh, sw);
+  return upsample("aten::upsample_nearest3d", kNearest, false, input, size, {sd, sh, sw});
+}
+at::Tensor upsample_nearest_exact1d(const at::Tensor& input, c10::IntArrayRef size, Scale s) {
+  if (!upsample_native(input, kNearestExact)) return NEURON_UPSAMPLE_FALLBACK(_upsample_nearest_exact1d, input, size, s);
+  return upsample("aten::_upsample_nearest_exact1d", kNearestExact, false, input, size, {s});
+}
+at::Tensor upsample_nearest_exact2d(const at::Tensor& input, c10::IntArrayRef size, Scale sh, Scale sw) {
+  if (!upsample_native(input, kNearestExact)) {
+    return NEURON_UPSAMPLE_FALLBACK(_upsample_nearest_exact2d, input, size, sh, sw);
   }
-  return upsample("aten::upsample_nearest2d", kernels::UpsampleMode::kNearest, input, output_size, scale_h, scale_w);
+  return upsample("aten::_upsample_nearest_exact2d", kNearestExact, false, input, size, {sh, sw});
 }
-
-at::Tensor& upsample_nearest2d_out(const at::Tensor& input, c10::IntArrayRef output_size, std::optional<double> scale_h,
-                                   std::optional<double> scale_w, at::Tensor& out) {
-  return write_out(vision::upsample_nearest2d(input, output_size, scale_h, scale_w), out);
-}
-
-at::Tensor upsample_nearest2d_backward(const at::Tensor& grad_out, c10::IntArrayRef output_size,
-                                       c10::IntArrayRef input_size, std::optional<double> scale_h,
-                                       std::optional<double> scale_w) {
-  return upsample_backward("aten::upsample_nearest2d_backward", kernels::UpsampleMode::kNearest, grad_out, output_size,
-                           input_size, scale_h, scale_w);
-}
-
-at::Tensor& upsample_nearest2d_backward_out(const at::Tensor& grad_out, c10::IntArrayRef output_size,
-                                            c10::IntArrayRef input_size, std::optional<double> scale_h,
-                                            std::optional<double> scale_w, at::Tensor& grad_in) {
-  return write_out(vision::upsample_nearest2d_backward(grad_out, output_size, input_size, scale_h, scale_w), grad_in);
-}
-
-at::Tensor upsample_bilinear2d(const at::Tensor& input, c10::IntArrayRef output_size, bool align_corners,
-                               std::optional<double> scale_h, std::optional<double> scale_w) {
-  if (!floating(input)) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(upsample_bilinear2d)>::call(
-        input, output_size, align_corners, scale_h, scale_w);
+at::Tensor upsample_nearest_exact3d(const at::Tensor& input, c10::IntArrayRef size, Scale sd, Scale sh, Scale sw) {
+  if (!upsample_native(input, kNearestExact)) {
+    return NEURON_UPSAMPLE_FALLBACK(_upsample_nearest_exact3d, input, size, sd, sh, sw);
   }
-  return upsample("aten::upsample_bilinear2d", bilinear_mode(align_corners), input, output_size, scale_h, scale_w);
+  return upsample("aten::_upsample_nearest_exact3d", kNearestExact, false, input, size, {sd, sh, sw});
+}
+at::Tensor upsample_linear1d(const at::Tensor& input, c10::IntArrayRef size, bool align, Scale s) {
+  if (!upsample_native(input, kLinear)) return NEURON_UPSAMPLE_FALLBACK(upsample_linear1d, input, size, align, s);
+  return upsample("aten::upsample_linear1d", kLinear, align, input, size, {s});
+}
+at::Tensor upsample_bilinear2d(const at::Tensor& input, c10::IntArrayRef size, bool align, Scale sh, Scale sw) {
+  if (!upsample_native(input, kLinear)) return NEURON_UPSAMPLE_FALLBACK(upsample_bilinear2d, input, size, align, sh, sw);
+  return upsample("aten::upsample_bilinear2d", kLinear, align, input, size, {sh, sw});
+}
+at::Tensor upsample_bicubic2d(const at::Tensor& input, c10::IntArrayRef size, bool align, Scale sh, Scale sw) {
+  if (!upsample_native(input, kCubic)) return NEURON_UPSAMPLE_FALLBACK(upsample_bicubic2d, input, size, align, sh, sw);
+  return upsample("aten::upsample_bicubic2d", kCubic, align, input, size, {sh, sw});
+}
+at::Tensor upsample_trilinear3d(const at::Tensor& input, c10::IntArrayRef size, bool align, Scale sd, Scale sh,
+                                Scale sw) {
+  if (!upsample_native(input, kLinear)) {
+    return NEURON_UPSAMPLE_FALLBACK(upsample_trilinear3d, input, size, align, sd, sh, sw);
+  }
+  return upsample("aten::upsample_trilinear3d", kLinear, align, input, size, {sd, sh, sw});
 }
 
-at::Tensor& upsample_bilinear2d_out(const at::Tensor& input, c10::IntArrayRef output_size, bool align_corners,
-                                    std::optional<double> scale_h, std::optional<double> scale_w, at::Tensor& out) {
-  return write_out(vision::upsample_bilinear2d(input, output_size, align_corners, scale_h, scale_w), out);
+#undef NEURON_UPSAMPLE_FALLBACK
+
+at::Tensor upsample_nearest1d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, Scale s) {
+  return upsample_backward("aten::upsample_nearest1d_backward", kNearest, false, g, size, in, {s});
+}
+at::Tensor upsample_nearest2d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, Scale sh,
+                                       Scale sw) {
+  return upsample_backward("aten::upsample_nearest2d_backward", kNearest, false, g, size, in, {sh, sw});
+}
+at::Tensor upsample_nearest3d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, Scale sd,
+                                       Scale sh, Scale sw) {
+  return upsample_backward("aten::upsample_nearest3d_backward", kNearest, false, g, size, in, {sd, sh, sw});
+}
+at::Tensor upsample_nearest_exact1d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, Scale s) {
+  return upsample_backward("aten::_upsample_nearest_exact1d_backward", kNearestExact, false, g, size, in, {s});
+}
+at::Tensor upsample_nearest_exact2d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in,
+                                             Scale sh, Scale sw) {
+  return upsample_backward("aten::_upsample_nearest_exact2d_backward", kNearestExact, false, g, size, in, {sh, sw});
+}
+at::Tensor upsample_nearest_exact3d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in,
+                                             Scale sd, Scale sh, Scale sw) {
+  return upsample_backward("aten::_upsample_nearest_exact3d_backward", kNearestExact, false, g, size, in, {sd, sh, sw});
+}
+at::Tensor upsample_linear1d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
+                                      Scale s) {
+  return upsample_backward("aten::upsample_linear1d_backward", kLinear, align, g, size, in, {s});
+}
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
+                                        Scale sh, Scale sw) {
+  return upsample_backward("aten::upsample_bilinear2d_backward", kLinear, align, g, size, in, {sh, sw});
+}
+at::Tensor upsample_bicubic2d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
+                                       Scale sh, Scale sw) {
+  return upsample_backward("aten::upsample_bicubic2d_backward", kCubic, align, g, size, in, {sh, sw});
+}
+at::Tensor upsample_trilinear3d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
+                                         Scale sd, Scale sh, Scale sw) {
+  return upsample_backward("aten::upsample_trilinear3d_backward", kLinear, align, g, size, in, {sd, sh, sw});
 }
 
-at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, c10::IntArrayRef output_size,
-                                        c10::IntArrayRef input_size, bool align_corners, std::optional<double> scale_h,
-                                        std::optional<double> scale_w) {
-  return upsample_backward("aten::upsample_bilinear2d_backward", bilinear_mode(align_corners), grad_out, output_size,
-                           input_size, scale_h, scale_w);
-}
-
-at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad_out, c10::IntArrayRef output_size,
-                                             c10::IntArrayRef input_size, bool align_corners,
-                                             std::optional<double> scale_h, std::optional<double> scale_w,
-                                             at::Tensor& grad_in) {
-  return write_out(vision::upsample_bilinear2d_backward(grad_out, output_size, input_size, align_corners, scale_h, scale_w),
-                   grad_in);
+// out= forms: every functional form above, its result copied into `out`. Templated on the
+// functional form so that one definition serves all twenty.
+template <auto functional, typename... Args>
+at::Tensor& upsample_out(Args... args, at::Tensor& out) {
+  return write_out(functional(args...), out);
 }
 
 // ---- grid_sampler_2d -----------------------------------------------------------------------
@@ -700,14 +810,46 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("avg_pool2d_backward.grad_input", TORCH_FN(vision::avg_pool2d_backward_out));
   m.impl("_adaptive_avg_pool2d", TORCH_FN(vision::adaptive_avg_pool2d));
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(vision::adaptive_avg_pool2d_backward));
+  m.impl("upsample_nearest1d", TORCH_FN(vision::upsample_nearest1d));
+  m.impl("upsample_nearest1d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest1d, const at::Tensor&, c10::IntArrayRef, std::optional<double>>)));
+  m.impl("upsample_nearest1d_backward", TORCH_FN(vision::upsample_nearest1d_backward));
+  m.impl("upsample_nearest1d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest1d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>>)));
   m.impl("upsample_nearest2d", TORCH_FN(vision::upsample_nearest2d));
-  m.impl("upsample_nearest2d.out", TORCH_FN(vision::upsample_nearest2d_out));
+  m.impl("upsample_nearest2d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest2d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
   m.impl("upsample_nearest2d_backward", TORCH_FN(vision::upsample_nearest2d_backward));
-  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN(vision::upsample_nearest2d_backward_out));
+  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_nearest3d", TORCH_FN(vision::upsample_nearest3d));
+  m.impl("upsample_nearest3d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest3d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_nearest3d_backward", TORCH_FN(vision::upsample_nearest3d_backward));
+  m.impl("upsample_nearest3d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest3d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact1d", TORCH_FN(vision::upsample_nearest_exact1d));
+  m.impl("_upsample_nearest_exact1d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact1d, const at::Tensor&, c10::IntArrayRef, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact1d_backward", TORCH_FN(vision::upsample_nearest_exact1d_backward));
+  m.impl("_upsample_nearest_exact1d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact1d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact2d", TORCH_FN(vision::upsample_nearest_exact2d));
+  m.impl("_upsample_nearest_exact2d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact2d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact2d_backward", TORCH_FN(vision::upsample_nearest_exact2d_backward));
+  m.impl("_upsample_nearest_exact2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact3d", TORCH_FN(vision::upsample_nearest_exact3d));
+  m.impl("_upsample_nearest_exact3d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact3d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact3d_backward", TORCH_FN(vision::upsample_nearest_exact3d_backward));
+  m.impl("_upsample_nearest_exact3d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact3d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_linear1d", TORCH_FN(vision::upsample_linear1d));
+  m.impl("upsample_linear1d.out", TORCH_FN((vision::upsample_out<vision::upsample_linear1d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>>)));
+  m.impl("upsample_linear1d_backward", TORCH_FN(vision::upsample_linear1d_backward));
+  m.impl("upsample_linear1d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_linear1d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>>)));
   m.impl("upsample_bilinear2d", TORCH_FN(vision::upsample_bilinear2d));
-  m.impl("upsample_bilinear2d.out", TORCH_FN(vision::upsample_bilinear2d_out));
+  m.impl("upsample_bilinear2d.out", TORCH_FN((vision::upsample_out<vision::upsample_bilinear2d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
   m.impl("upsample_bilinear2d_backward", TORCH_FN(vision::upsample_bilinear2d_backward));
-  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(vision::upsample_bilinear2d_backward_out));
+  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_bilinear2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_bicubic2d", TORCH_FN(vision::upsample_bicubic2d));
+  m.impl("upsample_bicubic2d.out", TORCH_FN((vision::upsample_out<vision::upsample_bicubic2d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_bicubic2d_backward", TORCH_FN(vision::upsample_bicubic2d_backward));
+  m.impl("upsample_bicubic2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_bicubic2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_trilinear3d", TORCH_FN(vision::upsample_trilinear3d));
+  m.impl("upsample_trilinear3d.out", TORCH_FN((vision::upsample_out<vision::upsample_trilinear3d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_trilinear3d_backward", TORCH_FN(vision::upsample_trilinear3d_backward));
+  m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_trilinear3d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>, std::optional<double>>)));
 }
 
 }  // namespace torchneuron::aten

@@ -43,46 +43,6 @@ AvgCell avg_cell(const PlaneShape& s, const Window2d& k, bool count_include_pad,
 inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
 inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
 
-// Source coordinate of each output row or column, and its two neighbours' weights.
-struct Tap {
-  int64_t i0, i1;
-  float l0, l1;
-};
-
-float scale_of(int64_t in, int64_t out, double user_scale) {
-  return user_scale > 0 ? static_cast<float>(1.0 / user_scale) : static_cast<float>(in) / static_cast<float>(out);
-}
-
-std::vector<Tap> taps(UpsampleMode mode, int64_t in, int64_t out, double user_scale) {
-  std::vector<Tap> result(out);
-  for (int64_t o = 0; o < out; ++o) {
-    Tap& t = result[o];
-    if (mode == UpsampleMode::kNearest) {
-      int64_t src;
-      if (out == in) {
-        src = o;
-      } else if (out == 2 * in) {
-        src = o >> 1;
-      } else {
-        src = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale_of(in, out, user_scale))), in - 1);
-      }
-      t = {src, src, 1.0f, 0.0f};
-      continue;
-    }
-    float src;
-    if (mode == UpsampleMode::kBilinearAlignCorners) {
-      src = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) * static_cast<float>(o) : 0.0f;
-    } else {
-      src = std::max(scale_of(in, out, user_scale) * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
-    }
-    const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
-    const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
-    const float l1 = std::min(std::max(src - static_cast<float>(i0), 0.0f), 1.0f);
-    t = {i0, i1, 1.0f - l1, l1};
-  }
-  return result;
-}
-
 }  // namespace
 
 void max_pool2d(DType dtype, PlaneShape s, Window2d k, const void* in_data, void* out_data, int64_t* indices) {
@@ -234,63 +194,6 @@ void adaptive_avg_pool2d_backward(DType dtype, PlaneShape s, const void* grad_ou
             for (int64_t h = h0; h < h1; ++h) {
               for (int64_t w = w0; w < w1; ++w) sums[h * s.in_w + w] += share;
             }
-          }
-        }
-        T* plane = gi + p * s.in_h * s.in_w;
-        for (int64_t i = 0; i < s.in_h * s.in_w; ++i) plane[i] = down<T>(sums[i]);
-      }
-    });
-  });
-}
-
-void upsample2d(DType dtype, UpsampleMode mode, PlaneShape s, double scale_h, double scale_w, const void* in_data,
-                void* out_data) {
-  const std::vector<Tap> rows = taps(mode, s.in_h, s.out_h, scale_h);
-  const std::vector<Tap> cols = taps(mode, s.in_w, s.out_w, scale_w);
-  dispatch_floating(dtype, "upsample2d", [&](auto tag) {
-    using T = decltype(tag);
-    using A = Acc<T>;
-    const T* in = static_cast<const T*>(in_data);
-    T* out = static_cast<T*>(out_data);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const T* plane = in + p * s.in_h * s.in_w;
-        for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          const Tap& r = rows[oh];
-          for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            const Tap& c = cols[ow];
-            const A top = A(c.l0) * up(plane[r.i0 * s.in_w + c.i0]) + A(c.l1) * up(plane[r.i0 * s.in_w + c.i1]);
-            const A bottom = A(c.l0) * up(plane[r.i1 * s.in_w + c.i0]) + A(c.l1) * up(plane[r.i1 * s.in_w + c.i1]);
-            out[(p * s.out_h + oh) * s.out_w + ow] =
-                mode == UpsampleMode::kNearest ? plane[r.i0 * s.in_w + c.i0] : down<T>(A(r.l0) * top + A(r.l1) * bottom);
-          }
-        }
-      }
-    });
-  });
-}
-
-void upsample2d_backward(DType dtype, UpsampleMode mode, PlaneShape s, double scale_h, double scale_w,
-                         const void* grad_out, void* grad_in) {
-  const std::vector<Tap> rows = taps(mode, s.in_h, s.out_h, scale_h);
-  const std::vector<Tap> cols = taps(mode, s.in_w, s.out_w, scale_w);
-  dispatch_floating(dtype, "upsample2d_backward", [&](auto tag) {
-    using T = decltype(tag);
-    using A = Acc<T>;
-    const T* go = static_cast<const T*>(grad_out);
-    T* gi = static_cast<T*>(grad_in);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        std::vector<A> sums(s.in_h * s.in_w, A(0));
-        for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          const Tap& r = rows[oh];
-          for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            const Tap& c = cols[ow];
-            const A g = up(go[(p * s.out_h + oh) * s.out_w + ow]);
-            sums[r.i0 * s.in_w + c.i0] += A(r.l0) * A(c.l0) * g;
-            sums[r.i0 * s.in_w + c.i1] += A(r.l0) * A(c.l1) * g;
-            sums[r.i1 * s.in_w + c.i0] += A(r.l1) * A(c.l0) * g;
-            sums[r.i1 * s.in_w + c.i1] += A(r.l1) * A(c.l1) * g;
           }
         }
         T* plane = gi + p * s.in_h * s.in_w;

@@ -1,4 +1,4 @@
-// 2-D pooling and upsampling over contiguous [planes, height, width] device buffers (planes =
+// 2-D pooling over contiguous [planes, height, width] device buffers (planes =
 // batch * channels), forward and backward. Output sizes are computed by the caller.
 #pragma once
 
@@ -31,12 +31,5 @@ void avg_pool2d_backward(DType dtype, PlaneShape shape, Window2d window, bool co
 // Output cell o covers input [floor(o * in / out), ceil((o + 1) * in / out)).
 void adaptive_avg_pool2d(DType dtype, PlaneShape shape, const void* in, void* out);
 void adaptive_avg_pool2d_backward(DType dtype, PlaneShape shape, const void* grad_out, void* grad_in);
-
-// scale_h / scale_w: the user's scale factors, or <= 0 when the sizes define the mapping.
-enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBilinearAlignCorners };
-void upsample2d(DType dtype, UpsampleMode mode, PlaneShape shape, double scale_h, double scale_w, const void* in,
-                void* out);
-void upsample2d_backward(DType dtype, UpsampleMode mode, PlaneShape shape, double scale_h, double scale_w,
-                         const void* grad_out, void* grad_in);
 
 }  // namespace torchneuron::kernels

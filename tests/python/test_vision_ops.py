@@ -1,6 +1,7 @@
 """Native normalization, pooling and upsampling operators against CPU PyTorch, forward and
 backward: batch norm (train and eval, running statistics, mixed precision), group norm,
-max / average / adaptive average pooling, nearest / bilinear upsampling and grid_sample."""
+max / average / adaptive average pooling, upsampling (nearest, nearest-exact, linear,
+bilinear, bicubic, trilinear) and grid_sample."""
 
 import pytest
 import torch
@@ -131,6 +132,55 @@ def test_adaptive_avg_pool2d_matches_cpu(output_size):
 ])
 def test_upsample_matches_cpu(dtype, kwargs):
     compare(lambda x: F.interpolate(x, **kwargs), sample((2, 3, 6, 4), dtype), tol=1e-5)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape, kwargs", [
+    ((2, 3, 7), dict(size=13, mode="linear")),
+    ((2, 3, 7), dict(size=4, mode="linear", align_corners=True)),
+    ((2, 3, 7), dict(scale_factor=1.7, mode="linear")),
+    ((2, 3, 7), dict(size=12, mode="nearest")),
+    ((2, 3, 7), dict(size=5, mode="nearest-exact")),
+    ((2, 3, 5, 6), dict(size=(9, 11), mode="bicubic")),
+    ((2, 3, 5, 6), dict(size=(3, 4), mode="bicubic", align_corners=True)),
+    ((2, 3, 5, 6), dict(scale_factor=1.7, mode="bicubic")),
+    ((2, 3, 1, 6), dict(size=(4, 1), mode="bicubic")),
+    ((2, 3, 5, 6), dict(size=(7, 13), mode="nearest-exact")),
+    ((1, 2, 3, 4, 5), dict(size=(5, 7, 9), mode="trilinear")),
+    ((1, 2, 3, 4, 5), dict(size=(2, 3, 4), mode="trilinear", align_corners=True)),
+    ((1, 2, 3, 4, 5), dict(scale_factor=2, mode="nearest")),
+    ((1, 2, 3, 4, 5), dict(size=(4, 6, 7), mode="nearest-exact")),
+], ids=lambda v: v["mode"] + str(v.get("size", v.get("scale_factor"))) if isinstance(v, dict) else None)
+def test_upsample_1d_3d_bicubic_and_nearest_exact_match_cpu(dtype, shape, kwargs):
+    # Bicubic reads taps beyond the edges (clamped) and has negative weights; the half types
+    # accumulate in float, as CPU PyTorch does.
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    compare(lambda x: F.interpolate(x, **kwargs), sample(shape, dtype), tol=tol)
+
+
+def test_upsample_nearest_copies_uint8_and_keeps_channels_last_3d():
+    image = torch.randint(0, 256, (2, 3, 5, 6), dtype=torch.uint8)
+    for mode in ("nearest", "nearest-exact"):
+        assert torch.equal(F.interpolate(image.to("neuron"), size=(9, 13), mode=mode).cpu(),
+                           F.interpolate(image, size=(9, 13), mode=mode))
+    volume = sample((1, 2, 3, 4, 5)).contiguous(memory_format=torch.channels_last_3d)
+    outs = [F.interpolate(volume.to(device), scale_factor=2, mode="trilinear") for device in ("cpu", "neuron")]
+    assert outs[1].stride() == outs[0].stride()
+    assert_same(outs[1], outs[0])
+
+
+def test_upsample_rejects_bad_sizes_like_cpu():
+    aten = torch.ops.aten
+    x = torch.randn(2, 3, 5, device="neuron")
+    with pytest.raises(RuntimeError, match=r"sizes should be greater than 0, but got input \(W: 5\) and output \(W: 0\)"):
+        aten.upsample_linear1d(x, [0], False)
+    with pytest.raises(RuntimeError, match="It is expected input_size equals to 4, but got size 3"):
+        aten.upsample_bicubic2d(x, [4, 4], False)
+    with pytest.raises(RuntimeError, match="Expected grad_output to have the same shape as output"):
+        aten.upsample_trilinear3d_backward(torch.randn(1, 2, 4, 4, 5, device="neuron"), [4, 4, 4], [1, 2, 3, 3, 3], False)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):  # as on CPU
+        aten.upsample_linear1d(torch.ones(2, 3, 5, dtype=torch.long, device="neuron"), [4], False)
 
 
 @pytest.mark.usefixtures("no_fallback")
