@@ -1,7 +1,9 @@
 // Shape-building operators on neuron, composed on the host from native ops: eye, linspace,
 // roll, and reflection / replication padding (1-D to 3-D) with their backward ops. Padding
-// gathers rows with index_select and scatters gradients back with index_add.
+// gathers rows with index_select and scatters gradients back with index_add. Also
+// Tensor.unfold's backward, a kernel (csrc/kernels/patches).
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
@@ -11,6 +13,7 @@
 #include <ATen/ops/lt.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/rsub.h>
+#include <ATen/ops/unfold_backward_ops.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -18,7 +21,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "aten/cpu_fallback.h"
 #include "aten/neuron_tensor.h"
+#include "kernels/floating.h"
+#include "kernels/patches.h"
 
 namespace torchneuron::aten {
 namespace shapes {
@@ -151,6 +157,46 @@ at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
 
 }  // namespace
 
+// Tensor.unfold's backward: the kernel gathers, for each position, the window elements that
+// copied it.
+at::Tensor unfold_backward(const at::Tensor& grad_in, c10::IntArrayRef input_sizes, int64_t dim, int64_t size,
+                           int64_t step) {
+  const bool floating = has_kernel_dtype(grad_in.scalar_type()) && kernels::is_floating_dtype(to_kernel_dtype(grad_in.scalar_type()));
+  if (!floating || input_sizes.empty()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(unfold_backward)>::call(grad_in, input_sizes, dim,
+                                                                                              size, step);
+  }
+  dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
+  TORCH_CHECK(size > 0 && step > 0 && input_sizes[dim] >= size, "aten::unfold_backward: expected 0 < size <= ",
+              input_sizes[dim], " and step > 0, got size ", size, " and step ", step);
+  kernels::UnfoldShape shape;
+  shape.length = input_sizes[dim];
+  shape.windows = (shape.length - size) / step + 1;
+  shape.size = size;
+  shape.step = step;
+  std::vector<int64_t> expected(input_sizes.begin(), input_sizes.end());
+  expected[dim] = shape.windows;
+  expected.push_back(size);
+  TORCH_CHECK(grad_in.sizes() == c10::IntArrayRef(expected), "aten::unfold_backward: expected grad_in of sizes ",
+              c10::IntArrayRef(expected), ", got ", grad_in.sizes());
+  for (int64_t d = 0; d < dim; ++d) shape.outer *= input_sizes[d];
+  for (size_t d = dim + 1; d < input_sizes.size(); ++d) shape.inner *= input_sizes[d];
+  const at::Tensor g = grad_in.contiguous();
+  at::Tensor grad = at::empty(input_sizes, g.options());
+  if (grad.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(g.scalar_type());
+    const void* pg = g.data_ptr();
+    void* out = grad.data_ptr();
+    enqueue(grad, "aten::unfold_backward", {&g}, [=] { kernels::unfold_backward(dtype, shape, pg, out); });
+  }
+  return grad;
+}
+
+at::Tensor& unfold_backward_out(const at::Tensor& grad_in, c10::IntArrayRef input_sizes, int64_t dim, int64_t size,
+                                int64_t step, at::Tensor& out) {
+  return write_out(shapes::unfold_backward(grad_in, input_sizes, dim, size, step), out);
+}
+
 #define NEURON_PAD(name, MODE, SPATIAL)                                                                          \
   at::Tensor name(const at::Tensor& self, c10::IntArrayRef padding) {                                            \
     return pad("aten::" #name, MODE, self, padding, SPATIAL);                                                     \
@@ -181,6 +227,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.m_out", TORCH_FN(shapes::eye_m_out));
   m.impl("linspace.out", TORCH_FN(shapes::linspace_out));
   m.impl("roll", TORCH_FN(shapes::roll));
+  m.impl("unfold_backward", TORCH_FN(shapes::unfold_backward));
+  m.impl("unfold_backward.out", TORCH_FN(shapes::unfold_backward_out));
 #define REGISTER_PAD(name)                                              \
   m.impl(#name, TORCH_FN(shapes::name));                                \
   m.impl(#name ".out", TORCH_FN(shapes::name##_out));                   \

@@ -6,10 +6,12 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/col2im_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/grid_sampler_2d_backward_ops.h>
 #include <ATen/ops/grid_sampler_2d_ops.h>
+#include <ATen/ops/im2col_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/_upsample_nearest_exact1d_ops.h>
@@ -33,6 +35,7 @@
 #include "kernels/floating.h"
 #include "kernels/grid_sample.h"
 #include "kernels/norm.h"
+#include "kernels/patches.h"
 #include "kernels/pool.h"
 #include "kernels/upsample.h"
 
@@ -722,6 +725,116 @@ at::Tensor& upsample_out(Args... args, at::Tensor& out) {
   return write_out(functional(args...), out);
 }
 
+// ---- im2col / col2im (nn.Unfold / nn.Fold) -------------------------------------------------
+
+namespace {
+
+// The arguments as CPU PyTorch checks them; `image` holds (height, width) of the image, which
+// messages call `image_name`.
+kernels::PatchShape patch_shape(const char* op, const char* image_name, c10::IntArrayRef image, c10::IntArrayRef kernel_size,
+                                c10::IntArrayRef dilation, c10::IntArrayRef padding, c10::IntArrayRef stride) {
+  for (auto [name, arg] : {std::pair{"kernel_size", kernel_size}, std::pair{"dilation", dilation},
+                           std::pair{"padding", padding}, std::pair{"stride", stride}}) {
+    TORCH_CHECK(arg.size() == 2, op, ": It is expected ", name, " equals to 2, but got size ", arg.size());
+  }
+  TORCH_CHECK(kernel_size[0] > 0 && kernel_size[1] > 0, op, ": kernel size should be greater than zero, but got kernel_height: ",
+              kernel_size[0], " kernel_width: ", kernel_size[1]);
+  TORCH_CHECK(dilation[0] > 0 && dilation[1] > 0, op, ": dilation should be greater than zero, but got dilation_height: ",
+              dilation[0], " dilation_width: ", dilation[1]);
+  TORCH_CHECK(padding[0] >= 0 && padding[1] >= 0, op, ": padding should be non-negative, but got pad_height: ", padding[0],
+              " pad_width: ", padding[1]);
+  TORCH_CHECK(stride[0] > 0 && stride[1] > 0, op, ": stride should be greater than zero, but got stride_height: ",
+              stride[0], " stride_width: ", stride[1]);
+  kernels::PatchShape s;
+  s.height = image[0];
+  s.width = image[1];
+  s.kernel_h = kernel_size[0];
+  s.kernel_w = kernel_size[1];
+  s.dilation_h = dilation[0];
+  s.dilation_w = dilation[1];
+  s.pad_h = padding[0];
+  s.pad_w = padding[1];
+  s.stride_h = stride[0];
+  s.stride_w = stride[1];
+  TORCH_CHECK(s.blocks_h() >= 1 && s.blocks_w() >= 1, op, ": Given ", image_name,
+              image, ", kernel_size=", kernel_size, ", dilation=", dilation, ", padding=", padding,
+              ", calculated shape of the array of sliding blocks as (", s.blocks_h(), ", ", s.blocks_w(),
+              "), but its components must be at least one.");
+  return s;
+}
+
+}  // namespace
+
+at::Tensor im2col(const at::Tensor& input, c10::IntArrayRef kernel_size, c10::IntArrayRef dilation,
+                  c10::IntArrayRef padding, c10::IntArrayRef stride) {
+  if (!floating(input) && !(has_kernel_dtype(input.scalar_type()) && kernels::is_complex(to_kernel_dtype(input.scalar_type())))) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(im2col)>::call(input, kernel_size, dilation,
+                                                                                      padding, stride);
+  }
+  const bool batched = input.dim() == 4;
+  TORCH_CHECK((input.dim() == 3 || batched) && input.size(-1) > 0 && input.size(-2) > 0 && input.size(-3) > 0,
+              "aten::im2col: Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
+              "dimensions for input, but got: ", input.sizes());
+  kernels::PatchShape s = patch_shape("aten::im2col", "input with spatial size ", input.sizes().slice(input.dim() - 2), kernel_size, dilation, padding, stride);
+  s.batch = batched ? input.size(0) : 1;
+  s.channels = input.size(-3);
+  const at::Tensor x = input.contiguous();
+  std::vector<int64_t> sizes{s.channels * s.kernel_h * s.kernel_w, s.blocks_h() * s.blocks_w()};
+  if (batched) sizes.insert(sizes.begin(), s.batch);
+  at::Tensor columns = at::empty(sizes, x.options());
+  if (columns.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const void* px = x.data_ptr();
+    void* pc = columns.data_ptr();
+    enqueue(columns, "aten::im2col", {&x}, [=] { kernels::im2col(dtype, s, px, pc); });
+  }
+  return columns;
+}
+
+at::Tensor col2im(const at::Tensor& input, c10::IntArrayRef output_size, c10::IntArrayRef kernel_size,
+                  c10::IntArrayRef dilation, c10::IntArrayRef padding, c10::IntArrayRef stride) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(col2im)>::call(input, output_size, kernel_size,
+                                                                                      dilation, padding, stride);
+  }
+  TORCH_CHECK(output_size.size() == 2, "aten::col2im: It is expected output_size equals to 2, but got size ", output_size.size());
+  const bool batched = input.dim() == 3;
+  TORCH_CHECK((input.dim() == 2 || batched) && input.size(-1) > 0 && input.size(-2) > 0,
+              "aten::col2im: Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+              "dimensions for input, but got: ", input.sizes());
+  kernels::PatchShape s = patch_shape("aten::col2im", "output_size=", output_size, kernel_size, dilation, padding, stride);
+  const int64_t taps = s.kernel_h * s.kernel_w;
+  TORCH_CHECK(input.size(-2) % taps == 0, "aten::col2im: Expected size of input's dimension 1 to be divisible by the "
+              "product of kernel_size, but got input.size(1)=", input.size(-2), " and kernel_size=", kernel_size, ".");
+  TORCH_CHECK(input.size(-1) == s.blocks_h() * s.blocks_w(), "aten::col2im: Given output_size=", output_size,
+              ", kernel_size=", kernel_size, ", dilation=", dilation, ", padding=", padding, ", stride=", stride,
+              ", expected size of input's dimension 2 to match the calculated number of sliding blocks ", s.blocks_h(),
+              " * ", s.blocks_w(), " = ", s.blocks_h() * s.blocks_w(), ", but got input.size(2)=", input.size(-1), ".");
+  s.batch = batched ? input.size(0) : 1;
+  s.channels = input.size(-2) / taps;
+  const at::Tensor columns = input.contiguous();
+  std::vector<int64_t> sizes{s.channels, s.height, s.width};
+  if (batched) sizes.insert(sizes.begin(), s.batch);
+  at::Tensor image = at::empty(sizes, columns.options());
+  if (image.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(columns.scalar_type());
+    const void* pc = columns.data_ptr();
+    void* pi = image.data_ptr();
+    enqueue(image, "aten::col2im", {&columns}, [=] { kernels::col2im(dtype, s, pc, pi); });
+  }
+  return image;
+}
+
+at::Tensor& im2col_out(const at::Tensor& input, c10::IntArrayRef kernel_size, c10::IntArrayRef dilation,
+                       c10::IntArrayRef padding, c10::IntArrayRef stride, at::Tensor& out) {
+  return write_out(vision::im2col(input, kernel_size, dilation, padding, stride), out);
+}
+
+at::Tensor& col2im_out(const at::Tensor& input, c10::IntArrayRef output_size, c10::IntArrayRef kernel_size,
+                       c10::IntArrayRef dilation, c10::IntArrayRef padding, c10::IntArrayRef stride, at::Tensor& out) {
+  return write_out(vision::col2im(input, output_size, kernel_size, dilation, padding, stride), out);
+}
+
 // ---- grid_sampler_2d -----------------------------------------------------------------------
 // Bilinear and nearest natively; bicubic takes the counted CPU fallback.
 
@@ -810,6 +923,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("avg_pool2d_backward.grad_input", TORCH_FN(vision::avg_pool2d_backward_out));
   m.impl("_adaptive_avg_pool2d", TORCH_FN(vision::adaptive_avg_pool2d));
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(vision::adaptive_avg_pool2d_backward));
+  m.impl("im2col", TORCH_FN(vision::im2col));
+  m.impl("im2col.out", TORCH_FN(vision::im2col_out));
+  m.impl("col2im", TORCH_FN(vision::col2im));
+  m.impl("col2im.out", TORCH_FN(vision::col2im_out));
   m.impl("upsample_nearest1d", TORCH_FN(vision::upsample_nearest1d));
   m.impl("upsample_nearest1d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest1d, const at::Tensor&, c10::IntArrayRef, std::optional<double>>)));
   m.impl("upsample_nearest1d_backward", TORCH_FN(vision::upsample_nearest1d_backward));

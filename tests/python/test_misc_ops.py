@@ -1,7 +1,7 @@
 """Assorted native operators against CPU PyTorch: eye, linspace, roll, reflection and
 replication padding with gradients, addmv / dot, cumprod, index_add / index_copy /
 index_fill, masked_scatter, one_hot (scatter with a value), and integer / Bernoulli sampling
-on the device RNG."""
+on the device RNG, and Tensor.unfold's backward."""
 
 import pytest
 import torch
@@ -102,3 +102,22 @@ def test_integer_and_bernoulli_sampling(no_fallback):
     assert abs(torch.empty(20000, device="neuron").bernoulli_(0.25).mean().item() - 0.25) < 0.02
     with pytest.raises(RuntimeError, match="'from' to be less than 'to'"):
         torch.empty(3, device="neuron").random_(5, 5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape, dim, size, step", [
+    ((3, 10), 1, 4, 1),  # overlapping windows: positions sum several gradients
+    ((3, 10), 1, 4, 3),  # the last position no window reaches
+    ((2, 9, 3), 1, 2, 4),  # gaps between windows
+    ((8, 2, 3), 0, 8, 1),  # one window
+    ((4, 5), -1, 5, 2),
+])
+def test_tensor_unfold_backward_matches_cpu(dtype, shape, dim, size, step, no_fallback):
+    x = sample(shape, dtype)
+    grads = []
+    for device in ("cpu", "neuron"):
+        leaf = x.detach().to(device).requires_grad_()
+        windows = leaf.unfold(dim, size, step)
+        windows.backward(sample(windows.shape, dtype, seed=3).to(device))
+        grads.append(leaf.grad)
+    assert_same(grads[1], grads[0])

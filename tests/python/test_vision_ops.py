@@ -1,7 +1,7 @@
 """Native normalization, pooling and upsampling operators against CPU PyTorch, forward and
 backward: batch norm (train and eval, running statistics, mixed precision), group norm,
 max / average / adaptive average pooling, upsampling (nearest, nearest-exact, linear,
-bilinear, bicubic, trilinear) and grid_sample."""
+bilinear, bicubic, trilinear), grid_sample, and nn.Unfold / nn.Fold (im2col / col2im)."""
 
 import pytest
 import torch
@@ -254,3 +254,31 @@ def test_spatial_transformer_and_bicubic_fallback():
     compare(lambda t, a: F.grid_sample(t, F.affine_grid(a, (2, 3, 6, 6), align_corners=False), mode="bicubic",
                                        align_corners=False), x, theta)
     assert set(torchneuron.fallback_report()) == {"aten::grid_sampler_2d", "aten::grid_sampler_2d_backward"}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape, kwargs", [
+    ((2, 3, 6, 7), dict(kernel_size=2)),
+    ((2, 3, 6, 7), dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2))),
+    ((3, 5, 5), dict(kernel_size=3, padding=1)),  # no batch dimension
+    ((1, 2, 8, 8), dict(kernel_size=4, stride=4)),  # patches, as a ViT embeds them
+])
+def test_unfold_and_fold_match_cpu(dtype, shape, kwargs):
+    compare(lambda x: F.unfold(x, **kwargs), sample(shape, dtype))
+    columns = F.unfold(sample(shape), **kwargs).to(dtype)
+    compare(lambda c: F.fold(c, shape[-2:], **kwargs), columns)  # overlapping windows sum
+
+
+def test_unfold_copies_complex_and_rejects_bad_arguments_like_cpu():
+    x = torch.randn(2, 3, 5, 6, dtype=torch.complex64)
+    assert torch.equal(F.unfold(x.to("neuron"), 2, padding=1).cpu(), F.unfold(x, 2, padding=1))
+    image = torch.randn(2, 3, 5, 6, device="neuron")
+    with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
+        torch.ops.aten.im2col(image, [0, 2], [1, 1], [0, 0], [1, 1])
+    with pytest.raises(RuntimeError, match=r"calculated shape of the array of sliding blocks as \(-1, 5\)"):
+        torch.ops.aten.im2col(image, [7, 2], [1, 1], [0, 0], [1, 1])
+    with pytest.raises(RuntimeError, match="divisible by the product of kernel_size"):
+        F.fold(torch.randn(2, 10, 20, device="neuron"), (5, 6), 2)
+    with pytest.raises(RuntimeError, match="match the calculated number of sliding blocks 4 \\* 5 = 20"):
+        F.fold(torch.randn(2, 12, 21, device="neuron"), (5, 6), 2)
