@@ -1,4 +1,5 @@
 // Factories, metadata ops (views, resize_, set_) and data fills that run natively on neuron.
+#include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
@@ -350,6 +351,31 @@ at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replace
   enqueue(out, "aten::multinomial", {&probs}, [=] {
     kernels::multinomial(dtype, rows, categories, pp, num_samples, replacement, stream, po);
   });
+  return out;
+}
+
+// Drawn as int64 on the device, then converted for other dtypes; the checks are CPU PyTorch's.
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  const c10::ScalarType dtype = out.scalar_type();
+  TORCH_CHECK(dtype != at::kBool && !at::isComplexType(dtype) && has_kernel_dtype(dtype), "\"randperm\" not implemented for '",
+              c10::toString(dtype), "'");
+  if (dtype == at::kFloat) TORCH_CHECK(n <= (int64_t{1} << 24) + 1, "n cannot be greater than 2^24+1 for Float type.");
+  if (dtype == at::kHalf) TORCH_CHECK(n <= 2049, "n cannot be greater than 2049 for Half type.");
+  if (dtype == at::kDouble) TORCH_CHECK(n <= (int64_t{1} << 53) + 1, "n cannot be greater than 2^53+1 for Double type.");
+  if (at::isIntegralType(dtype, false) && n > 0) {
+    AT_DISPATCH_INTEGRAL_TYPES(dtype, "randperm", [&] {
+      TORCH_CHECK(n - 1 <= static_cast<int64_t>(std::numeric_limits<scalar_t>::max()), "value cannot be converted to type ",
+                  c10::CppTypeToScalarType<scalar_t>::value, " without overflow");
+    });
+  }
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  at::Tensor perm = dtype == at::kLong && out.is_contiguous() ? out : at::empty({n}, out.options().dtype(at::kLong));
+  const runtime::PhiloxStream stream = reserve_stream(out, generator, kernels::randperm_words_needed(n));
+  auto* pp = perm.mutable_data_ptr<int64_t>();
+  enqueue(perm, "aten::randperm", {}, [=] { kernels::randperm(n, stream, pp); });
+  if (!perm.is_same(out)) out.copy_(perm);
   return out;
 }
 

@@ -56,6 +56,7 @@ at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, s
 at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> generator);
 at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> generator);
 at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> generator);
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& out);
 at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> generator);
 at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> generator);
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> generator);

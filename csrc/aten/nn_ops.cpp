@@ -749,6 +749,11 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src, bool add,
                   at::Tensor& result, const char* name,
                   std::optional<kernels::ScatterReduceOp> reduce = std::nullopt) {
+  if (self.dim() == 0 && index.dim() <= 1 && src.dim() <= 1) {  // as one-element 1-D tensors (autograd's 0-dim backward)
+    if (!result.is_same(self)) at::native::resize_output(result, {});
+    at::Tensor result_line = result.view({1});
+    return scatter_into(self.view({1}), dim, index.reshape({-1}), src.reshape({-1}), add, result_line, name, reduce);
+  }
   if (self.dim() == 0 || index.dim() == 0 || !has_kernel_dtype(self.scalar_type()) ||
       c10::isComplexType(self.scalar_type()) || src.scalar_type() != self.scalar_type() ||
       result.scalar_type() != self.scalar_type() || index.device() != self.device() || src.device() != self.device()) {

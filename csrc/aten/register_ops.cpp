@@ -43,6 +43,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
   m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
   m.impl("multinomial", TORCH_FN(multinomial));
+  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
   m.impl("random_.from", TORCH_FN(random_from_));
   m.impl("random_.to", TORCH_FN(random_to_));
   m.impl("random_", TORCH_FN(random_));

@@ -1,6 +1,7 @@
 // Selection operators on neuron: argmax / argmin, max / min along a dim with indices, sort,
-// topk, and unique (composed from sort). The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
+// topk, searchsorted / bucketize, and unique, kthvalue, median and nanmedian (composed from sort). The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
 // contiguous copy of the input.
+#include <ATen/ScalarOps.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -20,6 +21,22 @@
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/sort_ops.h>
 #include <ATen/ops/topk_ops.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/floor_divide.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/kthvalue_ops.h>
+#include <ATen/ops/median_ops.h>
+#include <ATen/ops/nanmedian_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/searchsorted_ops.h>
+#include <ATen/ops/sort.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -257,6 +274,206 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bo
   return {values, inverse, counts};
 }
 
+// ---- order statistics (kthvalue, median, nanmedian), composed from a stable sort ---------------
+// Among equal values, which one's index is returned is unspecified in PyTorch (CPU's
+// nth_element picks one); here it is the one a stable sort puts at the position.
+
+namespace {
+
+enum class OrderStatistic { kKth, kMedian, kNanMedian };
+
+std::tuple<at::Tensor, at::Tensor> order_statistic(const char* op, OrderStatistic kind, const at::Tensor& self, int64_t k,
+                                                   int64_t dim, bool keepdim) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
+  if (kind == OrderStatistic::kKth) {
+    TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", dim);
+  } else {
+    TORCH_CHECK(n > 0, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
+  }
+  if (self.dim() == 0) return {self.clone(), at::zeros({}, self.options().dtype(at::kLong))};
+  std::vector<int64_t> reduced(self.sizes().begin(), self.sizes().end());
+  reduced[dim] = 1;
+  if (self.numel() == 0) {
+    at::Tensor values = at::empty(reduced, self.options()), indices = at::empty(reduced, self.options().dtype(at::kLong));
+    return keepdim ? std::tuple{values, indices} : std::tuple{values.squeeze(dim), indices.squeeze(dim)};
+  }
+  auto [sorted, order] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
+  at::Tensor position;  // [.., 1, ..] int64: where the statistic sits in each sorted line
+  if (kind == OrderStatistic::kKth || !at::isFloatingType(self.scalar_type())) {
+    const int64_t at_position = kind == OrderStatistic::kKth ? k - 1 : (n - 1) / 2;
+    position = at::full(reduced, at_position, self.options().dtype(at::kLong));
+  } else {
+    // NaNs sort last, in their original order. median: the first NaN where a line has one;
+    // nanmedian: the lower median of the numbers (the first NaN of an all-NaN line).
+    const at::Tensor nans = at::sum(at::isnan(self), {dim}, /*keepdim=*/true, at::kLong);
+    const at::Tensor numbers = at::rsub(nans, n);
+    if (kind == OrderStatistic::kMedian) {
+      position = at::where(at::gt(nans, 0), numbers, at::full(reduced, (n - 1) / 2, nans.options()));
+    } else {
+      position = at::clamp_min(at::floor_divide(at::sub(numbers, 1), 2), 0);
+    }
+  }
+  at::Tensor values = at::gather(sorted, dim, position), indices = at::gather(order, dim, position);
+  if (!keepdim) {
+    values = values.squeeze(dim);
+    indices = indices.squeeze(dim);
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> write_pair(const std::tuple<at::Tensor, at::Tensor>& result, at::Tensor& values,
+                                                at::Tensor& indices) {
+  at::native::resize_output(values, std::get<0>(result).sizes());
+  at::native::resize_output(indices, std::get<1>(result).sizes());
+  values.copy_(std::get<0>(result));
+  indices.copy_(std::get<1>(result));
+  return {values, indices};
+}
+
+bool sortable(const at::Tensor& t) { return kernel_can_take(t) && t.scalar_type() != at::kBool; }
+
+}  // namespace
+
+std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
+                                                  at::Tensor& values, at::Tensor& indices) {
+  if (!sortable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(kthvalue, values)>::call(self, k, dim, keepdim,
+                                                                                              values, indices);
+  }
+  return write_pair(order_statistic("kthvalue", OrderStatistic::kKth, self, k, dim, keepdim), values, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                                    at::Tensor& indices) {
+  if (!sortable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(median, dim_values)>::call(self, dim, keepdim,
+                                                                                                 values, indices);
+  }
+  return write_pair(order_statistic("median", OrderStatistic::kMedian, self, 0, dim, keepdim), values, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                       at::Tensor& values, at::Tensor& indices) {
+  if (!sortable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nanmedian, dim_values)>::call(self, dim, keepdim,
+                                                                                                    values, indices);
+  }
+  return write_pair(order_statistic("nanmedian", OrderStatistic::kNanMedian, self, 0, dim, keepdim), values, indices);
+}
+
+// The whole tensor's median (the value only).
+at::Tensor median(const at::Tensor& self) {
+  if (!sortable(self) || self.numel() == 0) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(median)>::call(self);
+  }
+  return std::get<0>(order_statistic("median", OrderStatistic::kMedian, self.reshape({-1}), 0, 0, false));
+}
+
+at::Tensor nanmedian(const at::Tensor& self) {
+  if (!sortable(self) || self.numel() == 0) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(nanmedian)>::call(self);
+  }
+  return std::get<0>(order_statistic("nanmedian", OrderStatistic::kNanMedian, self.reshape({-1}), 0, 0, false));
+}
+
+// ---- searchsorted / bucketize ------------------------------------------------------------------
+
+namespace {
+
+at::Tensor search(const at::Tensor& boundaries, const at::Tensor& values, bool out_int32, bool right,
+                  std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter_arg) {
+  TORCH_CHECK(!side.has_value() || *side == "left" || *side == "right",
+              "torch.searchsorted(): side can only be 'left' or 'right' but got ", *side);
+  TORCH_CHECK(!side.has_value() || !right || *side == "right", "torch.searchsorted(): side and right can't be set to "
+              "opposites, got side of ", *side, " while right was True");
+  right = right || (side.has_value() && *side == "right");
+  TORCH_CHECK(boundaries.dim() > 0, "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
+  const bool shared = boundaries.dim() == 1;
+  TORCH_CHECK(shared || (boundaries.dim() == values.dim() &&
+                         boundaries.sizes().slice(0, boundaries.dim() - 1) == values.sizes().slice(0, values.dim() - 1)),
+              "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
+              "tensor and input value tensor must match, but we got boundaries tensor ", boundaries.sizes(),
+              " and input value tensor ", values.sizes());
+  at::Tensor sorter;
+  if (sorter_arg.has_value() && sorter_arg->defined()) {
+    TORCH_CHECK(sorter_arg->scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype ",
+                sorter_arg->scalar_type());
+    TORCH_CHECK(sorter_arg->sizes() == boundaries.sizes(), "torch.searchsorted(): boundary and sorter must have the same "
+                "size, but got boundary tensor ", boundaries.sizes(), "and got sorter tensor ", sorter_arg->sizes());
+    check_same_device("aten::searchsorted", boundaries.device(), {&*sorter_arg});
+    sorter = sorter_arg->contiguous();
+  }
+  check_same_device("aten::searchsorted", boundaries.device(), {&values});
+  const c10::ScalarType common = at::result_type(boundaries, values);
+  const at::Tensor seq = boundaries.to(common).contiguous(), vals = values.to(common).contiguous();
+  at::Tensor out = at::empty(values.sizes(), values.options().dtype(out_int32 ? at::kInt : at::kLong));
+  kernels::SearchShape shape;
+  shape.shared = shared;
+  shape.length = boundaries.size(-1);
+  shape.per_row = shared ? values.numel() : (values.dim() == 0 ? 1 : values.size(-1));
+  shape.rows = shared || shape.per_row == 0 ? 1 : values.numel() / shape.per_row;
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(common);
+    const void* ps = seq.data_ptr();
+    const void* pv = vals.data_ptr();
+    const int64_t* po = sorter.defined() ? sorter.const_data_ptr<int64_t>() : nullptr;
+    void* pout = out.data_ptr();
+    enqueue(out, "aten::searchsorted", {&seq, &vals, &sorter},
+            [=] { kernels::searchsorted(dtype, shape, ps, po, pv, right, out_int32, pout); });
+  }
+  return out;
+}
+
+bool searchable(const at::Tensor& boundaries, const at::Tensor& values) {
+  return sortable(boundaries) && sortable(values);
+}
+
+at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+}  // namespace
+
+at::Tensor searchsorted(const at::Tensor& boundaries, const at::Tensor& values, bool out_int32, bool right,
+                        std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  if (!searchable(boundaries, values)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(searchsorted, Tensor)>::call(
+        boundaries, values, out_int32, right, side, sorter);
+  }
+  return search(boundaries, values, out_int32, right, side, sorter);
+}
+
+at::Tensor& searchsorted_out(const at::Tensor& boundaries, const at::Tensor& values, bool out_int32, bool right,
+                             std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter, at::Tensor& out) {
+  return write_out(select::searchsorted(boundaries, values, out_int32, right, side, sorter), out);
+}
+
+at::Tensor searchsorted_scalar(const at::Tensor& boundaries, const at::Scalar& value, bool out_int32, bool right,
+                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  return select::searchsorted(boundaries, at::scalar_to_tensor(value, boundaries.device()), out_int32, right, side, sorter);
+}
+
+at::Tensor& searchsorted_scalar_out(const at::Tensor& boundaries, const at::Scalar& value, bool out_int32, bool right,
+                                    std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                                    at::Tensor& out) {
+  return write_out(select::searchsorted_scalar(boundaries, value, out_int32, right, side, sorter), out);
+}
+
+at::Tensor bucketize(const at::Tensor& values, const at::Tensor& boundaries, bool out_int32, bool right) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
+  return select::searchsorted(boundaries, values, out_int32, right, std::nullopt, std::nullopt);
+}
+
+at::Tensor& bucketize_out(const at::Tensor& values, const at::Tensor& boundaries, bool out_int32, bool right, at::Tensor& out) {
+  return write_out(select::bucketize(values, boundaries, out_int32, right), out);
+}
+
+at::Tensor bucketize_scalar(const at::Scalar& value, const at::Tensor& boundaries, bool out_int32, bool right) {
+  return select::bucketize(at::scalar_to_tensor(value, boundaries.device()), boundaries, out_int32, right);
+}
+
 }  // namespace select
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -273,6 +490,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("topk", TORCH_FN(select::topk));
   m.impl("topk.values", TORCH_FN(select::topk_out));
   m.impl("_unique2", TORCH_FN(select::unique));
+  m.impl("kthvalue.values", TORCH_FN(select::kthvalue_out));
+  m.impl("median.dim_values", TORCH_FN(select::median_dim_out));
+  m.impl("median", TORCH_FN(select::median));
+  m.impl("nanmedian.dim_values", TORCH_FN(select::nanmedian_dim_out));
+  m.impl("nanmedian", TORCH_FN(select::nanmedian));
+  m.impl("searchsorted.Tensor", TORCH_FN(select::searchsorted));
+  m.impl("searchsorted.Tensor_out", TORCH_FN(select::searchsorted_out));
+  m.impl("searchsorted.Scalar", TORCH_FN(select::searchsorted_scalar));
+  m.impl("searchsorted.Scalar_out", TORCH_FN(select::searchsorted_scalar_out));
+  m.impl("bucketize.Tensor", TORCH_FN(select::bucketize));
+  m.impl("bucketize.Tensor_out", TORCH_FN(select::bucketize_out));
+  m.impl("bucketize.Scalar", TORCH_FN(select::bucketize_scalar));
 }
 
 }  // namespace torchneuron::aten

@@ -251,4 +251,15 @@ void multinomial(DType dtype, int64_t rows, int64_t categories, const void* prob
   });
 }
 
+uint64_t randperm_words_needed(int64_t n) { return n > 1 ? (static_cast<uint64_t>(n - 1) * 2 + 3) / 4 * 4 : 0; }
+
+void randperm(int64_t n, PhiloxStream stream, int64_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = i;
+  WordReader reader(stream);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(reader.next64() % static_cast<uint64_t>(i + 1));
+    std::swap(out[i], out[j]);
+  }
+}
+
 }  // namespace torchneuron::kernels

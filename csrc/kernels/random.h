@@ -37,4 +37,9 @@ uint64_t multinomial_words_needed(int64_t rows, int64_t categories, int64_t samp
 void multinomial(DType dtype, int64_t rows, int64_t categories, const void* probs, int64_t samples, bool replacement,
                  runtime::PhiloxStream stream, int64_t* out);
 
+// A uniformly random permutation of [0, n) into int64 out: Fisher-Yates, swap i with a
+// position drawn from [0, i] by a 64-bit word each (a modulo bias under n / 2^64).
+uint64_t randperm_words_needed(int64_t n);
+void randperm(int64_t n, runtime::PhiloxStream stream, int64_t* out);
+
 }  // namespace torchneuron::kernels

@@ -139,4 +139,44 @@ void topk(DType dtype, SoftmaxShape s, int64_t k, bool largest, const void* in, 
   });
 }
 
+void searchsorted(DType dtype, const SearchShape& s, const void* sorted, const int64_t* sorter, const void* values,
+                  bool right, bool out_int32, void* out) {
+  if (sorter != nullptr) {
+    const int64_t entries = (s.shared ? 1 : s.rows) * s.length;
+    for (int64_t i = 0; i < entries; ++i) {
+      if (sorter[i] < 0 || sorter[i] >= s.length) throw runtime::KernelError("torch.searchsorted(): sorter index out of range");
+    }
+  }
+  dispatch_real_dtype(dtype, "searchsorted", [&](auto tag) {
+    using T = decltype(tag);
+    // Half types compare as float; the comparisons are CPU PyTorch's (!(entry >= v) moves right).
+    using C = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+    const T* seq = static_cast<const T*>(sorted);
+    const T* vals = static_cast<const T*>(values);
+    parallel_for(s.rows * s.per_row, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t row = s.shared ? 0 : i / s.per_row;
+        const T* line = seq + row * s.length;
+        const int64_t* order = sorter == nullptr ? nullptr : sorter + row * s.length;
+        const C v = static_cast<C>(vals[i]);
+        int64_t lo = 0, hi = s.length;
+        while (lo < hi) {
+          const int64_t mid = lo + ((hi - lo) >> 1);
+          const C entry = static_cast<C>(line[order == nullptr ? mid : order[mid]]);
+          if (right ? !(entry > v) : !(entry >= v)) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        if (out_int32) {
+          static_cast<int32_t*>(out)[i] = static_cast<int32_t>(lo);
+        } else {
+          static_cast<int64_t*>(out)[i] = lo;
+        }
+      }
+    });
+  });
+}
+
 }  // namespace torchneuron::kernels

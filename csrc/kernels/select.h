@@ -21,4 +21,16 @@ void sort(DType dtype, SoftmaxShape shape, bool stable, bool descending, const v
 // values and indices are [outer, k, inner], in sorted order (largest first when `largest`).
 void topk(DType dtype, SoftmaxShape shape, int64_t k, bool largest, const void* in, void* values, int64_t* indices);
 
+// searchsorted: each value's insertion index into its row of `sorted` (the first position whose
+// entry is >= the value, or > it when `right`; a NaN value goes last, as on CPU). Row r of
+// values ([rows, per_row]) searches row r of sorted ([rows, length]), or the one row of a shared
+// sequence. sorter (may be null): int64 [rows or 1, length], the positions that sort each row;
+// an entry outside [0, length) raises KernelError. out: int64, or int32 when out_int32.
+struct SearchShape {
+  int64_t rows = 1, length = 0, per_row = 0;
+  bool shared = true;
+};
+void searchsorted(DType dtype, const SearchShape& shape, const void* sorted, const int64_t* sorter, const void* values,
+                  bool right, bool out_int32, void* out);
+
 }  // namespace torchneuron::kernels

@@ -298,3 +298,30 @@ def test_multinomial_errors():
         torch.multinomial(torch.tensor(probs, device="neuron"), 2, replacement=replacement)
         with pytest.raises(torch.AcceleratorError, match=message):
             torch.neuron.synchronize()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32], ids=str)
+def test_randperm_is_a_uniform_permutation_and_reproducible(dtype, no_fallback):
+    torch.manual_seed(7)
+    first = [torch.randperm(6, dtype=dtype, device="neuron").cpu() for _ in range(6000)]
+    torch.manual_seed(7)
+    assert torch.equal(torch.randperm(6, dtype=dtype, device="neuron").cpu(), first[0])
+    for p in first[:50]:
+        assert p.dtype == dtype and torch.equal(p.sort().values, torch.arange(6, dtype=dtype))
+    # Where element 0 lands: uniform over 6 places (within 4 sigma over 6000 draws).
+    places = torch.stack(first).eq(0).float().argmax(dim=1)
+    counts = torch.bincount(places, minlength=6).double()
+    sigma = (6000 * (1 / 6) * (5 / 6)) ** 0.5
+    assert (counts - 1000).abs().max() < 4 * sigma
+    big = torch.randperm(100_000, device="neuron", generator=torch.Generator("neuron").manual_seed(3)).cpu()
+    assert torch.equal(big.sort().values, torch.arange(100_000))
+    assert torch.randperm(0, device="neuron").numel() == 0
+
+
+def test_randperm_errors_like_cpu():
+    with pytest.raises(RuntimeError, match="n must be non-negative"):
+        torch.ops.aten.randperm.generator_out(-1, generator=None, out=torch.empty(0, dtype=torch.long, device="neuron"))
+    with pytest.raises(RuntimeError, match="n cannot be greater than 2049 for Half type"):
+        torch.randperm(3000, dtype=torch.half, device="neuron")
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.randperm(300, dtype=torch.uint8, device="neuron")

@@ -111,3 +111,81 @@ def test_unique_with_inverse_and_counts(dtype, no_fallback):
     ref = torch.unique(x, return_inverse=True, return_counts=True)
     for g, r in zip(got, ref):
         assert_same(g, r)
+
+
+def with_nans(shape, seed=0):
+    x = ties(shape, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    x[torch.rand(shape, generator=g) < 0.2] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("dim, keepdim", [(1, False), (0, True), (-1, True)])
+def test_kthvalue_median_nanmedian_match_cpu(dtype, dim, keepdim, no_fallback):
+    # Among tied values CPU PyTorch's index is unspecified: indices are checked to point at
+    # elements equal to the value (NaN at NaN), values against CPU.
+    x = (with_nans((5, 7, 3)) if dtype.is_floating_point else ties((5, 7, 3))).to(dtype)
+    xd = x.to("neuron")
+    n = x.shape[dim]
+    calls = [lambda t: torch.median(t, dim, keepdim), lambda t: torch.nanmedian(t, dim, keepdim)]
+    calls += [lambda t, k=k: torch.kthvalue(t, k, dim, keepdim) for k in (1, (n + 1) // 2, n)]
+    for call in calls:
+        cpu, dev = call(x), call(xd)
+        assert_same(dev.values, cpu.values)
+        picked = xd.gather(dim, dev.indices if keepdim else dev.indices.unsqueeze(dim))
+        assert_same(picked if keepdim else picked.squeeze(dim), cpu.values)
+    assert_same(torch.median(xd), torch.median(x))
+    assert_same(torch.nanmedian(xd), torch.nanmedian(x))
+
+
+def test_median_of_nan_line_points_at_its_first_nan(no_fallback):
+    x = torch.tensor([[3.0, float("nan"), 1.0, 2.0, float("nan")], [float("nan")] * 5])
+    cpu, dev = torch.median(x, 1), torch.median(x.to("neuron"), 1)
+    assert_same(dev.values, cpu.values)
+    assert torch.equal(dev.indices.cpu(), cpu.indices)
+    cpu, dev = torch.nanmedian(x, 1), torch.nanmedian(x.to("neuron"), 1)  # an all-NaN line: any NaN's index
+    assert_same(dev.values, cpu.values)
+    assert dev.indices[0].item() == cpu.indices[0].item() and 0 <= dev.indices[1].item() < 5
+    with pytest.raises(RuntimeError, match="selected number k out of range"):
+        torch.kthvalue(x.to("neuron"), 6, 1)
+    with pytest.raises(RuntimeError, match="Expected reduction dim 0 to have non-zero size"):
+        torch.median(torch.empty(0, 3, device="neuron"), 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_and_bucketize_match_cpu(dtype, side, no_fallback):
+    g = torch.Generator().manual_seed(0)
+    boundaries = torch.randint(-20, 20, (30,), generator=g).sort().values.to(dtype)
+    values = torch.randint(-25, 25, (4, 9), generator=g).to(dtype)
+    rows = torch.randint(-20, 20, (4, 6), generator=g).sort(dim=1).values.to(dtype)
+    right = side == "right"
+    for args, kwargs in [((boundaries, values), dict(side=side)), ((rows, values), dict(right=right)),
+                         ((boundaries, values), dict(side=side, out_int32=True))]:
+        expected = torch.searchsorted(*args, **kwargs)
+        assert torch.equal(torch.searchsorted(*[a.to("neuron") for a in args], **kwargs).cpu(), expected)
+    shuffled = boundaries[torch.randperm(30, generator=g)]
+    sorter = shuffled.argsort(stable=True)
+    expected = torch.searchsorted(shuffled, values, side=side, sorter=sorter)
+    assert torch.equal(torch.searchsorted(shuffled.to("neuron"), values.to("neuron"), side=side,
+                                          sorter=sorter.to("neuron")).cpu(), expected)
+    assert torch.equal(torch.bucketize(values.to("neuron"), boundaries.to("neuron"), right=right).cpu(),
+                       torch.bucketize(values, boundaries, right=right))
+    assert torch.equal(torch.searchsorted(boundaries.to("neuron"), 3).cpu(), torch.searchsorted(boundaries, 3))
+
+
+def test_searchsorted_handles_nan_mixed_dtypes_and_rejects_bad_input_like_cpu(no_fallback):
+    boundaries, values = torch.tensor([1.0, 2.0, 2.0, 3.0]), torch.tensor([2.0, float("nan"), -float("inf"), 2.5])
+    for right in (False, True):
+        assert torch.equal(torch.searchsorted(boundaries.to("neuron"), values.double().to("neuron"), right=right).cpu(),
+                           torch.searchsorted(boundaries, values.double(), right=right))
+    b = boundaries.to("neuron")
+    with pytest.raises(RuntimeError, match="side can only be 'left' or 'right'"):
+        torch.searchsorted(b, b, side="middle")
+    with pytest.raises(RuntimeError, match="first N-1 dimensions of boundaries tensor and input value tensor must match"):
+        torch.searchsorted(torch.ones(2, 3, device="neuron"), torch.ones(3, 2, device="neuron"))
+    with pytest.raises(RuntimeError, match="boundaries tensor must be 1 dimension"):
+        torch.bucketize(b, torch.ones(2, 2, device="neuron"))
+    with pytest.raises(RuntimeError, match="sorter index out of range"):
+        torch.searchsorted(b, b, sorter=torch.tensor([0, 1, 2, 9], device="neuron")).cpu()
