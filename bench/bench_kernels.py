@@ -63,12 +63,14 @@ def case_inputs(device):
     video, weight3d = torch.randn(4, 16, 8, 16, 16, generator=g), torch.randn(16, 16, 3, 3, 3, generator=g)
     table, bag_offsets = torch.randn(50000, 64, generator=g), torch.arange(0, 8192, 16)  # bags of 16 tokens
     rows_index = torch.randint(0, 64, (1024, 256), generator=g)  # rows of 256 scattered into 64
+    unit_lower = torch.randn(32, 64, 64, generator=g).tril(-1) * 0.1  # chunks of gated delta-rule attention
+    chunk_values = torch.randn(32, 64, 128, generator=g)
     ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
                   image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, table=table, bag_offsets=bag_offsets, video=video, weight3d=weight3d,
                   sample_grid=sample_grid,
-                  rows_index=rows_index,
+                  rows_index=rows_index, unit_lower=unit_lower, chunk_values=chunk_values,
                   mat_bf16=mat.bfloat16(),
                   ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
@@ -86,6 +88,8 @@ CASES = [
     ("GEMM f32 1024x64 @ 64x256 (tiny GPT MLP)", lambda t: t["ln_x"].view(1024, 64) @ t["hidden"][0]),
     ("GEMM f32 64x1024 @ 1024x256 (its weight grad)",
      lambda t: t["ln_x"].view(1024, 64).t() @ t["hidden"].view(1024, 256)),
+    ("solve_triangular (32 x 64x64 unit lower, 128 columns)", lambda t: torch.linalg.solve_triangular(
+        t["unit_lower"], t["chunk_values"], upper=False, unitriangular=True)),
     ("bmm f32 64 x (64x16 @ 16x64) (heads)", lambda t: torch.bmm(t["heads"], t["heads"].transpose(1, 2))),
     ("softmax (2048x1024)", lambda t: torch.softmax(t["rows"], dim=1)),
     # Fresh rows each call: with the same rows every call, branches on the data are learned.

@@ -1,6 +1,6 @@
 // Advanced indexing on neuron: index (x[idx]) and index_put_ (x[idx] = v, x.index_put_(...,
 // accumulate=True), the backward of indexing), and writes along one dim (index_add,
-// index_copy, index_fill, scatter with a value) and masked_scatter. Boolean masks become coordinate lists (a sync,
+// index_copy, index_fill, scatter with a value), masked_scatter and bincount. Boolean masks become coordinate lists (a sync,
 // as on CUDA); the index tensors broadcast together and csrc/kernels/index turns them into one
 // flat row number per element of the indexed dimensions, moved to the front. Rows are then
 // gathered (index_select) or written (index_put_rows) on the queue.
@@ -9,7 +9,13 @@
 #include <ATen/native/Resize.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/bincount_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/min.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/index_add_ops.h>
 #include <ATen/ops/index_copy_ops.h>
@@ -345,9 +351,41 @@ at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& inde
   return scatter_value_out(self, dim, index, value, self);
 }
 
+// bincount: one sync for the smallest and largest value (the output size depends on them, as on
+// CUDA), then index_add of ones or of the weights into zeros.
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights_arg, int64_t minlength) {
+  const at::Tensor weights = weights_arg.has_value() ? *weights_arg : at::Tensor();
+  const bool native_weights = !weights.defined() || (has_kernel_dtype(weights.scalar_type()) &&
+                                                     !c10::isComplexType(weights.scalar_type()) &&
+                                                     !c10::isReducedFloatingType(weights.scalar_type()));
+  if (!has_kernel_dtype(self.scalar_type()) || !c10::isIntegralType(self.scalar_type(), false) || !native_weights) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(bincount)>::call(self, weights_arg, minlength);
+  }
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+  if (weights.defined()) {
+    TORCH_CHECK(weights.dim() == 1 && weights.size(0) == self.size(0), "weights should be 1-d and have the same length as input");
+    check_same_device("aten::bincount", self.device(), {&weights});
+  }
+  // CPU PyTorch's result types: counts in int64, float32 weights summed in float32, others in float64.
+  const c10::ScalarType dtype = !weights.defined() ? at::kLong : weights.scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  int64_t bins = minlength;
+  if (self.numel() > 0) {
+    const at::Tensor range = at::stack({at::min(self), at::max(self)}).to(at::kLong).cpu();
+    TORCH_CHECK(range[0].item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    bins = std::max(bins, range[1].item<int64_t>() + 1);
+  }
+  at::Tensor counts = at::zeros({bins}, self.options().dtype(dtype));
+  if (self.numel() == 0) return counts;
+  const at::Tensor added = weights.defined() ? weights.to(dtype) : at::ones({self.size(0)}, counts.options());
+  const bool index_dtype = self.scalar_type() == at::kLong || self.scalar_type() == at::kInt;  // as index_add takes
+  return counts.index_add_(0, index_dtype ? self : self.to(at::kLong), added);
+}
+
 }  // namespace indexing
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("bincount", TORCH_FN(indexing::bincount));
   m.impl("index.Tensor", TORCH_FN(indexing::index));
   m.impl("index.Tensor_out", TORCH_FN(indexing::index_out));
   m.impl("_index_put_impl_", TORCH_FN(indexing::index_put_));

@@ -1,5 +1,6 @@
 // Matrix products on neuron (mm, addmm, bmm, baddbmm; matmul and linear reach these): shape and
-// dtype checks on the host, operands made BLAS-friendly, csrc/kernels/gemm on the queue.
+// dtype checks on the host, operands made BLAS-friendly, csrc/kernels/gemm on the queue. Also
+// triangular solves (linalg.solve_triangular, csrc/kernels/linalg).
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
@@ -8,12 +9,16 @@
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_solve_triangular_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/mm_ops.h>
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
 #include "aten/neuron_tensor.h"
 #include "kernels/gemm.h"
+#include "kernels/linalg.h"
 
 namespace torchneuron::aten {
 namespace {
@@ -265,9 +270,75 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tenso
   return matmul::baddbmm_out(self, batch1, batch2, beta, alpha, self);
 }
 
+// ---- triangular solves -------------------------------------------------------------------------
+
+namespace {
+
+bool solvable(const at::Tensor& t) {
+  return has_kernel_dtype(t.scalar_type()) && at::isFloatingType(t.scalar_type());
+}
+
+// X with A X = B (left) or X A = B, batch dimensions broadcast; the kernel substitutes on a
+// contiguous copy of B. XA = B is solved as A^T X^T = B^T.
+at::Tensor solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unitriangular) {
+  constexpr const char* op = "linalg.solve_triangular";
+  TORCH_CHECK(A.dim() >= 2, op, ": The input tensor A must have at least 2 dimensions.");
+  TORCH_CHECK(B.dim() >= 2, op, ": The input tensor B must have at least 2 dimensions.");
+  TORCH_CHECK(A.size(-1) == A.size(-2), op, ": A must be batches of square matrices, but they are ", A.size(-2), " by ",
+              A.size(-1), " matrices");
+  const int64_t n = A.size(-1);
+  TORCH_CHECK(left ? B.size(-2) == n : B.size(-1) == n, op, ": Incompatible shapes of A and B for the equation ",
+              left ? "AX = B" : "XA = B", " (", n, "x", n, " and ", B.size(-2), "x", B.size(-1), ")");
+  check_same_device("aten::linalg_solve_triangular", A.device(), {&B});
+  const c10::ScalarType dtype = at::result_type(A, B);
+  const at::Tensor a = left ? A : A.mT(), b = left ? B : B.mT();
+  const bool solve_upper = left ? upper : !upper;
+  std::vector<int64_t> batch = at::infer_size(a.sizes().slice(0, a.dim() - 2), b.sizes().slice(0, b.dim() - 2));
+  std::vector<int64_t> a_sizes = batch, x_sizes = batch;
+  a_sizes.insert(a_sizes.end(), {n, n});
+  x_sizes.insert(x_sizes.end(), {n, b.size(-1)});
+  const at::Tensor matrices = a.to(dtype).expand(a_sizes).contiguous();
+  at::Tensor x = b.to(dtype).expand(x_sizes).clone(at::MemoryFormat::Contiguous);
+  const int64_t k = b.size(-1);
+  const int64_t count = c10::multiply_integers(batch);
+  if (x.numel() > 0) {
+    const kernels::DType kdtype = to_kernel_dtype(dtype);
+    const void* pa = matrices.data_ptr();
+    void* px = x.data_ptr();
+    enqueue(x, "aten::linalg_solve_triangular", {&matrices},
+            [=] { kernels::triangular_solve(kdtype, count, n, k, solve_upper, unitriangular, pa, px); });
+  }
+  // Batches of column-major matrices, as CPU PyTorch (LAPACK's layout) and the meta kernels give.
+  return left ? x.mT().contiguous().mT() : x.mT();
+}
+
+}  // namespace
+
+at::Tensor linalg_solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper, bool left, bool unitriangular) {
+  if (!solvable(A) || !solvable(B)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(linalg_solve_triangular)>::call(A, B, upper, left,
+                                                                                                      unitriangular);
+  }
+  return solve_triangular(A, B, upper, left, unitriangular);
+}
+
+at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool upper, bool left,
+                                        bool unitriangular, at::Tensor& out) {
+  if (!solvable(A) || !solvable(B)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(linalg_solve_triangular, out)>::call(
+        A, B, upper, left, unitriangular, out);
+  }
+  const at::Tensor result = solve_triangular(A, B, upper, left, unitriangular);
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  return out;
+}
+
 }  // namespace matmul
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_solve_triangular", TORCH_FN(matmul::linalg_solve_triangular));
+  m.impl("linalg_solve_triangular.out", TORCH_FN(matmul::linalg_solve_triangular_out));
   m.impl("mm", TORCH_FN(matmul::mm));
   m.impl("mm.out", TORCH_FN(matmul::mm_out));
   m.impl("addmm", TORCH_FN(matmul::addmm));

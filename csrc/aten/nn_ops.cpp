@@ -705,6 +705,12 @@ void check_index_shape(const at::Tensor& self, int64_t dim, const at::Tensor& in
 
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                        at::Tensor& result) {
+  if (self.dim() == 0 && index.dim() <= 1 && index.device() == self.device() && result.scalar_type() == self.scalar_type()) {
+    at::Tensor line = at::empty({0}, self.options());  // as one-element 1-D tensors
+    gather_out(self.view({1}), dim, index.reshape({-1}), sparse_grad, line);
+    at::native::resize_output(result, index.sizes());
+    return result.copy_(line.view(index.sizes()));
+  }
   if (self.dim() == 0 || index.dim() == 0 || !has_kernel_dtype(self.scalar_type()) ||
       result.scalar_type() != self.scalar_type() || index.device() != self.device()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, result);
@@ -907,6 +913,24 @@ at::Tensor scatter_reduce_two(const at::Tensor& self, int64_t dim, const at::Ten
 at::Tensor& scatter_reduce_two_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                                 c10::string_view reduce, bool include_self) {
   return scatter_reduce_two_out(self, dim, index, src, reduce, include_self, self);
+}
+
+// The legacy scatter(..., reduce="add" / "multiply"): scatter_reduce's sum / prod including self.
+at::Tensor& scatter_legacy_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                      c10::string_view reduce, at::Tensor& result) {
+  TORCH_CHECK(reduce == "add" || reduce == "multiply", "reduce argument must be either add or multiply.");
+  return scatter_reduce_into(self, dim, index, src, reduce == "add" ? "sum" : "prod", true, result, "aten::scatter");
+}
+
+at::Tensor scatter_legacy_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                 c10::string_view reduce) {
+  at::Tensor result = at::empty({0}, self.options());
+  return scatter_legacy_reduce_out(self, dim, index, src, reduce, result);
+}
+
+at::Tensor& scatter_legacy_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                                   c10::string_view reduce) {
+  return scatter_legacy_reduce_out(self, dim, index, src, reduce, self);
 }
 
 // index_reduce: scatter_reduce with the 1-D index spread over source's shape along dim.
@@ -1112,6 +1136,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter.src", TORCH_FN(nn::scatter_src));
   m.impl("scatter.src_out", TORCH_FN(nn::scatter_src_out));
   m.impl("scatter_.src", TORCH_FN(nn::scatter_src_));
+  m.impl("scatter.reduce", TORCH_FN(nn::scatter_legacy_reduce));
+  m.impl("scatter.reduce_out", TORCH_FN(nn::scatter_legacy_reduce_out));
+  m.impl("scatter_.reduce", TORCH_FN(nn::scatter_legacy_reduce_));
   m.impl("scatter_add", TORCH_FN(nn::scatter_add));
   m.impl("scatter_add.out", TORCH_FN(nn::scatter_add_out));
   m.impl("scatter_add_", TORCH_FN(nn::scatter_add_));

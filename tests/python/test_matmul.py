@@ -1,5 +1,6 @@
 """Native matrix products against CPU PyTorch: mm, addmm, bmm, baddbmm, matmul and linear,
-with transposed and sliced operands, half types, integers, out=, and shape errors."""
+with transposed and sliced operands, half types, integers, out=, and shape errors; and
+triangular solves (linalg.solve_triangular) with their gradients."""
 
 import pytest
 import torch
@@ -139,3 +140,47 @@ def test_half_type_addr_rounds_once(dtype, no_fallback):
     for got, expected in zip(on_device, leaves):
         scale = float(expected.grad.float().abs().max())
         torch.testing.assert_close(got.grad.cpu().float(), expected.grad.float(), atol=2e-2 * scale, rtol=2e-2)
+
+
+def triangular_system(batch, n, upper, seed=0):
+    # A well-conditioned triangle (dominant diagonal) under junk in the other triangle, which
+    # the solve must not read.
+    a = sample(batch + (n, n), torch.float64, seed) * 0.3
+    a = a + torch.diag_embed(2 + sample(batch + (n,), torch.float64, seed + 1).abs())
+    junk = sample(batch + (n, n), torch.float64, seed + 2) * 100
+    return a.triu() + junk.tril(-1) if upper else a.tril() + junk.triu(1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("upper, left, unitriangular", [(False, True, False), (True, True, False), (False, False, True),
+                                                        (True, False, False), (False, True, True)])
+def test_solve_triangular_matches_cpu_with_gradients(dtype, upper, left, unitriangular, no_fallback):
+    # Batched and broadcast (A [2, 1, n, n] against B [3, ...]), as gated delta-rule attention
+    # solves its chunks' unit-lower systems.
+    a = triangular_system((2, 1), 16, upper).to(dtype)
+    b = sample((3, 16, 5) if left else (3, 5, 16), dtype, seed=4)
+    results = []
+    for device in ("cpu", "neuron"):
+        la, lb = a.detach().to(device).requires_grad_(), b.detach().to(device).requires_grad_()
+        x = torch.linalg.solve_triangular(la, lb, upper=upper, left=left, unitriangular=unitriangular)
+        x.backward(sample(x.shape, dtype, seed=5).to(device))
+        results.append((x, la.grad, lb.grad))
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    assert results[1][0].stride() == results[0][0].stride()  # batches of column-major matrices, as on CPU
+    for dev, cpu in zip(results[1], results[0]):
+        torch.testing.assert_close(dev.cpu(), cpu, atol=tol, rtol=tol)
+
+
+def test_solve_triangular_out_half_and_errors(no_fallback):
+    a, b = triangular_system((), 8, False).float(), sample((8, 3), torch.float32, seed=1)
+    out = torch.empty(0, device="neuron")
+    torch.linalg.solve_triangular(a.to("neuron"), b.to("neuron"), upper=False, out=out)
+    torch.testing.assert_close(out.cpu(), torch.linalg.solve_triangular(a, b, upper=False), atol=1e-5, rtol=1e-5)
+    half = torch.linalg.solve_triangular(a.bfloat16().to("neuron"), b.bfloat16().to("neuron"), upper=False)
+    torch.testing.assert_close(half.cpu().float(), torch.linalg.solve_triangular(a.bfloat16().float(), b.bfloat16().float(),
+                                                                                 upper=False), atol=2e-2, rtol=2e-2)
+    dev = torch.ones(3, 4, device="neuron")
+    with pytest.raises(RuntimeError, match="A must be batches of square matrices, but they are 3 by 4 matrices"):
+        torch.linalg.solve_triangular(dev, dev, upper=False)
+    with pytest.raises(RuntimeError, match=r"Incompatible shapes of A and B for the equation XA = B \(3x3 and 3x4\)"):
+        torch.linalg.solve_triangular(torch.eye(3, device="neuron"), dev, upper=False, left=False)

@@ -259,6 +259,27 @@ def test_gather_scatter_accept_int32_and_empty_indices(no_fallback):
     assert_same(torch.gather(x[0].to("neuron"), 0, empty.to("neuron")), torch.gather(x[0], 0, empty))
 
 
+def test_scatter_into_zero_dim_tensors(no_fallback):
+    # Autograd's backward of a reduction over a 0-dim tensor (kthvalue, median) scatters into one.
+    for index, src in [(torch.tensor(0), torch.tensor(7.0)), (torch.tensor([0]), torch.tensor([5.0, 6.0]))]:
+        expected = torch.tensor(3.0).scatter(0, index, src)
+        assert_same(torch.tensor(3.0, device="neuron").scatter(0, index.to("neuron"), src.to("neuron")), expected)
+    assert_same(torch.tensor(3.0, device="neuron").gather(0, torch.tensor([0, 0], device="neuron")),
+                torch.tensor(3.0).gather(0, torch.tensor([0, 0])))
+    leaf = torch.tensor(2.0, device="neuron", requires_grad=True)
+    torch.kthvalue(leaf, 1).values.backward()
+    assert leaf.grad.item() == 1.0
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_legacy_scatter_reduce_matches_cpu(reduce, no_fallback):
+    x, src = sample((4, 5)), sample((3, 5), seed=1)
+    index = torch.tensor([[0, 1, 2, 3, 0], [1, 1, 1, 1, 1], [3, 2, 1, 0, 3]])
+    assert_same(x.to("neuron").scatter(0, index.to("neuron"), src.to("neuron"), reduce=reduce),
+                x.scatter(0, index, src, reduce=reduce))
+    with pytest.raises(RuntimeError, match="reduce argument must be either add or multiply"):
+        x.to("neuron").scatter(0, index.to("neuron"), src.to("neuron"), reduce="max")
+
 def test_histc_matches_cpu_and_counts_integers(no_fallback):
     x = sample((1000,)) * 3
     for kwargs in (dict(bins=10, min=-2, max=2), dict(bins=7), dict(bins=1, min=0, max=0)):
@@ -442,3 +463,20 @@ def test_embedding_max_norm_renormalizes_the_rows_used(norm_type, no_fallback):
     assert (dev.weight.detach().cpu()[used].norm(p=norm_type, dim=1) <= 0.5 + 1e-6).all()
     unused = torch.tensor([2, 4, 5, 6, 7, 8])
     assert torch.equal(dev.weight.detach().cpu()[unused], before[unused])
+
+
+def test_bincount_matches_cpu(no_fallback):
+    # MoE routers count tokens per expert with it; the output size depends on the data (one sync).
+    g = torch.Generator().manual_seed(0)
+    experts = torch.randint(0, 8, (500,), generator=g)
+    weights = torch.rand(500, generator=g)
+    for x, kwargs in [(experts, {}), (experts, dict(minlength=12)), (experts.int(), dict(weights=weights)),
+                      (experts.to(torch.uint8), dict(weights=weights.double())),
+                      (experts, dict(weights=torch.randint(0, 5, (500,), generator=g))),
+                      (torch.tensor([], dtype=torch.long), dict(minlength=3))]:
+        device_kwargs = {k: v.to("neuron") if torch.is_tensor(v) else v for k, v in kwargs.items()}
+        assert_same(torch.bincount(x.to("neuron"), **device_kwargs), torch.bincount(x, **kwargs))
+    with pytest.raises(RuntimeError, match="bincount only supports 1-d non-negative integral inputs"):
+        torch.bincount(torch.tensor([-1, 2], device="neuron"))
+    with pytest.raises(RuntimeError, match="weights should be 1-d and have the same length as input"):
+        torch.bincount(experts.to("neuron"), weights=torch.ones(3, device="neuron"))
