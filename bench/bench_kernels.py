@@ -63,6 +63,8 @@ def case_inputs(device):
     video, weight3d = torch.randn(4, 16, 8, 16, 16, generator=g), torch.randn(16, 16, 3, 3, 3, generator=g)
     table, bag_offsets = torch.randn(50000, 64, generator=g), torch.arange(0, 8192, 16)  # bags of 16 tokens
     rows_index = torch.randint(0, 64, (1024, 256), generator=g)  # rows of 256 scattered into 64
+    ctc_log_probs = torch.randn(200, 16, 32, generator=g).log_softmax(2)  # 200 frames, 16 utterances, 32 symbols
+    ctc_targets = torch.randint(1, 32, (16, 40), generator=g)
     unit_lower = torch.randn(32, 64, 64, generator=g).tril(-1) * 0.1  # chunks of gated delta-rule attention
     chunk_values = torch.randn(32, 64, 128, generator=g)
     ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
@@ -71,6 +73,7 @@ def case_inputs(device):
                   image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, table=table, bag_offsets=bag_offsets, video=video, weight3d=weight3d,
                   sample_grid=sample_grid,
                   rows_index=rows_index, unit_lower=unit_lower, chunk_values=chunk_values,
+                  ctc_log_probs=ctc_log_probs, ctc_targets=ctc_targets,
                   mat_bf16=mat.bfloat16(),
                   ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
@@ -123,6 +126,9 @@ CASES = [
     ("group norm (16x16x32x32, 4 groups)", lambda t: F.group_norm(t["image"], 4)),
     ("embedding_bag sum (512 bags of 16 rows of 64)",
      lambda t: F.embedding_bag(t["tokens"], t["table"], t["bag_offsets"])),
+    ("CTC loss and its backward (200 frames, 16 x 40 labels, 32 symbols)", lambda t: torch.ops.aten._ctc_loss_backward(
+        torch.ones(16, device=t["ctc_targets"].device), t["ctc_log_probs"], t["ctc_targets"], [200] * 16, [40] * 16,
+        *torch.ops.aten._ctc_loss(t["ctc_log_probs"], t["ctc_targets"], [200] * 16, [40] * 16), 0)),
     ("embedding backward (8192x128)", lambda t: torch.ops.aten.embedding_dense_backward(t["grad"], t["tokens"], 50000, -1, False)),
 ]
 

@@ -1,7 +1,11 @@
 // Regression and binary classification losses on neuron (mse, smooth L1, Huber, binary cross
 // entropy) and their backward ops, composed on the host from native pointwise ops and
-// reductions: nothing here runs on the CPU. NLL / cross entropy have their own kernels.
+// reductions; and the CTC loss, forward and backward, a kernel (csrc/kernels/ctc). NLL / cross
+// entropy have their own kernels.
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_ctc_loss_backward_ops.h>
+#include <ATen/ops/_ctc_loss_ops.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/clamp_min.h>
@@ -17,10 +21,13 @@
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <torch/library.h>
 
+#include "aten/cpu_fallback.h"
 #include "aten/neuron_tensor.h"
+#include "kernels/ctc.h"
 
 namespace torchneuron::aten {
 namespace losses {
@@ -166,9 +173,156 @@ at::Tensor& binary_cross_entropy_backward_out(const at::Tensor& grad, const at::
   return write_out(losses::binary_cross_entropy_backward(grad, self, target, weight, reduction), grad_input);
 }
 
+// ---- CTC loss ----------------------------------------------------------------------------------
+
+namespace {
+
+// The checks and layout CPU PyTorch's ctc_loss_allocate_outputs applies; offsets: where each
+// sample's labels start in the contiguous int64 targets.
+struct CtcPlan {
+  kernels::CtcShape shape;
+  at::Tensor targets, offsets, input_lengths, target_lengths;  // int64, on the device
+};
+
+CtcPlan plan_ctc(const at::Tensor& log_probs, const at::Tensor& targets, c10::IntArrayRef input_lengths,
+                 c10::IntArrayRef target_lengths, int64_t blank) {
+  constexpr const char* where = " (while checking arguments for ctc_loss_allocate_outputs)";
+  TORCH_CHECK(log_probs.dim() == 3, "ctc_loss: expected log_probs of shape [time, batch, classes], got ", log_probs.sizes());
+  CtcPlan plan;
+  kernels::CtcShape& s = plan.shape;
+  s.max_time = log_probs.size(0);
+  s.batch = log_probs.size(1);
+  s.classes = log_probs.size(2);
+  s.blank = blank;
+  TORCH_CHECK(blank < s.classes && blank >= 0, "blank must be in label range");
+  TORCH_CHECK(static_cast<int64_t>(input_lengths.size()) == s.batch, "input_lengths must be of size batch_size");
+  TORCH_CHECK(static_cast<int64_t>(target_lengths.size()) == s.batch, "target_lengths must be of size batch_size");
+  std::vector<int64_t> offsets(static_cast<size_t>(s.batch));
+  int64_t total = 0;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    TORCH_CHECK(target_lengths[b] >= 0, "Expected target_lengths to have value at least 0, but got value ", target_lengths[b], where);
+    TORCH_CHECK(input_lengths[b] >= 0, "Expected input_lengths to have value at least 0, but got value ", input_lengths[b], where);
+    TORCH_CHECK(input_lengths[b] <= s.max_time, "Expected input_lengths to have value at most ", s.max_time,
+                ", but got value ", input_lengths[b], where);
+    s.max_target = std::max(s.max_target, target_lengths[b]);
+    offsets[b] = targets.dim() == 1 ? total : b * (targets.dim() == 2 ? targets.size(1) : 0);
+    total += target_lengths[b];
+  }
+  if (targets.dim() == 1) {
+    TORCH_CHECK(targets.size(0) == total, "Expected tensor to have size ", total, " at dimension 0, but got size ",
+                targets.size(0), " for argument #2 'targets'", where);
+  } else {
+    TORCH_CHECK(targets.dim() == 2, "ctc_loss: expected 1-D (concatenated) or 2-D (padded) targets, got ", targets.sizes());
+    TORCH_CHECK(targets.size(0) == s.batch, "Expected tensor to have size ", s.batch, " at dimension 0, but got size ",
+                targets.size(0), " for argument #2 'targets'", where);
+    TORCH_CHECK(targets.size(1) >= s.max_target, "Expected tensor to have size at least ", s.max_target,
+                " at dimension 1, but got size ", targets.size(1), " for argument #2 'targets'", where);
+  }
+  plan.targets = targets.to(log_probs.device(), at::kLong).contiguous();
+  plan.offsets = at::tensor(offsets, at::kLong).to(log_probs.device());
+  plan.input_lengths = at::tensor(input_lengths.vec(), at::kLong).to(log_probs.device());
+  plan.target_lengths = at::tensor(target_lengths.vec(), at::kLong).to(log_probs.device());
+  return plan;
+}
+
+bool ctc_native(const at::Tensor& log_probs, const at::Tensor& targets) {
+  return (log_probs.scalar_type() == at::kFloat || log_probs.scalar_type() == at::kDouble) &&
+         c10::isIntegralType(targets.scalar_type(), false);
+}
+
+std::vector<int64_t> lengths_of(const at::Tensor& lengths, const char* name) {
+  TORCH_CHECK(c10::isIntegralType(lengths.scalar_type(), false), name, " must be integral");
+  const at::Tensor host = lengths.to(at::kCPU, at::kLong).contiguous();
+  return {host.const_data_ptr<int64_t>(), host.const_data_ptr<int64_t>() + host.numel()};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor& log_probs, const at::Tensor& targets,
+                                            c10::IntArrayRef input_lengths, c10::IntArrayRef target_lengths, int64_t blank,
+                                            bool zero_infinity) {
+  if (!ctc_native(log_probs, targets)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_ctc_loss)>::call(
+        log_probs, targets, input_lengths, target_lengths, blank, zero_infinity);
+  }
+  check_same_device("aten::_ctc_loss", log_probs.device(), {&targets});
+  const CtcPlan plan = plan_ctc(log_probs, targets, input_lengths, target_lengths, blank);
+  const kernels::CtcShape s = plan.shape;
+  const at::Tensor lp = log_probs.contiguous();
+  at::Tensor nll = at::empty({s.batch}, lp.options());
+  at::Tensor log_alpha = at::empty({s.batch, s.max_time, 2 * s.max_target + 1}, lp.options());
+  if (s.batch > 0) {
+    const kernels::DType dtype = to_kernel_dtype(lp.scalar_type());
+    const void* plp = lp.data_ptr();
+    const int64_t* pt = plan.targets.const_data_ptr<int64_t>();
+    const int64_t* po = plan.offsets.const_data_ptr<int64_t>();
+    const int64_t* pil = plan.input_lengths.const_data_ptr<int64_t>();
+    const int64_t* ptl = plan.target_lengths.const_data_ptr<int64_t>();
+    void* pn = nll.data_ptr();
+    void* pa = log_alpha.data_ptr();
+    enqueue(nll, "aten::_ctc_loss", {&lp, &plan.targets, &plan.offsets, &plan.input_lengths, &plan.target_lengths},
+            [=] { kernels::ctc_loss(dtype, s, plp, pt, po, pil, ptl, pn, pa); });
+  }
+  return {nll, log_alpha};
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& log_probs, const at::Tensor& targets,
+                                                   const at::Tensor& input_lengths, const at::Tensor& target_lengths,
+                                                   int64_t blank, bool zero_infinity) {
+  return losses::ctc_loss(log_probs, targets, lengths_of(input_lengths, "input_lengths"),
+                          lengths_of(target_lengths, "target_lengths"), blank, zero_infinity);
+}
+
+at::Tensor ctc_loss_backward(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                             c10::IntArrayRef input_lengths, c10::IntArrayRef target_lengths, const at::Tensor& nll,
+                             const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  if (!ctc_native(log_probs, targets)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_ctc_loss_backward)>::call(
+        grad, log_probs, targets, input_lengths, target_lengths, nll, log_alpha, blank, zero_infinity);
+  }
+  check_same_device("aten::_ctc_loss_backward", log_probs.device(), {&grad, &targets, &nll, &log_alpha});
+  const CtcPlan plan = plan_ctc(log_probs, targets, input_lengths, target_lengths, blank);
+  const kernels::CtcShape s = plan.shape;
+  TORCH_CHECK(grad.numel() == s.batch && nll.numel() == s.batch &&
+                  log_alpha.sizes() == c10::IntArrayRef({s.batch, s.max_time, 2 * s.max_target + 1}),
+              "_ctc_loss_backward: expected grad and neg_log_likelihood of ", s.batch, " elements and log_alpha of sizes ",
+              c10::IntArrayRef({s.batch, s.max_time, 2 * s.max_target + 1}), ", got ", grad.sizes(), ", ", nll.sizes(),
+              " and ", log_alpha.sizes());
+  const at::Tensor lp = log_probs.contiguous(), g = grad.to(lp.scalar_type()).contiguous();
+  const at::Tensor loss = nll.to(lp.scalar_type()).contiguous();  // log_alpha: the kernel recomputes it in double
+  at::Tensor grad_in = at::empty(lp.sizes(), lp.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(lp.scalar_type());
+    const void* pg = g.data_ptr();
+    const void* plp = lp.data_ptr();
+    const int64_t* pt = plan.targets.const_data_ptr<int64_t>();
+    const int64_t* po = plan.offsets.const_data_ptr<int64_t>();
+    const int64_t* pil = plan.input_lengths.const_data_ptr<int64_t>();
+    const int64_t* ptl = plan.target_lengths.const_data_ptr<int64_t>();
+    const void* pn = loss.data_ptr();
+    void* pgi = grad_in.data_ptr();
+    enqueue(grad_in, "aten::_ctc_loss_backward",
+            {&g, &lp, &plan.targets, &plan.offsets, &plan.input_lengths, &plan.target_lengths, &loss}, [=] {
+              kernels::ctc_loss_backward(dtype, s, pg, 1, plp, pt, po, pil, ptl, pn, zero_infinity, pgi);
+            });
+  }
+  return grad_in;
+}
+
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
+                                    const at::Tensor& input_lengths, const at::Tensor& target_lengths, const at::Tensor& nll,
+                                    const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  return losses::ctc_loss_backward(grad, log_probs, targets, lengths_of(input_lengths, "input_lengths"),
+                                   lengths_of(target_lengths, "target_lengths"), nll, log_alpha, blank, zero_infinity);
+}
+
 }  // namespace losses
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_ctc_loss", TORCH_FN(losses::ctc_loss));
+  m.impl("_ctc_loss.Tensor", TORCH_FN(losses::ctc_loss_tensor));
+  m.impl("_ctc_loss_backward", TORCH_FN(losses::ctc_loss_backward));
+  m.impl("_ctc_loss_backward.Tensor", TORCH_FN(losses::ctc_loss_backward_tensor));
   m.impl("mse_loss", TORCH_FN(losses::mse_loss));
   m.impl("mse_loss.out", TORCH_FN(losses::mse_loss_out));
   m.impl("mse_loss_backward", TORCH_FN(losses::mse_loss_backward));

@@ -1,6 +1,6 @@
 """Regression and binary losses on neuron against CPU PyTorch: mse, L1, smooth L1 (beta, 0),
 Huber and binary cross entropy (weights, clamped logs), each reduction, gradients for input
-and target."""
+and target; and the CTC loss (padded and concatenated targets, impossible alignments)."""
 
 import pytest
 import torch
@@ -37,3 +37,48 @@ def test_weighted_bce_and_clamped_log(no_fallback):
     t = torch.tensor([1.0, 0.0, 0.5, 1.0])
     w = torch.tensor([1.0, 2.0, 0.5, 3.0])
     assert_same(F.binary_cross_entropy(x.to("neuron"), t.to("neuron"), w.to("neuron")), F.binary_cross_entropy(x, t, w))
+
+
+def ctc_case(dtype, seed=0, time=30, batch=4, classes=6, longest=8):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(time, batch, classes, generator=g, dtype=dtype)
+    targets = torch.randint(1, classes, (batch, longest), generator=g)
+    targets[0, :4] = 3  # repeated labels need a blank between them
+    input_lengths = torch.tensor([time, time - 5, 17, 1])[:batch]  # the last: too short for its target
+    target_lengths = torch.tensor([longest, 5, 0, 3])[:batch]
+    return logits, targets, input_lengths, target_lengths
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("reduction, zero_infinity", [("mean", True), ("sum", True), ("none", False)])
+@pytest.mark.parametrize("concatenated", [False, True], ids=["padded", "concatenated"])
+def test_ctc_loss_and_gradient_match_cpu(dtype, reduction, zero_infinity, concatenated, no_fallback):
+    logits, targets, input_lengths, target_lengths = ctc_case(dtype)
+    if concatenated:
+        targets = torch.cat([row[:n] for row, n in zip(targets, target_lengths)])
+    results = []
+    for device in ("cpu", "neuron"):
+        leaf = logits.detach().to(device).requires_grad_()
+        loss = F.ctc_loss(leaf.log_softmax(2), targets.to(device), input_lengths.to(device), target_lengths.to(device),
+                          reduction=reduction, zero_infinity=zero_infinity)
+        finite = loss if zero_infinity else torch.where(loss.isinf(), 0, loss)
+        finite.sum().backward()
+        results.append((loss.detach(), leaf.grad))
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    for dev, cpu in zip(results[1], results[0]):
+        # Without zero_infinity the impossible sample's gradient is NaN on CPU too.
+        torch.testing.assert_close(dev.cpu(), cpu, atol=tol, rtol=tol, equal_nan=not zero_infinity)
+    if not zero_infinity:
+        assert results[1][0][3].item() == float("inf")  # no alignment fits one step
+
+
+def test_ctc_loss_rejects_bad_input():
+    logits, targets, input_lengths, target_lengths = ctc_case(torch.float32)
+    lp = logits.log_softmax(2).to("neuron")
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        F.ctc_loss(lp, targets.to("neuron"), input_lengths, target_lengths, blank=6)
+    with pytest.raises(RuntimeError, match="Expected input_lengths to have value at most 30, but got value 31"):
+        F.ctc_loss(lp, targets.to("neuron"), input_lengths + 1, target_lengths)
+    # CPU PyTorch reads out of bounds for a label past the classes; neuron raises at the next sync.
+    with pytest.raises(torch.AcceleratorError, match="target label 9 of sample 0 is out of range"):
+        F.ctc_loss(lp, (targets * 0 + 9).to("neuron"), input_lengths, target_lengths).item()
