@@ -18,6 +18,9 @@
 #include <ATen/ops/arange_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/cumprod_ops.h>
+#include <ATen/ops/_cummax_helper_ops.h>
+#include <ATen/ops/_cummin_helper_ops.h>
+#include <ATen/ops/_logcumsumexp_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
@@ -998,6 +1001,76 @@ bool cumulative_into(kernels::ScanOp op, const char* name, const at::Tensor& sel
   return true;
 }
 
+// cummax / cummin's kernel: the composite cummax_out resizes values and indices and calls it.
+void cumulative_extremum_into(bool is_max, const at::Tensor& self, at::Tensor& values, at::Tensor& indices,
+                              int64_t dim) {
+  const char* name = is_max ? "aten::_cummax_helper" : "aten::_cummin_helper";
+  check_same_device(name, self.device(), {&values, &indices});
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor input = self.contiguous();
+  const bool direct = values.is_contiguous() && indices.is_contiguous() && values.scalar_type() == self.scalar_type() &&
+                      indices.scalar_type() == at::kLong;
+  at::Tensor vals = direct ? values : at::empty(self.sizes(), self.options());
+  at::Tensor idx = direct ? indices : at::empty(self.sizes(), self.options().dtype(at::kLong));
+  if (input.numel() > 0) {
+    const kernels::SoftmaxShape shape = softmax_shape(input, wrapped);
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* pv = vals.data_ptr();
+    int64_t* px = idx.data_ptr<int64_t>();
+    enqueue(vals, name, {&input, &idx}, [=] { kernels::cumulative_extremum(dtype, is_max, shape, pi, pv, px); });
+  }
+  if (!direct) {
+    values.copy_(vals);
+    indices.copy_(idx);
+  }
+}
+
+bool extremum_scannable(const at::Tensor& self) {
+  return has_kernel_dtype(self.scalar_type()) && !c10::isComplexType(self.scalar_type());
+}
+
+void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  if (!extremum_scannable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_cummax_helper)>::call(self, values, indices, dim);
+  }
+  cumulative_extremum_into(true, self, values, indices, dim);
+}
+
+void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  if (!extremum_scannable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_cummin_helper)>::call(self, values, indices, dim);
+  }
+  cumulative_extremum_into(false, self, values, indices, dim);
+}
+
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& result) {
+  const bool native = has_kernel_dtype(self.scalar_type()) && at::isFloatingType(self.scalar_type()) &&
+                      result.scalar_type() == self.scalar_type();
+  if (!native) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(_logcumsumexp, out)>::call(self, dim, result);
+  }
+  check_same_device("aten::_logcumsumexp", self.device(), {&result});
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor input = self.contiguous();
+  at::native::resize_output(result, self.sizes());
+  at::Tensor out = result.is_contiguous() ? result : at::empty(self.sizes(), result.options());
+  if (input.numel() > 0) {
+    const kernels::SoftmaxShape shape = softmax_shape(input, wrapped);
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, "aten::_logcumsumexp", {&input}, [=] { kernels::log_cumulative_sum_exp(dtype, shape, pi, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+  at::Tensor result = at::empty({0}, self.options());
+  return logcumsumexp_out(self, dim, result);
+}
+
 c10::ScalarType scan_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   return dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? c10::kLong : self.scalar_type());
 }
@@ -1148,6 +1221,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_reduce", TORCH_FN(nn::index_reduce));
   m.impl("index_reduce.out", TORCH_FN(nn::index_reduce_out));
   m.impl("index_reduce_", TORCH_FN(nn::index_reduce_));
+  m.impl("_cummax_helper", TORCH_FN(nn::cummax_helper));
+  m.impl("_cummin_helper", TORCH_FN(nn::cummin_helper));
+  m.impl("_logcumsumexp", TORCH_FN(nn::logcumsumexp));
+  m.impl("_logcumsumexp.out", TORCH_FN(nn::logcumsumexp_out));
   m.impl("cumsum", TORCH_FN(nn::cumsum));
   m.impl("cumsum.out", TORCH_FN(nn::cumsum_out));
   m.impl("cumsum_", TORCH_FN(nn::cumsum_));

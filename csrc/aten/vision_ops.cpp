@@ -1,10 +1,12 @@
-// Normalization, pooling and upsampling operators on neuron: batch norm (train and eval),
-// group norm, max / average / adaptive average pooling, nearest / bilinear upsampling and
-// grid_sample (bilinear, nearest), with their backward ops. The host checks arguments and computes output sizes; csrc/kernels/norm
-// and csrc/kernels/pool run on the queue over contiguous NCHW buffers.
+// Normalization, pooling, upsampling and patch operators on neuron: batch norm (train and eval),
+// group norm, max / average / adaptive average / adaptive max pooling, upsampling in every mode,
+// im2col / col2im and grid_sample (bilinear, nearest), with their backward ops. The host checks
+// arguments and computes output sizes; csrc/kernels (norm, pool, upsample, patches, grid_sample)
+// run on the queue over contiguous NCHW buffers.
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
+#include <ATen/ops/adaptive_max_pool2d_ops.h>
 #include <ATen/ops/avg_pool2d_ops.h>
 #include <ATen/ops/col2im_ops.h>
 #include <ATen/ops/empty.h>
@@ -518,6 +520,66 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_out, const at::Te
   return like_input_layout(grad_in, input);
 }
 
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& input, c10::IntArrayRef output_size) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(adaptive_max_pool2d)>::call(input, output_size);
+  }
+  TORCH_CHECK(output_size.size() == 2, "adaptive_max_pool2d(): internal error: output_size.size() must be 2");
+  TORCH_CHECK(input.dim() == 3 || input.dim() == 4, "adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: ",
+              input.sizes());
+  for (int64_t d = 1; d < input.dim(); ++d) {
+    TORCH_CHECK(input.size(d) > 0, "adaptive_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, "
+                "but input has sizes ", input.sizes(), " with dimension ", d, " being empty");
+  }
+  const at::Tensor x = input.contiguous();
+  const std::vector<int64_t> sizes = with_spatial(x, output_size[0], output_size[1]);
+  at::Tensor out = at::empty(sizes, x.options()), indices = at::empty(sizes, x.options().dtype(at::kLong));
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const kernels::PlaneShape shape = plane_shape(x, output_size[0], output_size[1]);
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    int64_t* pi = indices.data_ptr<int64_t>();
+    enqueue(out, "aten::adaptive_max_pool2d", {&x, &indices},
+            [=] { kernels::adaptive_max_pool2d(dtype, shape, px, po, pi); });
+  }
+  return {like_input_layout(out, input), like_input_layout(indices, input)};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& input, c10::IntArrayRef output_size,
+                                                             at::Tensor& out, at::Tensor& indices) {
+  auto [values, positions] = vision::adaptive_max_pool2d(input, output_size);
+  write_out(values, out);
+  write_out(positions, indices);
+  return {out, indices};
+}
+
+// The gradient goes to the recorded positions, as max_pool2d's does.
+at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& indices) {
+  check_same_device("aten::adaptive_max_pool2d_backward", input.device(), {&grad_out, &indices});
+  TORCH_CHECK(floating(input), "adaptive_max_pool2d_backward: expected a floating input, got ", input.scalar_type());
+  TORCH_CHECK(grad_out.dim() == input.dim() && grad_out.sizes() == indices.sizes(),
+              "adaptive_max_pool2d_backward: expected grad_output and indices of the same sizes and the input's rank, got ",
+              grad_out.sizes(), " and ", indices.sizes(), " for input ", input.sizes());
+  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous(), idx = indices.contiguous();
+  at::Tensor grad_in = at::empty(input.sizes(), go.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
+    const kernels::PlaneShape shape = plane_shape(input, go.size(-2), go.size(-1));
+    const void* pgo = go.data_ptr();
+    const int64_t* pi = idx.data_ptr<int64_t>();
+    void* pgi = grad_in.data_ptr();
+    enqueue(grad_in, "aten::adaptive_max_pool2d_backward", {&go, &idx},
+            [=] { kernels::max_pool2d_backward(dtype, shape, pgo, pi, pgi); });
+  }
+  return like_input_layout(grad_in, input);
+}
+
+at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& indices,
+                                             at::Tensor& grad_in) {
+  return write_out(vision::adaptive_max_pool2d_backward(grad_out, input, indices), grad_in);
+}
+
 // ---- upsampling ----------------------------------------------------------------------------
 // nearest / nearest-exact (1-3 spatial dims), linear, bilinear, bicubic and trilinear, with
 // their backward ops; the .vec overloads are composites of these.
@@ -923,6 +985,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("avg_pool2d_backward.grad_input", TORCH_FN(vision::avg_pool2d_backward_out));
   m.impl("_adaptive_avg_pool2d", TORCH_FN(vision::adaptive_avg_pool2d));
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(vision::adaptive_avg_pool2d_backward));
+  m.impl("adaptive_max_pool2d", TORCH_FN(vision::adaptive_max_pool2d));
+  m.impl("adaptive_max_pool2d.out", TORCH_FN(vision::adaptive_max_pool2d_out));
+  m.impl("adaptive_max_pool2d_backward", TORCH_FN(vision::adaptive_max_pool2d_backward));
+  m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(vision::adaptive_max_pool2d_backward_out));
   m.impl("im2col", TORCH_FN(vision::im2col));
   m.impl("im2col.out", TORCH_FN(vision::im2col_out));
   m.impl("col2im", TORCH_FN(vision::col2im));

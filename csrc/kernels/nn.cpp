@@ -850,6 +850,59 @@ void cumulative(ScanOp op, DType in_dtype, DType out_dtype, SoftmaxShape s, cons
   dispatch_real_dtype(in_dtype, "cumsum", with_in);
 }
 
+void cumulative_extremum(DType dtype, bool is_max, SoftmaxShape s, const void* in, void* values, int64_t* indices) {
+  dispatch_real_dtype(dtype, is_max ? "cummax" : "cummin", [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+    const T* x = static_cast<const T*>(in);
+    T* v = static_cast<T*>(values);
+    parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t base = (row / s.inner) * s.dim * s.inner + row % s.inner;
+        T best = x[base];
+        int64_t best_index = 0;
+        for (int64_t j = 0; j < s.dim; ++j) {
+          const int64_t at = base + j * s.inner;
+          const C current = static_cast<C>(x[at]), held = static_cast<C>(best);
+          const bool current_nan = current != current, held_nan = held != held;
+          if (current_nan || (!held_nan && (is_max ? current >= held : current <= held))) {
+            best = x[at];
+            best_index = j;
+          }
+          v[at] = best;
+          indices[at] = best_index;
+        }
+      }
+    });
+  });
+}
+
+void log_cumulative_sum_exp(DType dtype, SoftmaxShape s, const void* in, void* out) {
+  dispatch_floating(dtype, "logcumsumexp", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    // log(exp(a) + exp(b)); equal infinities give themselves, a NaN propagates.
+    auto log_add_exp = [](double a, double b) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+      const double low = std::min(a, b), high = std::max(a, b);
+      if (low == high && !std::isfinite(low)) return a;
+      return std::log1p(std::exp(low - high)) + high;
+    };
+    parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t base = (row / s.inner) * s.dim * s.inner + row % s.inner;
+        double total = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < s.dim; ++j) {
+          const int64_t at = base + j * s.inner;
+          total = log_add_exp(static_cast<double>(up(x[at])), total);
+          y[at] = down<T>(static_cast<Acc<T>>(total));
+        }
+      }
+    });
+  });
+}
+
 void histc(DType dtype, int64_t numel, const void* self, int64_t bins, double min, double max, void* out) {
   auto run = [&](auto tag) {
     using T = decltype(tag);

@@ -93,6 +93,13 @@ void scatter_reduce(DType dtype, ScatterReduceOp op, int ndim, const int64_t* in
 enum class ScanOp : uint8_t { kSum, kProd };
 void cumulative(ScanOp op, DType in_dtype, DType out_dtype, SoftmaxShape shape, const void* in, void* out);
 
+// cummax / cummin along the middle axis: values and int64 indices of the running extremum, a
+// later equal value taking over the index and a NaN taking over from anything (as on CPU).
+void cumulative_extremum(DType dtype, bool is_max, SoftmaxShape shape, const void* in, void* values, int64_t* indices);
+
+// logcumsumexp along the middle axis, accumulated in double (floating dtypes).
+void log_cumulative_sum_exp(DType dtype, SoftmaxShape shape, const void* in, void* out);
+
 // Counts of a contiguous `self` in `bins` equal bins over [min, max] (values outside are
 // ignored, max falls in the last bin), written as `dtype` (the input's dtype) into out[bins].
 void histc(DType dtype, int64_t numel, const void* self, int64_t bins, double min, double max, void* out);

@@ -177,6 +177,40 @@ void adaptive_avg_pool2d(DType dtype, PlaneShape s, const void* in_data, void* o
   });
 }
 
+void adaptive_max_pool2d(DType dtype, PlaneShape s, const void* in_data, void* out_data, int64_t* indices) {
+  dispatch_floating(dtype, "adaptive_max_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* in = static_cast<const T*>(in_data);
+    T* out = static_cast<T*>(out_data);
+    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const T* plane = in + p * s.in_h * s.in_w;
+        for (int64_t oh = 0; oh < s.out_h; ++oh) {
+          const int64_t h0 = adaptive_start(oh, s.in_h, s.out_h), h1 = adaptive_end(oh, s.in_h, s.out_h);
+          for (int64_t ow = 0; ow < s.out_w; ++ow) {
+            const int64_t w0 = adaptive_start(ow, s.in_w, s.out_w), w1 = adaptive_end(ow, s.in_w, s.out_w);
+            int64_t best = h0 * s.in_w + w0;
+            A best_value = -std::numeric_limits<A>::infinity();
+            for (int64_t h = h0; h < h1; ++h) {
+              for (int64_t w = w0; w < w1; ++w) {
+                const A v = up(plane[h * s.in_w + w]);
+                if (v > best_value || std::isnan(v)) {  // the first maximum; each NaN takes over, as on CPU
+                  best = h * s.in_w + w;
+                  best_value = v;
+                }
+              }
+            }
+            const int64_t at = (p * s.out_h + oh) * s.out_w + ow;
+            out[at] = plane[best];
+            indices[at] = best;
+          }
+        }
+      }
+    });
+  });
+}
+
 void adaptive_avg_pool2d_backward(DType dtype, PlaneShape s, const void* grad_out, void* grad_in) {
   dispatch_floating(dtype, "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);

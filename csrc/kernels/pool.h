@@ -31,5 +31,8 @@ void avg_pool2d_backward(DType dtype, PlaneShape shape, Window2d window, bool co
 // Output cell o covers input [floor(o * in / out), ceil((o + 1) * in / out)).
 void adaptive_avg_pool2d(DType dtype, PlaneShape shape, const void* in, void* out);
 void adaptive_avg_pool2d_backward(DType dtype, PlaneShape shape, const void* grad_out, void* grad_in);
+// The same cells' maxima and their flat positions (as max_pool2d's indices; max_pool2d_backward
+// is its backward): the first of equal maxima, the last NaN of a cell (CPU PyTorch's picks).
+void adaptive_max_pool2d(DType dtype, PlaneShape shape, const void* in, void* out, int64_t* indices);
 
 }  // namespace torchneuron::kernels

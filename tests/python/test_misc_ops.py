@@ -1,7 +1,7 @@
 """Assorted native operators against CPU PyTorch: eye, linspace, roll, reflection and
 replication padding with gradients, addmv / dot, cumprod, index_add / index_copy /
 index_fill, masked_scatter, one_hot (scatter with a value), and integer / Bernoulli sampling
-on the device RNG, and Tensor.unfold's backward."""
+on the device RNG, Tensor.unfold's backward, and cummax / cummin / logcumsumexp."""
 
 import pytest
 import torch
@@ -121,3 +121,24 @@ def test_tensor_unfold_backward_matches_cpu(dtype, shape, dim, size, step, no_fa
         windows.backward(sample(windows.shape, dtype, seed=3).to(device))
         grads.append(leaf.grad)
     assert_same(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cummax_cummin_logcumsumexp_match_cpu(dtype, dim, no_fallback):
+    # Ties: the later index takes over; a NaN takes over from anything (CPU's rules).
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-3, 4, (5, 6, 4), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        x[1, 2, :] = float("nan")
+        x[3, :, 1] = float("-inf")
+    for fn in (torch.cummax, torch.cummin):
+        cpu, dev = fn(x, dim), fn(x.to("neuron"), dim)
+        assert_same(dev.values, cpu.values)
+        assert torch.equal(dev.indices.cpu(), cpu.indices)
+    if dtype.is_floating_point:
+        assert_same(torch.logcumsumexp(x.to("neuron"), dim), torch.logcumsumexp(x, dim))
+        leaves = [x.float().detach().to(d).requires_grad_() for d in ("cpu", "neuron")]
+        for leaf in leaves:
+            (torch.cummax(leaf, dim).values.nan_to_num().sum() + torch.logcumsumexp(leaf.nan_to_num(), dim).sum()).backward()
+        assert_same(leaves[1].grad, leaves[0].grad, tol=1e-4)

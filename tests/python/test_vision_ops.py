@@ -1,6 +1,6 @@
 """Native normalization, pooling and upsampling operators against CPU PyTorch, forward and
 backward: batch norm (train and eval, running statistics, mixed precision), group norm,
-max / average / adaptive average pooling, upsampling (nearest, nearest-exact, linear,
+max / average / adaptive average and adaptive max pooling, upsampling (nearest, nearest-exact, linear,
 bilinear, bicubic, trilinear), grid_sample, and nn.Unfold / nn.Fold (im2col / col2im)."""
 
 import pytest
@@ -282,3 +282,23 @@ def test_unfold_copies_complex_and_rejects_bad_arguments_like_cpu():
         F.fold(torch.randn(2, 10, 20, device="neuron"), (5, 6), 2)
     with pytest.raises(RuntimeError, match="match the calculated number of sliding blocks 4 \\* 5 = 20"):
         F.fold(torch.randn(2, 12, 21, device="neuron"), (5, 6), 2)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("output_size", [(1, 1), (3, 4), (5, 7), (9, 8)])
+def test_adaptive_max_pool2d_matches_cpu(dtype, output_size):
+    x = sample((2, 3, 9, 8), dtype)
+    compare(lambda t: F.adaptive_max_pool2d(t, output_size), x)
+    cpu, dev = F.adaptive_max_pool2d(x, output_size, True), F.adaptive_max_pool2d(x.to("neuron"), output_size, True)
+    assert torch.equal(dev[1].cpu(), cpu[1])
+    compare(lambda t: F.adaptive_max_pool1d(t, 3), sample((2, 3, 10), dtype))  # through the 2-D op
+
+
+def test_adaptive_max_pool2d_nan_and_ties_pick_cpu_positions(no_fallback):
+    x = torch.tensor([[[[1.0, float("nan"), 3.0], [float("nan"), 2.0, 0.0]], [[1.0, 3.0, 3.0], [2.0, 3.0, 0.0]]]])
+    cpu, dev = F.adaptive_max_pool2d(x, 1, True), F.adaptive_max_pool2d(x.to("neuron"), 1, True)
+    assert torch.equal(dev[1].cpu(), cpu[1])  # the last NaN; the first of equal maxima
+    assert_same(dev[0], cpu[0])
+    with pytest.raises(RuntimeError, match="Expected input to have non-zero size for non-batch dimensions"):
+        F.adaptive_max_pool2d(torch.randn(2, 3, 0, 4, device="neuron"), 2)
