@@ -188,6 +188,7 @@ CtcPlan plan_ctc(const at::Tensor& log_probs, const at::Tensor& targets, c10::In
                  c10::IntArrayRef target_lengths, int64_t blank) {
   constexpr const char* where = " (while checking arguments for ctc_loss_allocate_outputs)";
   TORCH_CHECK(log_probs.dim() == 3, "ctc_loss: expected log_probs of shape [time, batch, classes], got ", log_probs.sizes());
+  TORCH_CHECK(log_probs.numel() > 0, "log_probs tensor must not be empty");
   CtcPlan plan;
   kernels::CtcShape& s = plan.shape;
   s.max_time = log_probs.size(0);

@@ -977,7 +977,22 @@ bool cumulative_dtype_ok(c10::ScalarType t) {
          t == c10::kInt;
 }
 
-// Runs the scan into `result`; false when the kernel cannot take these dtypes.
+// Runs a scan along dim over a contiguous copy of self into result (resized; through a
+// contiguous buffer when result is not contiguous). kernel(shape, in, out) makes the queue job.
+template <typename Kernel>
+void scan_into(const char* name, const at::Tensor& self, int64_t dim, at::Tensor& result, Kernel kernel) {
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor input = self.contiguous();
+  at::native::resize_output(result, self.sizes());
+  at::Tensor out = result.is_contiguous() ? result : at::empty(self.sizes(), result.options());
+  if (input.numel() > 0) {
+    const kernels::SoftmaxShape shape = softmax_shape(input, wrapped);
+    enqueue(out, name, {&input}, kernel(shape, input.data_ptr(), out.data_ptr()));
+  }
+  if (!out.is_same(result)) result.copy_(out);
+}
+
+// Runs cumsum / cumprod into `result`; false when the kernel cannot take these dtypes.
 bool cumulative_into(kernels::ScanOp op, const char* name, const at::Tensor& self, int64_t dim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& result) {
   check_same_device(name, self.device(), {&result});
@@ -985,19 +1000,10 @@ bool cumulative_into(kernels::ScanOp op, const char* name, const at::Tensor& sel
       !cumulative_dtype_ok(result.scalar_type()) || (dtype.has_value() && *dtype != result.scalar_type())) {
     return false;
   }
-  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
-  const at::Tensor input = self.contiguous();
-  at::native::resize_output(result, self.sizes());
-  at::Tensor out = result.is_contiguous() ? result : at::empty(self.sizes(), result.options());
-  if (input.numel() > 0) {
-    const kernels::SoftmaxShape shape = softmax_shape(input, wrapped);
-    const kernels::DType in_dtype = to_kernel_dtype(input.scalar_type());
-    const kernels::DType out_dtype = to_kernel_dtype(out.scalar_type());
-    const void* pi = input.data_ptr();
-    void* po = out.data_ptr();
-    enqueue(out, name, {&input}, [=] { kernels::cumulative(op, in_dtype, out_dtype, shape, pi, po); });
-  }
-  if (!out.is_same(result)) result.copy_(out);
+  const kernels::DType in_dtype = to_kernel_dtype(self.scalar_type()), out_dtype = to_kernel_dtype(result.scalar_type());
+  scan_into(name, self, dim, result, [=](kernels::SoftmaxShape shape, const void* pi, void* po) {
+    return [=] { kernels::cumulative(op, in_dtype, out_dtype, shape, pi, po); };
+  });
   return true;
 }
 
@@ -1051,18 +1057,10 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& re
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(_logcumsumexp, out)>::call(self, dim, result);
   }
   check_same_device("aten::_logcumsumexp", self.device(), {&result});
-  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
-  const at::Tensor input = self.contiguous();
-  at::native::resize_output(result, self.sizes());
-  at::Tensor out = result.is_contiguous() ? result : at::empty(self.sizes(), result.options());
-  if (input.numel() > 0) {
-    const kernels::SoftmaxShape shape = softmax_shape(input, wrapped);
-    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
-    const void* pi = input.data_ptr();
-    void* po = out.data_ptr();
-    enqueue(out, "aten::_logcumsumexp", {&input}, [=] { kernels::log_cumulative_sum_exp(dtype, shape, pi, po); });
-  }
-  if (!out.is_same(result)) result.copy_(out);
+  const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
+  scan_into("aten::_logcumsumexp", self, dim, result, [=](kernels::SoftmaxShape shape, const void* pi, void* po) {
+    return [=] { kernels::log_cumulative_sum_exp(dtype, shape, pi, po); };
+  });
   return result;
 }
 

@@ -780,12 +780,14 @@ at::Tensor upsample_trilinear3d_backward(const at::Tensor& g, c10::IntArrayRef s
   return upsample_backward("aten::upsample_trilinear3d_backward", kLinear, align, g, size, in, {sd, sh, sw});
 }
 
-// out= forms: every functional form above, its result copied into `out`. Templated on the
-// functional form so that one definition serves all twenty.
+// out= forms: OutForm<f>::call takes f's arguments and `out`, and copies f's result into it (one
+// definition for the twenty upsampling out= and grad_input= overloads).
+template <auto functional, typename Signature = decltype(functional)>
+struct OutForm;
 template <auto functional, typename... Args>
-at::Tensor& upsample_out(Args... args, at::Tensor& out) {
-  return write_out(functional(args...), out);
-}
+struct OutForm<functional, at::Tensor (*)(Args...)> {
+  static at::Tensor& call(Args... args, at::Tensor& out) { return write_out(functional(args...), out); }
+};
 
 // ---- im2col / col2im (nn.Unfold / nn.Fold) -------------------------------------------------
 
@@ -994,45 +996,45 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("col2im", TORCH_FN(vision::col2im));
   m.impl("col2im.out", TORCH_FN(vision::col2im_out));
   m.impl("upsample_nearest1d", TORCH_FN(vision::upsample_nearest1d));
-  m.impl("upsample_nearest1d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest1d, const at::Tensor&, c10::IntArrayRef, std::optional<double>>)));
+  m.impl("upsample_nearest1d.out", TORCH_FN(vision::OutForm<&vision::upsample_nearest1d>::call));
   m.impl("upsample_nearest1d_backward", TORCH_FN(vision::upsample_nearest1d_backward));
-  m.impl("upsample_nearest1d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest1d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>>)));
+  m.impl("upsample_nearest1d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_nearest1d_backward>::call));
   m.impl("upsample_nearest2d", TORCH_FN(vision::upsample_nearest2d));
-  m.impl("upsample_nearest2d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest2d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_nearest2d.out", TORCH_FN(vision::OutForm<&vision::upsample_nearest2d>::call));
   m.impl("upsample_nearest2d_backward", TORCH_FN(vision::upsample_nearest2d_backward));
-  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_nearest2d_backward>::call));
   m.impl("upsample_nearest3d", TORCH_FN(vision::upsample_nearest3d));
-  m.impl("upsample_nearest3d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest3d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_nearest3d.out", TORCH_FN(vision::OutForm<&vision::upsample_nearest3d>::call));
   m.impl("upsample_nearest3d_backward", TORCH_FN(vision::upsample_nearest3d_backward));
-  m.impl("upsample_nearest3d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest3d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_nearest3d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_nearest3d_backward>::call));
   m.impl("_upsample_nearest_exact1d", TORCH_FN(vision::upsample_nearest_exact1d));
-  m.impl("_upsample_nearest_exact1d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact1d, const at::Tensor&, c10::IntArrayRef, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact1d.out", TORCH_FN(vision::OutForm<&vision::upsample_nearest_exact1d>::call));
   m.impl("_upsample_nearest_exact1d_backward", TORCH_FN(vision::upsample_nearest_exact1d_backward));
-  m.impl("_upsample_nearest_exact1d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact1d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact1d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_nearest_exact1d_backward>::call));
   m.impl("_upsample_nearest_exact2d", TORCH_FN(vision::upsample_nearest_exact2d));
-  m.impl("_upsample_nearest_exact2d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact2d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact2d.out", TORCH_FN(vision::OutForm<&vision::upsample_nearest_exact2d>::call));
   m.impl("_upsample_nearest_exact2d_backward", TORCH_FN(vision::upsample_nearest_exact2d_backward));
-  m.impl("_upsample_nearest_exact2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact2d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_nearest_exact2d_backward>::call));
   m.impl("_upsample_nearest_exact3d", TORCH_FN(vision::upsample_nearest_exact3d));
-  m.impl("_upsample_nearest_exact3d.out", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact3d, const at::Tensor&, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact3d.out", TORCH_FN(vision::OutForm<&vision::upsample_nearest_exact3d>::call));
   m.impl("_upsample_nearest_exact3d_backward", TORCH_FN(vision::upsample_nearest_exact3d_backward));
-  m.impl("_upsample_nearest_exact3d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_nearest_exact3d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("_upsample_nearest_exact3d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_nearest_exact3d_backward>::call));
   m.impl("upsample_linear1d", TORCH_FN(vision::upsample_linear1d));
-  m.impl("upsample_linear1d.out", TORCH_FN((vision::upsample_out<vision::upsample_linear1d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>>)));
+  m.impl("upsample_linear1d.out", TORCH_FN(vision::OutForm<&vision::upsample_linear1d>::call));
   m.impl("upsample_linear1d_backward", TORCH_FN(vision::upsample_linear1d_backward));
-  m.impl("upsample_linear1d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_linear1d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>>)));
+  m.impl("upsample_linear1d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_linear1d_backward>::call));
   m.impl("upsample_bilinear2d", TORCH_FN(vision::upsample_bilinear2d));
-  m.impl("upsample_bilinear2d.out", TORCH_FN((vision::upsample_out<vision::upsample_bilinear2d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_bilinear2d.out", TORCH_FN(vision::OutForm<&vision::upsample_bilinear2d>::call));
   m.impl("upsample_bilinear2d_backward", TORCH_FN(vision::upsample_bilinear2d_backward));
-  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_bilinear2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_bilinear2d_backward>::call));
   m.impl("upsample_bicubic2d", TORCH_FN(vision::upsample_bicubic2d));
-  m.impl("upsample_bicubic2d.out", TORCH_FN((vision::upsample_out<vision::upsample_bicubic2d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_bicubic2d.out", TORCH_FN(vision::OutForm<&vision::upsample_bicubic2d>::call));
   m.impl("upsample_bicubic2d_backward", TORCH_FN(vision::upsample_bicubic2d_backward));
-  m.impl("upsample_bicubic2d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_bicubic2d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_bicubic2d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_bicubic2d_backward>::call));
   m.impl("upsample_trilinear3d", TORCH_FN(vision::upsample_trilinear3d));
-  m.impl("upsample_trilinear3d.out", TORCH_FN((vision::upsample_out<vision::upsample_trilinear3d, const at::Tensor&, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_trilinear3d.out", TORCH_FN(vision::OutForm<&vision::upsample_trilinear3d>::call));
   m.impl("upsample_trilinear3d_backward", TORCH_FN(vision::upsample_trilinear3d_backward));
-  m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN((vision::upsample_out<vision::upsample_trilinear3d_backward, const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, bool, std::optional<double>, std::optional<double>, std::optional<double>>)));
+  m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_trilinear3d_backward>::call));
 }
 
 }  // namespace torchneuron::aten

@@ -75,6 +75,8 @@ def test_ctc_loss_and_gradient_match_cpu(dtype, reduction, zero_infinity, concat
 def test_ctc_loss_rejects_bad_input():
     logits, targets, input_lengths, target_lengths = ctc_case(torch.float32)
     lp = logits.log_softmax(2).to("neuron")
+    with pytest.raises(RuntimeError, match="log_probs tensor must not be empty"):
+        F.ctc_loss(lp[:, :0], targets[:0].to("neuron"), [], [])
     with pytest.raises(RuntimeError, match="blank must be in label range"):
         F.ctc_loss(lp, targets.to("neuron"), input_lengths, target_lengths, blank=6)
     with pytest.raises(RuntimeError, match="Expected input_lengths to have value at most 30, but got value 31"):
