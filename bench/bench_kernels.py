@@ -122,6 +122,8 @@ CASES = [
     ("bicubic upsampling (16x16x32x32 to 56x56)",
      lambda t: F.interpolate(t["image"], size=(56, 56), mode="bicubic", align_corners=False)),
     ("trilinear upsampling (4x16x8x16x16, x2)", lambda t: F.interpolate(t["video"], scale_factor=2, mode="trilinear")),
+    ("max_pool2d 3x3 stride 2 (16x16x32x32)", lambda t: F.max_pool2d(t["image"], 3, 2, 1)),
+    ("max_pool3d 2x2x2 (4x16x8x16x16)", lambda t: F.max_pool3d(t["video"], 2)),
     ("batch norm, training (16x16x32x32)", lambda t: F.batch_norm(t["image"], None, None, training=True)),
     ("group norm (16x16x32x32, 4 groups)", lambda t: F.group_norm(t["image"], 4)),
     ("embedding_bag sum (512 bags of 16 rows of 64)",

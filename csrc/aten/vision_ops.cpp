@@ -1,5 +1,5 @@
 // Normalization, pooling, upsampling and patch operators on neuron: batch norm (train and eval),
-// group norm, max / average / adaptive average / adaptive max pooling, upsampling in every mode,
+// group norm, 2-D and 3-D max / average pooling, adaptive average / max pooling, upsampling,
 // im2col / col2im and grid_sample (bilinear, nearest), with their backward ops. The host checks
 // arguments and computes output sizes; csrc/kernels (norm, pool, upsample, patches, grid_sample)
 // run on the queue over contiguous NCHW buffers.
@@ -8,6 +8,7 @@
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_ops.h>
 #include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/avg_pool3d_ops.h>
 #include <ATen/ops/col2im_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -15,6 +16,7 @@
 #include <ATen/ops/grid_sampler_2d_ops.h>
 #include <ATen/ops/im2col_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
+#include <ATen/ops/max_pool3d_with_indices_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/_upsample_nearest_exact1d_ops.h>
 #include <ATen/ops/_upsample_nearest_exact2d_ops.h>
@@ -71,12 +73,29 @@ at::Tensor like_input_layout(const at::Tensor& result, const at::Tensor& input) 
   return result;
 }
 
+// CPU PyTorch and the meta kernels give a channels-last input a channels-last result (4-D and 5-D).
+at::Tensor like_input_format(const at::Tensor& result, const at::Tensor& input) {
+  if (result.dim() == 5 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast3d) {
+    return result.contiguous(at::MemoryFormat::ChannelsLast3d);
+  }
+  return like_input_layout(result, input);
+}
+
 // Copies a functional result into an out= tensor.
 at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
   at::native::resize_output(out, value.sizes());
   out.copy_(value);
   return out;
 }
+
+// out= forms: OutForm<f>::call takes f's arguments and `out`, and copies f's result into it (one
+// definition for the upsampling and pooling out= and grad_input= overloads).
+template <auto functional, typename Signature = decltype(functional)>
+struct OutForm;
+template <auto functional, typename... Args>
+struct OutForm<functional, at::Tensor (*)(Args...)> {
+  static at::Tensor& call(Args... args, at::Tensor& out) { return write_out(functional(args...), out); }
+};
 
 kernels::BatchNormShape channel_shape(const at::Tensor& x) {
   kernels::BatchNormShape s;
@@ -280,9 +299,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(const at::Ten
 
 namespace {
 
-// One or two values, as the pooling ops accept (stride empty means the kernel size).
-int64_t pick(c10::IntArrayRef values, int64_t d, const char* what) {
-  TORCH_CHECK(values.size() == 1 || values.size() == 2, "pooling: ", what, " must either be a single int, or a tuple of two ints");
+// One value or one per spatial dim, as the pooling ops accept (stride empty means the kernel size).
+int64_t pick(c10::IntArrayRef values, int64_t d, const char* what, int dims) {
+  TORCH_CHECK(values.size() == 1 || static_cast<int>(values.size()) == dims, "pooling: ", what,
+              " must either be a single int, or a tuple of ", dims == 2 ? "two" : "three", " ints");
   return values.size() == 1 ? values[0] : values[d];
 }
 
@@ -293,50 +313,150 @@ int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int
   return out;
 }
 
-// Pooling input [N, C, H, W] or [C, H, W]: the window, the plane shape and the output sizes.
+// Pooling input [N, C, (D,) H, W] or [C, (D,) H, W] with `dims` (2 or 3) spatial dims: the
+// window, the shape (depth 1 for 2-D) and the output sizes, with CPU PyTorch's checks.
 struct PoolPlan {
-  kernels::Window2d window;
-  kernels::PlaneShape shape;
+  kernels::PoolWindow window;
+  kernels::PoolShape shape;
   std::vector<int64_t> out_sizes;
 };
 
-PoolPlan plan_pool(const char* op, const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+PoolPlan plan_pool(const char* op, int dims, const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
-  TORCH_CHECK((input.dim() == 3 || input.dim() == 4) && input.size(-1) > 0 && input.size(-2) > 0 && input.size(-3) > 0,
-              op, ": Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: ",
-              input.sizes());
+  bool nonempty = input.dim() == dims + 1 || input.dim() == dims + 2;
+  for (int64_t d = input.dim() - dims - 1; nonempty && d < input.dim(); ++d) nonempty = input.size(d) > 0;
+  TORCH_CHECK(nonempty, op, ": Expected ", dims + 1, "D or ", dims + 2,
+              "D (batch mode) tensor with optional 0 dim batch size for input, but got: ", input.sizes());
   PoolPlan plan;
-  kernels::Window2d& k = plan.window;
-  k.kernel_h = pick(kernel, 0, "kernel_size");
-  k.kernel_w = pick(kernel, 1, "kernel_size");
-  k.stride_h = stride.empty() ? k.kernel_h : pick(stride, 0, "stride");
-  k.stride_w = stride.empty() ? k.kernel_w : pick(stride, 1, "stride");
-  k.pad_h = pick(padding, 0, "padding");
-  k.pad_w = pick(padding, 1, "padding");
-  k.dilation_h = pick(dilation, 0, "dilation");
-  k.dilation_w = pick(dilation, 1, "dilation");
-  TORCH_CHECK(k.kernel_h > 0 && k.kernel_w > 0, op, ": kernel size should be greater than zero, but got kH: ", k.kernel_h,
-              " kW: ", k.kernel_w);
-  TORCH_CHECK(k.stride_h > 0 && k.stride_w > 0, op, ": stride should be greater than zero, but got dH: ", k.stride_h,
-              " dW: ", k.stride_w);
-  TORCH_CHECK(k.dilation_h > 0 && k.dilation_w > 0, op, ": dilation should be greater than zero, but got dilationH: ",
-              k.dilation_h, " dilationW: ", k.dilation_w);
-  TORCH_CHECK(k.pad_h >= 0 && k.pad_w >= 0 && k.pad_h <= ((k.kernel_h - 1) * k.dilation_h + 1) / 2 &&
-                  k.pad_w <= ((k.kernel_w - 1) * k.dilation_w + 1) / 2,
-              op, ": pad should be at most half of effective kernel size, but got pad=", k.pad_h,
-              ", kernel_size=", k.kernel_h, " and dilation=", k.dilation_h);
-  kernels::PlaneShape& s = plan.shape;
+  kernels::PoolWindow& k = plan.window;
+  int64_t* const fields[4][3] = {{&k.kernel_d, &k.kernel_h, &k.kernel_w}, {&k.stride_d, &k.stride_h, &k.stride_w},
+                                 {&k.pad_d, &k.pad_h, &k.pad_w}, {&k.dilation_d, &k.dilation_h, &k.dilation_w}};
+  for (int d = 0; d < dims; ++d) {
+    const int axis = 3 - dims + d;  // 2-D ops leave the depth fields at their defaults
+    *fields[0][axis] = pick(kernel, d, "kernel_size", dims);
+    *fields[1][axis] = stride.empty() ? *fields[0][axis] : pick(stride, d, "stride", dims);
+    *fields[2][axis] = pick(padding, d, "padding", dims);
+    *fields[3][axis] = pick(dilation, d, "dilation", dims);
+  }
+  const std::string t = dims == 3 ? "T: " + std::to_string(k.kernel_d) + " " : "";
+  TORCH_CHECK(k.kernel_d > 0 && k.kernel_h > 0 && k.kernel_w > 0, op, ": kernel size should be greater than zero, but got k",
+              t, "kH: ", k.kernel_h, " kW: ", k.kernel_w);
+  TORCH_CHECK(k.stride_d > 0 && k.stride_h > 0 && k.stride_w > 0, op, ": stride should be greater than zero, but got ",
+              dims == 3 ? "dT: " + std::to_string(k.stride_d) + " " : "", "dH: ", k.stride_h, " dW: ", k.stride_w);
+  TORCH_CHECK(k.dilation_d > 0 && k.dilation_h > 0 && k.dilation_w > 0, op, ": dilation should be greater than zero, but got ",
+              dims == 3 ? "dilationT: " + std::to_string(k.dilation_d) + " " : "", "dilationH: ", k.dilation_h,
+              " dilationW: ", k.dilation_w);
+  for (int axis = 3 - dims; axis < 3; ++axis) {
+    const int64_t kernel_size = *fields[0][axis], pad = *fields[2][axis], dilation_size = *fields[3][axis];
+    TORCH_CHECK(pad >= 0 && pad <= ((kernel_size - 1) * dilation_size + 1) / 2, op,
+                ": pad should be at most half of effective kernel size, but got pad=", pad, ", kernel_size=", kernel_size,
+                " and dilation=", dilation_size);
+  }
+  kernels::PoolShape& s = plan.shape;
+  s.in_d = dims == 3 ? input.size(-3) : 1;
   s.in_h = input.size(-2);
   s.in_w = input.size(-1);
-  s.planes = input.numel() / (s.in_h * s.in_w);
+  s.planes = input.numel() / (s.in_d * s.in_h * s.in_w);
+  s.out_d = pooled_size(s.in_d, k.kernel_d, k.pad_d, k.stride_d, k.dilation_d, ceil_mode);
   s.out_h = pooled_size(s.in_h, k.kernel_h, k.pad_h, k.stride_h, k.dilation_h, ceil_mode);
   s.out_w = pooled_size(s.in_w, k.kernel_w, k.pad_w, k.stride_w, k.dilation_w, ceil_mode);
-  TORCH_CHECK(s.out_h > 0 && s.out_w > 0, "Given input size: (", input.size(-3), "x", s.in_h, "x", s.in_w,
-              "). Calculated output size: (", input.size(-3), "x", s.out_h, "x", s.out_w, "). Output size is too small");
+  const std::string depth_in = dims == 3 ? std::to_string(s.in_d) + "x" : "";
+  const std::string depth_out = dims == 3 ? std::to_string(s.out_d) + "x" : "";
+  const int64_t channels = input.size(-dims - 1);
+  TORCH_CHECK(s.out_d > 0 && s.out_h > 0 && s.out_w > 0, "Given input size: (", channels, "x", depth_in, s.in_h, "x", s.in_w,
+              "). Calculated output size: (", channels, "x", depth_out, s.out_h, "x", s.out_w, "). Output size is too small");
   plan.out_sizes.assign(input.sizes().begin(), input.sizes().end());
+  if (dims == 3) plan.out_sizes[input.dim() - 3] = s.out_d;
   plan.out_sizes[input.dim() - 2] = s.out_h;
   plan.out_sizes[input.dim() - 1] = s.out_w;
   return plan;
+}
+
+// max_pool{2,3}d_with_indices and avg_pool{2,3}d, forward and backward, for `dims` spatial dims.
+std::tuple<at::Tensor, at::Tensor> max_pool(const char* op, int dims, const at::Tensor& input, c10::IntArrayRef kernel,
+                                            c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                            bool ceil_mode) {
+  const PoolPlan plan = plan_pool(op, dims, input, kernel, stride, padding, dilation, ceil_mode);
+  const at::Tensor x = input.contiguous();
+  at::Tensor out = at::empty(plan.out_sizes, x.options());
+  at::Tensor indices = at::empty(plan.out_sizes, x.options().dtype(at::kLong));
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    int64_t* pi = indices.data_ptr<int64_t>();
+    const auto shape = plan.shape;
+    const auto window = plan.window;
+    enqueue(out, op, {&x, &indices}, [=] { kernels::max_pool(dtype, shape, window, px, po, pi); });
+  }
+  return {like_input_format(out, input), like_input_format(indices, input)};
+}
+
+at::Tensor max_pool_backward(const char* op, int dims, const at::Tensor& grad_out, const at::Tensor& input,
+                             c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                             c10::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices) {
+  check_same_device(op, input.device(), {&grad_out, &indices});
+  TORCH_CHECK(floating(input), op, ": expected a floating input, got ", input.scalar_type());
+  const PoolPlan plan = plan_pool(op, dims, input, kernel, stride, padding, dilation, ceil_mode);
+  TORCH_CHECK(grad_out.sizes().equals(plan.out_sizes) && indices.sizes().equals(plan.out_sizes), op,
+              ": expected grad_output and indices of size ", plan.out_sizes, ", got ", grad_out.sizes(), " and ",
+              indices.sizes());
+  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous(), idx = indices.contiguous();
+  at::Tensor grad_in = at::empty(input.sizes(), go.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
+    const void* pgo = go.data_ptr();
+    const int64_t* pi = idx.data_ptr<int64_t>();
+    void* pgi = grad_in.data_ptr();
+    const auto shape = plan.shape;
+    enqueue(grad_in, op, {&go, &idx}, [=] { kernels::max_pool_backward(dtype, shape, pgo, pi, pgi); });
+  }
+  return like_input_format(grad_in, input);
+}
+
+at::Tensor avg_pool(const char* op, int dims, const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+                    c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                    std::optional<int64_t> divisor_override) {
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
+  const int64_t ones[] = {1};
+  const PoolPlan plan = plan_pool(op, dims, input, kernel, stride, padding, ones, ceil_mode);
+  const at::Tensor x = input.contiguous();
+  at::Tensor out = at::empty(plan.out_sizes, x.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+    const void* px = x.data_ptr();
+    void* po = out.data_ptr();
+    const auto shape = plan.shape;
+    const auto window = plan.window;
+    const int64_t divisor = divisor_override.value_or(0);
+    enqueue(out, op, {&x}, [=] { kernels::avg_pool(dtype, shape, window, count_include_pad, divisor, px, po); });
+  }
+  return like_input_format(out, input);
+}
+
+at::Tensor avg_pool_backward(const char* op, int dims, const at::Tensor& grad_out, const at::Tensor& input,
+                             c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
+                             bool count_include_pad, std::optional<int64_t> divisor_override) {
+  check_same_device(op, input.device(), {&grad_out});
+  TORCH_CHECK(floating(input), op, ": expected a floating input, got ", input.scalar_type());
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
+  const int64_t ones[] = {1};
+  const PoolPlan plan = plan_pool(op, dims, input, kernel, stride, padding, ones, ceil_mode);
+  TORCH_CHECK(grad_out.sizes().equals(plan.out_sizes), op, ": expected grad_output of size ", plan.out_sizes, ", got ",
+              grad_out.sizes());
+  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous();
+  at::Tensor grad_in = at::empty(input.sizes(), go.options());
+  if (grad_in.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
+    const void* pgo = go.data_ptr();
+    void* pgi = grad_in.data_ptr();
+    const auto shape = plan.shape;
+    const auto window = plan.window;
+    const int64_t divisor = divisor_override.value_or(0);
+    enqueue(grad_in, op, {&go},
+            [=] { kernels::avg_pool_backward(dtype, shape, window, count_include_pad, divisor, pgo, pgi); });
+  }
+  return like_input_format(grad_in, input);
 }
 
 kernels::PlaneShape plane_shape(const at::Tensor& input, int64_t out_h, int64_t out_w) {
@@ -364,59 +484,30 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& input, c10::IntA
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(max_pool2d_with_indices)>::call(
         input, kernel, stride, padding, dilation, ceil_mode);
   }
-  const PoolPlan plan = plan_pool("max_pool2d", input, kernel, stride, padding, dilation, ceil_mode);
-  const at::Tensor x = input.contiguous();
-  at::Tensor out = at::empty(plan.out_sizes, x.options());
-  at::Tensor indices = at::empty(plan.out_sizes, x.options().dtype(at::kLong));
-  if (out.numel() > 0) {
-    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
-    const void* px = x.data_ptr();
-    void* po = out.data_ptr();
-    int64_t* pi = indices.data_ptr<int64_t>();
-    const auto shape = plan.shape;
-    const auto window = plan.window;
-    enqueue(out, "aten::max_pool2d_with_indices", {&x}, [=] { kernels::max_pool2d(dtype, shape, window, px, po, pi); });
-  }
-  return {like_input_layout(out, input), like_input_layout(indices, input)};
+  return max_pool("aten::max_pool2d_with_indices", 2, input, kernel, stride, padding, dilation, ceil_mode);
 }
 
-std::tuple<at::Tensor&, at::Tensor&> max_pool2d_out(const at::Tensor& input, c10::IntArrayRef kernel,
-                                                    c10::IntArrayRef stride, c10::IntArrayRef padding,
-                                                    c10::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
-                                                    at::Tensor& indices) {
-  auto [values, positions] = vision::max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
-  write_out(values, out);
-  write_out(positions, indices);
-  return {out, indices};
+std::tuple<at::Tensor, at::Tensor> max_pool3d(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
+                                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(max_pool3d_with_indices)>::call(
+        input, kernel, stride, padding, dilation, ceil_mode);
+  }
+  return max_pool("aten::max_pool3d_with_indices", 3, input, kernel, stride, padding, dilation, ceil_mode);
 }
 
 at::Tensor max_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
                                c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                bool ceil_mode, const at::Tensor& indices) {
-  check_same_device("aten::max_pool2d_with_indices_backward", input.device(), {&grad_out, &indices});
-  TORCH_CHECK(floating(input), "max_pool2d_backward: expected a floating input, got ", input.scalar_type());
-  const PoolPlan plan = plan_pool("max_pool2d_backward", input, kernel, stride, padding, dilation, ceil_mode);
-  TORCH_CHECK(grad_out.sizes().equals(plan.out_sizes) && indices.sizes().equals(plan.out_sizes),
-              "max_pool2d_backward: expected grad_output and indices of size ", plan.out_sizes, ", got ",
-              grad_out.sizes(), " and ", indices.sizes());
-  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous(), idx = indices.contiguous();
-  at::Tensor grad_in = at::empty(input.sizes(), go.options());
-  if (grad_in.numel() > 0) {
-    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
-    const void* pgo = go.data_ptr();
-    const int64_t* pi = idx.data_ptr<int64_t>();
-    void* pgi = grad_in.data_ptr();
-    const auto shape = plan.shape;
-    enqueue(grad_in, "aten::max_pool2d_with_indices_backward", {&go, &idx},
-            [=] { kernels::max_pool2d_backward(dtype, shape, pgo, pi, pgi); });
-  }
-  return like_input_layout(grad_in, input);
+  return max_pool_backward("aten::max_pool2d_with_indices_backward", 2, grad_out, input, kernel, stride, padding, dilation,
+                           ceil_mode, indices);
 }
 
-at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
-                                    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                    bool ceil_mode, const at::Tensor& indices, at::Tensor& grad_in) {
-  return write_out(max_pool2d_backward(grad_out, input, kernel, stride, padding, dilation, ceil_mode, indices), grad_in);
+at::Tensor max_pool3d_backward(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
+                               c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                               bool ceil_mode, const at::Tensor& indices) {
+  return max_pool_backward("aten::max_pool3d_with_indices_backward", 3, grad_out, input, kernel, stride, padding, dilation,
+                           ceil_mode, indices);
 }
 
 at::Tensor avg_pool2d(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef padding,
@@ -425,60 +516,42 @@ at::Tensor avg_pool2d(const at::Tensor& input, c10::IntArrayRef kernel, c10::Int
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(avg_pool2d)>::call(
         input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   }
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
-  const int64_t ones[] = {1};
-  const PoolPlan plan = plan_pool("avg_pool2d", input, kernel, stride, padding, ones, ceil_mode);
-  const at::Tensor x = input.contiguous();
-  at::Tensor out = at::empty(plan.out_sizes, x.options());
-  if (out.numel() > 0) {
-    const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
-    const void* px = x.data_ptr();
-    void* po = out.data_ptr();
-    const auto shape = plan.shape;
-    const auto window = plan.window;
-    const int64_t divisor = divisor_override.value_or(0);
-    enqueue(out, "aten::avg_pool2d", {&x},
-            [=] { kernels::avg_pool2d(dtype, shape, window, count_include_pad, divisor, px, po); });
-  }
-  return like_input_layout(out, input);
+  return avg_pool("aten::avg_pool2d", 2, input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
-at::Tensor& avg_pool2d_out(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride,
-                           c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override, at::Tensor& out) {
-  return write_out(vision::avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override), out);
+at::Tensor avg_pool3d(const at::Tensor& input, c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                      bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  if (!floating(input)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(avg_pool3d)>::call(
+        input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+  return avg_pool("aten::avg_pool3d", 3, input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
 at::Tensor avg_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
                                c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
                                bool count_include_pad, std::optional<int64_t> divisor_override) {
-  check_same_device("aten::avg_pool2d_backward", input.device(), {&grad_out});
-  TORCH_CHECK(floating(input), "avg_pool2d_backward: expected a floating input, got ", input.scalar_type());
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
-  const int64_t ones[] = {1};
-  const PoolPlan plan = plan_pool("avg_pool2d_backward", input, kernel, stride, padding, ones, ceil_mode);
-  TORCH_CHECK(grad_out.sizes().equals(plan.out_sizes), "avg_pool2d_backward: expected grad_output of size ",
-              plan.out_sizes, ", got ", grad_out.sizes());
-  const at::Tensor go = grad_out.to(input.scalar_type()).contiguous();
-  at::Tensor grad_in = at::empty(input.sizes(), go.options());
-  if (grad_in.numel() > 0) {
-    const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
-    const void* pgo = go.data_ptr();
-    void* pgi = grad_in.data_ptr();
-    const auto shape = plan.shape;
-    const auto window = plan.window;
-    const int64_t divisor = divisor_override.value_or(0);
-    enqueue(grad_in, "aten::avg_pool2d_backward", {&go},
-            [=] { kernels::avg_pool2d_backward(dtype, shape, window, count_include_pad, divisor, pgo, pgi); });
-  }
-  return like_input_layout(grad_in, input);
+  return avg_pool_backward("aten::avg_pool2d_backward", 2, grad_out, input, kernel, stride, padding, ceil_mode,
+                           count_include_pad, divisor_override);
 }
 
-at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
-                                    c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
-                                    bool count_include_pad, std::optional<int64_t> divisor_override, at::Tensor& grad_in) {
-  return write_out(vision::avg_pool2d_backward(grad_out, input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override),
-                   grad_in);
+at::Tensor avg_pool3d_backward(const at::Tensor& grad_out, const at::Tensor& input, c10::IntArrayRef kernel,
+                               c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
+                               bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool_backward("aten::avg_pool3d_backward", 3, grad_out, input, kernel, stride, padding, ceil_mode,
+                           count_include_pad, divisor_override);
+}
+
+// The out= forms of the pair-returning max pools; the others go through OutForm.
+template <auto functional>
+std::tuple<at::Tensor&, at::Tensor&> max_pool_out(const at::Tensor& input, c10::IntArrayRef kernel,
+                                                  c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                                  c10::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
+                                                  at::Tensor& indices) {
+  auto [values, positions] = functional(input, kernel, stride, padding, dilation, ceil_mode);
+  write_out(values, out);
+  write_out(positions, indices);
+  return {out, indices};
 }
 
 at::Tensor adaptive_avg_pool2d(const at::Tensor& input, c10::IntArrayRef output_size) {
@@ -565,12 +638,17 @@ at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_out, const at::Te
   at::Tensor grad_in = at::empty(input.sizes(), go.options());
   if (grad_in.numel() > 0) {
     const kernels::DType dtype = to_kernel_dtype(go.scalar_type());
-    const kernels::PlaneShape shape = plane_shape(input, go.size(-2), go.size(-1));
+    kernels::PoolShape shape;  // max pooling's backward: a scatter to the recorded positions
+    shape.in_h = input.size(-2);
+    shape.in_w = input.size(-1);
+    shape.planes = input.numel() / (shape.in_h * shape.in_w);
+    shape.out_h = go.size(-2);
+    shape.out_w = go.size(-1);
     const void* pgo = go.data_ptr();
     const int64_t* pi = idx.data_ptr<int64_t>();
     void* pgi = grad_in.data_ptr();
     enqueue(grad_in, "aten::adaptive_max_pool2d_backward", {&go, &idx},
-            [=] { kernels::max_pool2d_backward(dtype, shape, pgo, pi, pgi); });
+            [=] { kernels::max_pool_backward(dtype, shape, pgo, pi, pgi); });
   }
   return like_input_layout(grad_in, input);
 }
@@ -620,14 +698,6 @@ void check_upsample_sizes(const char* op, c10::IntArrayRef input_size, c10::IntA
                         std::all_of(output_size.begin(), output_size.end(), [](int64_t n) { return n > 0; });
   TORCH_CHECK(positive, op, ": Input and output sizes should be greater than 0, but got input ", spatial_sizes(spatial),
               " and output ", spatial_sizes(output_size));
-}
-
-// CPU PyTorch and the meta kernels give a channels-last input a channels-last result (4-D and 5-D).
-at::Tensor like_input_format(const at::Tensor& result, const at::Tensor& input) {
-  if (result.dim() == 5 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast3d) {
-    return result.contiguous(at::MemoryFormat::ChannelsLast3d);
-  }
-  return like_input_layout(result, input);
 }
 
 // Whether the kernels take this input: a floating dtype, or uint8 for the nearest modes (CPU
@@ -779,15 +849,6 @@ at::Tensor upsample_trilinear3d_backward(const at::Tensor& g, c10::IntArrayRef s
                                          Scale sd, Scale sh, Scale sw) {
   return upsample_backward("aten::upsample_trilinear3d_backward", kLinear, align, g, size, in, {sd, sh, sw});
 }
-
-// out= forms: OutForm<f>::call takes f's arguments and `out`, and copies f's result into it (one
-// definition for the twenty upsampling out= and grad_input= overloads).
-template <auto functional, typename Signature = decltype(functional)>
-struct OutForm;
-template <auto functional, typename... Args>
-struct OutForm<functional, at::Tensor (*)(Args...)> {
-  static at::Tensor& call(Args... args, at::Tensor& out) { return write_out(functional(args...), out); }
-};
 
 // ---- im2col / col2im (nn.Unfold / nn.Fold) -------------------------------------------------
 
@@ -978,13 +1039,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_group_norm", TORCH_FN(vision::group_norm));
   m.impl("native_group_norm_backward", TORCH_FN(vision::group_norm_backward));
   m.impl("max_pool2d_with_indices", TORCH_FN(vision::max_pool2d));
-  m.impl("max_pool2d_with_indices.out", TORCH_FN(vision::max_pool2d_out));
+  m.impl("max_pool2d_with_indices.out", TORCH_FN(vision::max_pool_out<&vision::max_pool2d>));
   m.impl("max_pool2d_with_indices_backward", TORCH_FN(vision::max_pool2d_backward));
-  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(vision::max_pool2d_backward_out));
+  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(vision::OutForm<&vision::max_pool2d_backward>::call));
+  m.impl("max_pool3d_with_indices", TORCH_FN(vision::max_pool3d));
+  m.impl("max_pool3d_with_indices.out", TORCH_FN(vision::max_pool_out<&vision::max_pool3d>));
+  m.impl("max_pool3d_with_indices_backward", TORCH_FN(vision::max_pool3d_backward));
+  m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(vision::OutForm<&vision::max_pool3d_backward>::call));
   m.impl("avg_pool2d", TORCH_FN(vision::avg_pool2d));
-  m.impl("avg_pool2d.out", TORCH_FN(vision::avg_pool2d_out));
+  m.impl("avg_pool2d.out", TORCH_FN(vision::OutForm<&vision::avg_pool2d>::call));
   m.impl("avg_pool2d_backward", TORCH_FN(vision::avg_pool2d_backward));
-  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(vision::avg_pool2d_backward_out));
+  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::avg_pool2d_backward>::call));
+  m.impl("avg_pool3d", TORCH_FN(vision::avg_pool3d));
+  m.impl("avg_pool3d.out", TORCH_FN(vision::OutForm<&vision::avg_pool3d>::call));
+  m.impl("avg_pool3d_backward", TORCH_FN(vision::avg_pool3d_backward));
+  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::avg_pool3d_backward>::call));
   m.impl("_adaptive_avg_pool2d", TORCH_FN(vision::adaptive_avg_pool2d));
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(vision::adaptive_avg_pool2d_backward));
   m.impl("adaptive_max_pool2d", TORCH_FN(vision::adaptive_max_pool2d));

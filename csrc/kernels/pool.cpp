@@ -12,21 +12,36 @@
 namespace torchneuron::kernels {
 namespace {
 
-int64_t plane_grain(const PlaneShape& s) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.out_h * s.out_w)); }
+// Planes per task for `work` units per plane.
+int64_t grain_for(int64_t work) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work)); }
+int64_t plane_grain(const PlaneShape& s) { return grain_for(s.out_h * s.out_w); }
 
-// The averaging window of output (oh, ow) clipped to the input, and its divisor.
+// The taps t in [lo, hi) of a window along one axis whose positions start + t * dilation fall
+// inside [0, size): the max pool's loops then need no bounds test.
+struct TapRange {
+  int64_t start, lo, hi;
+  TapRange(int64_t first, int64_t kernel, int64_t dilation, int64_t size)
+      : start(first),
+        lo(first < 0 ? (-first + dilation - 1) / dilation : 0),
+        hi(first >= size ? 0 : std::min(kernel, (size - first + dilation - 1) / dilation)) {}
+};
+
+// The averaging window of output (od, oh, ow) clipped to the input, and its divisor.
 struct AvgCell {
-  int64_t h0, h1, w0, w1;
+  int64_t d0, d1, h0, h1, w0, w1;
   double divisor;
 };
 
-AvgCell avg_cell(const PlaneShape& s, const Window2d& k, bool count_include_pad, int64_t divisor_override, int64_t oh,
-                 int64_t ow) {
-  int64_t h0 = oh * k.stride_h - k.pad_h, w0 = ow * k.stride_w - k.pad_w;
-  int64_t h1 = std::min(h0 + k.kernel_h, s.in_h + k.pad_h), w1 = std::min(w0 + k.kernel_w, s.in_w + k.pad_w);
-  const int64_t padded_size = (h1 - h0) * (w1 - w0);
+AvgCell avg_cell(const PoolShape& s, const PoolWindow& k, bool count_include_pad, int64_t divisor_override, int64_t od,
+                 int64_t oh, int64_t ow) {
+  int64_t d0 = od * k.stride_d - k.pad_d, h0 = oh * k.stride_h - k.pad_h, w0 = ow * k.stride_w - k.pad_w;
+  int64_t d1 = std::min(d0 + k.kernel_d, s.in_d + k.pad_d), h1 = std::min(h0 + k.kernel_h, s.in_h + k.pad_h);
+  int64_t w1 = std::min(w0 + k.kernel_w, s.in_w + k.pad_w);
+  const int64_t padded_size = (d1 - d0) * (h1 - h0) * (w1 - w0);
+  d0 = std::max<int64_t>(d0, 0);
   h0 = std::max<int64_t>(h0, 0);
   w0 = std::max<int64_t>(w0, 0);
+  d1 = std::min(d1, s.in_d);
   h1 = std::min(h1, s.in_h);
   w1 = std::min(w1, s.in_w);
   double divisor;
@@ -35,9 +50,9 @@ AvgCell avg_cell(const PlaneShape& s, const Window2d& k, bool count_include_pad,
   } else if (count_include_pad) {
     divisor = static_cast<double>(padded_size);
   } else {
-    divisor = static_cast<double>((h1 - h0) * (w1 - w0));
+    divisor = static_cast<double>((d1 - d0) * (h1 - h0) * (w1 - w0));
   }
-  return {h0, h1, w0, w1, divisor};
+  return {d0, d1, h0, h1, w0, w1, divisor};
 }
 
 inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
@@ -45,36 +60,42 @@ inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1
 
 }  // namespace
 
-void max_pool2d(DType dtype, PlaneShape s, Window2d k, const void* in_data, void* out_data, int64_t* indices) {
-  dispatch_floating(dtype, "max_pool2d", [&](auto tag) {
+void max_pool(DType dtype, PoolShape s, PoolWindow k, const void* in_data, void* out_data, int64_t* indices) {
+  dispatch_floating(dtype, "max_pool", [&](auto tag) {
     using T = decltype(tag);
     const T* in = static_cast<const T*>(in_data);
     T* out = static_cast<T*>(out_data);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+    const int64_t in_plane = s.in_d * s.in_h * s.in_w, out_plane = s.out_d * s.out_h * s.out_w;
+    parallel_for(s.planes, grain_for(out_plane * k.kernel_d * k.kernel_h * k.kernel_w), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
-        const T* plane = in + p * s.in_h * s.in_w;
-        for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            int64_t best = -1;
-            Acc<T> best_value = -std::numeric_limits<Acc<T>>::infinity();
-            for (int64_t i = 0; i < k.kernel_h; ++i) {
-              const int64_t h = oh * k.stride_h - k.pad_h + i * k.dilation_h;
-              if (h < 0 || h >= s.in_h) continue;
-              for (int64_t j = 0; j < k.kernel_w; ++j) {
-                const int64_t w = ow * k.stride_w - k.pad_w + j * k.dilation_w;
-                if (w < 0 || w >= s.in_w) continue;
-                const auto v = up(plane[h * s.in_w + w]);
-                if (best < 0 || v > best_value || std::isnan(v)) {
-                  best = h * s.in_w + w;
-                  best_value = v;
-                  if (std::isnan(v)) break;
+        const T* plane = in + p * in_plane;
+        int64_t at = p * out_plane;
+        for (int64_t od = 0; od < s.out_d; ++od) {
+          for (int64_t oh = 0; oh < s.out_h; ++oh) {
+            for (int64_t ow = 0; ow < s.out_w; ++ow, ++at) {
+              const TapRange rd(od * k.stride_d - k.pad_d, k.kernel_d, k.dilation_d, s.in_d);
+              const TapRange rh(oh * k.stride_h - k.pad_h, k.kernel_h, k.dilation_h, s.in_h);
+              const TapRange rw(ow * k.stride_w - k.pad_w, k.kernel_w, k.dilation_w, s.in_w);
+              // Selects without branches (random data mispredicts them): the first of equal
+              // maxima, and each NaN takes over, as on CPU. An empty window keeps -inf and -1.
+              int64_t best = -1;
+              Acc<T> best_value = -std::numeric_limits<Acc<T>>::infinity();
+              for (int64_t a = rd.lo; a < rd.hi; ++a) {
+                const int64_t d = rd.start + a * k.dilation_d;
+                for (int64_t i = rh.lo; i < rh.hi; ++i) {
+                  const int64_t h = rh.start + i * k.dilation_h;
+                  for (int64_t j = rw.lo; j < rw.hi; ++j) {
+                    const int64_t position = (d * s.in_h + h) * s.in_w + rw.start + j * k.dilation_w;
+                    const Acc<T> v = up(plane[position]);
+                    const bool take = (v > best_value) | (v != v) | (best < 0);
+                    best = take ? position : best;
+                    best_value = take ? v : best_value;
+                  }
                 }
               }
-              if (std::isnan(best_value)) break;
+              out[at] = down<T>(best_value);
+              indices[at] = best;
             }
-            const int64_t at = (p * s.out_h + oh) * s.out_w + ow;
-            out[at] = down<T>(best_value);
-            indices[at] = best;
           }
         }
       }
@@ -82,43 +103,51 @@ void max_pool2d(DType dtype, PlaneShape s, Window2d k, const void* in_data, void
   });
 }
 
-void max_pool2d_backward(DType dtype, PlaneShape s, const void* grad_out, const int64_t* indices, void* grad_in) {
-  dispatch_floating(dtype, "max_pool2d_backward", [&](auto tag) {
+void max_pool_backward(DType dtype, PoolShape s, const void* grad_out, const int64_t* indices, void* grad_in) {
+  dispatch_floating(dtype, "max_pool_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* go = static_cast<const T*>(grad_out);
     T* gi = static_cast<T*>(grad_in);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+    const int64_t in_plane = s.in_d * s.in_h * s.in_w, out_plane = s.out_d * s.out_h * s.out_w;
+    parallel_for(s.planes, grain_for(out_plane), [&](int64_t begin, int64_t end) {
+      std::vector<Acc<T>> sums(static_cast<size_t>(in_plane));
       for (int64_t p = begin; p < end; ++p) {
-        std::vector<Acc<T>> sums(s.in_h * s.in_w, Acc<T>(0));
-        for (int64_t o = 0; o < s.out_h * s.out_w; ++o) {
-          const int64_t at = p * s.out_h * s.out_w + o;
+        std::fill(sums.begin(), sums.end(), Acc<T>(0));
+        for (int64_t o = 0; o < out_plane; ++o) {
+          const int64_t at = p * out_plane + o;
           if (indices[at] >= 0) sums[indices[at]] += up(go[at]);
         }
-        T* plane = gi + p * s.in_h * s.in_w;
-        for (int64_t i = 0; i < s.in_h * s.in_w; ++i) plane[i] = down<T>(sums[i]);
+        T* plane = gi + p * in_plane;
+        for (int64_t i = 0; i < in_plane; ++i) plane[i] = down<T>(sums[i]);
       }
     });
   });
 }
 
-void avg_pool2d(DType dtype, PlaneShape s, Window2d k, bool count_include_pad, int64_t divisor_override,
-                const void* in_data, void* out_data) {
-  dispatch_floating(dtype, "avg_pool2d", [&](auto tag) {
+void avg_pool(DType dtype, PoolShape s, PoolWindow k, bool count_include_pad, int64_t divisor_override,
+              const void* in_data, void* out_data) {
+  dispatch_floating(dtype, "avg_pool", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* in = static_cast<const T*>(in_data);
     T* out = static_cast<T*>(out_data);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+    const int64_t in_plane = s.in_d * s.in_h * s.in_w, out_plane = s.out_d * s.out_h * s.out_w;
+    parallel_for(s.planes, grain_for(out_plane), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
-        const T* plane = in + p * s.in_h * s.in_w;
-        for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, oh, ow);
-            A sum = 0;
-            for (int64_t h = cell.h0; h < cell.h1; ++h) {
-              for (int64_t w = cell.w0; w < cell.w1; ++w) sum += up(plane[h * s.in_w + w]);
+        const T* plane = in + p * in_plane;
+        int64_t at = p * out_plane;
+        for (int64_t od = 0; od < s.out_d; ++od) {
+          for (int64_t oh = 0; oh < s.out_h; ++oh) {
+            for (int64_t ow = 0; ow < s.out_w; ++ow, ++at) {
+              const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, od, oh, ow);
+              A sum = 0;
+              for (int64_t d = cell.d0; d < cell.d1; ++d) {
+                for (int64_t h = cell.h0; h < cell.h1; ++h) {
+                  for (int64_t w = cell.w0; w < cell.w1; ++w) sum += up(plane[(d * s.in_h + h) * s.in_w + w]);
+                }
+              }
+              out[at] = down<T>(sum / static_cast<A>(cell.divisor));
             }
-            out[(p * s.out_h + oh) * s.out_w + ow] = down<T>(sum / static_cast<A>(cell.divisor));
           }
         }
       }
@@ -126,27 +155,34 @@ void avg_pool2d(DType dtype, PlaneShape s, Window2d k, bool count_include_pad, i
   });
 }
 
-void avg_pool2d_backward(DType dtype, PlaneShape s, Window2d k, bool count_include_pad, int64_t divisor_override,
-                         const void* grad_out, void* grad_in) {
-  dispatch_floating(dtype, "avg_pool2d_backward", [&](auto tag) {
+void avg_pool_backward(DType dtype, PoolShape s, PoolWindow k, bool count_include_pad, int64_t divisor_override,
+                       const void* grad_out, void* grad_in) {
+  dispatch_floating(dtype, "avg_pool_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* go = static_cast<const T*>(grad_out);
     T* gi = static_cast<T*>(grad_in);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+    const int64_t in_plane = s.in_d * s.in_h * s.in_w, out_plane = s.out_d * s.out_h * s.out_w;
+    parallel_for(s.planes, grain_for(out_plane), [&](int64_t begin, int64_t end) {
+      std::vector<A> sums(static_cast<size_t>(in_plane));
       for (int64_t p = begin; p < end; ++p) {
-        std::vector<A> sums(s.in_h * s.in_w, A(0));
-        for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, oh, ow);
-            const A share = up(go[(p * s.out_h + oh) * s.out_w + ow]) / static_cast<A>(cell.divisor);
-            for (int64_t h = cell.h0; h < cell.h1; ++h) {
-              for (int64_t w = cell.w0; w < cell.w1; ++w) sums[h * s.in_w + w] += share;
+        std::fill(sums.begin(), sums.end(), A(0));
+        int64_t at = p * out_plane;
+        for (int64_t od = 0; od < s.out_d; ++od) {
+          for (int64_t oh = 0; oh < s.out_h; ++oh) {
+            for (int64_t ow = 0; ow < s.out_w; ++ow, ++at) {
+              const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, od, oh, ow);
+              const A share = up(go[at]) / static_cast<A>(cell.divisor);
+              for (int64_t d = cell.d0; d < cell.d1; ++d) {
+                for (int64_t h = cell.h0; h < cell.h1; ++h) {
+                  for (int64_t w = cell.w0; w < cell.w1; ++w) sums[(d * s.in_h + h) * s.in_w + w] += share;
+                }
+              }
             }
           }
         }
-        T* plane = gi + p * s.in_h * s.in_w;
-        for (int64_t i = 0; i < s.in_h * s.in_w; ++i) plane[i] = down<T>(sums[i]);
+        T* plane = gi + p * in_plane;
+        for (int64_t i = 0; i < in_plane; ++i) plane[i] = down<T>(sums[i]);
       }
     });
   });

@@ -1,6 +1,6 @@
 """Native normalization, pooling and upsampling operators against CPU PyTorch, forward and
 backward: batch norm (train and eval, running statistics, mixed precision), group norm,
-max / average / adaptive average and adaptive max pooling, upsampling (nearest, nearest-exact, linear,
+2-D and 3-D max / average pooling, adaptive average and max pooling, upsampling (nearest, nearest-exact, linear,
 bilinear, bicubic, trilinear), grid_sample, and nn.Unfold / nn.Fold (im2col / col2im)."""
 
 import pytest
@@ -100,7 +100,10 @@ def test_max_pool2d_matches_cpu(dtype, kwargs):
 def test_max_pool2d_propagates_nan_and_takes_unbatched_input():
     x = sample((3, 6, 6))
     x[1, 2, 3] = float("nan")
-    assert_same(F.max_pool2d(x.to("neuron"), 2), F.max_pool2d(x, 2))
+    x[2, 0, 1] = x[2, 1, 0] = float("nan")  # two in a window: CPU records the last one
+    cpu, dev = F.max_pool2d(x, 2, return_indices=True), F.max_pool2d(x.to("neuron"), 2, return_indices=True)
+    assert_same(dev[0], cpu[0])
+    assert torch.equal(dev[1].cpu(), cpu[1])
 
 
 @pytest.mark.usefixtures("no_fallback")
@@ -302,3 +305,36 @@ def test_adaptive_max_pool2d_nan_and_ties_pick_cpu_positions(no_fallback):
     assert_same(dev[0], cpu[0])
     with pytest.raises(RuntimeError, match="Expected input to have non-zero size for non-batch dimensions"):
         F.adaptive_max_pool2d(torch.randn(2, 3, 0, 4, device="neuron"), 2)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=2),
+    dict(kernel_size=(3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1)),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+])
+def test_max_and_avg_pool3d_match_cpu(dtype, kwargs):
+    x = sample((2, 3, 5, 6, 7), dtype)
+    compare(lambda t: F.max_pool3d(t, **kwargs), x)
+    for avg_kwargs in (kwargs, dict(kwargs, count_include_pad=False)):
+        if dtype == torch.bfloat16:  # CPU PyTorch has no bfloat16 avg_pool3d: its float result, rounded
+            assert_same(F.avg_pool3d(x.to("neuron"), **avg_kwargs), F.avg_pool3d(x.float(), **avg_kwargs).bfloat16())
+        else:
+            compare(lambda t: F.avg_pool3d(t, **avg_kwargs), x)
+    compare(lambda t: F.max_pool3d(t, dilation=(1, 2, 1), **kwargs), x) if "padding" not in kwargs else None
+    cpu, dev = F.max_pool3d(x, return_indices=True, **kwargs), F.max_pool3d(x.to("neuron"), return_indices=True, **kwargs)
+    assert torch.equal(dev[1].cpu(), cpu[1])
+
+
+def test_pool3d_divisor_unbatched_channels_last_and_errors(no_fallback):
+    x = sample((3, 4, 4, 4))  # no batch dimension
+    compare(lambda t: F.avg_pool3d(t, 2, divisor_override=3), x)
+    volume = sample((1, 2, 4, 6, 6)).contiguous(memory_format=torch.channels_last_3d)
+    outs = [F.max_pool3d(volume.to(device), 2) for device in ("cpu", "neuron")]
+    assert outs[1].stride() == outs[0].stride()
+    assert_same(outs[1], outs[0])
+    with pytest.raises(RuntimeError, match="Output size is too small"):
+        F.max_pool3d(torch.randn(1, 2, 1, 4, 4, device="neuron"), 2)
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel size"):
+        F.avg_pool3d(torch.randn(1, 2, 4, 4, 4, device="neuron"), 2, padding=2)
