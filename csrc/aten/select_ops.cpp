@@ -1,5 +1,6 @@
 // Selection operators on neuron: argmax / argmin, max / min along a dim with indices, sort,
-// topk, searchsorted / bucketize, and unique, kthvalue, median and nanmedian (composed from sort). The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
+// topk, searchsorted / bucketize, and unique, kthvalue, median and nanmedian (composed from
+// sort). The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
 // contiguous copy of the input.
 #include <ATen/ScalarOps.h>
 #include <ATen/WrapDimUtils.h>
@@ -31,7 +32,6 @@
 #include <ATen/ops/nanmedian_ops.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/rsub.h>
-#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/searchsorted_ops.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/sum.h>

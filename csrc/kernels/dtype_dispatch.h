@@ -41,4 +41,22 @@ void dispatch_dtype(DType dtype, const char* what, F&& f) {
   }
 }
 
+// Kernels that only move elements: f(E{}) with an unsigned type of the dtype's element size (a
+// 16-byte struct for complex128).
+struct Bytes16 {
+  uint64_t low, high;
+};
+
+template <typename F>
+void dispatch_element_size(DType dtype, const char* what, F&& f) {
+  switch (element_size(dtype)) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    case 16: return f(Bytes16{});
+    default: throw runtime::KernelError(std::string(what) + " has no kernel for " + dtype_name(dtype));
+  }
+}
+
 }  // namespace torchneuron::kernels

@@ -4,15 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/floating.h"
 #include "kernels/parallel.h"
 
 namespace torchneuron::kernels {
 namespace {
-
-struct Bytes16 {
-  uint64_t low, high;
-};
 
 // One row of columns per (image, channel, kernel tap): the tap's reads across all blocks.
 template <typename E>
@@ -45,14 +42,10 @@ void im2col_typed(const PatchShape& s, const E* image, E* columns) {
 }  // namespace
 
 void im2col(DType dtype, const PatchShape& s, const void* image, void* columns) {
-  switch (element_size(dtype)) {
-    case 1: return im2col_typed(s, static_cast<const uint8_t*>(image), static_cast<uint8_t*>(columns));
-    case 2: return im2col_typed(s, static_cast<const uint16_t*>(image), static_cast<uint16_t*>(columns));
-    case 4: return im2col_typed(s, static_cast<const uint32_t*>(image), static_cast<uint32_t*>(columns));
-    case 8: return im2col_typed(s, static_cast<const uint64_t*>(image), static_cast<uint64_t*>(columns));
-    case 16: return im2col_typed(s, static_cast<const Bytes16*>(image), static_cast<Bytes16*>(columns));
-    default: throw runtime::KernelError(std::string("im2col: no kernel for ") + dtype_name(dtype));
-  }
+  dispatch_element_size(dtype, "im2col", [&](auto tag) {
+    using E = decltype(tag);
+    im2col_typed(s, static_cast<const E*>(image), static_cast<E*>(columns));
+  });
 }
 
 // Each task owns whole (image, channel) planes and adds taps in order: deterministic.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype_dispatch.h"
 #include "kernels/floating.h"
 #include "kernels/parallel.h"
 
@@ -141,10 +142,6 @@ void gather_nearest(const UpsampleShape& s, const Volume& v, const Axis<float> a
   });
 }
 
-struct Bytes16 {
-  uint64_t low, high;
-};
-
 // kDepth, kHeight, kWidth: taps per axis, fixed at compile time so that the loops unroll.
 template <typename T, int kDepth, int kHeight, int kWidth>
 void interpolate(const UpsampleShape& s, const Volume& v, const Axis<Acc<T>> axes[3], const T* in, T* out) {
@@ -185,14 +182,9 @@ void upsample(DType dtype, Interpolation mode, bool align_corners, const Upsampl
   if (mode == Interpolation::kNearest || mode == Interpolation::kNearestExact) {
     Axis<float> axes[3];
     make_axes(mode, align_corners, s, v, axes);
-    switch (element_size(dtype)) {
-      case 1: return gather_nearest<uint8_t>(s, v, axes, in, out);
-      case 2: return gather_nearest<uint16_t>(s, v, axes, in, out);
-      case 4: return gather_nearest<uint32_t>(s, v, axes, in, out);
-      case 8: return gather_nearest<uint64_t>(s, v, axes, in, out);
-      case 16: return gather_nearest<Bytes16>(s, v, axes, in, out);
-      default: throw runtime::KernelError(std::string("upsample: no nearest kernel for ") + dtype_name(dtype));
-    }
+    return dispatch_element_size(dtype, "upsample", [&](auto tag) {
+      gather_nearest<decltype(tag)>(s, v, axes, in, out);
+    });
   }
   dispatch_floating(dtype, "upsample", [&](auto tag) {
     using T = decltype(tag);
