@@ -1,6 +1,6 @@
 // Matrix products on neuron (mm, addmm, bmm, baddbmm; matmul and linear reach these): shape and
 // dtype checks on the host, operands made BLAS-friendly, csrc/kernels/gemm on the queue. Also
-// triangular solves (linalg.solve_triangular, csrc/kernels/linalg).
+// triangular solves (linalg.solve_triangular) and pairwise distances (cdist), csrc/kernels/linalg.
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
@@ -8,6 +8,8 @@
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/_cdist_backward_ops.h>
+#include <ATen/ops/_cdist_forward_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/result_type.h>
@@ -334,9 +336,83 @@ at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B
   return out;
 }
 
+// ---- pairwise distances (cdist) ----------------------------------------------------------------
+// cdist checks its arguments and picks these for p != 2 or small p = 2 problems (larger ones go
+// through matrix products). Batch dimensions broadcast.
+
+namespace {
+
+struct DistanceOperands {
+  at::Tensor x1, x2;  // expanded to the common batch, contiguous
+  int64_t batch;
+};
+
+DistanceOperands distance_operands(const at::Tensor& x1, const at::Tensor& x2) {
+  TORCH_CHECK(x1.dim() >= 2 && x2.dim() >= 2 && x1.size(-1) == x2.size(-1), "cdist: expected matrices with the same "
+              "number of columns, got ", x1.sizes(), " and ", x2.sizes());
+  std::vector<int64_t> batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  std::vector<int64_t> s1 = batch, s2 = batch;
+  s1.insert(s1.end(), {x1.size(-2), x1.size(-1)});
+  s2.insert(s2.end(), {x2.size(-2), x2.size(-1)});
+  return {x1.expand(s1).contiguous(), x2.expand(s2).contiguous(), c10::multiply_integers(batch)};
+}
+
+}  // namespace
+
+at::Tensor cdist_forward(const at::Tensor& x1, const at::Tensor& x2, double p, std::optional<int64_t> compute_mode) {
+  if (!solvable(x1) || !solvable(x2) || x1.scalar_type() != x2.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_cdist_forward)>::call(x1, x2, p, compute_mode);
+  }
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  check_same_device("aten::_cdist_forward", x1.device(), {&x2});
+  const DistanceOperands d = distance_operands(x1, x2);
+  std::vector<int64_t> sizes(d.x1.sizes().begin(), d.x1.sizes().end() - 1);
+  sizes.push_back(x2.size(-2));
+  at::Tensor out = at::empty(sizes, d.x1.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x1.scalar_type());
+    const int64_t batch = d.batch, rows1 = x1.size(-2), rows2 = x2.size(-2), dim = x1.size(-1);
+    const void* pa = d.x1.data_ptr();
+    const void* pb = d.x2.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, "aten::_cdist_forward", {&d.x1, &d.x2},
+            [=] { kernels::pairwise_distance(dtype, batch, rows1, rows2, dim, p, pa, pb, po); });
+  }
+  return out;
+}
+
+at::Tensor cdist_backward(const at::Tensor& grad, const at::Tensor& x1, const at::Tensor& x2, double p,
+                          const at::Tensor& cdist) {
+  if (!solvable(x1) || !solvable(x2) || x1.scalar_type() != x2.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_cdist_backward)>::call(grad, x1, x2, p, cdist);
+  }
+  check_same_device("aten::_cdist_backward", x1.device(), {&x2, &grad, &cdist});
+  const DistanceOperands d = distance_operands(x1, x2);
+  std::vector<int64_t> sizes(d.x1.sizes().begin(), d.x1.sizes().end() - 1);
+  sizes.push_back(x2.size(-2));
+  TORCH_CHECK(grad.sizes() == c10::IntArrayRef(sizes) && cdist.sizes() == c10::IntArrayRef(sizes),
+              "_cdist_backward: expected grad and cdist of sizes ", sizes, ", got ", grad.sizes(), " and ", cdist.sizes());
+  const at::Tensor g = grad.to(x1.scalar_type()).contiguous(), dist = cdist.to(x1.scalar_type()).contiguous();
+  at::Tensor grad_x1 = at::empty(d.x1.sizes(), d.x1.options());
+  if (grad_x1.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(x1.scalar_type());
+    const int64_t batch = d.batch, rows1 = x1.size(-2), rows2 = x2.size(-2), dim = x1.size(-1);
+    const void* pg = g.data_ptr();
+    const void* pa = d.x1.data_ptr();
+    const void* pb = d.x2.data_ptr();
+    const void* pd = dist.data_ptr();
+    void* pgx = grad_x1.data_ptr();
+    enqueue(grad_x1, "aten::_cdist_backward", {&g, &d.x1, &d.x2, &dist},
+            [=] { kernels::pairwise_distance_backward(dtype, batch, rows1, rows2, dim, p, pg, pa, pb, pd, pgx); });
+  }
+  return grad_x1.sizes() == x1.sizes() ? grad_x1 : at::sum_to(grad_x1, x1.sizes());
+}
+
 }  // namespace matmul
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_cdist_forward", TORCH_FN(matmul::cdist_forward));
+  m.impl("_cdist_backward", TORCH_FN(matmul::cdist_backward));
   m.impl("linalg_solve_triangular", TORCH_FN(matmul::linalg_solve_triangular));
   m.impl("linalg_solve_triangular.out", TORCH_FN(matmul::linalg_solve_triangular_out));
   m.impl("mm", TORCH_FN(matmul::mm));

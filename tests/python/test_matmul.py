@@ -1,6 +1,6 @@
 """Native matrix products against CPU PyTorch: mm, addmm, bmm, baddbmm, matmul and linear,
 with transposed and sliced operands, half types, integers, out=, and shape errors; and
-triangular solves (linalg.solve_triangular) with their gradients."""
+triangular solves (linalg.solve_triangular) and pairwise distances (cdist) with their gradients."""
 
 import pytest
 import torch
@@ -184,3 +184,21 @@ def test_solve_triangular_out_half_and_errors(no_fallback):
         torch.linalg.solve_triangular(dev, dev, upper=False)
     with pytest.raises(RuntimeError, match=r"Incompatible shapes of A and B for the equation XA = B \(3x3 and 3x4\)"):
         torch.linalg.solve_triangular(torch.eye(3, device="neuron"), dev, upper=False, left=False)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_matches_cpu_with_gradients(p, no_fallback):
+    # Small problems: p = 2 takes the direct kernel too (larger ones use matrix products).
+    x1, x2 = sample((2, 4, 6), torch.float32, seed=1), sample((1, 5, 6), torch.float32, seed=2)
+    x2[0, 0] = x1[0, 0]  # a zero distance: its gradient is 0
+    x2[0, 1, :3] = x1[1, 2, :3]  # some equal coordinates
+    results = []
+    for device in ("cpu", "neuron"):
+        a, b = x1.detach().to(device).requires_grad_(), x2.detach().to(device).requires_grad_()
+        distance = torch.cdist(a, b, p=p)
+        distance.backward(sample(distance.shape, torch.float32, seed=3).to(device))
+        results.append((distance, a.grad, b.grad))
+    for dev, cpu in zip(results[1], results[0]):
+        torch.testing.assert_close(dev.cpu(), cpu, atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="cdist only supports non-negative p values"):
+        torch.cdist(x1.to("neuron"), x2.to("neuron"), p=-1.0)
