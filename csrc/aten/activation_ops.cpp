@@ -11,6 +11,8 @@
 #include <ATen/ops/elu_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/hardshrink_backward_ops.h>
+#include <ATen/ops/hardshrink_ops.h>
 #include <ATen/ops/hardsigmoid_backward_ops.h>
 #include <ATen/ops/hardsigmoid_ops.h>
 #include <ATen/ops/hardswish_backward_ops.h>
@@ -25,12 +27,16 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/nan_to_num_ops.h>
 #include <ATen/ops/rsub.h>
+#include <ATen/ops/round_ops.h>
 #include <ATen/ops/sigmoid.h>
+#include <ATen/ops/softshrink_backward_ops.h>
+#include <ATen/ops/softshrink_ops.h>
 #include <ATen/ops/softplus_backward_ops.h>
 #include <ATen/ops/softplus_ops.h>
 #include <ATen/ops/threshold_ops.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -111,6 +117,10 @@ NEURON_ACTIVATION(hardsigmoid, ActivationOp::kHardsigmoid, ActivationParams{}, ,
 NEURON_ACTIVATION(mish, ActivationOp::kMish, ActivationParams{}, , )
 NEURON_ACTIVATION(threshold, ActivationOp::kThreshold, (ActivationParams{threshold.toDouble(), value.toDouble()}),
                   COMMA const c10::Scalar& threshold COMMA const c10::Scalar& value, COMMA threshold COMMA value)
+NEURON_ACTIVATION(softshrink, ActivationOp::kSoftshrink, (ActivationParams{lambd.toDouble()}),
+                  COMMA const c10::Scalar& lambd, COMMA lambd)
+NEURON_ACTIVATION(hardshrink, ActivationOp::kHardshrink, (ActivationParams{lambd.toDouble()}),
+                  COMMA const c10::Scalar& lambd, COMMA lambd)
 #undef NEURON_ACTIVATION
 
 // Backward ops: name(grad, saved, params...) with their .grad_input form.
@@ -137,8 +147,29 @@ NEURON_ACTIVATION_BACKWARD(hardtanh_backward, grad_input, ActivationOp::kHardtan
                            COMMA const c10::Scalar& lo COMMA const c10::Scalar& hi, COMMA lo COMMA hi)
 NEURON_ACTIVATION_BACKWARD(hardswish_backward, out, ActivationOp::kHardswish, ActivationParams{}, , )
 NEURON_ACTIVATION_BACKWARD(hardsigmoid_backward, grad_input, ActivationOp::kHardsigmoid, ActivationParams{}, , )
+NEURON_ACTIVATION_BACKWARD(softshrink_backward, grad_input, ActivationOp::kSoftshrink, (ActivationParams{lambd.toDouble()}),
+                           COMMA const c10::Scalar& lambd, COMMA lambd)
+NEURON_ACTIVATION_BACKWARD(hardshrink_backward, grad_input, ActivationOp::kHardshrink, (ActivationParams{lambd.toDouble()}),
+                           COMMA const c10::Scalar& lambd, COMMA lambd)
 #undef NEURON_ACTIVATION_BACKWARD
 #undef COMMA
+
+// round(x, decimals): CPU PyTorch scales by 10^|decimals| in the compute type.
+at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& result) {
+  const ActivationParams params{std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals)),
+                                decimals < 0 ? 1.0 : 0.0};
+  if (!run_forward(self, result, ActivationOp::kRoundDecimals, params, "aten::round.decimals")) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(round, decimals_out)>::call(self, decimals, result);
+  }
+  return result;
+}
+
+at::Tensor round_decimals(const at::Tensor& self, int64_t decimals) {
+  at::Tensor result = empty_for(self);
+  return activation::round_decimals_out(self, decimals, result);
+}
+
+at::Tensor& round_decimals_(at::Tensor& self, int64_t decimals) { return activation::round_decimals_out(self, decimals, self); }
 
 // elu_backward takes its saved operand last, and it may be the result (is_result).
 at::Tensor& elu_backward_out(const at::Tensor& grad, const c10::Scalar& alpha, const c10::Scalar& scale,
@@ -268,6 +299,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_FORWARD(threshold)
   REGISTER_FORWARD(nan_to_num)
 #undef REGISTER_FORWARD
+  m.impl("softshrink", TORCH_FN(activation::softshrink));
+  m.impl("softshrink.out", TORCH_FN(activation::softshrink_out));
+  m.impl("hardshrink", TORCH_FN(activation::hardshrink));
+  m.impl("hardshrink.out", TORCH_FN(activation::hardshrink_out));
+  m.impl("softshrink_backward", TORCH_FN(activation::softshrink_backward));
+  m.impl("softshrink_backward.grad_input", TORCH_FN(activation::softshrink_backward_out));
+  m.impl("hardshrink_backward", TORCH_FN(activation::hardshrink_backward));
+  m.impl("hardshrink_backward.grad_input", TORCH_FN(activation::hardshrink_backward_out));
+  m.impl("round.decimals", TORCH_FN(activation::round_decimals));
+  m.impl("round.decimals_out", TORCH_FN(activation::round_decimals_out));
+  m.impl("round_.decimals", TORCH_FN(activation::round_decimals_));
   m.impl("softplus", TORCH_FN(activation::softplus));
   m.impl("softplus.out", TORCH_FN(activation::softplus_out));
   m.impl("leaky_relu_backward", TORCH_FN(activation::leaky_relu_backward));

@@ -1,9 +1,12 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
 // are backend-specific: dropout, tril/triu masks, all/any and isposinf/isneginf, flip, half-type
-// addr, weight norm. Every step dispatches to a native kernel; nothing runs on the CPU.
+// addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
+// channel_shuffle, linalg.cross, vdot, take and put_. Every step dispatches to a native kernel;
+// nothing runs on the CPU.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/addr_native.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
@@ -29,8 +32,24 @@
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/index_put.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/dot.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/masked_fill.h>
+#include <ATen/ops/reshape.h>
+#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/sort.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/_to_copy.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -251,6 +270,174 @@ std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tens
           grad_g.reshape(saved_g.sizes()).to(saved_g.scalar_type()).contiguous()};
 }
 
+
+// ---- comparisons, counts and searches ------------------------------------------------------
+
+// torch.equal: same sizes and equal elements (after type promotion, as on CPU); one sync.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ", self.device(),
+              " and ", other.device());
+  if (!self.is_same_size(other)) return false;
+  if (self.numel() == 0) return true;
+  return at::eq(self, other).all().item<bool>();
+}
+
+at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype, at::Tensor& result) {
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  const at::Tensor values = at::isFloatingType(self.scalar_type()) ? self.masked_fill(at::isnan(self), 0) : self;
+  return at::sum_out(result, values, dim, keepdim, dtype);
+}
+
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  const at::Tensor values = at::isFloatingType(self.scalar_type()) ? self.masked_fill(at::isnan(self), 0) : self;
+  return at::sum(values, dim, keepdim, dtype);
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  if (dim.has_value()) return {at::amin(self, {*dim}, keepdim), at::amax(self, {*dim}, keepdim)};
+  TORCH_CHECK(self.numel() > 0, "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+  const at::Tensor flat = self.reshape({-1});
+  at::Tensor lo = at::amin(flat, {0}), hi = at::amax(flat, {0});
+  if (keepdim) {
+    const std::vector<int64_t> ones(static_cast<size_t>(self.dim()), 1);
+    return {lo.reshape(ones), hi.reshape(ones)};
+  }
+  return {lo, hi};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                 at::Tensor& min, at::Tensor& max) {
+  auto [lo, hi] = composite::aminmax(self, dim, keepdim);
+  at::native::resize_output(min, lo.sizes());
+  at::native::resize_output(max, hi.sizes());
+  min.copy_(lo);
+  max.copy_(hi);
+  return {min, max};
+}
+
+at::Tensor count_nonzero(const at::Tensor& self, at::IntArrayRef dim) { return at::ne(self, 0).sum(dim); }
+
+// isin: a comparison with every test element for small test sets, else a binary search in the
+// sorted test elements. NaN is in nothing, as on CPU.
+at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test_elements, bool assume_unique, bool invert,
+                     at::Tensor& result) {
+  const c10::ScalarType common = at::result_type(elements, test_elements);
+  const at::Tensor values = elements.to(common);
+  const at::Tensor tests = test_elements.to(common).reshape({-1});
+  at::Tensor found;
+  if (tests.numel() <= 64) {
+    found = at::eq(values.unsqueeze(-1), tests).any(-1);
+  } else {
+    const at::Tensor sorted = std::get<0>(at::sort(tests));
+    const at::Tensor position = at::searchsorted(sorted, values.reshape({-1})).clamp_max(tests.numel() - 1);
+    found = at::eq(sorted.index_select(0, position).view(values.sizes()), values);
+  }
+  if (invert) found = at::logical_not(found);
+  at::native::resize_output(result, elements.sizes());
+  return result.copy_(found);
+}
+
+at::Tensor isin(const at::Tensor& elements, const at::Tensor& test_elements, bool assume_unique, bool invert) {
+  at::Tensor result = at::empty({0}, elements.options().dtype(at::kBool));
+  return isin_out(elements, test_elements, assume_unique, invert, result);
+}
+
+// repeat_interleave(repeats): index i repeated repeats[i] times, found by a binary search of
+// each output position in the running totals. One sync, for the size and the sign check.
+at::Tensor repeat_interleave_indices(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  if (repeats.numel() == 0) return at::empty({0}, repeats.options());
+  const at::Tensor totals = at::cumsum(repeats, 0, at::kLong);
+  const at::Tensor facts = at::stack({totals[-1], repeats.min().to(at::kLong)}).cpu();
+  const int64_t total = facts[0].item<int64_t>();
+  TORCH_CHECK(facts[1].item<int64_t>() >= 0, "repeats can not be negative");
+  TORCH_CHECK(!output_size.has_value() || output_size->expect_int() == total, "allocated size does not match required size");
+  const at::Tensor positions = at::arange(total, repeats.options().dtype(at::kLong));
+  return at::searchsorted(totals, positions, repeats.scalar_type() == at::kInt, /*right=*/true);
+}
+
+at::Tensor channel_shuffle(const at::Tensor& self, int64_t groups) {
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input to have at least 3 dimensions, but got input with sizes ",
+              self.sizes());
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive.", " Value of groups:", groups);
+  const int64_t channels = self.size(1);
+  TORCH_CHECK(channels % groups == 0, "Number of channels must be divisible by groups. Got ", channels,
+              " channels and ", groups, " groups.");
+  if (self.numel() == 0) return self.clone();
+  const at::Tensor shuffled =
+      self.reshape({self.size(0), groups, channels / groups, -1}).transpose(1, 2).reshape(self.sizes());
+  return shuffled.contiguous(self.suggest_memory_format());
+}
+
+// linalg.cross over a dim of length 3, inputs broadcast; each component rounds like CPU's.
+at::Tensor& linalg_cross_out(const at::Tensor& self, const at::Tensor& other, int64_t dim, at::Tensor& result) {
+  TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of dimensions.");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "expected scalar type ", self.scalar_type(), " but found ",
+              other.scalar_type());
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) == 3 && other.size(d) == 3, "linalg.cross: inputs dimension ", dim,
+              " must have length 3. Got ", self.size(d), " and ", other.size(d));
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), other.sizes());
+  const at::Tensor x = self.expand(shape), y = other.expand(shape);
+  // Component i: x[j] y[k] - x[k] y[j] for the next two indices j, k.
+  auto component = [&](int64_t j, int64_t k) {
+    return at::sub(at::mul(x.select(d, j), y.select(d, k)), at::mul(x.select(d, k), y.select(d, j)));
+  };
+  const at::Tensor value = at::stack({component(1, 2), component(2, 0), component(0, 1)}, d);
+  at::native::resize_output(result, shape);
+  return result.copy_(value);
+}
+
+at::Tensor linalg_cross(const at::Tensor& self, const at::Tensor& other, int64_t dim) {
+  at::Tensor result = at::empty({0}, self.options());
+  return linalg_cross_out(self, other, dim, result);
+}
+
+// vdot of real vectors is dot (complex ones take the fallback through dot's checks).
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ", other.dim(),
+              "D tensors");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "vdot : expected both vectors to have same dtype, but found ",
+              self.scalar_type(), " and ", other.scalar_type());
+  return at::dot(self, other);
+}
+
+// take: elements of the flattened input at (possibly negative) flat indices.
+at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
+  const at::Tensor flat_index = index.reshape({-1});
+  const at::Tensor wrapped = at::where(at::lt(flat_index, 0), at::add(flat_index, self.numel()), flat_index);
+  return self.reshape({-1}).index_select(0, wrapped).view(index.sizes());
+}
+
+// put_: writes (or adds) source at flat, possibly negative, indices of self.
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, ",
+              "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, ",
+              "but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  if (index.numel() == 0) return self;
+  TORCH_CHECK(self.numel() > 0, "put_(): Tried to put elements into an empty tensor");
+  const at::Tensor flat_index = index.reshape({-1});
+  const at::Tensor wrapped = at::where(at::lt(flat_index, 0), at::add(flat_index, self.numel()), flat_index);
+  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(wrapped)};
+  if (self.is_contiguous()) {
+    self.view({-1}).index_put_(indices, source.reshape({-1}), accumulate);
+  } else {
+    at::Tensor flat = self.reshape({-1}).clone();
+    flat.index_put_(indices, source.reshape({-1}), accumulate);
+    self.copy_(flat.view(self.sizes()));
+  }
+  return self;
+}
+
 }  // namespace composite
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -283,6 +470,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isneginf.out", TORCH_FN(composite::isneginf_out));
   m.impl("isposinf", TORCH_FN(composite::isposinf));
   m.impl("isposinf.out", TORCH_FN(composite::isposinf_out));
+  m.impl("equal", TORCH_FN(composite::equal));
+  m.impl("nansum", TORCH_FN(composite::nansum));
+  m.impl("nansum.out", TORCH_FN(composite::nansum_out));
+  m.impl("aminmax", TORCH_FN(composite::aminmax));
+  m.impl("aminmax.out", TORCH_FN(composite::aminmax_out));
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(composite::count_nonzero));
+  m.impl("isin.Tensor_Tensor", TORCH_FN(composite::isin));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(composite::isin_out));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(composite::repeat_interleave_indices));
+  m.impl("channel_shuffle", TORCH_FN(composite::channel_shuffle));
+  m.impl("linalg_cross", TORCH_FN(composite::linalg_cross));
+  m.impl("linalg_cross.out", TORCH_FN(composite::linalg_cross_out));
+  m.impl("vdot", TORCH_FN(composite::vdot));
+  m.impl("take", TORCH_FN(composite::take));
+  m.impl("put_", TORCH_FN(composite::put_));
 }
 
 }  // namespace torchneuron::aten

@@ -87,6 +87,18 @@
 #include <ATen/ops/threshold_backward_ops.h>
 #include <ATen/ops/trunc_ops.h>
 #include <ATen/ops/where_ops.h>
+#include <ATen/ops/copysign_ops.h>
+#include <ATen/ops/fmax_ops.h>
+#include <ATen/ops/fmin_ops.h>
+#include <ATen/ops/frac_ops.h>
+#include <ATen/ops/heaviside_ops.h>
+#include <ATen/ops/hypot_ops.h>
+#include <ATen/ops/logaddexp2_ops.h>
+#include <ATen/ops/logaddexp_ops.h>
+#include <ATen/ops/signbit_ops.h>
+#include <ATen/ops/sinc_ops.h>
+#include <ATen/ops/special_entr_ops.h>
+#include <ATen/ops/special_xlog1py_ops.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -185,6 +197,9 @@ NEURON_UNARY(silu, UnaryOp::kSilu, unary_op)
 NEURON_UNARY(lgamma, UnaryOp::kLgamma, unary_float_op)
 NEURON_UNARY(digamma, UnaryOp::kDigamma, unary_float_op)
 NEURON_UNARY(erfinv, UnaryOp::kErfinv, unary_float_op)
+NEURON_UNARY(frac, UnaryOp::kFrac, unary_op)
+NEURON_UNARY(sinc, UnaryOp::kSinc, unary_float_op)
+NEURON_UNARY(special_entr, UnaryOp::kEntr, unary_float_op)
 #undef NEURON_UNARY
 
 bool launch_polygamma(at::TensorIteratorBase& iter, int64_t n) {
@@ -275,6 +290,7 @@ at::Tensor& gelu_inplace(at::Tensor& self, c10::string_view approximate) {
   }
 
 NEURON_PREDICATE(logical_not, UnaryOp::kLogicalNot)
+NEURON_PREDICATE(signbit, UnaryOp::kSignbit)
 #undef NEURON_PREDICATE
 
 at::Tensor isnan_functional(const at::Tensor& self) {
@@ -378,7 +394,35 @@ NEURON_BINARY_WITH_OUT(xlogy, BinaryOp::kXlogy, binary_float_op, false, ATEN_OP2
 NEURON_BINARY(logical_and, BinaryOp::kLogicalAnd, comparison_op, true, ATEN_OP(logical_and))
 NEURON_BINARY(logical_or, BinaryOp::kLogicalOr, comparison_op, true, ATEN_OP(logical_or))
 NEURON_BINARY(logical_xor, BinaryOp::kLogicalXor, comparison_op, true, ATEN_OP(logical_xor))
+NEURON_BINARY(logaddexp, BinaryOp::kLogaddexp, binary_op, false, ATEN_OP(logaddexp))
+NEURON_BINARY(logaddexp2, BinaryOp::kLogaddexp2, binary_op, false, ATEN_OP(logaddexp2))
+NEURON_BINARY(copysign, BinaryOp::kCopysign, binary_float_op, false, ATEN_OP2(copysign, Tensor))
+NEURON_BINARY(hypot, BinaryOp::kHypot, binary_op, false, ATEN_OP(hypot))
+NEURON_BINARY(fmax, BinaryOp::kFmax, binary_op, false, ATEN_OP(fmax))
+NEURON_BINARY(fmin, BinaryOp::kFmin, binary_op, false, ATEN_OP(fmin))
+NEURON_BINARY(special_xlog1py, BinaryOp::kXlog1py, binary_float_op, false, ATEN_OP(special_xlog1py))
 #undef NEURON_BINARY
+
+// heaviside requires one dtype for both operands, as CPU PyTorch does.
+at::Tensor& heaviside_out(const at::Tensor& self, const at::Tensor& values, at::Tensor& result) {
+  TORCH_CHECK(!self.is_complex() && !values.is_complex(), "heaviside is not yet implemented for complex tensors.");
+  TORCH_CHECK(self.dtype() == values.dtype(), "heaviside is not yet implemented for tensors with different dtypes");
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_op(out, self, values);
+  if (!launch_binary(iter, BinaryOp::kHeaviside, "aten::heaviside", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(heaviside, out)>::call(self, values, result);
+  }
+  return result;
+}
+
+at::Tensor heaviside_functional(const at::Tensor& self, const at::Tensor& values) {
+  at::Tensor result = at::empty({0}, self.options());
+  return eltwise::heaviside_out(self, values, result);
+}
+
+at::Tensor& heaviside_inplace(at::Tensor& self, const at::Tensor& values) {
+  return eltwise::heaviside_out(self, values, self);
+}
 
 // div with rounding_mode (None: true division, "trunc", "floor") and floor_divide.
 at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode,
@@ -620,8 +664,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_UNARY(sinh) REGISTER_UNARY(cosh) REGISTER_UNARY(tanh) REGISTER_UNARY(asinh)
   REGISTER_UNARY(acosh) REGISTER_UNARY(atanh) REGISTER_UNARY(sigmoid) REGISTER_UNARY(erf)
   REGISTER_UNARY(erfc) REGISTER_UNARY(sgn) REGISTER_UNARY(silu) REGISTER_UNARY(gelu) REGISTER_UNARY(logical_not)
-  REGISTER_UNARY(lgamma) REGISTER_UNARY(digamma) REGISTER_UNARY(erfinv)
+  REGISTER_UNARY(lgamma) REGISTER_UNARY(digamma) REGISTER_UNARY(erfinv) REGISTER_UNARY(frac)
+  REGISTER_UNARY(sinc)
 #undef REGISTER_UNARY
+  m.impl("special_entr", TORCH_FN(special_entr_functional));
+  m.impl("special_entr.out", TORCH_FN(special_entr_out));
+  m.impl("signbit", TORCH_FN(signbit_functional));
+  m.impl("signbit.out", TORCH_FN(signbit_out));
   m.impl("polygamma", TORCH_FN(polygamma_functional));
   m.impl("polygamma.out", TORCH_FN(polygamma_out));
   m.impl("relu", TORCH_FN(relu_functional));
@@ -659,14 +708,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #define REGISTER_BINARY_PLAIN(name)                  \
   m.impl(#name, TORCH_FN(name##_functional));        \
   m.impl(#name ".out", TORCH_FN(name##_out));
-  REGISTER_BINARY_PLAIN(maximum) REGISTER_BINARY_PLAIN(minimum)
+  REGISTER_BINARY_PLAIN(maximum) REGISTER_BINARY_PLAIN(minimum) REGISTER_BINARY_PLAIN(logaddexp)
+  REGISTER_BINARY_PLAIN(logaddexp2) REGISTER_BINARY_PLAIN(fmax) REGISTER_BINARY_PLAIN(fmin)
+  REGISTER_BINARY_PLAIN(special_xlog1py)
 #undef REGISTER_BINARY_PLAIN
+  m.impl("copysign.Tensor", TORCH_FN(copysign_functional));
+  m.impl("copysign.out", TORCH_FN(copysign_out));
+  m.impl("copysign_.Tensor", TORCH_FN(copysign_inplace));
 #define REGISTER_BINARY(name)                        \
   m.impl(#name, TORCH_FN(name##_functional));        \
   m.impl(#name ".out", TORCH_FN(name##_out));        \
   m.impl(#name "_", TORCH_FN(name##_inplace));
   REGISTER_BINARY(atan2) REGISTER_BINARY(logical_and) REGISTER_BINARY(logical_or)
-  REGISTER_BINARY(logical_xor)
+  REGISTER_BINARY(logical_xor) REGISTER_BINARY(hypot) REGISTER_BINARY(heaviside)
 #undef REGISTER_BINARY
 #define REGISTER_BITWISE(name)                               \
   m.impl(#name ".Tensor", TORCH_FN(name##_functional));      \

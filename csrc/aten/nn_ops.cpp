@@ -33,6 +33,8 @@
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/nll_loss2d_backward_ops.h>
+#include <ATen/ops/nll_loss2d_forward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/ones_like.h>
@@ -273,22 +275,41 @@ void check_nll_shapes(const at::Tensor& self, const at::Tensor& target, const st
               weight->sizes());
 }
 
-std::tuple<at::Tensor&, at::Tensor&> nll_loss_out(const at::Tensor& self, const at::Tensor& target,
-                                                  const std::optional<at::Tensor>& weight, int64_t reduction,
-                                                  int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
-  check_nll_shapes(self, target, weight);
-  if (!nll_supported(self, target, weight)) {
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss_forward, output)>::call(
-        self, target, weight, reduction, ignore_index, output, total_weight);
-  }
+// The loss's sizes: batch x classes x spatial positions (1 but for nll_loss2d).
+struct NllShape {
+  int64_t batch, classes, spatial;
+};
+
+NllShape nll_shape(const at::Tensor& self) {
+  if (self.dim() == 4) return {self.size(0), self.size(1), self.size(2) * self.size(3)};
+  return {self.dim() == 1 ? 1 : self.size(0), self.size(-1), 1};
+}
+
+void check_nll2d_shapes(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
+  check_same_device("aten::nll_loss2d", self.device(), {&target});
+  if (weight.has_value()) check_same_device("aten::nll_loss2d", self.device(), {&*weight});
+  TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got targets of dimension: ",
+              target.dim());
+  TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got input of dimension: ",
+              self.dim());
+  TORCH_CHECK(!weight.has_value() || !weight->defined() || weight->numel() == self.size(1),
+              "weight tensor should be defined either for all or no classes");
+  TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) && self.size(3) == target.size(2),
+              "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes());
+}
+
+// The forward of nll_loss (1-D or 2-D self) and nll_loss2d (4-D), shapes already checked.
+void nll_forward(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                 int64_t reduction, int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight, const char* name) {
   const at::Tensor lp = self.contiguous();
   const at::Tensor t = target.contiguous();
   const at::Tensor w = contiguous_or_undefined(weight);
-  const int64_t batch = self.dim() == 1 ? 1 : self.size(0);
-  const int64_t classes = self.size(-1);
+  const NllShape shape = nll_shape(self);
   const auto mode = static_cast<kernels::Reduction>(reduction);
-  if (mode == kernels::Reduction::kNone && self.dim() == 2) {
-    at::native::resize_output(output, {batch});
+  if (mode == kernels::Reduction::kNone && self.dim() == 4) {
+    at::native::resize_output(output, target.sizes());
+  } else if (mode == kernels::Reduction::kNone && self.dim() == 2) {
+    at::native::resize_output(output, {shape.batch});
   } else {
     at::native::resize_output(output, {});
   }
@@ -300,10 +321,46 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_out(const at::Tensor& self, const 
   const void* pw = data_or_null(w);
   void* po = out.data_ptr();
   void* ptw = total_weight.data_ptr();
-  enqueue(lp, "aten::nll_loss_forward", {&lp, &t, &w}, [=] {
-    kernels::nll_loss(dtype, batch, classes, plp, pt, pw, mode, ignore_index, po, ptw);
+  enqueue(lp, name, {&lp, &t, &w}, [=] {
+    kernels::nll_loss(dtype, shape.batch, shape.classes, shape.spatial, plp, pt, pw, mode, ignore_index, po, ptw);
   });
   if (!out.is_same(output)) output.copy_(out);
+}
+
+void nll_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                  const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                  const at::Tensor& total_weight, at::Tensor& grad_input, const char* name) {
+  const at::Tensor go = grad_output.contiguous();
+  const at::Tensor t = target.contiguous();
+  const at::Tensor w = contiguous_or_undefined(weight);
+  const at::Tensor tw = total_weight.contiguous();
+  const NllShape shape = nll_shape(self);
+  at::native::resize_output(grad_input, self.sizes());
+  at::Tensor gi = grad_input.is_contiguous() ? grad_input : at::empty(self.sizes(), self.options());
+  const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
+  const auto mode = static_cast<kernels::Reduction>(reduction);
+  const void* pgo = go.data_ptr();
+  const auto* pt = static_cast<const int64_t*>(t.data_ptr());
+  const void* pw = data_or_null(w);
+  const void* ptw = tw.data_ptr();
+  void* pgi = gi.data_ptr();
+  check_same_device(name, gi.device(), {&w, &tw});
+  enqueue(gi, name, {&go, &t}, [=] {
+    kernels::nll_loss_backward(dtype, shape.batch, shape.classes, shape.spatial, pgo, pt, pw, mode, ignore_index, ptw,
+                               pgi);
+  });
+  if (!gi.is_same(grad_input)) grad_input.copy_(gi);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss_out(const at::Tensor& self, const at::Tensor& target,
+                                                  const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                  int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  check_nll_shapes(self, target, weight);
+  if (!nll_supported(self, target, weight)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss_forward, output)>::call(
+        self, target, weight, reduction, ignore_index, output, total_weight);
+  }
+  nll_forward(self, target, weight, reduction, ignore_index, output, total_weight, "aten::nll_loss_forward");
   return {output, total_weight};
 }
 
@@ -324,26 +381,8 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss_backward, grad_input)>::call(
         grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
   }
-  const at::Tensor go = grad_output.contiguous();
-  const at::Tensor t = target.contiguous();
-  const at::Tensor w = contiguous_or_undefined(weight);
-  const at::Tensor tw = total_weight.contiguous();
-  const int64_t batch = self.dim() == 1 ? 1 : self.size(0);
-  const int64_t classes = self.size(-1);
-  at::native::resize_output(grad_input, self.sizes());
-  at::Tensor gi = grad_input.is_contiguous() ? grad_input : at::empty(self.sizes(), self.options());
-  const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
-  const auto mode = static_cast<kernels::Reduction>(reduction);
-  const void* pgo = go.data_ptr();
-  const auto* pt = static_cast<const int64_t*>(t.data_ptr());
-  const void* pw = data_or_null(w);
-  const void* ptw = tw.data_ptr();
-  void* pgi = gi.data_ptr();
-  check_same_device("aten::nll_loss_backward", gi.device(), {&w, &tw});
-  enqueue(gi, "aten::nll_loss_backward", {&go, &t}, [=] {
-    kernels::nll_loss_backward(dtype, batch, classes, pgo, pt, pw, mode, ignore_index, ptw, pgi);
-  });
-  if (!gi.is_same(grad_input)) grad_input.copy_(gi);
+  nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input,
+               "aten::nll_loss_backward");
   return grad_input;
 }
 
@@ -352,6 +391,59 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
                              const at::Tensor& total_weight) {
   at::Tensor grad_input = at::empty({0}, self.options());
   return nll_loss_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+}
+
+bool nll2d_supported(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
+  return floating_kernel_dtype(self) && target.scalar_type() == c10::kLong &&
+         (!weight.has_value() || !weight->defined() || weight->scalar_type() == self.scalar_type());
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss2d_out(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  check_nll2d_shapes(self, target, weight);
+  if (!nll2d_supported(self, target, weight)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss2d_forward, output)>::call(
+        self, target, weight, reduction, ignore_index, output, total_weight);
+  }
+  nll_forward(self, target, weight, reduction, ignore_index, output, total_weight, "aten::nll_loss2d_forward");
+  return {output, total_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss2d(const at::Tensor& self, const at::Tensor& target,
+                                              const std::optional<at::Tensor>& weight, int64_t reduction,
+                                              int64_t ignore_index) {
+  at::Tensor output = at::empty({0}, self.options());
+  at::Tensor total_weight = at::empty({0}, self.options());
+  nll_loss2d_out(self, target, weight, reduction, ignore_index, output, total_weight);
+  return {output, total_weight};
+}
+
+at::Tensor& nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                    const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                    const at::Tensor& total_weight, at::Tensor& grad_input) {
+  check_nll2d_shapes(self, target, weight);
+  if (static_cast<kernels::Reduction>(reduction) == kernels::Reduction::kNone) {
+    TORCH_CHECK(grad_output.sizes() == target.sizes(), "nll_loss2d: expected grad_output of size ", target.sizes(),
+                " but got ", grad_output.sizes());
+  } else {
+    TORCH_CHECK(grad_output.numel() == 1, "nll_loss2d: expected a single-element grad_output for a reduced loss, got ",
+                grad_output.sizes());
+  }
+  if (!nll2d_supported(self, target, weight) || grad_output.scalar_type() != self.scalar_type()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss2d_backward, grad_input)>::call(
+        grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+  }
+  nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input,
+               "aten::nll_loss2d_backward");
+  return grad_input;
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                               const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                               const at::Tensor& total_weight) {
+  at::Tensor grad_input = at::empty({0}, self.options());
+  return nll_loss2d_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
 }
 
 // ---- indexing, cat, arange -----------------------------------------------------------------
@@ -1249,6 +1341,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward.output", TORCH_FN(nn::nll_loss_out));
   m.impl("nll_loss_backward", TORCH_FN(nn::nll_loss_backward));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(nn::nll_loss_backward_out));
+  m.impl("nll_loss2d_forward", TORCH_FN(nn::nll_loss2d));
+  m.impl("nll_loss2d_forward.output", TORCH_FN(nn::nll_loss2d_out));
+  m.impl("nll_loss2d_backward", TORCH_FN(nn::nll_loss2d_backward));
+  m.impl("nll_loss2d_backward.grad_input", TORCH_FN(nn::nll_loss2d_backward_out));
   m.impl("index_select", TORCH_FN(nn::index_select));
   m.impl("index_select.out", TORCH_FN(nn::index_select_out));
   m.impl("embedding_dense_backward", TORCH_FN(nn::embedding_dense_backward));

@@ -1,9 +1,12 @@
-// Ternary pointwise operators on neuron (where, masked_fill, addcmul, addcdiv, lerp) and the
-// clamp family (scalar and tensor bounds, clamp_min / clamp_max), plus logit and its backward.
+// Ternary pointwise operators on neuron (where, masked_fill, addcmul, addcdiv, lerp, PReLU and its
+// gradients) and the clamp family (scalar and tensor bounds, clamp_min / clamp_max), plus logit
+// and its backward.
 // Built on TensorIterator and run by csrc/kernels/elementwise like the other pointwise ops.
 #include <ATen/TensorIterator.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_prelu_kernel_backward_ops.h>
+#include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
 #include <ATen/native/TypeProperties.h>
@@ -25,6 +28,9 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/where_ops.h>
 #include <torch/library.h>
+
+#include <array>
+#include <tuple>
 
 #include "aten/cpu_fallback.h"
 #include "aten/elementwise_launch.h"
@@ -93,7 +99,55 @@ at::Tensor& masked_fill_tensor_inplace(at::Tensor& self, const at::Tensor& mask,
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
   if (value.device().is_cpu()) return masked_fill_scalar_inplace(self, mask, value.item());
-  return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Tensor)>::call(self, mask, value);
+  TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  // A device value is read by the kernel: no synchronization for .item().
+  at::TensorBase out = self;
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_output(out)
+                  .add_const_input(mask)
+                  .add_owned_const_input(value.scalar_type() == self.scalar_type() ? value : value.to(self.scalar_type()))
+                  .add_const_input(self)
+                  .build();
+  if (!launch_ternary(iter, TernaryOp::kWhere, "aten::masked_fill_", {})) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Tensor)>::call(self, mask, value);
+  }
+  return self;
+}
+
+// PReLU: weight broadcasts over self (the caller shapes it to the channel dim); the weight's
+// gradient is returned at self's shape, and autograd sums it down to the weight's.
+at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
+  at::Tensor result = at::empty({0}, self.options());
+  at::TensorBase out = result;
+  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).add_const_input(weight).build();
+  if (!launch_binary(iter, kernels::BinaryOp::kPrelu, "aten::_prelu_kernel", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_prelu_kernel)>::call(self, weight);
+  }
+  return result;
+}
+
+std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad, const at::Tensor& self,
+                                                         const at::Tensor& weight) {
+  std::array<at::Tensor, 2> results;
+  const std::array<TernaryOp, 2> ops{TernaryOp::kPreluGradInput, TernaryOp::kPreluGradWeight};
+  for (size_t k = 0; k < 2; ++k) {
+    results[k] = at::empty({0}, self.options());
+    at::TensorBase out = results[k];
+    auto iter = at::TensorIteratorConfig()
+                    .add_output(out)
+                    .add_const_input(self)
+                    .add_const_input(weight)
+                    .add_const_input(grad)
+                    .build();
+    if (!launch_ternary(iter, ops[k], "aten::_prelu_kernel_backward", {})) {
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_prelu_kernel_backward)>::call(grad, self,
+                                                                                                         weight);
+    }
+  }
+  return {results[0], results[1]};
 }
 
 #define NEURON_POINTWISE3(name, KOP)                                                            \
@@ -301,6 +355,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("where.self_out", TORCH_FN(ternary::where_out));
   m.impl("masked_fill_.Scalar", TORCH_FN(ternary::masked_fill_scalar_inplace));
   m.impl("masked_fill_.Tensor", TORCH_FN(ternary::masked_fill_tensor_inplace));
+  m.impl("_prelu_kernel", TORCH_FN(ternary::prelu_kernel));
+  m.impl("_prelu_kernel_backward", TORCH_FN(ternary::prelu_kernel_backward));
   m.impl("addcmul", TORCH_FN(ternary::addcmul_functional));
   m.impl("addcmul.out", TORCH_FN(ternary::addcmul_out));
   m.impl("addcmul_", TORCH_FN(ternary::addcmul_inplace));

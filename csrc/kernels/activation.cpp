@@ -60,6 +60,12 @@ void forward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationPa
       });
     case ActivationOp::kScale: return map<T, T, 1>(a, [=](C x) { return x * p0; });
     case ActivationOp::kDivideBy: return map<T, T, 1>(a, [=](C x) { return x / p0; });
+    case ActivationOp::kSoftshrink:
+      return map<T, T, 1>(a, [=](C x) { return x > p0 ? x - p0 : (x < -p0 ? x + p0 : x * C(0)); });
+    case ActivationOp::kHardshrink: return map<T, T, 1>(a, [=](C x) { return x >= -p0 && x <= p0 ? C(0) : x; });
+    case ActivationOp::kRoundDecimals:
+      if (p1 != C(0)) return map<T, T, 1>(a, [=](C x) { return std::nearbyint(x / p0) * p0; });
+      return map<T, T, 1>(a, [=](C x) { return std::nearbyint(x * p0) / p0; });
   }
 }
 
@@ -102,10 +108,14 @@ void backward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationP
         const C z = exp_of(-std::abs(x));
         return x < C(0) ? g * (C(1) - z / (C(1) + z)) : g * z / (C(1) + z);
       });
+    case ActivationOp::kSoftshrink:
+    case ActivationOp::kHardshrink:
+      return map<T, T, 2>(a, [=](C g, C x) { return x >= -p0 && x <= p0 ? C(0) : g; });
     case ActivationOp::kThreshold:
     case ActivationOp::kNanToNum:
     case ActivationOp::kScale:
     case ActivationOp::kDivideBy:
+    case ActivationOp::kRoundDecimals:
       break;
   }
   throw runtime::KernelError("this activation has no backward kernel");

@@ -1,5 +1,6 @@
 // Parameterized pointwise activations and their gradients (leaky ReLU, ELU, softplus,
-// hardtanh, hardswish, hardsigmoid, mish, log-sigmoid, threshold, nan_to_num), over the same
+// hardtanh, hardswish, hardsigmoid, mish, log-sigmoid, threshold, nan_to_num, soft and hard
+// shrinkage, rounding to decimals), over the same
 // operand layout as kernels/elementwise. Floating dtypes only; half types compute in float.
 #pragma once
 
@@ -23,6 +24,9 @@ enum class ActivationOp : uint8_t {
   kNanToNum,     // p0: nan, p1: +inf, p2: -inf replacements
   kScale,        // x * p0, with p0 in the compute type (not rounded to a half type first)
   kDivideBy,     // x / p0, likewise
+  kSoftshrink,   // p0: lambda
+  kHardshrink,   // p0: lambda
+  kRoundDecimals,  // p0: 10^|decimals|, p1 != 0 for negative decimals (no gradient op)
 };
 
 using ActivationParams = std::array<double, 4>;

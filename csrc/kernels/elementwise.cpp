@@ -130,6 +130,12 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
     case UnaryOp::kBitwiseNot:
       if constexpr (std::is_integral_v<T>) return map<T, T, 1>(a, [](C x) { return C(~x); });
       break;
+    case UnaryOp::kFloor:
+    case UnaryOp::kCeil:
+    case UnaryOp::kRound:
+    case UnaryOp::kTrunc:
+      if constexpr (std::is_integral_v<T>) return map<T, T, 1>(a, [](C x) { return x; });  // already whole
+      break;
     default:
       break;
   }
@@ -172,6 +178,18 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
           if constexpr (std::is_same_v<C, float>) return vector_erfinv(x);
           else return special::erfinv(x);
         });
+      case UnaryOp::kFrac: return map<T, T, 1>(a, [](C x) { return x - std::trunc(x); });
+      case UnaryOp::kSinc:
+        return map<T, T, 1>(a, [](C x) {
+          const C product = C(3.14159265358979323846) * x;
+          return x == C(0) ? C(1) : std::sin(product) / product;
+        });
+      case UnaryOp::kEntr:
+        return map<T, T, 1>(a, [](C x) {
+          if (x != x) return x;
+          if (x > C(0)) return -x * log_of(x);
+          return x == C(0) ? C(0) : -std::numeric_limits<C>::infinity();
+        });
       case UnaryOp::kFloor: return map<T, T, 1>(a, [](C x) { return std::floor(x); });
       case UnaryOp::kCeil: return map<T, T, 1>(a, [](C x) { return std::ceil(x); });
       case UnaryOp::kRound: return map<T, T, 1>(a, [](C x) { return std::nearbyint(x); });
@@ -204,6 +222,15 @@ void predicate_typed(UnaryOp op, const ElementwiseArgs& a) {
       return map<bool, T, 1>(a, [](C x) { if constexpr (std::is_floating_point_v<C>) return std::isinf(x); else return false; });
     case UnaryOp::kIsFinite:
       return map<bool, T, 1>(a, [](C x) { if constexpr (std::is_floating_point_v<C>) return std::isfinite(x); else return true; });
+    case UnaryOp::kSignbit:
+      return map<bool, T, 1>(a, [](C x) {
+        // The sign bit read as an integer: GCC 12 failed to compile std::signbit's vectorized
+        // form for bfloat16 inputs (an internal compiler error).
+        if constexpr (std::is_same_v<C, float>) return (std::bit_cast<uint32_t>(x) >> 31) != 0;
+        else if constexpr (std::is_same_v<C, double>) return (std::bit_cast<uint64_t>(x) >> 63) != 0;
+        else if constexpr (std::is_signed_v<C>) return x < C(0);
+        else return false;
+      });
     default:
       throw runtime::KernelError("not a predicate");
   }
@@ -211,7 +238,7 @@ void predicate_typed(UnaryOp op, const ElementwiseArgs& a) {
 
 bool is_predicate(UnaryOp op) {
   return op == UnaryOp::kLogicalNot || op == UnaryOp::kIsNan || op == UnaryOp::kIsInf ||
-         op == UnaryOp::kIsFinite;
+         op == UnaryOp::kIsFinite || op == UnaryOp::kSignbit;
 }
 
 }  // namespace
@@ -229,6 +256,10 @@ bool unary_supported(UnaryOp op, DType dtype) {
     case UnaryOp::kNeg:
     case UnaryOp::kSign:
     case UnaryOp::kRelu:
+    case UnaryOp::kFloor:
+    case UnaryOp::kCeil:
+    case UnaryOp::kRound:
+    case UnaryOp::kTrunc:
       return dtype != DType::kBool;
     case UnaryOp::kBitwiseNot:
       return is_integral_or_bool(dtype);
@@ -236,6 +267,7 @@ bool unary_supported(UnaryOp op, DType dtype) {
     case UnaryOp::kIsNan:
     case UnaryOp::kIsInf:
     case UnaryOp::kIsFinite:
+    case UnaryOp::kSignbit:
       return true;
     default:
       return is_floating(dtype);
@@ -351,6 +383,17 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
           }
           return std::min(x, y);
         });
+      case BinaryOp::kFmax:
+        return map<T, T, 2>(a, [](C x, C y) {
+          if constexpr (std::is_floating_point_v<C>) return std::fmax(x, y);
+          else return std::max(x, y);
+        });
+      case BinaryOp::kFmin:
+        return map<T, T, 2>(a, [](C x, C y) {
+          if constexpr (std::is_floating_point_v<C>) return std::fmin(x, y);
+          else return std::min(x, y);
+        });
+      case BinaryOp::kHeaviside: return map<T, T, 2>(a, [](C x, C y) { return x == C(0) ? y : C(x > C(0)); });
       default:
         break;
     }
@@ -406,6 +449,24 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
         case BinaryOp::kAtan2: return map<T, T, 2>(a, [](C x, C y) { return std::atan2(x, y); });
         case BinaryOp::kXlogy:
           return map<T, T, 2>(a, [](C x, C y) { return y != y ? y : (x == C(0) ? C(0) : x * log_of(y)); });
+        case BinaryOp::kXlog1py:
+          return map<T, T, 2>(a, [](C x, C y) { return y != y ? y : (x == C(0) ? C(0) : x * log1p_of(y)); });
+        case BinaryOp::kLogaddexp:
+        case BinaryOp::kLogaddexp2:
+          // CPU PyTorch's form: equal infinities give themselves (their difference is NaN).
+          if (op == BinaryOp::kLogaddexp) {
+            return map<T, T, 2>(a, [](C x, C y) {
+              if (std::isinf(x) && x == y) return x;
+              return std::max(x, y) + log1p_of(exp_of(-std::abs(x - y)));
+            });
+          }
+          return map<T, T, 2>(a, [](C x, C y) {
+            if (std::isinf(x) && x == y) return x;
+            return std::max(x, y) + log1p_of(std::exp2(-std::abs(x - y))) * C(1.44269504088896340736);
+          });
+        case BinaryOp::kCopysign: return map<T, T, 2>(a, [](C x, C y) { return std::copysign(x, y); });
+        case BinaryOp::kHypot: return map<T, T, 2>(a, [](C x, C y) { return std::hypot(x, y); });
+        case BinaryOp::kPrelu: return map<T, T, 2>(a, [](C x, C w) { return x > C(0) ? x : w * x; });
         case BinaryOp::kDivTrunc: return map<T, T, 2>(a, [](C x, C y) { return std::trunc(x / y); });
         case BinaryOp::kRemainder:
           // fmod is exact; the divisor added where the signs differ, as CPU PyTorch computes it.
@@ -491,6 +552,9 @@ bool binary_supported(BinaryOp op, DType dtype) {
     case BinaryOp::kMaximum:
     case BinaryOp::kMinimum:
       return true;
+    case BinaryOp::kFmax:
+    case BinaryOp::kFmin:
+    case BinaryOp::kHeaviside:
     case BinaryOp::kSub:
     case BinaryOp::kDivFloor:
     case BinaryOp::kDivTrunc:
@@ -576,6 +640,10 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
             });
           }
           break;
+        case TernaryOp::kPreluGradInput:
+          return map<T, T, 3>(args, [](C x, C w, C grad) { return x > C(0) ? grad : C(w * grad); });
+        case TernaryOp::kPreluGradWeight:
+          return map<T, T, 3>(args, [](C x, C, C grad) { return x > C(0) ? C(0) : C(x * grad); });
         default:
           break;
       }

@@ -79,7 +79,8 @@ enum class UnaryOp : uint8_t {
   kLog1p, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
   kSigmoid, kErf, kErfc, kFloor, kCeil, kRound, kTrunc, kRelu, kSilu, kGeluErf, kGeluTanh,
   kLgamma, kDigamma, kErfinv,  // in double (kernels/special_functions.h)
-  kBitwiseNot, kLogicalNot, kIsNan, kIsInf, kIsFinite,
+  kFrac, kSinc, kEntr,         // x - trunc(x); sin(pi x) / (pi x); -x log x
+  kBitwiseNot, kLogicalNot, kIsNan, kIsInf, kIsFinite, kSignbit,
 };
 
 enum class BinaryOp : uint8_t {
@@ -87,6 +88,11 @@ enum class BinaryOp : uint8_t {
   kDivFloor, kDivTrunc,  // Python's // and C's truncating division (integers raise on zero)
   kRemainder, kFmod,     // Python's % (the sign of the divisor) and C's fmod (the dividend's)
   kXlogy,                // a log(b), 0 where a is 0 unless b is NaN
+  kXlog1py,              // a log1p(b), likewise
+  kLogaddexp, kLogaddexp2, kCopysign, kHypot,
+  kFmax, kFmin,          // NaN-ignoring maximum and minimum
+  kHeaviside,            // a == 0 ? b : a > 0
+  kPrelu,                // a > 0 ? a : b * a
   kEq, kNe, kLt, kLe, kGt, kGe,
   kLogicalAnd, kLogicalOr, kLogicalXor, kBitwiseAnd, kBitwiseOr, kBitwiseXor,
   // Gradients: grad (operand 1) times the derivative at the saved value (operand 2).
@@ -100,6 +106,9 @@ enum class TernaryOp : uint8_t {
   kAddcdiv,   // out = self + alpha * t1 / t2
   kLerp,      // out = self + weight * (end - self)  (weight is operand 3)
   kClamp,     // out = min(max(x, lo), hi), NaN x kept  (operands: out, x, lo, hi)
+  // PReLU's gradients (operands: out, x, weight, grad): x > 0 ? grad : weight * grad, and
+  // x > 0 ? 0 : x * grad.
+  kPreluGradInput, kPreluGradWeight,
 };
 
 // Scalar parameter of an op (alpha, threshold), held exactly for integer dtypes.

@@ -440,7 +440,7 @@ void check_target(int64_t t, int64_t classes, int64_t ignore_index) {
 
 }  // namespace
 
-void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs, const int64_t* target,
+void nll_loss(DType dtype, int64_t batch, int64_t classes, int64_t spatial, const void* log_probs, const int64_t* target,
               const void* weight, Reduction reduction, int64_t ignore_index, void* out, void* total_weight) {
   dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
@@ -449,11 +449,12 @@ void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs
     const T* w = static_cast<const T*>(weight);
     T* o = static_cast<T*>(out);
     A total = 0, sum = 0;
-    for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t i = 0; i < batch * spatial; ++i) {
       const int64_t t = target[i];
       check_target(t, classes, ignore_index);
       const A wt = t == ignore_index ? A(0) : (w != nullptr ? up(w[t]) : A(1));
-      const A loss = t == ignore_index ? A(0) : -up(lp[i * classes + t]) * wt;
+      const int64_t n = i / spatial, s = i - n * spatial;
+      const A loss = t == ignore_index ? A(0) : -up(lp[(n * classes + t) * spatial + s]) * wt;
       if (reduction == Reduction::kNone) {
         o[i] = down<T>(loss);
       } else {
@@ -470,25 +471,26 @@ void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs
   });
 }
 
-void nll_loss_backward(DType dtype, int64_t batch, int64_t classes, const void* grad_out, const int64_t* target,
-                       const void* weight, Reduction reduction, int64_t ignore_index, const void* total_weight,
-                       void* grad_input) {
+void nll_loss_backward(DType dtype, int64_t batch, int64_t classes, int64_t spatial, const void* grad_out,
+                       const int64_t* target, const void* weight, Reduction reduction, int64_t ignore_index,
+                       const void* total_weight, void* grad_input) {
   dispatch_floating(dtype, "this kernel", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* go = static_cast<const T*>(grad_out);
     const T* w = static_cast<const T*>(weight);
     T* gi = static_cast<T*>(grad_input);
-    std::fill(gi, gi + batch * classes, down<T>(A(0)));
+    std::fill(gi, gi + batch * classes * spatial, down<T>(A(0)));
     const A total = up(*static_cast<const T*>(total_weight));
-    for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t i = 0; i < batch * spatial; ++i) {
       const int64_t t = target[i];
       check_target(t, classes, ignore_index);
       if (t == ignore_index) continue;
       const A wt = w != nullptr ? up(w[t]) : A(1);
       A g = reduction == Reduction::kNone ? up(go[i]) : up(go[0]);
       if (reduction == Reduction::kMean) g /= total;
-      gi[i * classes + t] = down<T>(-wt * g);
+      const int64_t n = i / spatial, s = i - n * spatial;
+      gi[(n * classes + t) * spatial + s] = down<T>(-wt * g);
     }
   });
 }

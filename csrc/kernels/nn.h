@@ -28,14 +28,15 @@ void layer_norm_backward(DType dtype, int64_t rows, int64_t cols, const void* gr
                          void* grad_weight, void* grad_bias);
 
 enum class Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
-// log_probs: [batch, classes]; target: int64 [batch]; weight: [classes] or null. Out: [batch]
-// for kNone, else a scalar; total_weight: a scalar. Throws KernelError for a target that is
-// neither a class nor ignore_index.
-void nll_loss(DType dtype, int64_t batch, int64_t classes, const void* log_probs, const int64_t* target,
+// log_probs: [batch, classes, spatial] (spatial = 1 but for nll_loss2d's images); target: int64
+// [batch, spatial]; weight: [classes] or null. Out: [batch, spatial] for kNone, else a scalar;
+// total_weight: a scalar. Throws KernelError for a target that is neither a class nor
+// ignore_index.
+void nll_loss(DType dtype, int64_t batch, int64_t classes, int64_t spatial, const void* log_probs, const int64_t* target,
               const void* weight, Reduction reduction, int64_t ignore_index, void* out, void* total_weight);
-void nll_loss_backward(DType dtype, int64_t batch, int64_t classes, const void* grad_out, const int64_t* target,
-                       const void* weight, Reduction reduction, int64_t ignore_index, const void* total_weight,
-                       void* grad_input);
+void nll_loss_backward(DType dtype, int64_t batch, int64_t classes, int64_t spatial, const void* grad_out,
+                       const int64_t* target, const void* weight, Reduction reduction, int64_t ignore_index,
+                       const void* total_weight, void* grad_input);
 
 // out[o, i, r] = self[o, index[i], r] for self [outer, self_dim, row] and out [outer, count, row],
 // both contiguous, rows of `row_bytes`. Throws KernelError for an index outside [0, self_dim).

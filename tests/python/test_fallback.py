@@ -15,10 +15,10 @@ def fallback_warnings(records):
     return [str(r.message) for r in records if FALLBACK_WARNING in str(r.message)]
 
 
-# torch.heaviside has no native neuron kernel: the stand-in for "an operator that falls back".
-def heaviside_calls(report):
-    """Calls counted for torch.heaviside, whichever overload (.default / .out) reached the fallback."""
-    return sum(n for name, n in report.items() if re.fullmatch(r"aten::heaviside(\.\w+)?", name))
+# torch.nextafter has no native neuron kernel: the stand-in for "an operator that falls back".
+def nextafter_calls(report):
+    """Calls counted for torch.nextafter, whichever overload (.default / .out) reached the fallback."""
+    return sum(n for name, n in report.items() if re.fullmatch(r"aten::nextafter(\.\w+)?", name))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bfloat16], ids=str)
@@ -26,38 +26,39 @@ def test_fallback_op_matches_cpu(dtype):
     g = torch.Generator().manual_seed(0)
     a = (torch.randn(7, 5, generator=g) * 10).to(dtype)
     b = (torch.randn(5, generator=g) * 10).to(dtype)
-    a[0] = 0  # heaviside takes b where a is 0
-    result = torch.heaviside(a.to("neuron"), b.to("neuron"))
+    name = "gcd" if dtype == torch.int64 else "nextafter"  # gcd: integers only; nextafter: floats only
+    op = getattr(torch, name)
+    result = op(a.to("neuron"), b.to("neuron"))
     assert result.device == torch.device("neuron:0")
     assert result.dtype == dtype
-    assert torch.equal(result.cpu(), torch.heaviside(a, b))
+    assert torch.equal(result.cpu(), op(a, b))
     # Non-contiguous inputs, an out= tensor on the device, and an in-place op.
     t = a.t().to("neuron")
     out = torch.empty(5, 7, dtype=dtype, device="neuron")
-    torch.heaviside(t, b[:, None].to("neuron"), out=out)
-    assert torch.equal(out.cpu(), torch.heaviside(a.t(), b[:, None]))
+    op(t, b[:, None].to("neuron"), out=out)
+    assert torch.equal(out.cpu(), op(a.t(), b[:, None]))
     inplace = a.to("neuron")
-    inplace.heaviside_(b.to("neuron"))
-    assert torch.equal(inplace.cpu(), torch.heaviside(a, b))
+    getattr(inplace, name + "_")(b.to("neuron"))
+    assert torch.equal(inplace.cpu(), op(a, b))
 
 
 def test_fallback_on_second_device():
     a = torch.arange(6.0) - 3
-    result = torch.heaviside(a.to("neuron:1"), a.to("neuron:1"))
+    result = torch.nextafter(a.to("neuron:1"), a.flip(0).to("neuron:1"))
     assert result.device == torch.device("neuron:1")
-    assert torch.equal(result.cpu(), torch.heaviside(a, a))
+    assert torch.equal(result.cpu(), torch.nextafter(a, a.flip(0)))
 
 
 def test_fallback_is_counted():
     torchneuron.reset_fallback_report()
     assert torchneuron.fallback_report() == {}
     x = torch.ones(3, device="neuron")
-    torch.heaviside(x, x)
+    torch.nextafter(x, x)
     report = torchneuron.fallback_report()
-    assert heaviside_calls(report) == 1, report
-    torch.heaviside(x, x)
-    torch.heaviside(x, x)
-    assert heaviside_calls(torchneuron.fallback_report()) == 3
+    assert nextafter_calls(report) == 1, report
+    torch.nextafter(x, x)
+    torch.nextafter(x, x)
+    assert nextafter_calls(torchneuron.fallback_report()) == 3
     # Native ops are not counted.
     y = torch.empty(3, device="neuron")
     y.copy_(x)
@@ -73,25 +74,25 @@ def test_fallback_warns_once_per_op():
     x = torch.ones(4, device="neuron")
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        torch.heaviside(x, x)
-        torch.heaviside(x, x)
-        torch.heaviside(x, x[:1])
+        torch.nextafter(x, x)
+        torch.nextafter(x, x)
+        torch.nextafter(x, x[:1])
     messages = fallback_warnings(records)
     assert len(messages) == 1, messages
-    assert re.search(r"'aten::heaviside(\.\w+)?'", messages[0]), messages[0]
+    assert re.search(r"'aten::nextafter(\.\w+)?'", messages[0]), messages[0]
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        torch.copysign(x, x)  # another op warns once on its own
-        torch.copysign(x, x)
+        torch.special.zeta(x + 1, x)  # another op warns once on its own
+        torch.special.zeta(x + 1, x)
     messages = fallback_warnings(records)
-    assert len(messages) == 1 and "aten::copysign" in messages[0], messages
+    assert len(messages) == 1 and "aten::special_zeta" in messages[0], messages
 
 
 def test_fallback_warning_with_pytest_warns():
     torchneuron.set_fallback_mode("warn")
     torchneuron.reset_fallback_report()
-    with pytest.warns(UserWarning, match=r"aten::copysign.*no native neuron kernel"):
-        torch.copysign(torch.ones(2, device="neuron"), -3.0)
+    with pytest.warns(UserWarning, match=r"aten::special_zeta.*no native neuron kernel"):
+        torch.special.zeta(torch.full((2,), 2.0, device="neuron"), 1.0)
 
 
 def test_silent_mode_counts_without_warning():
@@ -101,18 +102,18 @@ def test_silent_mode_counts_without_warning():
     x = torch.arange(3.0).to("neuron")
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        result = torch.heaviside(x - 1, x)
+        result = torch.nextafter(x - 1, x)
     assert fallback_warnings(records) == []
-    assert torch.equal(result.cpu(), torch.heaviside(torch.arange(3.0) - 1, torch.arange(3.0)))
-    assert heaviside_calls(torchneuron.fallback_report()) == 1
+    assert torch.equal(result.cpu(), torch.nextafter(torch.arange(3.0) - 1, torch.arange(3.0)))
+    assert nextafter_calls(torchneuron.fallback_report()) == 1
 
 
 def test_error_mode_raises_not_implemented():
     torchneuron.set_fallback_mode("error")
     assert torchneuron.fallback_mode() == "error"
     x = torch.ones(3, device="neuron")
-    with pytest.raises(NotImplementedError, match=r"aten::heaviside") as info:
-        torch.heaviside(x, x)
+    with pytest.raises(NotImplementedError, match=r"aten::nextafter") as info:
+        torch.nextafter(x, x)
     assert "TORCHNEURON_FALLBACK" in str(info.value)
     # Native ops still run.
     y = torch.empty(3, device="neuron")
@@ -132,7 +133,7 @@ def test_error_mode_from_env(run_python):
         "print(torchneuron.fallback_mode())\n"
         "x = torch.ones(2, device='neuron')\n"
         "try:\n"
-        "    torch.heaviside(x, x)\n"
+        "    torch.nextafter(x, x)\n"
         "except NotImplementedError as e:\n"
         "    print('NotImplementedError', e)\n"
     )
@@ -140,7 +141,7 @@ def test_error_mode_from_env(run_python):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "error"
-    assert lines[1].startswith("NotImplementedError") and "aten::heaviside" in lines[1]
+    assert lines[1].startswith("NotImplementedError") and "aten::nextafter" in lines[1]
 
 
 def test_silent_mode_from_env(run_python):
@@ -169,7 +170,7 @@ def test_native_ops_listing():
                  "aten::fill_.Scalar", "aten::_local_scalar_dense"):
         assert name in ops
     assert "aten::add.Tensor" in ops
-    assert "aten::heaviside" not in ops
+    assert "aten::nextafter" not in ops
     assert all(name.startswith("aten::") for name in ops)
 
 
