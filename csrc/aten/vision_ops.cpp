@@ -22,6 +22,10 @@
 #include <ATen/ops/_upsample_nearest_exact2d_ops.h>
 #include <ATen/ops/_upsample_nearest_exact3d_ops.h>
 #include <ATen/ops/upsample_bicubic2d_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_backward_ops.h>
+#include <ATen/ops/_upsample_bicubic2d_aa_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_backward_ops.h>
+#include <ATen/ops/_upsample_bilinear2d_aa_ops.h>
 #include <ATen/ops/upsample_bilinear2d_ops.h>
 #include <ATen/ops/upsample_linear1d_ops.h>
 #include <ATen/ops/upsample_nearest1d_ops.h>
@@ -753,6 +757,8 @@ constexpr auto kNearest = kernels::Interpolation::kNearest;
 constexpr auto kNearestExact = kernels::Interpolation::kNearestExact;
 constexpr auto kLinear = kernels::Interpolation::kLinear;
 constexpr auto kCubic = kernels::Interpolation::kCubic;
+constexpr auto kLinearAntialias = kernels::Interpolation::kLinearAntialias;
+constexpr auto kCubicAntialias = kernels::Interpolation::kCubicAntialias;
 
 }  // namespace
 
@@ -809,6 +815,20 @@ at::Tensor upsample_trilinear3d(const at::Tensor& input, c10::IntArrayRef size, 
   return upsample("aten::upsample_trilinear3d", kLinear, align, input, size, {sd, sh, sw});
 }
 
+// antialias=True; uint8 images (CPU's own integer path) take the fallback.
+at::Tensor upsample_bilinear2d_aa(const at::Tensor& input, c10::IntArrayRef size, bool align, Scale sh, Scale sw) {
+  if (!upsample_native(input, kLinearAntialias)) {
+    return NEURON_UPSAMPLE_FALLBACK(_upsample_bilinear2d_aa, input, size, align, sh, sw);
+  }
+  return upsample("aten::_upsample_bilinear2d_aa", kLinearAntialias, align, input, size, {sh, sw});
+}
+at::Tensor upsample_bicubic2d_aa(const at::Tensor& input, c10::IntArrayRef size, bool align, Scale sh, Scale sw) {
+  if (!upsample_native(input, kCubicAntialias)) {
+    return NEURON_UPSAMPLE_FALLBACK(_upsample_bicubic2d_aa, input, size, align, sh, sw);
+  }
+  return upsample("aten::_upsample_bicubic2d_aa", kCubicAntialias, align, input, size, {sh, sw});
+}
+
 #undef NEURON_UPSAMPLE_FALLBACK
 
 at::Tensor upsample_nearest1d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, Scale s) {
@@ -844,6 +864,14 @@ at::Tensor upsample_bilinear2d_backward(const at::Tensor& g, c10::IntArrayRef si
 at::Tensor upsample_bicubic2d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
                                        Scale sh, Scale sw) {
   return upsample_backward("aten::upsample_bicubic2d_backward", kCubic, align, g, size, in, {sh, sw});
+}
+at::Tensor upsample_bilinear2d_aa_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
+                                           Scale sh, Scale sw) {
+  return upsample_backward("aten::_upsample_bilinear2d_aa_backward", kLinearAntialias, align, g, size, in, {sh, sw});
+}
+at::Tensor upsample_bicubic2d_aa_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
+                                          Scale sh, Scale sw) {
+  return upsample_backward("aten::_upsample_bicubic2d_aa_backward", kCubicAntialias, align, g, size, in, {sh, sw});
 }
 at::Tensor upsample_trilinear3d_backward(const at::Tensor& g, c10::IntArrayRef size, c10::IntArrayRef in, bool align,
                                          Scale sd, Scale sh, Scale sw) {
@@ -1092,6 +1120,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_linear1d.out", TORCH_FN(vision::OutForm<&vision::upsample_linear1d>::call));
   m.impl("upsample_linear1d_backward", TORCH_FN(vision::upsample_linear1d_backward));
   m.impl("upsample_linear1d_backward.grad_input", TORCH_FN(vision::OutForm<&vision::upsample_linear1d_backward>::call));
+  m.impl("_upsample_bilinear2d_aa", TORCH_FN(vision::upsample_bilinear2d_aa));
+  m.impl("_upsample_bilinear2d_aa.out", TORCH_FN(vision::OutForm<&vision::upsample_bilinear2d_aa>::call));
+  m.impl("_upsample_bilinear2d_aa_backward", TORCH_FN(vision::upsample_bilinear2d_aa_backward));
+  m.impl("_upsample_bilinear2d_aa_backward.grad_input",
+         TORCH_FN(vision::OutForm<&vision::upsample_bilinear2d_aa_backward>::call));
+  m.impl("_upsample_bicubic2d_aa", TORCH_FN(vision::upsample_bicubic2d_aa));
+  m.impl("_upsample_bicubic2d_aa.out", TORCH_FN(vision::OutForm<&vision::upsample_bicubic2d_aa>::call));
+  m.impl("_upsample_bicubic2d_aa_backward", TORCH_FN(vision::upsample_bicubic2d_aa_backward));
+  m.impl("_upsample_bicubic2d_aa_backward.grad_input",
+         TORCH_FN(vision::OutForm<&vision::upsample_bicubic2d_aa_backward>::call));
   m.impl("upsample_bilinear2d", TORCH_FN(vision::upsample_bilinear2d));
   m.impl("upsample_bilinear2d.out", TORCH_FN(vision::OutForm<&vision::upsample_bilinear2d>::call));
   m.impl("upsample_bilinear2d_backward", TORCH_FN(vision::upsample_bilinear2d_backward));

@@ -175,9 +175,146 @@ void interpolate(const UpsampleShape& s, const Volume& v, const Axis<Acc<T>> axe
   });
 }
 
+// ---- antialiased resampling (interpolate(..., antialias=True)) -----------------------------
+
+// One axis of an antialiased resize: output o reads count[o] inputs from start[o], with
+// weights weight[o * width + j] (a triangle or a = -0.5 cubic filter stretched by the scale when
+// downsampling, normalized to sum 1). CPU PyTorch's arithmetic, including where it rounds.
+template <typename A>
+struct WideAxis {
+  int64_t width = 1;
+  std::vector<int64_t> start, count;
+  std::vector<A> weight;
+};
+
+template <typename A>
+A antialias_filter(bool cubic, A x) {
+  x = std::abs(x);
+  if (!cubic) return x < A(1) ? A(1) - x : A(0);
+  constexpr A a = A(-0.5);
+  if (x < A(1)) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < A(2)) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return A(0);
+}
+
+template <typename A>
+WideAxis<A> make_wide_axis(bool cubic, bool align_corners, int64_t in, int64_t out, double user_scale) {
+  A scale;
+  if (align_corners) {
+    scale = out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0);
+  } else {
+    scale = user_scale > 0 ? static_cast<A>(1.0 / user_scale) : static_cast<A>(in) / static_cast<A>(out);
+  }
+  const A half_taps = cubic ? A(2) : A(1);
+  const A support = scale >= A(1) ? half_taps * scale : half_taps;
+  const A invscale = scale >= A(1) ? A(1) / scale : A(1);
+  WideAxis<A> axis;
+  axis.width = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  axis.start.resize(static_cast<size_t>(out));
+  axis.count.resize(static_cast<size_t>(out));
+  axis.weight.assign(static_cast<size_t>(out * axis.width), A(0));
+  for (int64_t o = 0; o < out; ++o) {
+    const A center = static_cast<A>(static_cast<double>(scale) * (static_cast<double>(o) + 0.5));
+    const int64_t first = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(center - support) + 0.5), 0);
+    const int64_t size = std::clamp<int64_t>(
+        std::min<int64_t>(static_cast<int64_t>(static_cast<double>(center + support) + 0.5), in) - first, 0, axis.width);
+    A* w = axis.weight.data() + o * axis.width;
+    A total = A(0);
+    for (int64_t j = 0; j < size; ++j) {
+      const A offset = static_cast<A>(j + first) - center;
+      w[j] = antialias_filter(cubic, static_cast<A>((static_cast<double>(offset) + 0.5) * static_cast<double>(invscale)));
+      total += w[j];
+    }
+    if (total != A(0)) {
+      for (int64_t j = 0; j < size; ++j) w[j] /= total;
+    }
+    axis.start[o] = first;
+    axis.count[o] = size;
+  }
+  return axis;
+}
+
+bool is_antialias(Interpolation mode) {
+  return mode == Interpolation::kLinearAntialias || mode == Interpolation::kCubicAntialias;
+}
+
+// Width first into a plane of in_h x out_w, rounded to T as CPU's intermediate tensor is, then
+// height; a task per plane.
+template <typename T>
+void antialias_forward(const UpsampleShape& s, bool cubic, bool align_corners, const T* in, T* out) {
+  using A = Acc<T>;
+  const int64_t in_h = s.in[0], in_w = s.in[1], out_h = s.out[0], out_w = s.out[1];
+  const WideAxis<A> rows = make_wide_axis<A>(cubic, align_corners, in_h, out_h, s.scale[0]);
+  const WideAxis<A> cols = make_wide_axis<A>(cubic, align_corners, in_w, out_w, s.scale[1]);
+  parallel_for(s.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_h * out_w)), [&](int64_t begin, int64_t end) {
+    std::vector<T> across(static_cast<size_t>(in_h * out_w));
+    for (int64_t p = begin; p < end; ++p) {
+      const T* plane = in + p * in_h * in_w;
+      for (int64_t h = 0; h < in_h; ++h) {
+        const T* line = plane + h * in_w;
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          const A* w = cols.weight.data() + ow * cols.width;
+          const T* x = line + cols.start[ow];
+          A sum = cols.count[ow] > 0 ? w[0] * up(x[0]) : A(0);
+          for (int64_t j = 1; j < cols.count[ow]; ++j) sum += w[j] * up(x[j]);
+          across[h * out_w + ow] = down<T>(sum);
+        }
+      }
+      T* o = out + p * out_h * out_w;
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        const A* w = rows.weight.data() + oh * rows.width;
+        const T* first = across.data() + rows.start[oh] * out_w;
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          A sum = rows.count[oh] > 0 ? w[0] * up(first[ow]) : A(0);
+          for (int64_t j = 1; j < rows.count[oh]; ++j) sum += w[j] * up(first[j * out_w + ow]);
+          o[oh * out_w + ow] = down<T>(sum);
+        }
+      }
+    }
+  });
+}
+
+// Each output's gradient spread over its taps, x weight times y weight, in output order per
+// plane (deterministic), summed in the accumulation type.
+template <typename T>
+void antialias_backward(const UpsampleShape& s, bool cubic, bool align_corners, const T* grad_out, T* grad_in) {
+  using A = Acc<T>;
+  const int64_t in_h = s.in[0], in_w = s.in[1], out_h = s.out[0], out_w = s.out[1];
+  const WideAxis<A> rows = make_wide_axis<A>(cubic, align_corners, in_h, out_h, s.scale[0]);
+  const WideAxis<A> cols = make_wide_axis<A>(cubic, align_corners, in_w, out_w, s.scale[1]);
+  parallel_for(s.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out_h * out_w)), [&](int64_t begin, int64_t end) {
+    std::vector<A> sums(static_cast<size_t>(in_h * in_w));
+    for (int64_t p = begin; p < end; ++p) {
+      std::fill(sums.begin(), sums.end(), A(0));
+      const T* g = grad_out + p * out_h * out_w;
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        const A* wy = rows.weight.data() + oh * rows.width;
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          const A* wx = cols.weight.data() + ow * cols.width;
+          const A value = up(g[oh * out_w + ow]);
+          for (int64_t y = 0; y < rows.count[oh]; ++y) {
+            A* line = sums.data() + (rows.start[oh] + y) * in_w + cols.start[ow];
+            for (int64_t x = 0; x < cols.count[ow]; ++x) line[x] += wx[x] * wy[y] * value;
+          }
+        }
+      }
+      T* plane = grad_in + p * in_h * in_w;
+      for (int64_t i = 0; i < in_h * in_w; ++i) plane[i] = down<T>(sums[i]);
+    }
+  });
+}
+
 }  // namespace
 
 void upsample(DType dtype, Interpolation mode, bool align_corners, const UpsampleShape& s, const void* in, void* out) {
+  if (is_antialias(mode)) {
+    if (s.dims != 2) throw runtime::KernelError("upsample: antialiased interpolation is 2-D");
+    return dispatch_floating(dtype, "upsample", [&](auto tag) {
+      using T = decltype(tag);
+      antialias_forward<T>(s, mode == Interpolation::kCubicAntialias, align_corners, static_cast<const T*>(in),
+                           static_cast<T*>(out));
+    });
+  }
   const Volume v = volume_of(s);
   if (mode == Interpolation::kNearest || mode == Interpolation::kNearestExact) {
     Axis<float> axes[3];
@@ -208,6 +345,14 @@ void upsample(DType dtype, Interpolation mode, bool align_corners, const Upsampl
 // Each task owns whole planes of grad_in and sums into them in output order: deterministic.
 void upsample_backward(DType dtype, Interpolation mode, bool align_corners, const UpsampleShape& s,
                        const void* grad_out, void* grad_in) {
+  if (is_antialias(mode)) {
+    if (s.dims != 2) throw runtime::KernelError("upsample: antialiased interpolation is 2-D");
+    return dispatch_floating(dtype, "upsample_backward", [&](auto tag) {
+      using T = decltype(tag);
+      antialias_backward<T>(s, mode == Interpolation::kCubicAntialias, align_corners, static_cast<const T*>(grad_out),
+                            static_cast<T*>(grad_in));
+    });
+  }
   const Volume v = volume_of(s);
   dispatch_floating(dtype, "upsample_backward", [&](auto tag) {
     using T = decltype(tag);

@@ -15,6 +15,10 @@ enum class Interpolation : uint8_t {
   kNearestExact,  // floor((o + 0.5) * scale)
   kLinear,        // two taps per axis
   kCubic,         // four taps per axis, Keys' kernel with a = -0.75, edges clamped
+  // antialias=True (2-D only): triangle and a = -0.5 cubic filters, widened by the scale when
+  // downsampling and normalized; width then height, as CPU PyTorch resamples.
+  kLinearAntialias,
+  kCubicAntialias,
 };
 
 struct UpsampleShape {

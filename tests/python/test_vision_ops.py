@@ -162,6 +162,17 @@ def test_upsample_1d_3d_bicubic_and_nearest_exact_match_cpu(dtype, shape, kwargs
     compare(lambda x: F.interpolate(x, **kwargs), sample(shape, dtype), tol=tol)
 
 
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kwargs", [dict(size=(5, 9)), dict(size=(13, 40)), dict(size=(4, 17), align_corners=True),
+                                    dict(scale_factor=0.37), dict(size=(1, 1))], ids=str)
+def test_antialiased_resize_matches_cpu(dtype, mode, kwargs):
+    # Downsampling widens the filter to (scale x) 2 or 4 taps per axis; upsampling keeps it.
+    # CPU PyTorch has no bfloat16 kernel here.
+    compare(lambda x: F.interpolate(x, mode=mode, antialias=True, **kwargs), sample((2, 3, 24, 20), dtype), tol=1e-5)
+
+
 def test_upsample_nearest_copies_uint8_and_keeps_channels_last_3d():
     image = torch.randint(0, 256, (2, 3, 5, 6), dtype=torch.uint8)
     for mode in ("nearest", "nearest-exact"):
