@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <numbers>
 
 #include "kernels/parallel.h"
@@ -14,11 +17,30 @@ namespace {
 
 using cd = std::complex<double>;
 
+// Lines transformed together: every butterfly runs over kLanes lines at once (split real and
+// imaginary parts, lane innermost), so that the compiler vectorizes across lines.
+constexpr int64_t kLanes = 8;
+
 // Prime factors above this take Bluestein's transform: Cooley-Tukey's butterfly for a factor p
 // costs p^2 per group of p outputs.
 constexpr int64_t kLargestRadix = 32;
 
-// A 1-D transform of length n on contiguous data, in place.
+// The kLanes values of one position, as one vector register (AVX-512) or two.
+typedef double Vec __attribute__((vector_size(kLanes * sizeof(double))));
+inline Vec load(const double* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof(Vec));
+  return v;
+}
+inline void store(double* p, Vec v) { std::memcpy(p, &v, sizeof(Vec)); }
+
+// Complex values of kLanes lines at n positions: re[j * kLanes + lane], im likewise.
+struct Lanes {
+  double* re;
+  double* im;
+};
+
+// A 1-D transform of length n over kLanes lines, in place.
 class Plan1d {
  public:
   explicit Plan1d(int64_t n) : n_(n) {
@@ -41,68 +63,131 @@ class Plan1d {
       init_bluestein();
       return;
     }
-    twiddles_.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) twiddles_[k] = unit(-2.0 * static_cast<double>(k) / static_cast<double>(n));
     radix_ = largest;
+    cos_.resize(static_cast<size_t>(n));
+    sin_.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      const cd w = unit(-2.0 * static_cast<double>(k) / static_cast<double>(n));
+      cos_[k] = w.real();
+      sin_[k] = w.imag();
+    }
+    leaf_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rest_of_index = i, length = n, position = 0;
+      for (int64_t f : factors_) {
+        length /= f;
+        position += (rest_of_index % f) * length;
+        rest_of_index /= f;
+      }
+      leaf_[i] = position;
+    }
   }
 
-  // Elements of scratch that run() needs.
-  int64_t scratch_size() const { return bluestein_ ? 2 * m_ + inner_->scratch_size() : n_ + radix_; }
+  // Doubles of scratch that run() needs.
+  int64_t scratch_size() const {
+    return bluestein_ ? 2 * m_ * kLanes + inner_->scratch_size() : 2 * (n_ + radix_) * kLanes;
+  }
 
-  void run(cd* data, cd* scratch, bool inverse) const {
+  void run(Lanes x, double* scratch, bool inverse) const {
     if (n_ <= 1) return;
-    if (bluestein_) return run_bluestein(data, scratch, inverse);
-    std::copy(data, data + n_, scratch);
-    cooley_tukey(scratch, 1, data, n_, 0, 1, inverse, scratch + n_);
+    if (bluestein_) return run_bluestein(x, scratch, inverse);
+    cooley_tukey(x, scratch, inverse);
   }
 
  private:
-  // exp(i pi t) with t in [-2, 2], exact at the quarter turns.
+  // exp(i pi t) with t in [-2, 2].
   static cd unit(double t) {
     const double angle = std::numbers::pi * t;
     return {std::cos(angle), std::sin(angle)};
   }
 
-  cd twiddle(int64_t k, bool inverse) const { return inverse ? std::conj(twiddles_[k]) : twiddles_[k]; }
-
-  // out[0..n) = DFT of in[0], in[stride], ..., in[(n-1) stride], for the factors from `level`
-  // on; W_n^j = twiddles_[j * step] (step = n_ / n).
-  void cooley_tukey(const cd* in, int64_t stride, cd* out, int64_t n, size_t level, int64_t step, bool inverse,
-                    cd* group) const {
-    if (n == 1) {
-      out[0] = in[0];
-      return;
+  // Iterative Cooley-Tukey: each input placed where the recursion's leaves would leave it (the
+  // digit reversal of its index over the factors), then one in-place pass per factor, innermost
+  // first. At level l the blocks have length N_l = product of factors[l..], combined from p =
+  // factors[l] sub-transforms of length m = N_l / p: X[k + q m] = sum_r W_N_l^(r k) W_p^(r q) Y_r[k].
+  void cooley_tukey(Lanes x, double* scratch, bool inverse) const {
+    Lanes work{scratch, scratch + n_ * kLanes};
+    for (int64_t i = 0; i < n_; ++i) {
+      store(work.re + leaf_[i] * kLanes, load(x.re + i * kLanes));
+      store(work.im + leaf_[i] * kLanes, load(x.im + i * kLanes));
     }
-    const int64_t p = factors_[level], m = n / p;
-    for (int64_t r = 0; r < p; ++r) cooley_tukey(in + r * stride, stride * p, out + r * m, m, level + 1, step * p, inverse, group);
+    Lanes group{scratch + 2 * n_ * kLanes, scratch + (2 * n_ + radix_) * kLanes};
+    const double sign = inverse ? -1.0 : 1.0;  // the inverse's twiddles are the conjugates
+    int64_t block = 1;
+    for (size_t level = factors_.size(); level-- > 0;) {
+      const int64_t p = factors_[level], m = block;
+      block *= p;
+      const int64_t step = n_ / block;
+      for (int64_t base = 0; base < n_; base += block) {
+        combine(Lanes{work.re + base * kLanes, work.im + base * kLanes}, p, m, step, sign, group);
+      }
+    }
+    std::copy(work.re, work.re + n_ * kLanes, x.re);
+    std::copy(work.im, work.im + n_ * kLanes, x.im);
+  }
+
+  // v[lane] * (c + i s), in place on position j of x.
+  static void rotate(Lanes x, int64_t j, double c, double s) {
+    const Vec re = load(x.re + j * kLanes), im = load(x.im + j * kLanes);
+    store(x.re + j * kLanes, re * c - im * s);
+    store(x.im + j * kLanes, re * s + im * c);
+  }
+
+  void combine(Lanes x, int64_t p, int64_t m, int64_t step, double sign, Lanes group) const {
+    for (int64_t k = 1; k < m; ++k) {  // twiddle W^(r k) onto sub-transform r's element k
+      for (int64_t r = 1; r < p; ++r) rotate(x, r * m + k, cos_[r * k * step], sign * sin_[r * k * step]);
+    }
     if (p == 2) {
       for (int64_t k = 0; k < m; ++k) {
-        const cd a = out[k], b = out[m + k] * twiddle(k * step, inverse);
-        out[k] = a + b;
-        out[m + k] = a - b;
+        double *ar = x.re + k * kLanes, *ai = x.im + k * kLanes;
+        double *br = x.re + (m + k) * kLanes, *bi = x.im + (m + k) * kLanes;
+        const Vec a_re = load(ar), a_im = load(ai), b_re = load(br), b_im = load(bi);
+        store(ar, a_re + b_re);
+        store(ai, a_im + b_im);
+        store(br, a_re - b_re);
+        store(bi, a_im - b_im);
       }
       return;
     }
     if (p == 4) {
-      const cd minus_i = inverse ? cd(0, 1) : cd(0, -1);  // W_4
+      // W_4 = -i forward (sign 1), +i inverse: (b - d) W_4 = sign (im, -re).
       for (int64_t k = 0; k < m; ++k) {
-        const cd a = out[k], b = out[m + k] * twiddle(k * step, inverse);
-        const cd c = out[2 * m + k] * twiddle(2 * k * step, inverse), d = out[3 * m + k] * twiddle(3 * k * step, inverse);
-        const cd s0 = a + c, s1 = a - c, s2 = b + d, s3 = (b - d) * minus_i;
-        out[k] = s0 + s2;
-        out[m + k] = s1 + s3;
-        out[2 * m + k] = s0 - s2;
-        out[3 * m + k] = s1 - s3;
+        double *ar = x.re + k * kLanes, *ai = x.im + k * kLanes;
+        double *br = x.re + (m + k) * kLanes, *bi = x.im + (m + k) * kLanes;
+        double *cr = x.re + (2 * m + k) * kLanes, *ci = x.im + (2 * m + k) * kLanes;
+        double *dr = x.re + (3 * m + k) * kLanes, *di = x.im + (3 * m + k) * kLanes;
+        const Vec a_re = load(ar), a_im = load(ai), b_re = load(br), b_im = load(bi);
+        const Vec c_re = load(cr), c_im = load(ci), d_re = load(dr), d_im = load(di);
+        const Vec s0r = a_re + c_re, s0i = a_im + c_im, s1r = a_re - c_re, s1i = a_im - c_im;
+        const Vec s2r = b_re + d_re, s2i = b_im + d_im;
+        const Vec s3r = sign * (b_im - d_im), s3i = -sign * (b_re - d_re);
+        store(ar, s0r + s2r);
+        store(ai, s0i + s2i);
+        store(br, s1r + s3r);
+        store(bi, s1i + s3i);
+        store(cr, s0r - s2r);
+        store(ci, s0i - s2i);
+        store(dr, s1r - s3r);
+        store(di, s1i - s3i);
       }
       return;
     }
     const int64_t turn = n_ / p;  // W_p = W_N^(N / p)
     for (int64_t k = 0; k < m; ++k) {
-      for (int64_t r = 0; r < p; ++r) group[r] = out[r * m + k] * twiddle(r * k * step, inverse);
+      for (int64_t r = 0; r < p; ++r) {
+        store(group.re + r * kLanes, load(x.re + (r * m + k) * kLanes));
+        store(group.im + r * kLanes, load(x.im + (r * m + k) * kLanes));
+      }
       for (int64_t q = 0; q < p; ++q) {
-        cd sum = group[0];
-        for (int64_t r = 1; r < p; ++r) sum += group[r] * twiddle((r * q % p) * turn, inverse);
-        out[q * m + k] = sum;
+        Vec sum_re = load(group.re), sum_im = load(group.im);
+        for (int64_t r = 1; r < p; ++r) {
+          const double c = cos_[(r * q % p) * turn], s = sign * sin_[(r * q % p) * turn];
+          const Vec g_re = load(group.re + r * kLanes), g_im = load(group.im + r * kLanes);
+          sum_re += g_re * c - g_im * s;
+          sum_im += g_re * s + g_im * c;
+        }
+        store(x.re + (q * m + k) * kLanes, sum_re);
+        store(x.im + (q * m + k) * kLanes, sum_im);
       }
     }
   }
@@ -119,32 +204,60 @@ class Plan1d {
       const int64_t square = (k * k) % (2 * n_);  // exact: the angle keeps its precision for large k
       chirp_[k] = unit(-static_cast<double>(square) / static_cast<double>(n_));
     }
-    chirp_spectrum_.assign(static_cast<size_t>(m_), cd(0));
-    chirp_spectrum_[0] = std::conj(chirp_[0]);
-    for (int64_t k = 1; k < n_; ++k) chirp_spectrum_[k] = chirp_spectrum_[m_ - k] = std::conj(chirp_[k]);
-    std::vector<cd> scratch(static_cast<size_t>(inner_->scratch_size()));
-    inner_->run(chirp_spectrum_.data(), scratch.data(), false);
+    // The conjugate chirp, wrapped around, transformed (the same in every lane).
+    std::vector<double> re(static_cast<size_t>(m_ * kLanes), 0.0), im(re.size(), 0.0);
+    for (int64_t k = 0; k < n_; ++k) {
+      for (int64_t j : {k, (m_ - k) % m_}) {
+        std::fill(re.begin() + j * kLanes, re.begin() + (j + 1) * kLanes, chirp_[k].real());
+        std::fill(im.begin() + j * kLanes, im.begin() + (j + 1) * kLanes, -chirp_[k].imag());
+      }
+    }
+    std::vector<double> scratch(static_cast<size_t>(inner_->scratch_size()));
+    inner_->run(Lanes{re.data(), im.data()}, scratch.data(), false);
+    chirp_spectrum_.resize(static_cast<size_t>(m_));
+    for (int64_t k = 0; k < m_; ++k) chirp_spectrum_[k] = cd(re[k * kLanes], im[k * kLanes]);
   }
 
   // The inverse is conj(forward(conj(x))).
-  void run_bluestein(cd* data, cd* scratch, bool inverse) const {
-    cd* a = scratch;
-    cd* rest = scratch + m_;
-    for (int64_t k = 0; k < n_; ++k) a[k] = (inverse ? std::conj(data[k]) : data[k]) * chirp_[k];
-    std::fill(a + n_, a + m_, cd(0));
+  void run_bluestein(Lanes x, double* scratch, bool inverse) const {
+    const double sign = inverse ? -1.0 : 1.0;
+    Lanes a{scratch, scratch + m_ * kLanes};
+    double* rest = scratch + 2 * m_ * kLanes;
+    for (int64_t k = 0; k < n_; ++k) {
+      const double c = chirp_[k].real(), s = chirp_[k].imag();
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const double re = x.re[k * kLanes + l], im = sign * x.im[k * kLanes + l];
+        a.re[k * kLanes + l] = re * c - im * s;
+        a.im[k * kLanes + l] = re * s + im * c;
+      }
+    }
+    std::fill(a.re + n_ * kLanes, a.re + m_ * kLanes, 0.0);
+    std::fill(a.im + n_ * kLanes, a.im + m_ * kLanes, 0.0);
     inner_->run(a, rest, false);
-    for (int64_t k = 0; k < m_; ++k) a[k] = std::conj(a[k] * chirp_spectrum_[k]);
+    for (int64_t k = 0; k < m_; ++k) {  // times the chirp's spectrum, conjugated
+      const double c = chirp_spectrum_[k].real(), s = chirp_spectrum_[k].imag();
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const double re = a.re[k * kLanes + l], im = a.im[k * kLanes + l];
+        a.re[k * kLanes + l] = re * c - im * s;
+        a.im[k * kLanes + l] = -(re * s + im * c);
+      }
+    }
     inner_->run(a, rest, false);  // conj of this is m times the inverse transform
     const double inv_m = 1.0 / static_cast<double>(m_);
     for (int64_t k = 0; k < n_; ++k) {
-      const cd value = std::conj(a[k]) * inv_m * chirp_[k];
-      data[k] = inverse ? std::conj(value) : value;
+      const double c = chirp_[k].real(), s = chirp_[k].imag();
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const double re = a.re[k * kLanes + l] * inv_m, im = -a.im[k * kLanes + l] * inv_m;
+        x.re[k * kLanes + l] = re * c - im * s;
+        x.im[k * kLanes + l] = sign * (re * s + im * c);
+      }
     }
   }
 
   int64_t n_;
   std::vector<int64_t> factors_;
-  std::vector<cd> twiddles_;  // exp(-2 pi i k / n)
+  std::vector<double> cos_, sin_;  // exp(-2 pi i k / n)
+  std::vector<int64_t> leaf_;      // where input i starts the passes
   int64_t radix_ = 1;
   bool bluestein_ = false;
   int64_t m_ = 0;
@@ -164,19 +277,56 @@ struct Lines {
   int64_t start(int64_t line) const { return (line / inner) * n * inner + line % inner; }
 };
 
-// One batch of 1-D transforms along a dim: load(line, buffer) fills the line's n values,
-// store(line, buffer) takes the n results.
+// One batch of 1-D transforms of length n along a dim, kLanes lines at a time:
+// load(line, re, im) writes a line's n values to re[j * kLanes], im[j * kLanes];
+// store(line, re, im) reads the results from there.
+// Plans by length, kept for later calls (a plan's twiddles and Bluestein's chirp spectrum
+// cost more than a small transform); at most kCachedPlans lengths.
+constexpr size_t kCachedPlans = 64;
+
+std::shared_ptr<const Plan1d> plan_for(int64_t n) {
+  static std::mutex mutex;
+  static std::map<int64_t, std::shared_ptr<const Plan1d>> plans;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto found = plans.find(n);
+    if (found != plans.end()) return found->second;
+  }
+  auto plan = std::make_shared<const Plan1d>(n);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (plans.size() >= kCachedPlans) plans.erase(plans.begin());
+  plans.emplace(n, plan);
+  return plan;
+}
+
+// A thread's working memory, kept between calls: fresh pages cost more than the transforms.
+double* thread_buffer(size_t doubles) {
+  thread_local std::vector<double> buffer;
+  if (buffer.size() < doubles) buffer.resize(doubles);
+  return buffer.data();
+}
+
 template <typename Load, typename Store>
-void transform_lines(int64_t lines, int64_t n, int64_t load_n, bool inverse, Load load, Store store) {
-  const Plan1d plan(n);
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
-  parallel_for(lines, grain, [&](int64_t begin, int64_t end) {
-    std::vector<cd> buffer(static_cast<size_t>(std::max(n, load_n)));
-    std::vector<cd> scratch(static_cast<size_t>(plan.scratch_size()));
-    for (int64_t line = begin; line < end; ++line) {
-      load(line, buffer.data());
-      plan.run(buffer.data(), scratch.data(), inverse);
-      store(line, buffer.data());
+void transform_lines(int64_t lines, int64_t n, bool inverse, Load load, Store store) {
+  const std::shared_ptr<const Plan1d> shared_plan = plan_for(n);
+  const Plan1d& plan = *shared_plan;
+  const int64_t batches = (lines + kLanes - 1) / kLanes;
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(n * kLanes, 1));
+  parallel_for(batches, grain, [&](int64_t begin, int64_t end) {
+    double* values = thread_buffer(static_cast<size_t>(2 * n * kLanes + plan.scratch_size()));
+    double* scratch = values + 2 * n * kLanes;
+    const Lanes x{values, values + n * kLanes};
+    for (int64_t batch = begin; batch < end; ++batch) {
+      const int64_t first = batch * kLanes, count = std::min(kLanes, lines - first);
+      for (int64_t l = 0; l < kLanes; ++l) {
+        if (l < count) {
+          load(first + l, x.re + l, x.im + l);
+        } else {
+          for (int64_t j = 0; j < n; ++j) x.re[j * kLanes + l] = x.im[j * kLanes + l] = 0.0;
+        }
+      }
+      plan.run(x, scratch, inverse);
+      for (int64_t l = 0; l < count; ++l) store(first + l, x.re + l, x.im + l);
     }
   });
 }
@@ -195,14 +345,19 @@ void c2c_in_place(std::complex<T>* data, const std::vector<int64_t>& sizes, cons
     const Lines lines(sizes, dims[k]);
     const double factor = k + 1 == dims.size() ? scale : 1.0;
     transform_lines(
-        lines.count(), lines.n, lines.n, inverse,
-        [&](int64_t line, cd* buffer) {
+        lines.count(), lines.n, inverse,
+        [&](int64_t line, double* re, double* im) {
           const std::complex<T>* at = data + lines.start(line);
-          for (int64_t j = 0; j < lines.n; ++j) buffer[j] = cd(at[j * lines.inner]);
+          for (int64_t j = 0; j < lines.n; ++j) {
+            re[j * kLanes] = at[j * lines.inner].real();
+            im[j * kLanes] = at[j * lines.inner].imag();
+          }
         },
-        [&](int64_t line, const cd* buffer) {
+        [&](int64_t line, const double* re, const double* im) {
           std::complex<T>* at = data + lines.start(line);
-          for (int64_t j = 0; j < lines.n; ++j) at[j * lines.inner] = std::complex<T>(buffer[j] * factor);
+          for (int64_t j = 0; j < lines.n; ++j) {
+            at[j * lines.inner] = {static_cast<T>(re[j * kLanes] * factor), static_cast<T>(im[j * kLanes] * factor)};
+          }
         });
   }
 }
@@ -236,15 +391,56 @@ void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& di
   // The first dim reads the real input; the rest transform the result in place.
   const Lines lines(sizes, dims[0]);
   const double factor = dims.size() == 1 ? scale : 1.0;
+  const int64_t n = lines.n;
+  if (n % 2 == 0 && n >= 4) {
+    // A real line of even length n as a complex one of n / 2 (even samples real, odd ones
+    // imaginary), then split: X[k] = E[k] + W_n^k O[k] with E = (Z[k] + conj Z[-k]) / 2 and
+    // O = (Z[k] - conj Z[-k]) / 2i; X[n - k] = conj X[k].
+    const int64_t half = n / 2;
+    std::vector<double> cosines(static_cast<size_t>(half + 1)), sines(static_cast<size_t>(half + 1));
+    for (int64_t k = 0; k <= half; ++k) {
+      const double angle = 2.0 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(n);
+      cosines[k] = std::cos(angle);
+      sines[k] = std::sin(angle);
+    }
+    transform_lines(
+        lines.count(), half, false,
+        [&](int64_t line, double* re, double* im) {
+          const T* at = in + lines.start(line);
+          for (int64_t j = 0; j < half; ++j) {
+            re[j * kLanes] = static_cast<double>(at[2 * j * lines.inner]);
+            im[j * kLanes] = static_cast<double>(at[(2 * j + 1) * lines.inner]);
+          }
+        },
+        [&](int64_t line, const double* re, const double* im) {
+          std::complex<T>* at = out + lines.start(line);
+          for (int64_t k = 0; k <= half; ++k) {
+            const int64_t here = (k % half) * kLanes, mirror = ((half - k) % half) * kLanes;
+            const double even_re = 0.5 * (re[here] + re[mirror]), even_im = 0.5 * (im[here] - im[mirror]);
+            const double odd_re = 0.5 * (im[here] + im[mirror]), odd_im = -0.5 * (re[here] - re[mirror]);
+            const double x_re = even_re + cosines[k] * odd_re + sines[k] * odd_im;
+            const double x_im = even_im + cosines[k] * odd_im - sines[k] * odd_re;
+            at[k * lines.inner] = {static_cast<T>(x_re * factor), static_cast<T>(x_im * factor)};
+            if (k > 0 && k < half) at[(n - k) * lines.inner] = {static_cast<T>(x_re * factor), static_cast<T>(-x_im * factor)};
+          }
+        });
+    c2c_in_place(out, sizes, dims, 1, false, scale);
+    return;
+  }
   transform_lines(
-      lines.count(), lines.n, lines.n, false,
-      [&](int64_t line, cd* buffer) {
+      lines.count(), lines.n, false,
+      [&](int64_t line, double* re, double* im) {
         const T* at = in + lines.start(line);
-        for (int64_t j = 0; j < lines.n; ++j) buffer[j] = cd(static_cast<double>(at[j * lines.inner]), 0.0);
+        for (int64_t j = 0; j < lines.n; ++j) {
+          re[j * kLanes] = static_cast<double>(at[j * lines.inner]);
+          im[j * kLanes] = 0.0;
+        }
       },
-      [&](int64_t line, const cd* buffer) {
+      [&](int64_t line, const double* re, const double* im) {
         std::complex<T>* at = out + lines.start(line);
-        for (int64_t j = 0; j < lines.n; ++j) at[j * lines.inner] = std::complex<T>(buffer[j] * factor);
+        for (int64_t j = 0; j < lines.n; ++j) {
+          at[j * lines.inner] = {static_cast<T>(re[j * kLanes] * factor), static_cast<T>(im[j * kLanes] * factor)};
+        }
       });
   c2c_in_place(out, sizes, dims, 1, false, scale);
 }
@@ -263,16 +459,21 @@ void c2r_typed(const std::vector<int64_t>& in_sizes, const std::vector<int64_t>&
   const Lines out_lines(out_sizes, d);
   const int64_t kept = std::min(given, n / 2 + 1);
   transform_lines(
-      in_lines.count(), n, n, true,
-      [&](int64_t line, cd* buffer) {
+      in_lines.count(), n, true,
+      [&](int64_t line, double* re, double* im) {
         const std::complex<T>* at = partial.data() + in_lines.start(line);
-        for (int64_t k = 0; k < kept; ++k) buffer[k] = cd(at[k * in_lines.inner]);
-        for (int64_t k = kept; k <= n / 2; ++k) buffer[k] = cd(0);
-        for (int64_t k = n / 2 + 1; k < n; ++k) buffer[k] = std::conj(buffer[n - k]);
+        for (int64_t k = 0; k <= n / 2; ++k) {
+          re[k * kLanes] = k < kept ? static_cast<double>(at[k * in_lines.inner].real()) : 0.0;
+          im[k * kLanes] = k < kept ? static_cast<double>(at[k * in_lines.inner].imag()) : 0.0;
+        }
+        for (int64_t k = n / 2 + 1; k < n; ++k) {
+          re[k * kLanes] = re[(n - k) * kLanes];
+          im[k * kLanes] = -im[(n - k) * kLanes];
+        }
       },
-      [&](int64_t line, const cd* buffer) {
+      [&](int64_t line, const double* re, const double*) {
         T* at = out + out_lines.start(line);
-        for (int64_t j = 0; j < n; ++j) at[j * out_lines.inner] = static_cast<T>(buffer[j].real() * scale);
+        for (int64_t j = 0; j < n; ++j) at[j * out_lines.inner] = static_cast<T>(re[j * kLanes] * scale);
       });
 }
 
