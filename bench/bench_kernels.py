@@ -62,6 +62,8 @@ def case_inputs(device):
     sample_grid = torch.rand(16, 32, 32, 2, generator=g) * 2.2 - 1.1
     video, weight3d = torch.randn(4, 16, 8, 16, 16, generator=g), torch.randn(16, 16, 3, 3, 3, generator=g)
     signals = torch.randn(64, 4096, generator=g)  # e.g. a batch of audio frames for a spectral loss
+    systems = torch.randn(32, 64, 64, generator=g) + 8 * torch.eye(64)  # well-conditioned
+    spd = systems @ systems.mT
     table, bag_offsets = torch.randn(50000, 64, generator=g), torch.arange(0, 8192, 16)  # bags of 16 tokens
     rows_index = torch.randint(0, 64, (1024, 256), generator=g)  # rows of 256 scattered into 64
     ctc_log_probs = torch.randn(200, 16, 32, generator=g).log_softmax(2)  # 200 frames, 16 utterances, 32 symbols
@@ -72,7 +74,7 @@ def case_inputs(device):
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
                   image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, table=table, bag_offsets=bag_offsets, video=video, weight3d=weight3d,
-                  sample_grid=sample_grid, signals=signals, hann=torch.hann_window(400),
+                  sample_grid=sample_grid, signals=signals, hann=torch.hann_window(400), systems=systems, spd=spd,
                   rows_index=rows_index, unit_lower=unit_lower, chunk_values=chunk_values,
                   ctc_log_probs=ctc_log_probs, ctc_targets=ctc_targets,
                   mat_bf16=mat.bfloat16(),
@@ -132,6 +134,8 @@ CASES = [
     ("CTC loss and its backward (200 frames, 16 x 40 labels, 32 symbols)", lambda t: torch.ops.aten._ctc_loss_backward(
         torch.ones(16, device=t["ctc_targets"].device), t["ctc_log_probs"], t["ctc_targets"], [200] * 16, [40] * 16,
         *torch.ops.aten._ctc_loss(t["ctc_log_probs"], t["ctc_targets"], [200] * 16, [40] * 16), 0)),
+    ("linalg.solve (32 x 64x64, 8 right-hand sides)", lambda t: torch.linalg.solve(t["systems"], t["chunk_values"][:, :, :8])),
+    ("linalg.inv / cholesky (32 x 64x64)", lambda t: (torch.linalg.inv(t["systems"]), torch.linalg.cholesky(t["spd"]))),
     ("rfft (64 x 4096)", lambda t: torch.fft.rfft(t["signals"])),
     ("fft of 64 x 1000 (factors 2 and 5)", lambda t: torch.fft.fft(t["signals"][:, :1000])),
     ("stft (64 signals of 4096, n_fft 512, hop 160)", lambda t: torch.stft(

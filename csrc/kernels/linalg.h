@@ -1,5 +1,6 @@
-// Dense linear algebra over contiguous row-major batches: triangular solves and pairwise
-// distances.
+// Dense linear algebra over contiguous batches: triangular solves and pairwise distances
+// (row-major), and LU, Cholesky and QR factorizations, LU solves and inverses through LAPACK
+// (OpenBLAS's, column-major matrices; float32 and float64).
 #pragma once
 
 #include <cstdint>
@@ -24,5 +25,35 @@ void pairwise_distance(DType dtype, int64_t batch, int64_t rows1, int64_t rows2,
 // PyTorch's formulas, 0 where a distance is 0.
 void pairwise_distance_backward(DType dtype, int64_t batch, int64_t rows1, int64_t rows2, int64_t dim, double p,
                                 const void* grad, const void* x1, const void* x2, const void* dist, void* grad_x1);
+
+// Whether the LAPACK kernels take this dtype.
+bool lapack_supported(DType dtype);
+
+// LU factorization with partial pivoting (getrf) of `batch` column-major m x n matrices in
+// place: pivots [batch, min(m, n)] (1-based rows, LAPACK's and torch's convention), info
+// [batch] (0, or k where U[k-1, k-1] is exactly zero). Matrices are split over the compute pool.
+void lu_factor(DType dtype, int64_t batch, int64_t m, int64_t n, void* a, int32_t* pivots, int32_t* info);
+
+// Solves A X = B (or A^T X = B when `transpose`) in place of B from getrf's factors: lu
+// [lu_batch, n, n], B [batch, n, k], both column-major; matrix i of B uses LU i % lu_batch.
+void lu_solve(DType dtype, int64_t batch, int64_t lu_batch, int64_t n, int64_t k, const void* lu, const int32_t* pivots,
+              bool transpose, void* b);
+
+// A^-1 from getrf's factors in place (getri); info as getrf's.
+void lu_inverse(DType dtype, int64_t batch, int64_t n, void* lu, const int32_t* pivots, int32_t* info);
+
+// Cholesky factorization (potrf) of `batch` column-major symmetric n x n matrices in place, from
+// their lower (or upper) triangle; the other triangle is zeroed. info: 0, or k where the
+// leading minor of order k is not positive-definite.
+void cholesky(DType dtype, int64_t batch, int64_t n, bool upper, void* a, int32_t* info);
+
+// Householder QR (geqrf) of `batch` column-major m x n matrices in place: R in the upper
+// triangle. When q is not null, Q's first q_cols columns (k = min(m, n) for the reduced form,
+// m for the complete one) are formed there (orgqr), column-major m x q_cols per matrix.
+void qr(DType dtype, int64_t batch, int64_t m, int64_t n, void* a, void* q, int64_t q_cols);
+
+// The row permutation getrf's pivots [batch, k] (1-based) describe, as permutation [batch, m]:
+// A = P L U with P[permutation[i], i] = 1. Throws KernelError for a pivot outside [1, m].
+void lu_permutation(int64_t batch, int64_t m, int64_t k, const int32_t* pivots, int64_t* permutation);
 
 }  // namespace torchneuron::kernels
