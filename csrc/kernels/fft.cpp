@@ -18,31 +18,53 @@ namespace {
 using cd = std::complex<double>;
 
 // Lines transformed together: every butterfly runs over kLanes lines at once (split real and
-// imaginary parts, lane innermost), so that the compiler vectorizes across lines.
-constexpr int64_t kLanes = 8;
+// imaginary parts, lane innermost), one AVX-512 register of them: 16 float or 8 double lines.
+// complex64 and float32 transform in float, as CPU PyTorch's pocketfft does; float64 in double.
+template <typename T>
+constexpr int64_t kLanesOf = static_cast<int64_t>(64 / sizeof(T));
 
 // Prime factors above this take Bluestein's transform: Cooley-Tukey's butterfly for a factor p
 // costs p^2 per group of p outputs.
 constexpr int64_t kLargestRadix = 32;
 
-// The kLanes values of one position, as one vector register (AVX-512) or two.
-typedef double Vec __attribute__((vector_size(kLanes * sizeof(double))));
-inline Vec load(const double* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof(Vec));
+// The kLanes values of one position.
+template <typename T>
+struct VecOf;
+template <>
+struct VecOf<float> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct VecOf<double> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <typename T>
+using Vec = typename VecOf<T>::type;
+
+template <typename T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof(Vec<T>));
   return v;
 }
-inline void store(double* p, Vec v) { std::memcpy(p, &v, sizeof(Vec)); }
+template <typename T>
+inline void store(T* p, Vec<T> v) {
+  std::memcpy(p, &v, sizeof(Vec<T>));
+}
 
 // Complex values of kLanes lines at n positions: re[j * kLanes + lane], im likewise.
+template <typename T>
 struct Lanes {
-  double* re;
-  double* im;
+  T* re;
+  T* im;
 };
 
 // A 1-D transform of length n over kLanes lines, in place.
+template <typename T>
 class Plan1d {
  public:
+  static constexpr int64_t kLanes = kLanesOf<T>;
+
   explicit Plan1d(int64_t n) : n_(n) {
     int64_t rest = n;
     for (int64_t p : {4, 2, 3, 5}) {
@@ -68,8 +90,8 @@ class Plan1d {
     sin_.resize(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
       const cd w = unit(-2.0 * static_cast<double>(k) / static_cast<double>(n));
-      cos_[k] = w.real();
-      sin_[k] = w.imag();
+      cos_[k] = static_cast<T>(w.real());
+      sin_[k] = static_cast<T>(w.imag());
     }
     leaf_.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
@@ -83,12 +105,12 @@ class Plan1d {
     }
   }
 
-  // Doubles of scratch that run() needs.
+  // Elements of scratch that run() needs.
   int64_t scratch_size() const {
     return bluestein_ ? 2 * m_ * kLanes + inner_->scratch_size() : 2 * (n_ + radix_) * kLanes;
   }
 
-  void run(Lanes x, double* scratch, bool inverse) const {
+  void run(Lanes<T> x, T* scratch, bool inverse) const {
     if (n_ <= 1) return;
     if (bluestein_) return run_bluestein(x, scratch, inverse);
     cooley_tukey(x, scratch, inverse);
@@ -105,21 +127,21 @@ class Plan1d {
   // digit reversal of its index over the factors), then one in-place pass per factor, innermost
   // first. At level l the blocks have length N_l = product of factors[l..], combined from p =
   // factors[l] sub-transforms of length m = N_l / p: X[k + q m] = sum_r W_N_l^(r k) W_p^(r q) Y_r[k].
-  void cooley_tukey(Lanes x, double* scratch, bool inverse) const {
-    Lanes work{scratch, scratch + n_ * kLanes};
+  void cooley_tukey(Lanes<T> x, T* scratch, bool inverse) const {
+    Lanes<T> work{scratch, scratch + n_ * kLanes};
     for (int64_t i = 0; i < n_; ++i) {
-      store(work.re + leaf_[i] * kLanes, load(x.re + i * kLanes));
-      store(work.im + leaf_[i] * kLanes, load(x.im + i * kLanes));
+      store(work.re + leaf_[i] * kLanes, load<T>(x.re + i * kLanes));
+      store(work.im + leaf_[i] * kLanes, load<T>(x.im + i * kLanes));
     }
-    Lanes group{scratch + 2 * n_ * kLanes, scratch + (2 * n_ + radix_) * kLanes};
-    const double sign = inverse ? -1.0 : 1.0;  // the inverse's twiddles are the conjugates
+    Lanes<T> group{scratch + 2 * n_ * kLanes, scratch + (2 * n_ + radix_) * kLanes};
+    const T sign = inverse ? -1.0 : 1.0;  // the inverse's twiddles are the conjugates
     int64_t block = 1;
     for (size_t level = factors_.size(); level-- > 0;) {
       const int64_t p = factors_[level], m = block;
       block *= p;
       const int64_t step = n_ / block;
       for (int64_t base = 0; base < n_; base += block) {
-        combine(Lanes{work.re + base * kLanes, work.im + base * kLanes}, p, m, step, sign, group);
+        combine(Lanes<T>{work.re + base * kLanes, work.im + base * kLanes}, p, m, step, sign, group);
       }
     }
     std::copy(work.re, work.re + n_ * kLanes, x.re);
@@ -127,21 +149,21 @@ class Plan1d {
   }
 
   // v[lane] * (c + i s), in place on position j of x.
-  static void rotate(Lanes x, int64_t j, double c, double s) {
-    const Vec re = load(x.re + j * kLanes), im = load(x.im + j * kLanes);
+  static void rotate(Lanes<T> x, int64_t j, T c, T s) {
+    const Vec<T> re = load<T>(x.re + j * kLanes), im = load<T>(x.im + j * kLanes);
     store(x.re + j * kLanes, re * c - im * s);
     store(x.im + j * kLanes, re * s + im * c);
   }
 
-  void combine(Lanes x, int64_t p, int64_t m, int64_t step, double sign, Lanes group) const {
+  void combine(Lanes<T> x, int64_t p, int64_t m, int64_t step, T sign, Lanes<T> group) const {
     for (int64_t k = 1; k < m; ++k) {  // twiddle W^(r k) onto sub-transform r's element k
       for (int64_t r = 1; r < p; ++r) rotate(x, r * m + k, cos_[r * k * step], sign * sin_[r * k * step]);
     }
     if (p == 2) {
       for (int64_t k = 0; k < m; ++k) {
-        double *ar = x.re + k * kLanes, *ai = x.im + k * kLanes;
-        double *br = x.re + (m + k) * kLanes, *bi = x.im + (m + k) * kLanes;
-        const Vec a_re = load(ar), a_im = load(ai), b_re = load(br), b_im = load(bi);
+        T *ar = x.re + k * kLanes, *ai = x.im + k * kLanes;
+        T *br = x.re + (m + k) * kLanes, *bi = x.im + (m + k) * kLanes;
+        const Vec<T> a_re = load<T>(ar), a_im = load<T>(ai), b_re = load<T>(br), b_im = load<T>(bi);
         store(ar, a_re + b_re);
         store(ai, a_im + b_im);
         store(br, a_re - b_re);
@@ -152,15 +174,15 @@ class Plan1d {
     if (p == 4) {
       // W_4 = -i forward (sign 1), +i inverse: (b - d) W_4 = sign (im, -re).
       for (int64_t k = 0; k < m; ++k) {
-        double *ar = x.re + k * kLanes, *ai = x.im + k * kLanes;
-        double *br = x.re + (m + k) * kLanes, *bi = x.im + (m + k) * kLanes;
-        double *cr = x.re + (2 * m + k) * kLanes, *ci = x.im + (2 * m + k) * kLanes;
-        double *dr = x.re + (3 * m + k) * kLanes, *di = x.im + (3 * m + k) * kLanes;
-        const Vec a_re = load(ar), a_im = load(ai), b_re = load(br), b_im = load(bi);
-        const Vec c_re = load(cr), c_im = load(ci), d_re = load(dr), d_im = load(di);
-        const Vec s0r = a_re + c_re, s0i = a_im + c_im, s1r = a_re - c_re, s1i = a_im - c_im;
-        const Vec s2r = b_re + d_re, s2i = b_im + d_im;
-        const Vec s3r = sign * (b_im - d_im), s3i = -sign * (b_re - d_re);
+        T *ar = x.re + k * kLanes, *ai = x.im + k * kLanes;
+        T *br = x.re + (m + k) * kLanes, *bi = x.im + (m + k) * kLanes;
+        T *cr = x.re + (2 * m + k) * kLanes, *ci = x.im + (2 * m + k) * kLanes;
+        T *dr = x.re + (3 * m + k) * kLanes, *di = x.im + (3 * m + k) * kLanes;
+        const Vec<T> a_re = load<T>(ar), a_im = load<T>(ai), b_re = load<T>(br), b_im = load<T>(bi);
+        const Vec<T> c_re = load<T>(cr), c_im = load<T>(ci), d_re = load<T>(dr), d_im = load<T>(di);
+        const Vec<T> s0r = a_re + c_re, s0i = a_im + c_im, s1r = a_re - c_re, s1i = a_im - c_im;
+        const Vec<T> s2r = b_re + d_re, s2i = b_im + d_im;
+        const Vec<T> s3r = sign * (b_im - d_im), s3i = -sign * (b_re - d_re);
         store(ar, s0r + s2r);
         store(ai, s0i + s2i);
         store(br, s1r + s3r);
@@ -175,14 +197,14 @@ class Plan1d {
     const int64_t turn = n_ / p;  // W_p = W_N^(N / p)
     for (int64_t k = 0; k < m; ++k) {
       for (int64_t r = 0; r < p; ++r) {
-        store(group.re + r * kLanes, load(x.re + (r * m + k) * kLanes));
-        store(group.im + r * kLanes, load(x.im + (r * m + k) * kLanes));
+        store(group.re + r * kLanes, load<T>(x.re + (r * m + k) * kLanes));
+        store(group.im + r * kLanes, load<T>(x.im + (r * m + k) * kLanes));
       }
       for (int64_t q = 0; q < p; ++q) {
-        Vec sum_re = load(group.re), sum_im = load(group.im);
+        Vec<T> sum_re = load<T>(group.re), sum_im = load<T>(group.im);
         for (int64_t r = 1; r < p; ++r) {
-          const double c = cos_[(r * q % p) * turn], s = sign * sin_[(r * q % p) * turn];
-          const Vec g_re = load(group.re + r * kLanes), g_im = load(group.im + r * kLanes);
+          const T c = cos_[(r * q % p) * turn], s = sign * sin_[(r * q % p) * turn];
+          const Vec<T> g_re = load<T>(group.re + r * kLanes), g_im = load<T>(group.im + r * kLanes);
           sum_re += g_re * c - g_im * s;
           sum_im += g_re * s + g_im * c;
         }
@@ -198,56 +220,56 @@ class Plan1d {
     bluestein_ = true;
     m_ = 1;
     while (m_ < 2 * n_ - 1) m_ *= 2;
-    inner_ = std::make_unique<Plan1d>(m_);
+    inner_ = std::make_unique<Plan1d<T>>(m_);
     chirp_.resize(static_cast<size_t>(n_));
     for (int64_t k = 0; k < n_; ++k) {
       const int64_t square = (k * k) % (2 * n_);  // exact: the angle keeps its precision for large k
       chirp_[k] = unit(-static_cast<double>(square) / static_cast<double>(n_));
     }
     // The conjugate chirp, wrapped around, transformed (the same in every lane).
-    std::vector<double> re(static_cast<size_t>(m_ * kLanes), 0.0), im(re.size(), 0.0);
+    std::vector<T> re(static_cast<size_t>(m_ * kLanes), T(0)), im(re.size(), T(0));
     for (int64_t k = 0; k < n_; ++k) {
       for (int64_t j : {k, (m_ - k) % m_}) {
-        std::fill(re.begin() + j * kLanes, re.begin() + (j + 1) * kLanes, chirp_[k].real());
-        std::fill(im.begin() + j * kLanes, im.begin() + (j + 1) * kLanes, -chirp_[k].imag());
+        std::fill(re.begin() + j * kLanes, re.begin() + (j + 1) * kLanes, static_cast<T>(chirp_[k].real()));
+        std::fill(im.begin() + j * kLanes, im.begin() + (j + 1) * kLanes, static_cast<T>(-chirp_[k].imag()));
       }
     }
-    std::vector<double> scratch(static_cast<size_t>(inner_->scratch_size()));
-    inner_->run(Lanes{re.data(), im.data()}, scratch.data(), false);
+    std::vector<T> scratch(static_cast<size_t>(inner_->scratch_size()));
+    inner_->run(Lanes<T>{re.data(), im.data()}, scratch.data(), false);
     chirp_spectrum_.resize(static_cast<size_t>(m_));
     for (int64_t k = 0; k < m_; ++k) chirp_spectrum_[k] = cd(re[k * kLanes], im[k * kLanes]);
   }
 
   // The inverse is conj(forward(conj(x))).
-  void run_bluestein(Lanes x, double* scratch, bool inverse) const {
-    const double sign = inverse ? -1.0 : 1.0;
-    Lanes a{scratch, scratch + m_ * kLanes};
-    double* rest = scratch + 2 * m_ * kLanes;
+  void run_bluestein(Lanes<T> x, T* scratch, bool inverse) const {
+    const T sign = inverse ? -1.0 : 1.0;
+    Lanes<T> a{scratch, scratch + m_ * kLanes};
+    T* rest = scratch + 2 * m_ * kLanes;
     for (int64_t k = 0; k < n_; ++k) {
-      const double c = chirp_[k].real(), s = chirp_[k].imag();
+      const T c = static_cast<T>(chirp_[k].real()), s = static_cast<T>(chirp_[k].imag());
       for (int64_t l = 0; l < kLanes; ++l) {
-        const double re = x.re[k * kLanes + l], im = sign * x.im[k * kLanes + l];
+        const T re = x.re[k * kLanes + l], im = sign * x.im[k * kLanes + l];
         a.re[k * kLanes + l] = re * c - im * s;
         a.im[k * kLanes + l] = re * s + im * c;
       }
     }
-    std::fill(a.re + n_ * kLanes, a.re + m_ * kLanes, 0.0);
-    std::fill(a.im + n_ * kLanes, a.im + m_ * kLanes, 0.0);
+    std::fill(a.re + n_ * kLanes, a.re + m_ * kLanes, T(0));
+    std::fill(a.im + n_ * kLanes, a.im + m_ * kLanes, T(0));
     inner_->run(a, rest, false);
     for (int64_t k = 0; k < m_; ++k) {  // times the chirp's spectrum, conjugated
-      const double c = chirp_spectrum_[k].real(), s = chirp_spectrum_[k].imag();
+      const T c = static_cast<T>(chirp_spectrum_[k].real()), s = static_cast<T>(chirp_spectrum_[k].imag());
       for (int64_t l = 0; l < kLanes; ++l) {
-        const double re = a.re[k * kLanes + l], im = a.im[k * kLanes + l];
+        const T re = a.re[k * kLanes + l], im = a.im[k * kLanes + l];
         a.re[k * kLanes + l] = re * c - im * s;
         a.im[k * kLanes + l] = -(re * s + im * c);
       }
     }
     inner_->run(a, rest, false);  // conj of this is m times the inverse transform
-    const double inv_m = 1.0 / static_cast<double>(m_);
+    const T inv_m = T(1) / static_cast<T>(m_);
     for (int64_t k = 0; k < n_; ++k) {
-      const double c = chirp_[k].real(), s = chirp_[k].imag();
+      const T c = static_cast<T>(chirp_[k].real()), s = static_cast<T>(chirp_[k].imag());
       for (int64_t l = 0; l < kLanes; ++l) {
-        const double re = a.re[k * kLanes + l] * inv_m, im = -a.im[k * kLanes + l] * inv_m;
+        const T re = a.re[k * kLanes + l] * inv_m, im = -a.im[k * kLanes + l] * inv_m;
         x.re[k * kLanes + l] = re * c - im * s;
         x.im[k * kLanes + l] = sign * (re * s + im * c);
       }
@@ -256,12 +278,12 @@ class Plan1d {
 
   int64_t n_;
   std::vector<int64_t> factors_;
-  std::vector<double> cos_, sin_;  // exp(-2 pi i k / n)
+  std::vector<T> cos_, sin_;  // exp(-2 pi i k / n)
   std::vector<int64_t> leaf_;      // where input i starts the passes
   int64_t radix_ = 1;
   bool bluestein_ = false;
   int64_t m_ = 0;
-  std::unique_ptr<Plan1d> inner_;
+  std::unique_ptr<Plan1d<T>> inner_;
   std::vector<cd> chirp_;
   std::vector<cd> chirp_spectrum_;
 };
@@ -284,15 +306,16 @@ struct Lines {
 // cost more than a small transform); at most kCachedPlans lengths.
 constexpr size_t kCachedPlans = 64;
 
-std::shared_ptr<const Plan1d> plan_for(int64_t n) {
+template <typename T>
+std::shared_ptr<const Plan1d<T>> plan_for(int64_t n) {
   static std::mutex mutex;
-  static std::map<int64_t, std::shared_ptr<const Plan1d>> plans;
+  static std::map<int64_t, std::shared_ptr<const Plan1d<T>>> plans;
   {
     std::lock_guard<std::mutex> lock(mutex);
     const auto found = plans.find(n);
     if (found != plans.end()) return found->second;
   }
-  auto plan = std::make_shared<const Plan1d>(n);
+  auto plan = std::make_shared<const Plan1d<T>>(n);
   std::lock_guard<std::mutex> lock(mutex);
   if (plans.size() >= kCachedPlans) plans.erase(plans.begin());
   plans.emplace(n, plan);
@@ -300,29 +323,31 @@ std::shared_ptr<const Plan1d> plan_for(int64_t n) {
 }
 
 // A thread's working memory, kept between calls: fresh pages cost more than the transforms.
-double* thread_buffer(size_t doubles) {
-  thread_local std::vector<double> buffer;
-  if (buffer.size() < doubles) buffer.resize(doubles);
+template <typename T>
+T* thread_buffer(size_t elements) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < elements) buffer.resize(elements);
   return buffer.data();
 }
 
-template <typename Load, typename Store>
+template <typename T, typename Load, typename Store>
 void transform_lines(int64_t lines, int64_t n, bool inverse, Load load, Store store) {
-  const std::shared_ptr<const Plan1d> shared_plan = plan_for(n);
-  const Plan1d& plan = *shared_plan;
+  constexpr int64_t kLanes = kLanesOf<T>;
+  const std::shared_ptr<const Plan1d<T>> shared_plan = plan_for<T>(n);
+  const Plan1d<T>& plan = *shared_plan;
   const int64_t batches = (lines + kLanes - 1) / kLanes;
   const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(n * kLanes, 1));
   parallel_for(batches, grain, [&](int64_t begin, int64_t end) {
-    double* values = thread_buffer(static_cast<size_t>(2 * n * kLanes + plan.scratch_size()));
-    double* scratch = values + 2 * n * kLanes;
-    const Lanes x{values, values + n * kLanes};
+    T* values = thread_buffer<T>(static_cast<size_t>(2 * n * kLanes + plan.scratch_size()));
+    T* scratch = values + 2 * n * kLanes;
+    const Lanes<T> x{values, values + n * kLanes};
     for (int64_t batch = begin; batch < end; ++batch) {
       const int64_t first = batch * kLanes, count = std::min(kLanes, lines - first);
       for (int64_t l = 0; l < kLanes; ++l) {
         if (l < count) {
           load(first + l, x.re + l, x.im + l);
         } else {
-          for (int64_t j = 0; j < n; ++j) x.re[j * kLanes + l] = x.im[j * kLanes + l] = 0.0;
+          for (int64_t j = 0; j < n; ++j) x.re[j * kLanes + l] = x.im[j * kLanes + l] = T(0);
         }
       }
       plan.run(x, scratch, inverse);
@@ -341,19 +366,20 @@ void check_dims(const std::vector<int64_t>& sizes, const std::vector<int64_t>& d
 template <typename T>
 void c2c_in_place(std::complex<T>* data, const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims,
                   size_t first, bool inverse, double scale) {
+  constexpr int64_t kLanes = kLanesOf<T>;
   for (size_t k = first; k < dims.size(); ++k) {
     const Lines lines(sizes, dims[k]);
     const double factor = k + 1 == dims.size() ? scale : 1.0;
-    transform_lines(
+    transform_lines<T>(
         lines.count(), lines.n, inverse,
-        [&](int64_t line, double* re, double* im) {
+        [&](int64_t line, T* re, T* im) {
           const std::complex<T>* at = data + lines.start(line);
           for (int64_t j = 0; j < lines.n; ++j) {
             re[j * kLanes] = at[j * lines.inner].real();
             im[j * kLanes] = at[j * lines.inner].imag();
           }
         },
-        [&](int64_t line, const double* re, const double* im) {
+        [&](int64_t line, const T* re, const T* im) {
           std::complex<T>* at = data + lines.start(line);
           for (int64_t j = 0; j < lines.n; ++j) {
             at[j * lines.inner] = {static_cast<T>(re[j * kLanes] * factor), static_cast<T>(im[j * kLanes] * factor)};
@@ -388,6 +414,7 @@ namespace {
 template <typename T>
 void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims, double scale, const T* in,
                std::complex<T>* out) {
+  constexpr int64_t kLanes = kLanesOf<T>;
   // The first dim reads the real input; the rest transform the result in place.
   const Lines lines(sizes, dims[0]);
   const double factor = dims.size() == 1 ? scale : 1.0;
@@ -403,16 +430,16 @@ void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& di
       cosines[k] = std::cos(angle);
       sines[k] = std::sin(angle);
     }
-    transform_lines(
+    transform_lines<T>(
         lines.count(), half, false,
-        [&](int64_t line, double* re, double* im) {
+        [&](int64_t line, T* re, T* im) {
           const T* at = in + lines.start(line);
           for (int64_t j = 0; j < half; ++j) {
-            re[j * kLanes] = static_cast<double>(at[2 * j * lines.inner]);
-            im[j * kLanes] = static_cast<double>(at[(2 * j + 1) * lines.inner]);
+            re[j * kLanes] = at[2 * j * lines.inner];
+            im[j * kLanes] = at[(2 * j + 1) * lines.inner];
           }
         },
-        [&](int64_t line, const double* re, const double* im) {
+        [&](int64_t line, const T* re, const T* im) {
           std::complex<T>* at = out + lines.start(line);
           for (int64_t k = 0; k <= half; ++k) {
             const int64_t here = (k % half) * kLanes, mirror = ((half - k) % half) * kLanes;
@@ -427,16 +454,16 @@ void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& di
     c2c_in_place(out, sizes, dims, 1, false, scale);
     return;
   }
-  transform_lines(
+  transform_lines<T>(
       lines.count(), lines.n, false,
-      [&](int64_t line, double* re, double* im) {
+      [&](int64_t line, T* re, T* im) {
         const T* at = in + lines.start(line);
         for (int64_t j = 0; j < lines.n; ++j) {
-          re[j * kLanes] = static_cast<double>(at[j * lines.inner]);
-          im[j * kLanes] = 0.0;
+          re[j * kLanes] = at[j * lines.inner];
+          im[j * kLanes] = T(0);
         }
       },
-      [&](int64_t line, const double* re, const double* im) {
+      [&](int64_t line, const T* re, const T* im) {
         std::complex<T>* at = out + lines.start(line);
         for (int64_t j = 0; j < lines.n; ++j) {
           at[j * lines.inner] = {static_cast<T>(re[j * kLanes] * factor), static_cast<T>(im[j * kLanes] * factor)};
@@ -448,6 +475,7 @@ void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& di
 template <typename T>
 void c2r_typed(const std::vector<int64_t>& in_sizes, const std::vector<int64_t>& dims, int64_t last_dim_size,
                double scale, const std::complex<T>* in, T* out) {
+  constexpr int64_t kLanes = kLanesOf<T>;
   // The other dims first, on a copy; then the last, completed to its Hermitian spectrum.
   std::vector<std::complex<T>> partial(in, in + numel(in_sizes));
   std::vector<int64_t> others(dims.begin(), dims.end() - 1);
@@ -458,20 +486,20 @@ void c2r_typed(const std::vector<int64_t>& in_sizes, const std::vector<int64_t>&
   out_sizes[d] = n;
   const Lines out_lines(out_sizes, d);
   const int64_t kept = std::min(given, n / 2 + 1);
-  transform_lines(
+  transform_lines<T>(
       in_lines.count(), n, true,
-      [&](int64_t line, double* re, double* im) {
+      [&](int64_t line, T* re, T* im) {
         const std::complex<T>* at = partial.data() + in_lines.start(line);
         for (int64_t k = 0; k <= n / 2; ++k) {
-          re[k * kLanes] = k < kept ? static_cast<double>(at[k * in_lines.inner].real()) : 0.0;
-          im[k * kLanes] = k < kept ? static_cast<double>(at[k * in_lines.inner].imag()) : 0.0;
+          re[k * kLanes] = k < kept ? at[k * in_lines.inner].real() : T(0);
+          im[k * kLanes] = k < kept ? at[k * in_lines.inner].imag() : T(0);
         }
         for (int64_t k = n / 2 + 1; k < n; ++k) {
           re[k * kLanes] = re[(n - k) * kLanes];
           im[k * kLanes] = -im[(n - k) * kLanes];
         }
       },
-      [&](int64_t line, const double* re, const double*) {
+      [&](int64_t line, const T* re, const T*) {
         T* at = out + out_lines.start(line);
         for (int64_t j = 0; j < n; ++j) at[j * out_lines.inner] = static_cast<T>(re[j * kLanes] * scale);
       });

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/floating.h"
+#include "kernels/gemm.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
 
@@ -184,8 +185,11 @@ int lapack_int(int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
+// Each LAPACK call runs on one thread (the compute pool splits the batch), so OpenBLAS's own
+// threads stay off as for GEMMs.
 template <typename F>
 void dispatch_lapack(DType dtype, const char* name, F&& f) {
+  configure_blas_threads();
   if (dtype == DType::kFloat32) return f(float{});
   if (dtype == DType::kFloat64) return f(double{});
   throw runtime::KernelError(std::string(name) + ": expected float32 or float64");
