@@ -362,27 +362,29 @@ void check_dims(const std::vector<int64_t>& sizes, const std::vector<int64_t>& d
   }
 }
 
-// In-place transforms of complex<T> data along dims[first..], the last one scaled.
-template <typename T>
-void c2c_in_place(std::complex<T>* data, const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims,
+// In-place transforms of complex<S> data along dims[first..], the last one scaled, computed in
+// C (S, or double for transforms over several dims of float data: rounding to float between
+// dims, every pass is then rounded once).
+template <typename S, typename C = S>
+void c2c_in_place(std::complex<S>* data, const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims,
                   size_t first, bool inverse, double scale) {
-  constexpr int64_t kLanes = kLanesOf<T>;
+  constexpr int64_t kLanes = kLanesOf<C>;
   for (size_t k = first; k < dims.size(); ++k) {
     const Lines lines(sizes, dims[k]);
     const double factor = k + 1 == dims.size() ? scale : 1.0;
-    transform_lines<T>(
+    transform_lines<C>(
         lines.count(), lines.n, inverse,
-        [&](int64_t line, T* re, T* im) {
-          const std::complex<T>* at = data + lines.start(line);
+        [&](int64_t line, C* re, C* im) {
+          const std::complex<S>* at = data + lines.start(line);
           for (int64_t j = 0; j < lines.n; ++j) {
-            re[j * kLanes] = at[j * lines.inner].real();
-            im[j * kLanes] = at[j * lines.inner].imag();
+            re[j * kLanes] = static_cast<C>(at[j * lines.inner].real());
+            im[j * kLanes] = static_cast<C>(at[j * lines.inner].imag());
           }
         },
-        [&](int64_t line, const T* re, const T* im) {
-          std::complex<T>* at = data + lines.start(line);
+        [&](int64_t line, const C* re, const C* im) {
+          std::complex<S>* at = data + lines.start(line);
           for (int64_t j = 0; j < lines.n; ++j) {
-            at[j * lines.inner] = {static_cast<T>(re[j * kLanes] * factor), static_cast<T>(im[j * kLanes] * factor)};
+            at[j * lines.inner] = {static_cast<S>(re[j * kLanes] * factor), static_cast<S>(im[j * kLanes] * factor)};
           }
         });
   }
@@ -400,10 +402,12 @@ void fft_c2c(DType dtype, const std::vector<int64_t>& sizes, const std::vector<i
              double scale, void* data) {
   check_dims(sizes, dims);
   if (numel(sizes) == 0) return;
-  if (dtype == DType::kComplex64) {
-    c2c_in_place(static_cast<std::complex<float>*>(data), sizes, dims, 0, !forward, scale);
+  if (dtype == DType::kComplex64 && dims.size() > 1) {
+    c2c_in_place<float, double>(static_cast<std::complex<float>*>(data), sizes, dims, 0, !forward, scale);
+  } else if (dtype == DType::kComplex64) {
+    c2c_in_place<float, float>(static_cast<std::complex<float>*>(data), sizes, dims, 0, !forward, scale);
   } else if (dtype == DType::kComplex128) {
-    c2c_in_place(static_cast<std::complex<double>*>(data), sizes, dims, 0, !forward, scale);
+    c2c_in_place<double, double>(static_cast<std::complex<double>*>(data), sizes, dims, 0, !forward, scale);
   } else {
     throw runtime::KernelError("fft_c2c: expected a complex dtype");
   }
@@ -411,10 +415,10 @@ void fft_c2c(DType dtype, const std::vector<int64_t>& sizes, const std::vector<i
 
 namespace {
 
-template <typename T>
-void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims, double scale, const T* in,
-               std::complex<T>* out) {
-  constexpr int64_t kLanes = kLanesOf<T>;
+template <typename S, typename C>
+void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims, double scale, const S* in,
+               std::complex<S>* out) {
+  constexpr int64_t kLanes = kLanesOf<C>;
   // The first dim reads the real input; the rest transform the result in place.
   const Lines lines(sizes, dims[0]);
   const double factor = dims.size() == 1 ? scale : 1.0;
@@ -430,78 +434,78 @@ void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& di
       cosines[k] = std::cos(angle);
       sines[k] = std::sin(angle);
     }
-    transform_lines<T>(
+    transform_lines<C>(
         lines.count(), half, false,
-        [&](int64_t line, T* re, T* im) {
-          const T* at = in + lines.start(line);
+        [&](int64_t line, C* re, C* im) {
+          const S* at = in + lines.start(line);
           for (int64_t j = 0; j < half; ++j) {
-            re[j * kLanes] = at[2 * j * lines.inner];
-            im[j * kLanes] = at[(2 * j + 1) * lines.inner];
+            re[j * kLanes] = static_cast<C>(at[2 * j * lines.inner]);
+            im[j * kLanes] = static_cast<C>(at[(2 * j + 1) * lines.inner]);
           }
         },
-        [&](int64_t line, const T* re, const T* im) {
-          std::complex<T>* at = out + lines.start(line);
+        [&](int64_t line, const C* re, const C* im) {
+          std::complex<S>* at = out + lines.start(line);
           for (int64_t k = 0; k <= half; ++k) {
             const int64_t here = (k % half) * kLanes, mirror = ((half - k) % half) * kLanes;
             const double even_re = 0.5 * (re[here] + re[mirror]), even_im = 0.5 * (im[here] - im[mirror]);
             const double odd_re = 0.5 * (im[here] + im[mirror]), odd_im = -0.5 * (re[here] - re[mirror]);
             const double x_re = even_re + cosines[k] * odd_re + sines[k] * odd_im;
             const double x_im = even_im + cosines[k] * odd_im - sines[k] * odd_re;
-            at[k * lines.inner] = {static_cast<T>(x_re * factor), static_cast<T>(x_im * factor)};
-            if (k > 0 && k < half) at[(n - k) * lines.inner] = {static_cast<T>(x_re * factor), static_cast<T>(-x_im * factor)};
+            at[k * lines.inner] = {static_cast<S>(x_re * factor), static_cast<S>(x_im * factor)};
+            if (k > 0 && k < half) at[(n - k) * lines.inner] = {static_cast<S>(x_re * factor), static_cast<S>(-x_im * factor)};
           }
         });
-    c2c_in_place(out, sizes, dims, 1, false, scale);
+    c2c_in_place<S, C>(out, sizes, dims, 1, false, scale);
     return;
   }
-  transform_lines<T>(
+  transform_lines<C>(
       lines.count(), lines.n, false,
-      [&](int64_t line, T* re, T* im) {
-        const T* at = in + lines.start(line);
+      [&](int64_t line, C* re, C* im) {
+        const S* at = in + lines.start(line);
         for (int64_t j = 0; j < lines.n; ++j) {
-          re[j * kLanes] = at[j * lines.inner];
-          im[j * kLanes] = T(0);
+          re[j * kLanes] = static_cast<C>(at[j * lines.inner]);
+          im[j * kLanes] = C(0);
         }
       },
-      [&](int64_t line, const T* re, const T* im) {
-        std::complex<T>* at = out + lines.start(line);
+      [&](int64_t line, const C* re, const C* im) {
+        std::complex<S>* at = out + lines.start(line);
         for (int64_t j = 0; j < lines.n; ++j) {
-          at[j * lines.inner] = {static_cast<T>(re[j * kLanes] * factor), static_cast<T>(im[j * kLanes] * factor)};
+          at[j * lines.inner] = {static_cast<S>(re[j * kLanes] * factor), static_cast<S>(im[j * kLanes] * factor)};
         }
       });
-  c2c_in_place(out, sizes, dims, 1, false, scale);
+  c2c_in_place<S, C>(out, sizes, dims, 1, false, scale);
 }
 
-template <typename T>
+template <typename S, typename C>
 void c2r_typed(const std::vector<int64_t>& in_sizes, const std::vector<int64_t>& dims, int64_t last_dim_size,
-               double scale, const std::complex<T>* in, T* out) {
-  constexpr int64_t kLanes = kLanesOf<T>;
+               double scale, const std::complex<S>* in, S* out) {
+  constexpr int64_t kLanes = kLanesOf<C>;
   // The other dims first, on a copy; then the last, completed to its Hermitian spectrum.
-  std::vector<std::complex<T>> partial(in, in + numel(in_sizes));
+  std::vector<std::complex<S>> partial(in, in + numel(in_sizes));
   std::vector<int64_t> others(dims.begin(), dims.end() - 1);
-  c2c_in_place(partial.data(), in_sizes, others, 0, true, 1.0);
+  c2c_in_place<S, C>(partial.data(), in_sizes, others, 0, true, 1.0);
   const int64_t d = dims.back(), n = last_dim_size, given = in_sizes[d];
   const Lines in_lines(in_sizes, d);
   std::vector<int64_t> out_sizes = in_sizes;
   out_sizes[d] = n;
   const Lines out_lines(out_sizes, d);
   const int64_t kept = std::min(given, n / 2 + 1);
-  transform_lines<T>(
+  transform_lines<C>(
       in_lines.count(), n, true,
-      [&](int64_t line, T* re, T* im) {
-        const std::complex<T>* at = partial.data() + in_lines.start(line);
+      [&](int64_t line, C* re, C* im) {
+        const std::complex<S>* at = partial.data() + in_lines.start(line);
         for (int64_t k = 0; k <= n / 2; ++k) {
-          re[k * kLanes] = k < kept ? at[k * in_lines.inner].real() : T(0);
-          im[k * kLanes] = k < kept ? at[k * in_lines.inner].imag() : T(0);
+          re[k * kLanes] = k < kept ? static_cast<C>(at[k * in_lines.inner].real()) : C(0);
+          im[k * kLanes] = k < kept ? static_cast<C>(at[k * in_lines.inner].imag()) : C(0);
         }
         for (int64_t k = n / 2 + 1; k < n; ++k) {
           re[k * kLanes] = re[(n - k) * kLanes];
           im[k * kLanes] = -im[(n - k) * kLanes];
         }
       },
-      [&](int64_t line, const T* re, const T*) {
-        T* at = out + out_lines.start(line);
-        for (int64_t j = 0; j < n; ++j) at[j * out_lines.inner] = static_cast<T>(re[j * kLanes] * scale);
+      [&](int64_t line, const C* re, const C*) {
+        S* at = out + out_lines.start(line);
+        for (int64_t j = 0; j < n; ++j) at[j * out_lines.inner] = static_cast<S>(re[j * kLanes] * scale);
       });
 }
 
@@ -512,9 +516,13 @@ void fft_r2c(DType real_dtype, const std::vector<int64_t>& sizes, const std::vec
   check_dims(sizes, dims);
   if (numel(sizes) == 0 || dims.empty()) return;
   if (real_dtype == DType::kFloat32) {
-    r2c_typed(sizes, dims, scale, static_cast<const float*>(in), static_cast<std::complex<float>*>(out));
+    if (dims.size() > 1) {
+      r2c_typed<float, double>(sizes, dims, scale, static_cast<const float*>(in), static_cast<std::complex<float>*>(out));
+    } else {
+      r2c_typed<float, float>(sizes, dims, scale, static_cast<const float*>(in), static_cast<std::complex<float>*>(out));
+    }
   } else if (real_dtype == DType::kFloat64) {
-    r2c_typed(sizes, dims, scale, static_cast<const double*>(in), static_cast<std::complex<double>*>(out));
+    r2c_typed<double, double>(sizes, dims, scale, static_cast<const double*>(in), static_cast<std::complex<double>*>(out));
   } else {
     throw runtime::KernelError("fft_r2c: expected float32 or float64 input");
   }
@@ -528,9 +536,15 @@ void fft_c2r(DType complex_dtype, const std::vector<int64_t>& in_sizes, const st
   out_sizes[dims.back()] = last_dim_size;
   if (numel(out_sizes) == 0) return;
   if (complex_dtype == DType::kComplex64) {
-    c2r_typed(in_sizes, dims, last_dim_size, scale, static_cast<const std::complex<float>*>(in), static_cast<float*>(out));
+    const auto* typed_in = static_cast<const std::complex<float>*>(in);
+    if (dims.size() > 1) {
+      c2r_typed<float, double>(in_sizes, dims, last_dim_size, scale, typed_in, static_cast<float*>(out));
+    } else {
+      c2r_typed<float, float>(in_sizes, dims, last_dim_size, scale, typed_in, static_cast<float*>(out));
+    }
   } else if (complex_dtype == DType::kComplex128) {
-    c2r_typed(in_sizes, dims, last_dim_size, scale, static_cast<const std::complex<double>*>(in), static_cast<double*>(out));
+    c2r_typed<double, double>(in_sizes, dims, last_dim_size, scale, static_cast<const std::complex<double>*>(in),
+                              static_cast<double*>(out));
   } else {
     throw runtime::KernelError("fft_c2r: expected a complex dtype");
   }
