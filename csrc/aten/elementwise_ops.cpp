@@ -360,6 +360,11 @@ at::Tensor& sub_inplace(at::Tensor& self, const at::Tensor& other, const c10::Sc
   return eltwise::sub_out(self, other, alpha, self);
 }
 
+// rsub(self, other) = other - alpha * self.
+at::Tensor rsub_functional(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return eltwise::sub_functional(other, self, alpha);
+}
+
 // name: ATen op with overloads name.Tensor / name.out (OUT_OVERLOAD) / name_.Tensor; ITER:
 // TensorIterator factory; BOOL_OUT: comparisons write bool.
 #define NEURON_BINARY_WITH_OUT(name, KOP, ITER, BOOL_OUT, OUT_OVERLOAD, FUNCTIONAL_OVERLOAD)  \
@@ -683,6 +688,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sub.Tensor", TORCH_FN(sub_functional));
   m.impl("sub.out", TORCH_FN(sub_out));
   m.impl("sub_.Tensor", TORCH_FN(sub_inplace));
+  m.impl("rsub.Tensor", TORCH_FN(rsub_functional));
   m.impl("mul.Tensor", TORCH_FN(mul_functional));
   m.impl("mul.out", TORCH_FN(mul_out));
   m.impl("mul_.Tensor", TORCH_FN(mul_inplace));

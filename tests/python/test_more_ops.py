@@ -1,6 +1,6 @@
 """More native operators against CPU PyTorch: the pointwise long tail (logaddexp, copysign,
 hypot, fmax / fmin, heaviside, frac, sinc, signbit, entr, xlog1py, round to decimals, soft and
-hard shrinkage, PReLU, integer rounding), masked_fill with a device value, the 2-D NLL loss of
+hard shrinkage, PReLU, integer rounding, rsub of two tensors), masked_fill with a device value, the 2-D NLL loss of
 segmentation models, and composed ops (equal, nansum, aminmax, count_nonzero, isin,
 repeat_interleave, channel_shuffle, linalg.cross, vdot, take)."""
 
@@ -37,6 +37,15 @@ def test_integer_binary_long_tail(op, no_fallback):
     a = torch.randint(-3, 4, (5, 7))
     b = torch.randint(-3, 4, (5, 7))
     assert_same(op(a.to("neuron"), b.to("neuron")), op(a, b))
+
+
+def test_rsub_of_tensors(no_fallback):
+    a, b = sample((4, 5)), sample((5,), seed=1)
+    assert_same(torch.rsub(a.to("neuron"), b.to("neuron"), alpha=2.5), torch.rsub(a, b, alpha=2.5))
+    ints = torch.arange(6).view(2, 3)
+    assert_same(torch.rsub(ints.to("neuron"), ints.flip(1).to("neuron")), torch.rsub(ints, ints.flip(1)))
+    with pytest.raises(RuntimeError, match="bool"):
+        torch.rsub(torch.ones(2, dtype=torch.bool, device="neuron"), torch.ones(2, dtype=torch.bool, device="neuron"))
 
 
 def test_heaviside_rejects_mixed_dtypes():
