@@ -3,53 +3,50 @@
 // addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
 // channel_shuffle, linalg.cross, vdot, take and put_. Every step dispatches to a native kernel;
 // nothing runs on the CPU.
-#include <ATen/WrapDimUtils.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_unique2.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/addr_native.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/dot.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/ge.h>
-#include <ATen/ops/linalg_vector_norm.h>
-#include <ATen/ops/index_copy.h>
-#include <ATen/ops/index_select.h>
 #include <ATen/ops/gt.h>
-#include <ATen/ops/_unique2.h>
+#include <ATen/ops/index_copy.h>
+#include <ATen/ops/index_put.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/logical_not.h>
 #include <ATen/ops/lt.h>
+#include <ATen/ops/masked_fill.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/pow.h>
-#include <ATen/ops/sqrt.h>
-#include <ATen/ops/sub.h>
-#include <ATen/ops/sum.h>
-#include <ATen/ops/index_put.h>
-#include <ATen/ops/result_type.h>
-#include <ATen/ops/where.h>
-#include <ATen/ops/zeros_like.h>
-#include <ATen/ops/any.h>
-#include <ATen/ops/cat.h>
-#include <ATen/ops/clamp.h>
-#include <ATen/ops/cumsum.h>
-#include <ATen/ops/dot.h>
-#include <ATen/ops/isnan.h>
-#include <ATen/ExpandUtils.h>
-#include <ATen/ops/logical_not.h>
-#include <ATen/ops/masked_fill.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/sort.h>
+#include <ATen/ops/sqrt.h>
 #include <ATen/ops/stack.h>
-#include <ATen/ops/_to_copy.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
+#include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -269,7 +266,6 @@ std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tens
   return {grad_v.to(saved_v.scalar_type()).contiguous(),
           grad_g.reshape(saved_g.sizes()).to(saved_g.scalar_type()).contiguous()};
 }
-
 
 // ---- comparisons, counts and searches ------------------------------------------------------
 

@@ -256,8 +256,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 
 // ---- NLL loss ------------------------------------------------------------------------------
 
+// The dtypes the NLL kernels take (the shapes are checked before).
 bool nll_supported(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
-  return floating_kernel_dtype(self) && (self.dim() == 1 || self.dim() == 2) && target.scalar_type() == c10::kLong &&
+  return floating_kernel_dtype(self) && target.scalar_type() == c10::kLong &&
          (!weight.has_value() || !weight->defined() || weight->scalar_type() == self.scalar_type());
 }
 
@@ -393,16 +394,11 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   return nll_loss_backward_out(grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
 }
 
-bool nll2d_supported(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight) {
-  return floating_kernel_dtype(self) && target.scalar_type() == c10::kLong &&
-         (!weight.has_value() || !weight->defined() || weight->scalar_type() == self.scalar_type());
-}
-
 std::tuple<at::Tensor&, at::Tensor&> nll_loss2d_out(const at::Tensor& self, const at::Tensor& target,
                                                     const std::optional<at::Tensor>& weight, int64_t reduction,
                                                     int64_t ignore_index, at::Tensor& output, at::Tensor& total_weight) {
   check_nll2d_shapes(self, target, weight);
-  if (!nll2d_supported(self, target, weight)) {
+  if (!nll_supported(self, target, weight)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss2d_forward, output)>::call(
         self, target, weight, reduction, ignore_index, output, total_weight);
   }
@@ -430,7 +426,7 @@ at::Tensor& nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Ten
     TORCH_CHECK(grad_output.numel() == 1, "nll_loss2d: expected a single-element grad_output for a reduced loss, got ",
                 grad_output.sizes());
   }
-  if (!nll2d_supported(self, target, weight) || grad_output.scalar_type() != self.scalar_type()) {
+  if (!nll_supported(self, target, weight) || grad_output.scalar_type() != self.scalar_type()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nll_loss2d_backward, grad_input)>::call(
         grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
   }

@@ -1,8 +1,9 @@
 // Discrete Fourier transforms over dims of contiguous tensors (torch.fft's _fft_c2c, _fft_r2c
-// and _fft_c2r): each dim is a batch of 1-D transforms of any length, computed in double —
-// mixed-radix Cooley-Tukey over factors up to 32, Bluestein's chirp transform for lengths with
-// a larger prime factor. Forward transforms use exp(-2 pi i jk / n); nothing is normalized
-// except by `scale`, which multiplies every result.
+// and _fft_c2r): each dim is a batch of 1-D transforms of any length — mixed-radix Cooley-Tukey
+// over factors up to 32, Bluestein's chirp transform for lengths with a larger prime factor —
+// in the data's precision (double per pass when float data is transformed over several dims).
+// Forward transforms use exp(-2 pi i jk / n); nothing is normalized except by `scale`, which
+// multiplies every result.
 #pragma once
 
 #include <cstdint>

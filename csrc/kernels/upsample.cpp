@@ -234,6 +234,15 @@ WideAxis<A> make_wide_axis(bool cubic, bool align_corners, int64_t in, int64_t o
   return axis;
 }
 
+// The row (height) and column (width) axes of a 2-D antialiased resize.
+template <typename A>
+struct WideAxes {
+  WideAxis<A> rows, cols;
+  WideAxes(const UpsampleShape& s, bool cubic, bool align_corners)
+      : rows(make_wide_axis<A>(cubic, align_corners, s.in[0], s.out[0], s.scale[0])),
+        cols(make_wide_axis<A>(cubic, align_corners, s.in[1], s.out[1], s.scale[1])) {}
+};
+
 bool is_antialias(Interpolation mode) {
   return mode == Interpolation::kLinearAntialias || mode == Interpolation::kCubicAntialias;
 }
@@ -244,8 +253,9 @@ template <typename T>
 void antialias_forward(const UpsampleShape& s, bool cubic, bool align_corners, const T* in, T* out) {
   using A = Acc<T>;
   const int64_t in_h = s.in[0], in_w = s.in[1], out_h = s.out[0], out_w = s.out[1];
-  const WideAxis<A> rows = make_wide_axis<A>(cubic, align_corners, in_h, out_h, s.scale[0]);
-  const WideAxis<A> cols = make_wide_axis<A>(cubic, align_corners, in_w, out_w, s.scale[1]);
+  const WideAxes<A> axes(s, cubic, align_corners);
+  const WideAxis<A>& rows = axes.rows;
+  const WideAxis<A>& cols = axes.cols;
   parallel_for(s.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_h * out_w)), [&](int64_t begin, int64_t end) {
     std::vector<T> across(static_cast<size_t>(in_h * out_w));
     for (int64_t p = begin; p < end; ++p) {
@@ -280,8 +290,9 @@ template <typename T>
 void antialias_backward(const UpsampleShape& s, bool cubic, bool align_corners, const T* grad_out, T* grad_in) {
   using A = Acc<T>;
   const int64_t in_h = s.in[0], in_w = s.in[1], out_h = s.out[0], out_w = s.out[1];
-  const WideAxis<A> rows = make_wide_axis<A>(cubic, align_corners, in_h, out_h, s.scale[0]);
-  const WideAxis<A> cols = make_wide_axis<A>(cubic, align_corners, in_w, out_w, s.scale[1]);
+  const WideAxes<A> axes(s, cubic, align_corners);
+  const WideAxis<A>& rows = axes.rows;
+  const WideAxis<A>& cols = axes.cols;
   parallel_for(s.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out_h * out_w)), [&](int64_t begin, int64_t end) {
     std::vector<A> sums(static_cast<size_t>(in_h * in_w));
     for (int64_t p = begin; p < end; ++p) {
