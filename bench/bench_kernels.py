@@ -74,7 +74,7 @@ def case_inputs(device):
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
                   image=image, weight=weight, conv_grad=conv_grad, tokens=tokens, grad=grad, table=table, bag_offsets=bag_offsets, video=video, weight3d=weight3d,
-                  sample_grid=sample_grid, signals=signals, hann=torch.hann_window(400), systems=systems, spd=spd,
+                  sample_grid=sample_grid, signals=signals, spectra=torch.fft.rfft(signals), hann=torch.hann_window(400), systems=systems, spd=spd,
                   rows_index=rows_index, unit_lower=unit_lower, chunk_values=chunk_values,
                   ctc_log_probs=ctc_log_probs, ctc_targets=ctc_targets,
                   mat_bf16=mat.bfloat16(),
@@ -137,6 +137,7 @@ CASES = [
     ("linalg.solve (32 x 64x64, 8 right-hand sides)", lambda t: torch.linalg.solve(t["systems"], t["chunk_values"][:, :, :8])),
     ("linalg.inv / cholesky (32 x 64x64)", lambda t: (torch.linalg.inv(t["systems"]), torch.linalg.cholesky(t["spd"]))),
     ("rfft (64 x 4096)", lambda t: torch.fft.rfft(t["signals"])),
+    ("irfft (64 x 2049 to 4096)", lambda t: torch.fft.irfft(t["spectra"])),
     ("fft of 64 x 1000 (factors 2 and 5)", lambda t: torch.fft.fft(t["signals"][:, :1000])),
     ("stft (64 signals of 4096, n_fft 512, hop 160)", lambda t: torch.stft(
         t["signals"], 512, hop_length=160, win_length=400, window=t["hann"], return_complex=True)),

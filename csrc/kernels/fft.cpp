@@ -490,6 +490,46 @@ void c2r_typed(const std::vector<int64_t>& in_sizes, const std::vector<int64_t>&
   out_sizes[d] = n;
   const Lines out_lines(out_sizes, d);
   const int64_t kept = std::min(given, n / 2 + 1);
+  if (n % 2 == 0 && n >= 4) {
+    // The half-length step of r2c run backwards: Z[k] = E[k] + i O[k] from the even and odd
+    // samples' spectra, E = (X[k] + conj X[n/2 - k]) / 2, O = (X[k] - conj X[n/2 - k]) W_n^-k / 2,
+    // whose inverse of length n/2 holds the even samples in its real parts and the odd ones in
+    // its imaginary parts (times n/2 where the full inverse gives n). The imaginary parts of
+    // X[0] and X[n/2] are dropped, as the full transform's real part drops them.
+    const int64_t half = n / 2;
+    std::vector<double> cosines(static_cast<size_t>(half)), sines(static_cast<size_t>(half));
+    for (int64_t k = 0; k < half; ++k) {
+      const double angle = 2.0 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(n);
+      cosines[k] = std::cos(angle);
+      sines[k] = std::sin(angle);
+    }
+    transform_lines<C>(
+        in_lines.count(), half, true,
+        [&](int64_t line, C* re, C* im) {
+          const std::complex<S>* at = partial.data() + in_lines.start(line);
+          auto frequency = [&](int64_t k) {
+            if (k >= kept) return cd(0.0, 0.0);
+            const std::complex<S> value = at[k * in_lines.inner];
+            return cd(value.real(), k == 0 || k == half ? 0.0 : static_cast<double>(value.imag()));
+          };
+          for (int64_t k = 0; k < half; ++k) {
+            const cd a = frequency(k), b = std::conj(frequency(half - k));
+            const cd even = 0.5 * (a + b), d = 0.5 * (a - b);
+            const double odd_re = d.real() * cosines[k] - d.imag() * sines[k];
+            const double odd_im = d.real() * sines[k] + d.imag() * cosines[k];
+            re[k * kLanes] = static_cast<C>(even.real() - odd_im);
+            im[k * kLanes] = static_cast<C>(even.imag() + odd_re);
+          }
+        },
+        [&](int64_t line, const C* re, const C* im) {
+          S* at = out + out_lines.start(line);
+          for (int64_t j = 0; j < half; ++j) {
+            at[2 * j * out_lines.inner] = static_cast<S>(2.0 * re[j * kLanes] * scale);
+            at[(2 * j + 1) * out_lines.inner] = static_cast<S>(2.0 * im[j * kLanes] * scale);
+          }
+        });
+    return;
+  }
   transform_lines<C>(
       in_lines.count(), n, true,
       [&](int64_t line, C* re, C* im) {
