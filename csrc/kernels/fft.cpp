@@ -446,7 +446,7 @@ void r2c_typed(const std::vector<int64_t>& sizes, const std::vector<int64_t>& di
         [&](int64_t line, const C* re, const C* im) {
           std::complex<S>* at = out + lines.start(line);
           for (int64_t k = 0; k <= half; ++k) {
-            const int64_t here = (k % half) * kLanes, mirror = ((half - k) % half) * kLanes;
+            const int64_t here = (k == half ? 0 : k) * kLanes, mirror = (k == 0 ? 0 : half - k) * kLanes;
             const double even_re = 0.5 * (re[here] + re[mirror]), even_im = 0.5 * (im[here] - im[mirror]);
             const double odd_re = 0.5 * (im[here] + im[mirror]), odd_im = -0.5 * (re[here] - re[mirror]);
             const double x_re = even_re + cosines[k] * odd_re + sines[k] * odd_im;
