@@ -1,8 +1,8 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
 // are backend-specific: dropout, tril/triu masks, all/any and isposinf/isneginf, flip, half-type
 // addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
-// channel_shuffle, linalg.cross, vdot, take and put_. Every step dispatches to a native kernel;
-// nothing runs on the CPU.
+// channel_shuffle, linalg.cross, vdot, take, put_ and unique_consecutive. Every step dispatches to
+// a native kernel; nothing runs on the CPU.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_unique2.h>
@@ -13,6 +13,7 @@
 #include <ATen/ops/amin.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/dot.h>
@@ -20,6 +21,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
@@ -34,6 +36,8 @@
 #include <ATen/ops/masked_fill.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/reshape.h>
@@ -434,6 +438,42 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   return self;
 }
 
+// unique_consecutive: where a run starts (the first element, and each one that differs from
+// the one before; NaN differs from everything, as on CPU), then the run starts selected, the
+// run index of every element, and the run lengths. One sync, for the number of runs.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
+                                                                  bool return_counts, std::optional<int64_t> dim) {
+  const at::Tensor values = dim.has_value() ? self : self.reshape({-1});
+  const int64_t d = dim.has_value() ? at::maybe_wrap_dim(*dim, self.dim()) : 0;
+  TORCH_CHECK(!dim.has_value() || self.dim() > 0, "unique_consecutive: dim is out of range for a 0-dim tensor");
+  const int64_t n = values.dim() == 0 ? 1 : values.size(d);
+  const at::TensorOptions index_options = self.options().dtype(at::kLong);
+  if (n == 0) {  // CPU's shapes: the inverse of a flattened empty input keeps the input's shape
+    const std::vector<int64_t> inverse_shape =
+        return_inverse && !dim.has_value() ? self.sizes().vec() : std::vector<int64_t>{0};
+    return {values.clone(), at::empty(inverse_shape, index_options), at::empty({0}, index_options)};
+  }
+  // starts[i]: element (or slice) i begins a run.
+  at::Tensor differs = at::ne(values.narrow(d, 1, n - 1), values.narrow(d, 0, n - 1));
+  if (dim.has_value() && values.dim() > 1) {
+    differs = differs.movedim(d, 0).reshape({n - 1, -1}).any(1);  // a slice differs where any element does
+  }
+  const at::Tensor starts = at::cat({at::ones({1}, differs.options()), differs});
+  const at::Tensor first = at::nonzero(starts).reshape({-1});  // syncs for the run count
+  const at::Tensor output = values.index_select(d, first);
+  at::Tensor inverse = at::empty({0}, index_options);
+  if (return_inverse) {
+    inverse = at::sub(at::cumsum(starts, 0, at::kLong), 1);
+    if (!dim.has_value()) inverse = inverse.reshape(self.sizes());
+  }
+  at::Tensor counts = at::empty({0}, index_options);
+  if (return_counts) {
+    const at::Tensor ends = at::cat({first.narrow(0, 1, first.size(0) - 1), at::full({1}, n, index_options)});
+    counts = at::sub(ends, first);
+  }
+  return {output, inverse, counts};
+}
+
 }  // namespace composite
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -480,6 +520,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cross.out", TORCH_FN(composite::linalg_cross_out));
   m.impl("vdot", TORCH_FN(composite::vdot));
   m.impl("take", TORCH_FN(composite::take));
+  m.impl("unique_consecutive", TORCH_FN(composite::unique_consecutive));
   m.impl("put_", TORCH_FN(composite::put_));
 }
 

@@ -1,8 +1,9 @@
 """More native operators against CPU PyTorch: the pointwise long tail (logaddexp, copysign,
 hypot, fmax / fmin, heaviside, frac, sinc, signbit, entr, xlog1py, round to decimals, soft and
-hard shrinkage, PReLU, integer rounding, rsub of two tensors), masked_fill with a device value, the 2-D NLL loss of
-segmentation models, and composed ops (equal, nansum, aminmax, count_nonzero, isin,
-repeat_interleave, channel_shuffle, linalg.cross, vdot, take)."""
+hard shrinkage, PReLU, integer rounding, rsub of two tensors), masked_fill with a device value,
+the 2-D NLL loss of segmentation models, and composed ops (equal, nansum, aminmax,
+count_nonzero, isin, repeat_interleave, unique_consecutive, channel_shuffle, linalg.cross, vdot,
+take)."""
 
 import pytest
 import torch
@@ -189,6 +190,19 @@ def test_repeat_interleave_counts(dtype, no_fallback):
         torch.repeat_interleave(torch.tensor([1, -1], dtype=dtype, device="neuron"))
     with pytest.raises(RuntimeError, match="does not match"):
         torch.repeat_interleave(repeats.to("neuron"), output_size=4)
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_unique_consecutive(dim, no_fallback):
+    x = torch.tensor([[1, 1, 2, 2], [1, 1, 2, 2], [3, 1, 1, 2], [3, 1, 1, 2], [0, 0, 0, 0]])
+    floats = x.float()
+    floats[0, 0] = floats[0, 1] = float("nan")  # NaNs never merge, as on CPU
+    for values in (x, floats, x[:0] if dim != 1 else x[:, :0]):
+        for device_value, cpu_value in zip(
+                torch.unique_consecutive(values.to("neuron"), return_inverse=True, return_counts=True, dim=dim),
+                torch.unique_consecutive(values, return_inverse=True, return_counts=True, dim=dim)):
+            assert_same(device_value, cpu_value)
+    assert_same(torch.unique_consecutive(x.to("neuron"), dim=dim), torch.unique_consecutive(x, dim=dim))
 
 
 def test_channel_shuffle_with_gradient(no_fallback):
