@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/floating.h"
@@ -25,6 +26,16 @@ struct TapRange {
         lo(first < 0 ? (-first + dilation - 1) / dilation : 0),
         hi(first >= size ? 0 : std::min(kernel, (size - first + dilation - 1) / dilation)) {}
 };
+
+// The tap ranges of each of `out` windows along one axis, computed once per call: their
+// divisions cost more than a small window's compares.
+std::vector<TapRange> tap_ranges(int64_t out, int64_t stride, int64_t pad, int64_t kernel, int64_t dilation,
+                                 int64_t size) {
+  std::vector<TapRange> ranges;
+  ranges.reserve(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) ranges.emplace_back(o * stride - pad, kernel, dilation, size);
+  return ranges;
+}
 
 // The averaging window of output (od, oh, ow) clipped to the input, and its divisor.
 struct AvgCell {
@@ -55,6 +66,41 @@ AvgCell avg_cell(const PoolShape& s, const PoolWindow& k, bool count_include_pad
   return {d0, d1, h0, h1, w0, w1, divisor};
 }
 
+// One window's maximum and its flat position, tap by tap in memory order. Selects without
+// branches (random data mispredicts them): the first of equal maxima, and each NaN takes over,
+// as on CPU. An empty window keeps -inf and -1.
+template <typename T>
+void max_window(const T* plane, const PoolShape& s, const PoolWindow& k, const TapRange& rd, const TapRange& rh,
+                const TapRange& rw, T* out, int64_t* index) {
+  int64_t best = -1;
+  Acc<T> best_value = -std::numeric_limits<Acc<T>>::infinity();
+  for (int64_t a = rd.lo; a < rd.hi; ++a) {
+    const int64_t d = rd.start + a * k.dilation_d;
+    for (int64_t i = rh.lo; i < rh.hi; ++i) {
+      const int64_t h = rh.start + i * k.dilation_h;
+      for (int64_t j = rw.lo; j < rw.hi; ++j) {
+        const int64_t position = (d * s.in_h + h) * s.in_w + rw.start + j * k.dilation_w;
+        const Acc<T> v = up(plane[position]);
+        const bool take = (v > best_value) | (v != v) | (best < 0);
+        best = take ? position : best;
+        best_value = take ? v : best_value;
+      }
+    }
+  }
+  *out = down<T>(best_value);
+  *index = best;
+}
+
+// kLanes adjacent windows of a row whose taps all lie inside the input, at once: values and
+// positions in registers of the same lane count (positions as wide as the values).
+template <typename A>
+struct WindowLanes {
+  static constexpr int kLanes = 32 / static_cast<int>(sizeof(A));
+  using Position = std::conditional_t<sizeof(A) == 4, int32_t, int64_t>;
+  typedef A Values __attribute__((vector_size(32)));
+  typedef Position Positions __attribute__((vector_size(32)));
+};
+
 inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
 inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
 
@@ -63,43 +109,91 @@ inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1
 void max_pool(DType dtype, PoolShape s, PoolWindow k, const void* in_data, void* out_data, int64_t* indices) {
   dispatch_floating(dtype, "max_pool", [&](auto tag) {
     using T = decltype(tag);
+    using Lanes = WindowLanes<Acc<T>>;
+    using Position = typename Lanes::Position;
+    using Values = typename Lanes::Values;
+    using Positions = typename Lanes::Positions;
+    constexpr int L = Lanes::kLanes;
     const T* in = static_cast<const T*>(in_data);
     T* out = static_cast<T*>(out_data);
     const int64_t in_plane = s.in_d * s.in_h * s.in_w, out_plane = s.out_d * s.out_h * s.out_w;
-    parallel_for(s.planes, grain_for(out_plane * k.kernel_d * k.kernel_h * k.kernel_w), [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const T* plane = in + p * in_plane;
-        int64_t at = p * out_plane;
-        for (int64_t od = 0; od < s.out_d; ++od) {
-          for (int64_t oh = 0; oh < s.out_h; ++oh) {
-            for (int64_t ow = 0; ow < s.out_w; ++ow, ++at) {
-              const TapRange rd(od * k.stride_d - k.pad_d, k.kernel_d, k.dilation_d, s.in_d);
-              const TapRange rh(oh * k.stride_h - k.pad_h, k.kernel_h, k.dilation_h, s.in_h);
-              const TapRange rw(ow * k.stride_w - k.pad_w, k.kernel_w, k.dilation_w, s.in_w);
-              // Selects without branches (random data mispredicts them): the first of equal
-              // maxima, and each NaN takes over, as on CPU. An empty window keeps -inf and -1.
-              int64_t best = -1;
-              Acc<T> best_value = -std::numeric_limits<Acc<T>>::infinity();
-              for (int64_t a = rd.lo; a < rd.hi; ++a) {
-                const int64_t d = rd.start + a * k.dilation_d;
-                for (int64_t i = rh.lo; i < rh.hi; ++i) {
-                  const int64_t h = rh.start + i * k.dilation_h;
-                  for (int64_t j = rw.lo; j < rw.hi; ++j) {
-                    const int64_t position = (d * s.in_h + h) * s.in_w + rw.start + j * k.dilation_w;
-                    const Acc<T> v = up(plane[position]);
-                    const bool take = (v > best_value) | (v != v) | (best < 0);
-                    best = take ? position : best;
-                    best_value = take ? v : best_value;
-                  }
-                }
-              }
-              out[at] = down<T>(best_value);
-              indices[at] = best;
+    const auto rds = tap_ranges(s.out_d, k.stride_d, k.pad_d, k.kernel_d, k.dilation_d, s.in_d);
+    const auto rhs = tap_ranges(s.out_h, k.stride_h, k.pad_h, k.kernel_h, k.dilation_h, s.in_h);
+    const auto rws = tap_ranges(s.out_w, k.stride_w, k.pad_w, k.kernel_w, k.dilation_w, s.in_w);
+    // The outputs [inner_begin, inner_end) of a row have every tap along w inside the input.
+    int64_t inner_begin = 0, inner_end = 0;
+    while (inner_begin < s.out_w && rws[inner_begin].lo != 0) ++inner_begin;
+    for (inner_end = inner_begin; inner_end < s.out_w && rws[inner_end].lo == 0 && rws[inner_end].hi == k.kernel_w;) ++inner_end;
+    const bool lanes_fit = inner_end - inner_begin >= L && in_plane <= std::numeric_limits<Position>::max();
+    Positions lane_steps;
+    for (int l = 0; l < L; ++l) lane_steps[l] = static_cast<Position>(l * k.stride_w);
+
+    // Windows [ow, ow + L) of the row (d taps rd, h taps rh), all inside along w.
+    auto lane_windows = [&](auto stride_w, const T* plane, const TapRange& rd, const TapRange& rh, int64_t ow, int64_t at) {
+      Values best{};
+      Positions where{};
+      bool first_tap = true;
+      for (int64_t a = rd.lo; a < rd.hi; ++a) {
+        const int64_t d = rd.start + a * k.dilation_d;
+        for (int64_t i = rh.lo; i < rh.hi; ++i) {
+          const int64_t row = (d * s.in_h + rh.start + i * k.dilation_h) * s.in_w;
+          for (int64_t j = 0; j < k.kernel_w; ++j) {
+            const int64_t start = row + ow * stride_w - k.pad_w + j * k.dilation_w;
+            typename Lanes::Values v;
+            for (int l = 0; l < L; ++l) v[l] = up(plane[start + l * stride_w]);
+            const Positions position = static_cast<Position>(start) + lane_steps;
+            if (first_tap) {
+              best = v;
+              where = position;
+              first_tap = false;
+              continue;
             }
+            const Positions take = (v > best) | (v != v);
+            best = take ? v : best;
+            where = take ? position : where;
           }
         }
       }
-    });
+      for (int l = 0; l < L; ++l) {
+        out[at + l] = down<T>(best[l]);
+        indices[at + l] = where[l];
+      }
+    };
+
+    auto run = [&](auto stride_w) {
+      parallel_for(s.planes, grain_for(out_plane * k.kernel_d * k.kernel_h * k.kernel_w), [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          const T* plane = in + p * in_plane;
+          for (int64_t od = 0; od < s.out_d; ++od) {
+            const TapRange& rd = rds[od];
+            for (int64_t oh = 0; oh < s.out_h; ++oh) {
+              const TapRange& rh = rhs[oh];
+              const int64_t at = p * out_plane + (od * s.out_h + oh) * s.out_w;
+              auto one = [&](int64_t ow) { max_window(plane, s, k, rd, rh, rws[ow], out + at + ow, indices + at + ow); };
+              int64_t ow = 0;
+              if (lanes_fit && rd.lo < rd.hi && rh.lo < rh.hi) {
+                for (; ow < inner_begin; ++ow) one(ow);
+                // The last block may overlap the one before it: its windows come out the same.
+                for (; ow < inner_end; ow += L) {
+                  const int64_t first = std::min(ow, inner_end - L);
+                  lane_windows(stride_w, plane, rd, rh, first, at + first);
+                }
+                ow = inner_end;
+              }
+              for (; ow < s.out_w; ++ow) one(ow);
+            }
+          }
+        }
+      });
+    };
+    // A constant stride turns the lanes' strided loads into shuffles.
+    if (k.stride_w == 1) {
+      run(std::integral_constant<int64_t, 1>());
+    } else if (k.stride_w == 2) {
+      run(std::integral_constant<int64_t, 2>());
+    } else {
+      run(k.stride_w);
+    }
   });
 }
 

@@ -107,6 +107,31 @@ def test_max_pool2d_propagates_nan_and_takes_unbatched_input():
 
 
 @pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_max_pool_wide_rows_match_cpu_values_and_indices(dims):
+    """Rows wide enough for the kernel's several-windows-at-once path, beside its border windows:
+    random windows, strides, dilations and paddings, with ties and NaNs, in three dtypes."""
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[dims]
+    gen = torch.Generator().manual_seed(dims)
+    pick = lambda lo, hi: int(torch.randint(lo, hi + 1, (), generator=gen))
+    for case in range(24):
+        kernel, stride, dilation = pick(1, 4), pick(1, 3), pick(1, 2)
+        padding, ceil_mode = pick(0, kernel // 2), case % 3 == 0
+        dtype = (torch.float32, torch.float64, torch.bfloat16)[case % 3]
+        size = [pick(kernel * dilation, 12) for _ in range(dims - 1)] + [pick(20, 70)]
+        x = torch.randn(2, 3, *size, generator=gen).to(dtype)
+        if case % 4 == 1:
+            x = x.round()  # ties: the first maximum's position
+        if case % 4 == 2:
+            x[x > 1.5] = float("nan")  # the last NaN's position
+        args = (kernel, stride, padding, dilation, ceil_mode, True)
+        cpu_values, cpu_indices = pool(x, *args)
+        values, indices = pool(x.to("neuron"), *args)
+        assert torch.equal(indices.cpu(), cpu_indices), (kernel, stride, dilation, padding, size, dtype)
+        torch.testing.assert_close(values.cpu(), cpu_values, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.usefixtures("no_fallback")
 @pytest.mark.parametrize("kwargs", [
     dict(kernel_size=2),
     dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
