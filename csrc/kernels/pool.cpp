@@ -37,35 +37,6 @@ std::vector<TapRange> tap_ranges(int64_t out, int64_t stride, int64_t pad, int64
   return ranges;
 }
 
-// The averaging window of output (od, oh, ow) clipped to the input, and its divisor.
-struct AvgCell {
-  int64_t d0, d1, h0, h1, w0, w1;
-  double divisor;
-};
-
-AvgCell avg_cell(const PoolShape& s, const PoolWindow& k, bool count_include_pad, int64_t divisor_override, int64_t od,
-                 int64_t oh, int64_t ow) {
-  int64_t d0 = od * k.stride_d - k.pad_d, h0 = oh * k.stride_h - k.pad_h, w0 = ow * k.stride_w - k.pad_w;
-  int64_t d1 = std::min(d0 + k.kernel_d, s.in_d + k.pad_d), h1 = std::min(h0 + k.kernel_h, s.in_h + k.pad_h);
-  int64_t w1 = std::min(w0 + k.kernel_w, s.in_w + k.pad_w);
-  const int64_t padded_size = (d1 - d0) * (h1 - h0) * (w1 - w0);
-  d0 = std::max<int64_t>(d0, 0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  d1 = std::min(d1, s.in_d);
-  h1 = std::min(h1, s.in_h);
-  w1 = std::min(w1, s.in_w);
-  double divisor;
-  if (divisor_override != 0) {
-    divisor = static_cast<double>(divisor_override);
-  } else if (count_include_pad) {
-    divisor = static_cast<double>(padded_size);
-  } else {
-    divisor = static_cast<double>((d1 - d0) * (h1 - h0) * (w1 - w0));
-  }
-  return {d0, d1, h0, h1, w0, w1, divisor};
-}
-
 // One window's maximum and its flat position, tap by tap in memory order. Selects without
 // branches (random data mispredicts them): the first of equal maxima, and each NaN takes over,
 // as on CPU. An empty window keeps -inf and -1.
@@ -218,6 +189,71 @@ void max_pool_backward(DType dtype, PoolShape s, const void* grad_out, const int
   });
 }
 
+namespace {
+
+// Along one axis, output o's averaging window clipped to the input, [begin, end), and its
+// length clipped only to the padded input (what count_include_pad divides by).
+struct AvgSpan {
+  int64_t begin, end, padded;
+};
+
+std::vector<AvgSpan> avg_spans(int64_t out, int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
+  std::vector<AvgSpan> spans;
+  spans.reserve(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * stride - pad, stop = std::min(start + kernel, in + pad);
+    spans.push_back({std::max<int64_t>(start, 0), std::min(stop, in), stop - start});
+  }
+  return spans;
+}
+
+// The spans of each axis, the divisor of every window of a row along w, and per tap j of a
+// window along w, the outputs [lo[j], hi[j]) of a row whose tap lies inside the input (at
+// column first[j] + ow * stride_w): rows of windows then sum (or spread) tap by tap in loops
+// over the row that vectorize.
+template <typename A>
+struct AvgPlan {
+  std::vector<AvgSpan> d, h, w;
+  std::vector<int64_t> first, lo, hi;
+  bool count_include_pad;
+  int64_t divisor_override;
+
+  AvgPlan(const PoolShape& s, const PoolWindow& k, bool include_pad, int64_t override_divisor)
+      : d(avg_spans(s.out_d, s.in_d, k.kernel_d, k.stride_d, k.pad_d)),
+        h(avg_spans(s.out_h, s.in_h, k.kernel_h, k.stride_h, k.pad_h)),
+        w(avg_spans(s.out_w, s.in_w, k.kernel_w, k.stride_w, k.pad_w)),
+        count_include_pad(include_pad),
+        divisor_override(override_divisor) {
+    for (int64_t j = 0; j < k.kernel_w; ++j) {
+      const int64_t offset = j - k.pad_w;
+      const int64_t begin = std::min(s.out_w, offset < 0 ? (-offset + k.stride_w - 1) / k.stride_w : 0);
+      const int64_t end = offset >= s.in_w ? 0 : (s.in_w - offset + k.stride_w - 1) / k.stride_w;
+      first.push_back(offset);
+      lo.push_back(begin);
+      hi.push_back(std::max(begin, std::min(s.out_w, end)));
+    }
+  }
+
+  // Divisors of the row (od, oh)'s windows.
+  void row_divisors(int64_t od, int64_t oh, A* divisors) const {
+    const AvgSpan &sd = d[od], &sh = h[oh];
+    for (size_t ow = 0; ow < w.size(); ++ow) {
+      const AvgSpan& sw = w[ow];
+      double divisor;
+      if (divisor_override != 0) {
+        divisor = static_cast<double>(divisor_override);
+      } else if (count_include_pad) {
+        divisor = static_cast<double>(sd.padded * sh.padded * sw.padded);
+      } else {
+        divisor = static_cast<double>((sd.end - sd.begin) * (sh.end - sh.begin) * (sw.end - sw.begin));
+      }
+      divisors[ow] = static_cast<A>(divisor);
+    }
+  }
+};
+
+}  // namespace
+
 void avg_pool(DType dtype, PoolShape s, PoolWindow k, bool count_include_pad, int64_t divisor_override,
               const void* in_data, void* out_data) {
   dispatch_floating(dtype, "avg_pool", [&](auto tag) {
@@ -226,26 +262,42 @@ void avg_pool(DType dtype, PoolShape s, PoolWindow k, bool count_include_pad, in
     const T* in = static_cast<const T*>(in_data);
     T* out = static_cast<T*>(out_data);
     const int64_t in_plane = s.in_d * s.in_h * s.in_w, out_plane = s.out_d * s.out_h * s.out_w;
-    parallel_for(s.planes, grain_for(out_plane), [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const T* plane = in + p * in_plane;
-        int64_t at = p * out_plane;
-        for (int64_t od = 0; od < s.out_d; ++od) {
-          for (int64_t oh = 0; oh < s.out_h; ++oh) {
-            for (int64_t ow = 0; ow < s.out_w; ++ow, ++at) {
-              const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, od, oh, ow);
-              A sum = 0;
-              for (int64_t d = cell.d0; d < cell.d1; ++d) {
-                for (int64_t h = cell.h0; h < cell.h1; ++h) {
-                  for (int64_t w = cell.w0; w < cell.w1; ++w) sum += up(plane[(d * s.in_h + h) * s.in_w + w]);
+    const AvgPlan<A> plan(s, k, count_include_pad, divisor_override);
+    auto run = [&](auto stride_w) {
+      parallel_for(s.planes, grain_for(out_plane * k.kernel_d * k.kernel_h * k.kernel_w), [&](int64_t begin, int64_t end) {
+        std::vector<A> sums(static_cast<size_t>(s.out_w)), divisors(sums.size());
+        A* sum = sums.data();
+        for (int64_t p = begin; p < end; ++p) {
+          const T* plane = in + p * in_plane;
+          for (int64_t od = 0; od < s.out_d; ++od) {
+            for (int64_t oh = 0; oh < s.out_h; ++oh) {
+              std::fill(sums.begin(), sums.end(), A(0));
+              for (int64_t d = plan.d[od].begin; d < plan.d[od].end; ++d) {
+                for (int64_t h = plan.h[oh].begin; h < plan.h[oh].end; ++h) {
+                  const T* row = plane + (d * s.in_h + h) * s.in_w;
+                  for (int64_t j = 0; j < k.kernel_w; ++j) {
+                    const T* tap = row + plan.first[j];
+                    const int64_t ow_end = plan.hi[j];
+                    for (int64_t ow = plan.lo[j]; ow < ow_end; ++ow) sum[ow] += up(tap[ow * stride_w]);
+                  }
                 }
               }
-              out[at] = down<T>(sum / static_cast<A>(cell.divisor));
+              plan.row_divisors(od, oh, divisors.data());
+              T* out_row = out + p * out_plane + (od * s.out_h + oh) * s.out_w;
+              for (int64_t ow = 0; ow < s.out_w; ++ow) out_row[ow] = down<T>(sum[ow] / divisors[ow]);
             }
           }
         }
-      }
-    });
+      });
+    };
+    // A constant stride lets the row loops vectorize.
+    if (k.stride_w == 1) {
+      run(std::integral_constant<int64_t, 1>());
+    } else if (k.stride_w == 2) {
+      run(std::integral_constant<int64_t, 2>());
+    } else {
+      run(k.stride_w);
+    }
   });
 }
 
@@ -257,28 +309,43 @@ void avg_pool_backward(DType dtype, PoolShape s, PoolWindow k, bool count_includ
     const T* go = static_cast<const T*>(grad_out);
     T* gi = static_cast<T*>(grad_in);
     const int64_t in_plane = s.in_d * s.in_h * s.in_w, out_plane = s.out_d * s.out_h * s.out_w;
-    parallel_for(s.planes, grain_for(out_plane), [&](int64_t begin, int64_t end) {
-      std::vector<A> sums(static_cast<size_t>(in_plane));
-      for (int64_t p = begin; p < end; ++p) {
-        std::fill(sums.begin(), sums.end(), A(0));
-        int64_t at = p * out_plane;
-        for (int64_t od = 0; od < s.out_d; ++od) {
-          for (int64_t oh = 0; oh < s.out_h; ++oh) {
-            for (int64_t ow = 0; ow < s.out_w; ++ow, ++at) {
-              const AvgCell cell = avg_cell(s, k, count_include_pad, divisor_override, od, oh, ow);
-              const A share = up(go[at]) / static_cast<A>(cell.divisor);
-              for (int64_t d = cell.d0; d < cell.d1; ++d) {
-                for (int64_t h = cell.h0; h < cell.h1; ++h) {
-                  for (int64_t w = cell.w0; w < cell.w1; ++w) sums[(d * s.in_h + h) * s.in_w + w] += share;
+    const AvgPlan<A> plan(s, k, count_include_pad, divisor_override);
+    auto run = [&](auto stride_w) {
+      parallel_for(s.planes, grain_for(out_plane * k.kernel_d * k.kernel_h * k.kernel_w), [&](int64_t begin, int64_t end) {
+        std::vector<A> sums(static_cast<size_t>(in_plane)), shares(static_cast<size_t>(s.out_w));
+        A* share = shares.data();
+        for (int64_t p = begin; p < end; ++p) {
+          std::fill(sums.begin(), sums.end(), A(0));
+          for (int64_t od = 0; od < s.out_d; ++od) {
+            for (int64_t oh = 0; oh < s.out_h; ++oh) {
+              const T* go_row = go + p * out_plane + (od * s.out_h + oh) * s.out_w;
+              plan.row_divisors(od, oh, share);
+              for (int64_t ow = 0; ow < s.out_w; ++ow) share[ow] = up(go_row[ow]) / share[ow];
+              for (int64_t d = plan.d[od].begin; d < plan.d[od].end; ++d) {
+                for (int64_t h = plan.h[oh].begin; h < plan.h[oh].end; ++h) {
+                  A* row = sums.data() + (d * s.in_h + h) * s.in_w;
+                  for (int64_t j = 0; j < k.kernel_w; ++j) {
+                    // One tap of distinct windows: distinct elements, so the loop vectorizes.
+                    A* tap = row + plan.first[j];
+                    const int64_t ow_end = plan.hi[j];
+                    for (int64_t ow = plan.lo[j]; ow < ow_end; ++ow) tap[ow * stride_w] += share[ow];
+                  }
                 }
               }
             }
           }
+          T* plane = gi + p * in_plane;
+          for (int64_t i = 0; i < in_plane; ++i) plane[i] = down<T>(sums[i]);
         }
-        T* plane = gi + p * in_plane;
-        for (int64_t i = 0; i < in_plane; ++i) plane[i] = down<T>(sums[i]);
-      }
-    });
+      });
+    };
+    if (k.stride_w == 1) {
+      run(std::integral_constant<int64_t, 1>());
+    } else if (k.stride_w == 2) {
+      run(std::integral_constant<int64_t, 2>());
+    } else {
+      run(k.stride_w);
+    }
   });
 }
 

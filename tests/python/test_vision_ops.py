@@ -143,6 +143,26 @@ def test_avg_pool2d_matches_cpu(kwargs):
 
 
 @pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_avg_pool_random_windows_match_cpu(dims):
+    """Random windows, strides, paddings, ceil mode, count_include_pad and divisor overrides on
+    rows wide enough for the row-at-a-time loops, forward and backward."""
+    pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[dims]
+    gen = torch.Generator().manual_seed(10 + dims)
+    pick = lambda lo, hi: int(torch.randint(lo, hi + 1, (), generator=gen))
+    for case in range(20):
+        kernel, stride = pick(1, 4), pick(1, 3)
+        kwargs = dict(padding=pick(0, kernel // 2), ceil_mode=case % 2 == 0, count_include_pad=case % 3 != 0)
+        if dims > 1 and case % 5 == 0:
+            kwargs["divisor_override"] = 3
+        dtype = (torch.float32, torch.float64, torch.bfloat16)[case % (2 if dims == 3 else 3)]  # no CPU bfloat16 avg_pool3d
+        size = [pick(kernel, 9) for _ in range(dims - 1)] + [pick(kernel + 16, 60)]
+        x = torch.randn(2, 3, *size, generator=gen).to(dtype)
+        tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+        compare(lambda x: pool(x, kernel, stride, **kwargs), x, tol=tol)
+
+
+@pytest.mark.usefixtures("no_fallback")
 @pytest.mark.parametrize("output_size", [(1, 1), (3, 4), (5, 7)])
 def test_adaptive_avg_pool2d_matches_cpu(output_size):
     compare(lambda x: F.adaptive_avg_pool2d(x, output_size), sample((2, 3, 9, 8)))
