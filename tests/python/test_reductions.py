@@ -79,6 +79,30 @@ def test_leading_dim_reductions_of_stacked_matrices(no_fallback):
     assert_same(y.to("neuron").sum((0, 2)), y.sum((0, 2)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_planes_short_rows_and_long_columns(dtype, no_fallback):
+    """A mean over an image's H and W (global average pooling: both dims fold as one run), rows
+    shorter than the kernel's wide lane step with a NaN in some, and column sums over more rows
+    than one float run (the column path adds float runs into a double total)."""
+    planes = sample((6, 32, 7, 7), dtype, 4)
+    d = planes.to("neuron")
+    assert_same(d.mean((-1, -2), keepdim=True), planes.mean((-1, -2), keepdim=True))
+    assert_same(d.sum((2, 3)), planes.sum((2, 3)))
+    assert_same(d.amax((2, 3)), planes.amax((2, 3)))
+    for width in (5, 16, 49, 63, 64, 79, 200):
+        rows = sample((40, width), dtype, width)
+        rows[3, width // 2] = float("nan")
+        d = rows.to("neuron")
+        assert_same(d.sum(1), rows.sum(1), atol=1e-4)
+        assert_same(d.amax(1), rows.amax(1))
+        assert_same(d.amin(1), rows.amin(1))
+    columns = sample((1000, 70), dtype, 5) + 3  # sums of 1000: four float runs of at most 256 rows
+    d = columns.to("neuron")
+    assert_same(d.sum(0), columns.sum(0), atol=1e-3, rtol=1e-5)
+    assert_same(d.mean(0), columns.mean(0), rtol=1e-5)
+    assert_same(torch.linalg.vector_norm(d, dim=0), torch.linalg.vector_norm(columns, dim=0), rtol=1e-5)
+
+
 def test_nan_and_infinity_propagate(no_fallback):
     x = torch.tensor([[1.0, float("nan"), 3.0], [-float("inf"), -float("inf"), -float("inf")]])
     d = x.to("neuron")
