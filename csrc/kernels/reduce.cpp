@@ -323,19 +323,25 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
     store_out<Out>(out_base, finish(acc));
     return;
   }
-  if (kept == 1 && in.strides[0] == 1 && shape.ndim > 0 && shape.strides[shape.ndim - 1] != sizeof(T)) {
-    // Reducing over leading dims of memory (a column sum, as in a bias gradient): walk the input
-    // in memory order, one block of kColumns outputs at a time, whose sums stay in registers
-    // across all rows (kept in memory, they were stored and reloaded at every row).
+  if (kept >= 1 && out.ndim == kept && in.strides[kept - 1] == 1 && shape.ndim > 0 &&
+      shape.strides[shape.ndim - 1] != sizeof(T)) {
+    // Reducing over dims of memory above the last kept one (a column sum, as in a bias
+    // gradient; a sum over the T of [B, T, C]): for each index of the kept dims before it, walk
+    // the input in memory order, one block of kColumns outputs at a time, whose sums stay in
+    // registers across all rows (kept in memory, they were stored and reloaded at every row).
     constexpr int64_t kColumns = 64;
-    parallel_for(ceil_div(outputs, kColumns), 1, [&](int64_t first, int64_t last_block) {
-      for (int64_t block = first; block < last_block; ++block) {
-        const int64_t begin = block * kColumns, width = std::min(kColumns, outputs - begin);
+    const int64_t columns = in.sizes[kept - 1], blocks = ceil_div(columns, kColumns);
+    parallel_for((outputs / columns) * blocks, 1, [&](int64_t first, int64_t last_block) {
+      for (int64_t task = first; task < last_block; ++task) {
+        const int64_t outer = task / blocks, block = task % blocks;
+        const int64_t begin = block * kColumns, width = std::min(kColumns, columns - begin);
+        const char* outer_in = in_base + offset_of(outer, kept - 1, in.sizes.data(), in.strides.data(), sizeof(T));
+        char* outer_out = out_base + offset_of(outer, kept - 1, out.sizes.data(), out.strides.data(), sizeof(Out));
         A acc[kColumns];
         for (int64_t j = 0; j < kColumns; ++j) acc[j] = R::identity();
         const int last = shape.ndim - 1;
         int64_t index[kMaxDims] = {};
-        const char* row = in_base;
+        const char* row = outer_in;
         auto next_row = [&] {
           for (int d = last; d >= 0; --d) {
             row += shape.strides[d];
@@ -372,9 +378,8 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
             }
           }
         }
-        for (int64_t j = 0; j < width; ++j) {
-          store_out<Out>(out_base + (begin + j) * out.strides[0] * static_cast<int64_t>(sizeof(Out)), finish(acc[j]));
-        }
+        const int64_t out_step = out.strides[kept - 1] * static_cast<int64_t>(sizeof(Out));
+        for (int64_t j = 0; j < width; ++j) store_out<Out>(outer_out + (begin + j) * out_step, finish(acc[j]));
       }
     });
     return;

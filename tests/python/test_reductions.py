@@ -103,6 +103,24 @@ def test_planes_short_rows_and_long_columns(dtype, no_fallback):
     assert_same(torch.linalg.vector_norm(d, dim=0), torch.linalg.vector_norm(columns, dim=0), rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_reductions_over_a_middle_dim(dtype, no_fallback):
+    """Kept dims on both sides of the reduced ones (a sum over the T of [B, T, C]): column blocks
+    for each index of the leading kept dims, into contiguous and strided outputs."""
+    for shape in [(4, 300, 70), (3, 9, 3), (2, 5, 6, 130)]:
+        x = sample(shape, dtype, 6)
+        d = x.to("neuron")
+        assert_same(d.sum(1), x.sum(1), atol=1e-4)
+        assert_same(d.amax(1), x.amax(1))
+        assert_same(d.sum((1, 2)), x.sum((1, 2)), atol=1e-4)
+        if dtype.is_floating_point:
+            assert_same(d.mean(1, keepdim=True), x.mean(1, keepdim=True))
+    x = sample((4, 300, 70), dtype, 7)
+    out = torch.empty(70, 4, dtype=x.sum(1).dtype, device="neuron").t()
+    torch.sum(x.to("neuron"), 1, out=out)
+    assert_same(out, x.sum(1), atol=1e-4)
+
+
 def test_nan_and_infinity_propagate(no_fallback):
     x = torch.tensor([[1.0, float("nan"), 3.0], [-float("inf"), -float("inf"), -float("inf")]])
     d = x.to("neuron")
