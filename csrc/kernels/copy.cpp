@@ -199,6 +199,15 @@ void fill(const StridedView& dst, FillValue value) {
     } else {
       typed = value.is_integer ? convert<T>(value.integer) : convert<T>(value.real);
     }
+    if (shape.ndim == 1 && shape.strides[0][0] == static_cast<int64_t>(sizeof(T))) {
+      // One dense run (zeros, ones, a full tensor): vector stores, over the compute pool when
+      // large. Element by element through a run-time stride, zeroing 1 MiB took 90 us.
+      T* out = reinterpret_cast<T*>(base[0]);
+      parallel_for(shape.sizes[0], kParallelCopyElements, [&](int64_t begin, int64_t end) {
+        std::fill(out + begin, out + end, typed);
+      });
+      return;
+    }
     for_each_run<1>(shape, base, [&](char* const* ptrs, int64_t n, const int64_t* strides) {
       char* out = ptrs[0];
       for (int64_t i = 0; i < n; ++i, out += strides[0]) std::memcpy(out, &typed, sizeof(T));
