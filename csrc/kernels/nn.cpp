@@ -715,31 +715,88 @@ void embedding_bag_per_sample_weights_backward(DType dtype, const EmbeddingBagSh
 
 namespace {
 
-// Calls visit(position in index order, offset into data in elements) for every index entry.
+[[noreturn]] void throw_index_out_of_bounds(int64_t target, int dim, int64_t size) {
+  throw runtime::KernelError("index " + std::to_string(target) + " is out of bounds for dimension " +
+                             std::to_string(dim) + " with size " + std::to_string(size));
+}
+
+// Calls visit(position in index order, offset into data in elements) for every index entry,
+// over the compute pool. The entries are taken as [outer, K, inner] (the index dims before, at
+// and after `dim`), and work is split over outer positions and ranges of inner ones, never over
+// K: entries that can reach the same data element (they differ only along dim) stay on one
+// thread, in index order, so that scatter-adds sum in the order CPU PyTorch does.
 template <typename Visit>
 void for_each_indexed(int ndim, const int64_t* index_sizes, const int64_t* index, int dim, const int64_t* data_sizes,
                       Visit&& visit) {
-  int64_t strides[kMaxDims];
+  int64_t data_strides[kMaxDims];
   int64_t stride = 1;
   for (int d = ndim - 1; d >= 0; --d) {
-    strides[d] = stride;
+    data_strides[d] = stride;
     stride *= data_sizes[d];
   }
-  int64_t numel = 1;
-  for (int d = 0; d < ndim; ++d) numel *= index_sizes[d];
-  int64_t coord[kMaxDims] = {};
-  for (int64_t i = 0; i < numel; ++i) {
-    const int64_t target = index[i];
-    if (target < 0 || target >= data_sizes[dim]) {
-      throw runtime::KernelError("index " + std::to_string(target) + " is out of bounds for dimension " +
-                                 std::to_string(dim) + " with size " + std::to_string(data_sizes[dim]));
+  int64_t outer = 1, inner = 1;
+  bool inner_matches = true;  // the index's inner dims are the data's: inner position i is offset i
+  for (int d = 0; d < dim; ++d) outer *= index_sizes[d];
+  for (int d = dim + 1; d < ndim; ++d) {
+    inner *= index_sizes[d];
+    inner_matches = inner_matches && index_sizes[d] == data_sizes[d];
+  }
+  const int64_t K = index_sizes[dim], limit = data_sizes[dim], target_stride = data_strides[dim];
+  if (outer == 0 || K == 0 || inner == 0) return;
+  std::vector<int64_t> inner_offsets;
+  if (!inner_matches) {
+    inner_offsets.resize(static_cast<size_t>(inner));
+    int64_t coord[kMaxDims] = {};
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t offset = 0;
+      for (int d = dim + 1; d < ndim; ++d) offset += coord[d] * data_strides[d];
+      inner_offsets[i] = offset;
+      for (int d = ndim - 1; d > dim; --d) {
+        if (++coord[d] < index_sizes[d]) break;
+        coord[d] = 0;
+      }
     }
-    int64_t offset = 0;
-    for (int d = 0; d < ndim; ++d) offset += (d == dim ? target : coord[d]) * strides[d];
-    visit(i, offset);
-    for (int d = ndim - 1; d >= 0; --d) {
-      if (++coord[d] < index_sizes[d]) break;
-      coord[d] = 0;
+  }
+  constexpr int64_t kTaskEntries = 8192;
+  const int64_t inner_chunks = std::clamp<int64_t>(K * inner / kTaskEntries, 1, inner);
+  const int64_t chunk = (inner + inner_chunks - 1) / inner_chunks;
+  const int64_t tasks = outer * inner_chunks;
+  const int64_t grain = std::max<int64_t>(1, kTaskEntries / (K * chunk));
+  bool out_of_bounds = false;
+  try {
+    parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t o = t / inner_chunks, i0 = (t % inner_chunks) * chunk, i1 = std::min(inner, i0 + chunk);
+        int64_t base = 0;
+        for (int64_t d = dim - 1, rest = o; d >= 0; --d) {
+          base += (rest % index_sizes[d]) * data_strides[d];
+          rest /= index_sizes[d];
+        }
+        if (inner == 1) {  // dim is the last: one run of K entries, data offsets base + target
+          const int64_t* targets = index + o * K;
+          bool bad = false;
+          for (int64_t k = 0; k < K; ++k) bad |= static_cast<uint64_t>(targets[k]) >= static_cast<uint64_t>(limit);
+          if (bad) throw_index_out_of_bounds(-1, dim, limit);  // the caller reports the first bad entry
+          for (int64_t k = 0; k < K; ++k) visit(o * K + k, base + targets[k]);
+          continue;
+        }
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t first = (o * K + k) * inner;
+          for (int64_t i = i0; i < i1; ++i) {
+            const int64_t target = index[first + i];
+            if (static_cast<uint64_t>(target) >= static_cast<uint64_t>(limit)) throw_index_out_of_bounds(target, dim, limit);
+            visit(first + i, base + target * target_stride + (inner_matches ? i : inner_offsets[i]));
+          }
+        }
+      }
+    });
+  } catch (const runtime::KernelError&) {
+    out_of_bounds = true;
+  }
+  if (out_of_bounds) {  // report the first bad entry in index order, whichever thread met one first
+    const int64_t numel = outer * K * inner;
+    for (int64_t i = 0; i < numel; ++i) {
+      if (static_cast<uint64_t>(index[i]) >= static_cast<uint64_t>(limit)) throw_index_out_of_bounds(index[i], dim, limit);
     }
   }
 }
@@ -748,9 +805,23 @@ void for_each_indexed(int ndim, const int64_t* index_sizes, const int64_t* index
 
 void gather(int ndim, const int64_t* index_sizes, const int64_t* index, int dim, const int64_t* data_sizes,
             int64_t element_bytes, const char* data, char* out) {
-  for_each_indexed(ndim, index_sizes, index, dim, data_sizes, [&](int64_t i, int64_t offset) {
-    std::memcpy(out + i * element_bytes, data + offset * element_bytes, static_cast<size_t>(element_bytes));
-  });
+  // Fixed-size copies for the usual element sizes: a memcpy of a run-time size is a call.
+  auto copy_as = [&](auto word) {
+    using W = decltype(word);
+    const W* from = reinterpret_cast<const W*>(data);
+    W* to = reinterpret_cast<W*>(out);
+    for_each_indexed(ndim, index_sizes, index, dim, data_sizes, [&](int64_t i, int64_t offset) { to[i] = from[offset]; });
+  };
+  switch (element_bytes) {
+    case 1: return copy_as(uint8_t{});
+    case 2: return copy_as(uint16_t{});
+    case 4: return copy_as(uint32_t{});
+    case 8: return copy_as(uint64_t{});
+    default:
+      for_each_indexed(ndim, index_sizes, index, dim, data_sizes, [&](int64_t i, int64_t offset) {
+        std::memcpy(out + i * element_bytes, data + offset * element_bytes, static_cast<size_t>(element_bytes));
+      });
+  }
 }
 
 void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, int dim,

@@ -244,6 +244,33 @@ def test_gather_scatter_and_gradients(dim, no_fallback):
     assert_same(dev_grads[0], cpu_grads[0])
 
 
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_gather_scatter_add_large_inputs_split_over_threads(dim, no_fallback):
+    """Inputs large enough to split over the compute pool: gathers along every dim, and
+    scatter-adds with many duplicate targets, which must sum in CPU PyTorch's (index) order."""
+    g = torch.Generator().manual_seed(dim)
+    data = torch.randn(24, 40, 300, generator=g)
+    index_shape = [24, 40, 300]
+    index_shape[dim] = 50
+    index = torch.randint(0, data.size(dim), index_shape, generator=g)
+    d = lambda t: t.to("neuron")
+    assert torch.equal(torch.gather(d(data), dim, d(index)).cpu(), torch.gather(data, dim, index))
+    src = torch.randn(index_shape, generator=g)
+    base = torch.randn(24, 40, 300, generator=g)
+    assert torch.equal(d(base).scatter_add(dim, d(index), d(src)).cpu(), base.scatter_add(dim, index, src))
+    assert torch.equal(d(base).scatter_reduce(dim, d(index), d(src), "amax").cpu(), base.scatter_reduce(dim, index, src, "amax"))
+
+
+def test_gather_reports_the_first_bad_index_in_index_order():
+    index = torch.zeros(64, 4096, dtype=torch.long)
+    index[40, 7] = 5000  # found first by whichever thread reaches it; reported in index order
+    index[3, 4000] = -2
+    x = torch.randn(64, 4096, device="neuron")
+    result = torch.gather(x, 1, index.to("neuron"))
+    with pytest.raises(torch.AcceleratorError, match=r"index -2 is out of bounds for dimension 1 with size 4096"):
+        result.cpu()
+
+
 def test_gather_index_out_of_range_is_a_device_error():
     x = torch.randn(2, 3, device="neuron")
     result = torch.gather(x, 1, torch.tensor([[0, 3]], device="neuron"))
