@@ -218,9 +218,10 @@ at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Ten
 namespace {
 
 // result[..., index[i], ...] = (or +=) source[..., i, ...] along dim, through index_put_rows on
-// the dim moved first. `source` has result's shape with index.numel() entries along dim.
+// result as [outer, size(dim), inner] blocks. `source` has result's shape with index.numel()
+// entries along dim; `fill`: source is a 0-dim value written at every indexed position.
 void put_along_dim(at::Tensor& result, int64_t dim, const at::Tensor& index, const at::Tensor& source, bool accumulate,
-                   const char* op) {
+                   const char* op, bool fill = false) {
   check_same_device(op, result.device(), {&index, &source});
   TORCH_CHECK_INDEX(index.dim() <= 1, op, "(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
@@ -229,27 +230,35 @@ void put_along_dim(at::Tensor& result, int64_t dim, const at::Tensor& index, con
               source.scalar_type(), ") must have the same scalar type");
   const int64_t d = at::maybe_wrap_dim(dim, result.dim());
   const int64_t count = index.numel();
-  TORCH_CHECK(result.dim() == 0 ? source.numel() == count : (source.dim() == result.dim() && source.size(d) == count), op,
-              "(): Number of indices (", count, ") should be equal to source.size(dim) (",
-              source.dim() > 0 ? source.size(d) : source.numel(), ")");
-  for (int64_t k = 0; k < result.dim(); ++k) {
-    TORCH_CHECK(k == d || source.size(k) == result.size(k), op, "(): source ", source.sizes(), " and self ", result.sizes(),
-                " must match in every dimension but ", d);
+  if (!fill) {
+    TORCH_CHECK(result.dim() == 0 ? source.numel() == count : (source.dim() == result.dim() && source.size(d) == count), op,
+                "(): Number of indices (", count, ") should be equal to source.size(dim) (",
+                source.dim() > 0 ? source.size(d) : source.numel(), ")");
+    for (int64_t k = 0; k < result.dim(); ++k) {
+      TORCH_CHECK(k == d || source.size(k) == result.size(k), op, "(): source ", source.sizes(), " and self ",
+                  result.sizes(), " must match in every dimension but ", d);
+    }
   }
   if (count == 0 || result.numel() == 0) return;
-  at::Tensor target_view = result.dim() == 0 ? result.view({1}) : result.movedim(d, 0);
-  const int64_t rows = target_view.size(0), cols = target_view.numel() / rows;
-  at::Tensor target = target_view.is_contiguous() ? target_view.view({rows, cols}) : target_view.contiguous().view({rows, cols});
-  const at::Tensor values = (result.dim() == 0 ? source.reshape({1}) : source.movedim(d, 0)).reshape({count, cols}).contiguous();
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < d; ++k) outer *= result.size(k);
+  for (int64_t k = d + 1; k < result.dim(); ++k) inner *= result.size(k);
+  const int64_t rows = result.dim() == 0 ? 1 : result.size(d);
+  at::Tensor target = result.is_contiguous() ? result : result.contiguous();
+  // A fill writes one row of `inner` copies of the value into every indexed position.
+  const at::Tensor values = fill ? source.to(result.scalar_type()).expand({inner}).contiguous() : source.contiguous();
+  const int64_t block_stride = fill ? 0 : count * inner, row_stride = fill ? 0 : inner;
   const at::Tensor idx = index.reshape({-1}).to(at::kLong).contiguous();
-  if (cols > 0) {
+  if (inner > 0) {
     const kernels::DType dtype = to_kernel_dtype(result.scalar_type());
     const int64_t* pi = idx.data_ptr<int64_t>();
     const void* pv = values.data_ptr();
     void* pt = target.data_ptr();
-    enqueue(target, op, {&idx, &values}, [=] { kernels::index_put_rows(dtype, rows, cols, pi, count, pv, pt, accumulate); });
+    enqueue(target, op, {&idx, &values}, [=] {
+      kernels::index_put_rows(dtype, outer, rows, inner, pi, count, pv, block_stride, row_stride, pt, accumulate);
+    });
   }
-  if (!target_view.is_contiguous()) target_view.copy_(target.view(target_view.sizes()));
+  if (!target.is_same(result)) result.copy_(target);
 }
 
 bool along_dim_native(const at::Tensor& self) { return has_kernel_dtype(self.scalar_type()) && !self.is_complex(); }
@@ -260,17 +269,6 @@ at::Tensor& start_from(const at::Tensor& self, at::Tensor& out) {
     out.copy_(self);
   }
   return out;
-}
-
-// Entries of `source`'s shape with index.numel() along dim, all `value`.
-at::Tensor filled_source(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
-  std::vector<int64_t> shape = self.sizes().vec();
-  if (self.dim() == 0) {
-    shape = {index.numel()};
-  } else {
-    shape[at::maybe_wrap_dim(dim, self.dim())] = index.numel();
-  }
-  return value.to(self.device(), self.scalar_type()).expand(shape);
 }
 
 }  // namespace
@@ -300,8 +298,8 @@ at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& 
   if (!along_dim_native(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Scalar)>::call(self, dim, index, value);
   }
-  const at::Tensor source = filled_source(self, dim, index, at::scalar_tensor(value, at::TensorOptions().dtype(self.scalar_type())));
-  put_along_dim(self, dim, index, source, /*accumulate=*/false, "index_fill_");
+  const at::Tensor source = at::scalar_tensor(value, self.options().dtype(self.scalar_type()));
+  put_along_dim(self, dim, index, source, /*accumulate=*/false, "index_fill_", /*fill=*/true);
   return self;
 }
 
@@ -311,7 +309,7 @@ at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& 
   if (!along_dim_native(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Tensor)>::call(self, dim, index, value);
   }
-  put_along_dim(self, dim, index, filled_source(self, dim, index, value), /*accumulate=*/false, "index_fill_");
+  put_along_dim(self, dim, index, value.to(self.device(), self.scalar_type()), /*accumulate=*/false, "index_fill_", /*fill=*/true);
   return self;
 }
 

@@ -34,6 +34,12 @@ void linear_index(const std::vector<IndexOperand>& operands, int64_t count, int6
 
 void index_put_rows(DType dtype, int64_t rows, int64_t cols, const int64_t* index, int64_t count, const void* values,
                     void* data, bool accumulate) {
+  index_put_rows(dtype, 1, rows, cols, index, count, values, 0, cols, data, accumulate);
+}
+
+void index_put_rows(DType dtype, int64_t outer, int64_t rows, int64_t cols, const int64_t* index, int64_t count,
+                    const void* values, int64_t value_block_stride, int64_t value_row_stride, void* data,
+                    bool accumulate) {
   for (int64_t i = 0; i < count; ++i) {
     if (index[i] < 0 || index[i] >= rows) {
       throw runtime::KernelError("index " + std::to_string(index[i]) + " is out of bounds for a dimension of size " +
@@ -44,20 +50,30 @@ void index_put_rows(DType dtype, int64_t rows, int64_t cols, const int64_t* inde
     using T = decltype(tag);
     const T* src = static_cast<const T*>(values);
     T* dst = static_cast<T*>(data);
-    // Threads own column ranges, so rows written more than once are written in index order.
-    parallel_for(cols, std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)), [&](int64_t begin, int64_t end) {
-      for (int64_t i = 0; i < count; ++i) {
-        T* row = dst + index[i] * cols;
-        const T* from = src + i * cols;
-        for (int64_t c = begin; c < end; ++c) {
-          if (!accumulate) {
-            row[c] = from[c];
-          } else if constexpr (std::is_same_v<T, bool>) {
-            row[c] = row[c] || from[c];
-          } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-            row[c] = T(static_cast<float>(row[c]) + static_cast<float>(from[c]));
-          } else {
-            row[c] = static_cast<T>(row[c] + from[c]);
+    // Tasks own (block, column range) pairs, so rows written more than once are written in index order.
+    // Column ranges of at least 64 only where the blocks alone are too few to keep the pool busy.
+    const int64_t wanted = (4 * compute_threads() + outer - 1) / outer;
+    const int64_t col_chunks = std::clamp<int64_t>(std::min(wanted, cols / 64), 1, cols);
+    const int64_t chunk = (cols + col_chunks - 1) / col_chunks;
+    parallel_for(outer * col_chunks, std::max<int64_t>(1, 16384 / std::max<int64_t>(count * chunk, 1)),
+                 [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t o = task / col_chunks, c0 = (task % col_chunks) * chunk, c1 = std::min(cols, c0 + chunk);
+        T* block = dst + o * rows * cols;
+        const T* block_values = src + o * value_block_stride;
+        for (int64_t i = 0; i < count; ++i) {
+          T* row = block + index[i] * cols;
+          const T* from = block_values + i * value_row_stride;
+          for (int64_t c = c0; c < c1; ++c) {
+            if (!accumulate) {
+              row[c] = from[c];
+            } else if constexpr (std::is_same_v<T, bool>) {
+              row[c] = row[c] || from[c];
+            } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+              row[c] = T(static_cast<float>(row[c]) + static_cast<float>(from[c]));
+            } else {
+              row[c] = static_cast<T>(row[c] + from[c]);
+            }
           }
         }
       }

@@ -28,4 +28,11 @@ void linear_index(const std::vector<IndexOperand>& operands, int64_t count, int6
 void index_put_rows(DType dtype, int64_t rows, int64_t cols, const int64_t* index, int64_t count, const void* values,
                     void* data, bool accumulate);
 
+// The same for each of `outer` blocks: data [outer, rows, cols] contiguous, block o's value row
+// i at values + o * value_block_stride + i * value_row_stride elements (strides of 0 broadcast
+// one row of cols values, as index_fill does).
+void index_put_rows(DType dtype, int64_t outer, int64_t rows, int64_t cols, const int64_t* index, int64_t count,
+                    const void* values, int64_t value_block_stride, int64_t value_row_stride, void* data,
+                    bool accumulate);
+
 }  // namespace torchneuron::kernels

@@ -78,6 +78,40 @@ def test_index_add_copy_fill(no_fallback):
     assert_same(d(x).index_fill(1, d(idx), torch.tensor(3.0)), x.index_fill(1, idx, torch.tensor(3.0)))
 
 
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_index_add_copy_fill_along_every_dim(dim, no_fallback):
+    """index_add / index_copy / index_fill write blocks of the result in place along any dim
+    (no copy of the dim moved first), on contiguous and transposed results."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 70, 9, generator=g)
+    size = x.size(dim)
+    idx = torch.tensor([size - 1, 0, 2, 2])
+    shape = list(x.shape)
+    shape[dim] = 4
+    src = torch.randn(shape, generator=g)
+    d = lambda t: t.to("neuron")
+    assert_same(d(x).index_add(dim, d(idx), d(src), alpha=0.5), x.index_add(dim, idx, src, alpha=0.5))
+    unique = torch.tensor([size - 1, 0, 2, 1])
+    assert_same(d(x).index_copy(dim, d(unique), d(src)), x.index_copy(dim, unique, src))
+    assert_same(d(x).index_fill(dim, d(idx), -2.5), x.index_fill(dim, idx, -2.5))
+    assert_same(d(x).index_fill(dim, d(idx), torch.tensor(4)), x.index_fill(dim, idx, torch.tensor(4)))
+    transposed = d(x).transpose(0, 2)
+    tdim = {0: 2, 1: 1, 2: 0, -1: 0}[dim]
+    expected = x.transpose(0, 2).index_fill(tdim, idx, 7.0)
+    assert_same(transposed.index_fill_(tdim, d(idx), 7.0), expected)
+    ints = torch.arange(6 * 70 * 9).view(6, 70, 9)
+    assert_same(d(ints).index_fill(dim, d(idx), 1.9), ints.index_fill(dim, idx, 1.9))
+
+
+def test_large_fills(no_fallback):
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool):
+        full = torch.full((300, 1000), 3, dtype=dtype, device="neuron")
+        assert torch.equal(full.cpu(), torch.full((300, 1000), 3, dtype=dtype))
+        assert torch.equal(full.zero_().cpu(), torch.zeros(300, 1000, dtype=dtype))
+    strided = torch.zeros(400, 600, device="neuron")[:, ::3].fill_(2.0)
+    assert torch.equal(strided.cpu(), torch.full((400, 200), 2.0))
+
+
 def test_masked_scatter_and_one_hot(no_fallback):
     x = sample((3, 4))
     mask = x > 0
