@@ -15,7 +15,6 @@ namespace {
 
 // Planes per task for `work` units per plane.
 int64_t grain_for(int64_t work) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work)); }
-int64_t plane_grain(const PlaneShape& s) { return grain_for(s.out_h * s.out_w); }
 
 // The taps t in [lo, hi) of a window along one axis whose positions start + t * dilation fall
 // inside [0, size): the max pool's loops then need no bounds test.
@@ -349,19 +348,36 @@ void avg_pool_backward(DType dtype, PoolShape s, PoolWindow k, bool count_includ
   });
 }
 
+namespace {
+
+// Adaptive pooling's cells along one axis: output o covers input [starts[o], ends[o]),
+// computed once per call (two divisions per output cost as much as a small cell).
+struct AdaptiveSpans {
+  std::vector<int64_t> starts, ends;
+  AdaptiveSpans(int64_t in, int64_t out) {
+    for (int64_t o = 0; o < out; ++o) {
+      starts.push_back(adaptive_start(o, in, out));
+      ends.push_back(adaptive_end(o, in, out));
+    }
+  }
+};
+
+}  // namespace
+
 void adaptive_avg_pool2d(DType dtype, PlaneShape s, const void* in_data, void* out_data) {
   dispatch_floating(dtype, "adaptive_avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const T* in = static_cast<const T*>(in_data);
     T* out = static_cast<T*>(out_data);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+    const AdaptiveSpans hs(s.in_h, s.out_h), ws(s.in_w, s.out_w);
+    parallel_for(s.planes, grain_for(s.in_h * s.in_w), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
         const T* plane = in + p * s.in_h * s.in_w;
         for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          const int64_t h0 = adaptive_start(oh, s.in_h, s.out_h), h1 = adaptive_end(oh, s.in_h, s.out_h);
+          const int64_t h0 = hs.starts[oh], h1 = hs.ends[oh];
           for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            const int64_t w0 = adaptive_start(ow, s.in_w, s.out_w), w1 = adaptive_end(ow, s.in_w, s.out_w);
+            const int64_t w0 = ws.starts[ow], w1 = ws.ends[ow];
             A sum = 0;
             for (int64_t h = h0; h < h1; ++h) {
               for (int64_t w = w0; w < w1; ++w) sum += up(plane[h * s.in_w + w]);
@@ -380,22 +396,23 @@ void adaptive_max_pool2d(DType dtype, PlaneShape s, const void* in_data, void* o
     using A = Acc<T>;
     const T* in = static_cast<const T*>(in_data);
     T* out = static_cast<T*>(out_data);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+    const AdaptiveSpans hs(s.in_h, s.out_h), ws(s.in_w, s.out_w);
+    parallel_for(s.planes, grain_for(s.in_h * s.in_w), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
         const T* plane = in + p * s.in_h * s.in_w;
         for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          const int64_t h0 = adaptive_start(oh, s.in_h, s.out_h), h1 = adaptive_end(oh, s.in_h, s.out_h);
+          const int64_t h0 = hs.starts[oh], h1 = hs.ends[oh];
           for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            const int64_t w0 = adaptive_start(ow, s.in_w, s.out_w), w1 = adaptive_end(ow, s.in_w, s.out_w);
+            const int64_t w0 = ws.starts[ow], w1 = ws.ends[ow];
+            // Selects, not branches (as max_window): the first maximum; each NaN takes over.
             int64_t best = h0 * s.in_w + w0;
             A best_value = -std::numeric_limits<A>::infinity();
             for (int64_t h = h0; h < h1; ++h) {
               for (int64_t w = w0; w < w1; ++w) {
                 const A v = up(plane[h * s.in_w + w]);
-                if (v > best_value || std::isnan(v)) {  // the first maximum; each NaN takes over, as on CPU
-                  best = h * s.in_w + w;
-                  best_value = v;
-                }
+                const bool take = (v > best_value) | (v != v);
+                best = take ? h * s.in_w + w : best;
+                best_value = take ? v : best_value;
               }
             }
             const int64_t at = (p * s.out_h + oh) * s.out_w + ow;
@@ -414,13 +431,15 @@ void adaptive_avg_pool2d_backward(DType dtype, PlaneShape s, const void* grad_ou
     using A = Acc<T>;
     const T* go = static_cast<const T*>(grad_out);
     T* gi = static_cast<T*>(grad_in);
-    parallel_for(s.planes, plane_grain(s), [&](int64_t begin, int64_t end) {
+    const AdaptiveSpans hs(s.in_h, s.out_h), ws(s.in_w, s.out_w);
+    parallel_for(s.planes, grain_for(s.in_h * s.in_w), [&](int64_t begin, int64_t end) {
+      std::vector<A> sums(static_cast<size_t>(s.in_h * s.in_w));
       for (int64_t p = begin; p < end; ++p) {
-        std::vector<A> sums(s.in_h * s.in_w, A(0));
+        std::fill(sums.begin(), sums.end(), A(0));
         for (int64_t oh = 0; oh < s.out_h; ++oh) {
-          const int64_t h0 = adaptive_start(oh, s.in_h, s.out_h), h1 = adaptive_end(oh, s.in_h, s.out_h);
+          const int64_t h0 = hs.starts[oh], h1 = hs.ends[oh];
           for (int64_t ow = 0; ow < s.out_w; ++ow) {
-            const int64_t w0 = adaptive_start(ow, s.in_w, s.out_w), w1 = adaptive_end(ow, s.in_w, s.out_w);
+            const int64_t w0 = ws.starts[ow], w1 = ws.ends[ow];
             const A share = up(go[(p * s.out_h + oh) * s.out_w + ow]) / static_cast<A>((h1 - h0) * (w1 - w0));
             for (int64_t h = h0; h < h1; ++h) {
               for (int64_t w = w0; w < w1; ++w) sums[h * s.in_w + w] += share;
