@@ -1,5 +1,5 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
-// are backend-specific: dropout, tril/triu masks, all/any and isposinf/isneginf, flip, half-type
+// are backend-specific: dropout, all/any and isposinf/isneginf, flip, half-type
 // addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
 // channel_shuffle, linalg.cross, vdot, take, put_ and unique_consecutive. Every step dispatches to
 // a native kernel; nothing runs on the CPU.
@@ -23,13 +23,11 @@
 #include <ATen/ops/eq.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/full_like.h>
-#include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/index_copy.h>
 #include <ATen/ops/index_put.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/isnan.h>
-#include <ATen/ops/le.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/lt.h>
@@ -95,41 +93,6 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
 at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
   return at::mul(at::mul(grad_output, mask), scale);
 }
-
-// Elements with column - row <= diagonal (tril) or >= diagonal (triu) of the last two dims.
-at::Tensor triangle_mask(const at::Tensor& self, int64_t diagonal, bool lower) {
-  TORCH_CHECK(self.dim() >= 2, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
-  const auto options = self.options().dtype(at::kLong);
-  at::Tensor rows = at::arange(self.size(-2), options).unsqueeze(1);
-  at::Tensor cols = at::arange(self.size(-1), options);
-  at::Tensor offset = at::sub(cols, rows);
-  return lower ? at::le(offset, diagonal) : at::ge(offset, diagonal);
-}
-
-at::Tensor& tril_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
-  at::Tensor value = at::where(triangle_mask(self, diagonal, true), self, at::zeros_like(self));
-  at::native::resize_output(result, self.sizes());
-  return result.copy_(value);
-}
-
-at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
-  at::Tensor value = at::where(triangle_mask(self, diagonal, false), self, at::zeros_like(self));
-  at::native::resize_output(result, self.sizes());
-  return result.copy_(value);
-}
-
-at::Tensor tril(const at::Tensor& self, int64_t diagonal) {
-  at::Tensor result = at::empty({0}, self.options());
-  return tril_out(self, diagonal, result);
-}
-
-at::Tensor triu(const at::Tensor& self, int64_t diagonal) {
-  at::Tensor result = at::empty({0}, self.options());
-  return triu_out(self, diagonal, result);
-}
-
-at::Tensor& tril_inplace(at::Tensor& self, int64_t diagonal) { return tril_out(self.clone(), diagonal, self); }
-at::Tensor& triu_inplace(at::Tensor& self, int64_t diagonal) { return triu_out(self.clone(), diagonal, self); }
 
 // all / any: a min / max reduction of the truth values.
 at::Tensor& truth_reduce_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, bool all,
@@ -484,12 +447,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(composite::native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(composite::native_dropout_backward));
   m.impl("embedding_renorm_", TORCH_FN(composite::embedding_renorm_));
-  m.impl("tril", TORCH_FN(composite::tril));
-  m.impl("tril.out", TORCH_FN(composite::tril_out));
-  m.impl("tril_", TORCH_FN(composite::tril_inplace));
-  m.impl("triu", TORCH_FN(composite::triu));
-  m.impl("triu.out", TORCH_FN(composite::triu_out));
-  m.impl("triu_", TORCH_FN(composite::triu_inplace));
   m.impl("all", TORCH_FN(composite::all_full));
   m.impl("all.all_out", TORCH_FN(composite::all_full_out));
   m.impl("all.dim", TORCH_FN(composite::all_dim));

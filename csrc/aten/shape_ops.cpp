@@ -1,21 +1,19 @@
-// Shape-building operators on neuron, composed on the host from native ops: eye, linspace,
-// roll, and reflection / replication padding (1-D to 3-D) with their backward ops. Padding
-// gathers rows with index_select and scatters gradients back with index_add. Also
-// Tensor.unfold's backward, a kernel (csrc/kernels/patches).
+// Shape-building operators on neuron: eye, linspace and roll composed on the host from native
+// ops; constant, reflection and replication padding (1-D to 3-D) and the latter two's backward
+// ops through the pad kernels, tril / triu through the triangle kernel (csrc/kernels/copy);
+// Tensor.unfold's backward (csrc/kernels/patches).
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/constant_pad_nd_native.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/index_add.h>
-#include <ATen/ops/index_select.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/rsub.h>
 #include <ATen/ops/unfold_backward_ops.h>
 #include <ATen/ops/where.h>
-#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -23,6 +21,7 @@
 
 #include "aten/cpu_fallback.h"
 #include "aten/neuron_tensor.h"
+#include "kernels/copy.h"
 #include "kernels/floating.h"
 #include "kernels/patches.h"
 
@@ -82,21 +81,19 @@ namespace {
 
 enum class PadMode { kReflect, kReplicate };
 
-// For each padded spatial dim (last first in `padding`'s pairs): its index into the input.
-struct PadPlan {
-  std::vector<int64_t> dims;
-  std::vector<at::Tensor> rows;  // int64 on the device
-};
-
-PadPlan plan_padding(const char* op, PadMode mode, const at::Tensor& self, c10::IntArrayRef padding, int64_t spatial) {
+// The first padded dim of self and the kernel's plan for padding its last `spatial` dims by
+// `padding` (pairs, the last dim's first), checked as CPU PyTorch checks them.
+kernels::PadPlan plan_padding(const char* op, PadMode mode, const at::Tensor& self, c10::IntArrayRef padding, int64_t spatial) {
   TORCH_CHECK(static_cast<int64_t>(padding.size()) == 2 * spatial, op, ": padding size is expected to be ", 2 * spatial,
               ", but got: ", padding.size());
   TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, op, ": Expected ", spatial + 1, "D or ",
               spatial + 2, "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: ",
               self.sizes());
-  PadPlan plan;
-  for (int64_t k = 0; k < spatial; ++k) {
-    const int64_t dim = self.dim() - 1 - k;
+  kernels::PadPlan plan;
+  const int64_t first = self.dim() - spatial;
+  for (int64_t d = 0; d < first; ++d) plan.planes *= self.size(d);
+  for (int64_t dim = first; dim < self.dim(); ++dim) {
+    const int64_t k = self.dim() - 1 - dim;  // padding's pair for this dim
     const int64_t size = self.size(dim), before = padding[2 * k], after = padding[2 * k + 1];
     if (mode == PadMode::kReflect) {
       TORCH_CHECK(before < size && after < size, op, ": Padding size should be less than the corresponding input dimension, but got: padding (",
@@ -107,7 +104,7 @@ PadPlan plan_padding(const char* op, PadMode mode, const at::Tensor& self, c10::
     const int64_t out_size = size + before + after;
     TORCH_CHECK(out_size > 0, op, ": input (", self.sizes(), ") is too small for the padding; the output size at dimension ",
                 dim, " would be ", out_size);
-    std::vector<int64_t> rows(out_size);
+    std::vector<int64_t> source(out_size);
     for (int64_t o = 0; o < out_size; ++o) {
       int64_t i = o - before;
       if (mode == PadMode::kReflect) {
@@ -116,38 +113,67 @@ PadPlan plan_padding(const char* op, PadMode mode, const at::Tensor& self, c10::
       } else {
         i = std::min(std::max<int64_t>(i, 0), size - 1);
       }
-      rows[o] = i;
+      source[o] = i;
     }
-    plan.dims.push_back(dim);
-    at::Tensor host = at::empty({out_size}, at::TensorOptions().dtype(at::kLong));
-    std::copy(rows.begin(), rows.end(), host.data_ptr<int64_t>());
-    plan.rows.push_back(host.to(self.device()));
+    plan.in.push_back(size);
+    plan.out.push_back(out_size);
+    plan.before.push_back(before);
+    plan.source.push_back(std::move(source));
   }
   return plan;
 }
 
+std::vector<int64_t> padded_shape(const at::Tensor& self, const kernels::PadPlan& plan) {
+  std::vector<int64_t> shape = self.sizes().vec();
+  const size_t first = shape.size() - plan.out.size();
+  for (size_t a = 0; a < plan.out.size(); ++a) shape[first + a] = plan.out[a];
+  return shape;
+}
+
+at::Tensor run_pad(const char* op, const at::Tensor& self, const kernels::PadPlan& plan, kernels::FillValue value) {
+  const at::Tensor input = self.contiguous();
+  at::Tensor out = at::empty(padded_shape(self, plan), input.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, op, {&input}, [=] { kernels::pad(dtype, plan, value, pi, po); });
+  }
+  return out;
+}
+
 at::Tensor pad(const char* op, PadMode mode, const at::Tensor& self, c10::IntArrayRef padding, int64_t spatial) {
-  const PadPlan plan = plan_padding(op, mode, self, padding, spatial);
-  at::Tensor result = self;
-  for (size_t k = 0; k < plan.dims.size(); ++k) result = at::index_select(result, plan.dims[k], plan.rows[k]);
-  return result;
+  TORCH_CHECK(has_kernel_dtype(self.scalar_type()), op, ": not implemented on neuron for ", self.scalar_type());
+  return run_pad(op, self, plan_padding(op, mode, self, padding, spatial), {});
 }
 
 at::Tensor pad_backward(const char* op, PadMode mode, const at::Tensor& grad, const at::Tensor& self,
                         c10::IntArrayRef padding, int64_t spatial) {
-  const PadPlan plan = plan_padding(op, mode, self, padding, spatial);
-  // Undo the forward's gathers in reverse, summing the gradient of every copy of an element.
-  std::vector<std::vector<int64_t>> shapes{self.sizes().vec()};
-  for (size_t k = 0; k + 1 < plan.dims.size(); ++k) {
-    std::vector<int64_t> next = shapes.back();
-    next[plan.dims[k]] = plan.rows[k].numel();
-    shapes.push_back(next);
-  }
-  at::Tensor result = grad;
-  for (size_t k = plan.dims.size(); k-- > 0;) {
-    result = at::zeros(shapes[k], grad.options()).index_add_(plan.dims[k], plan.rows[k], result);
+  const kernels::PadPlan plan = plan_padding(op, mode, self, padding, spatial);
+  TORCH_CHECK(grad.sizes() == c10::IntArrayRef(padded_shape(self, plan)), op, ": expected grad_output of size ",
+              c10::IntArrayRef(padded_shape(self, plan)), ", got ", grad.sizes());
+  TORCH_CHECK(has_kernel_dtype(grad.scalar_type()) && kernels::is_floating_dtype(to_kernel_dtype(grad.scalar_type())), op,
+              ": expected a floating-point gradient, got ", grad.scalar_type());
+  const at::Tensor g = grad.contiguous();
+  at::Tensor result = at::empty(self.sizes(), g.options());
+  if (result.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(g.scalar_type());
+    const void* pg = g.data_ptr();
+    void* pr = result.data_ptr();
+    enqueue(result, op, {&g}, [=] { kernels::pad_backward(dtype, plan, pg, pr); });
   }
   return result;
+}
+
+kernels::FillValue fill_value(const c10::Scalar& value) {
+  kernels::FillValue fill;
+  if (value.isFloatingPoint()) {
+    fill.real = value.toDouble();
+  } else {
+    fill.is_integer = true;
+    fill.integer = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
+  }
+  return fill;
 }
 
 at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
@@ -156,6 +182,34 @@ at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
 }
 
 }  // namespace
+
+// F.pad's constant mode: pads (or, with negative padding, crops) the last pad.size() / 2 dims.
+at::Tensor constant_pad_nd(const at::Tensor& self, c10::IntArrayRef pad, const c10::Scalar& value) {
+  TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ", pad.size());
+  const int64_t spatial = static_cast<int64_t>(pad.size()) / 2;
+  TORCH_CHECK(spatial <= self.dim(), "Length of pad should be no more than twice the number of dimensions of the input. ",
+              "Pad length is ", pad.size(), " while the input has ", self.dim(), " dimensions.");
+  if (spatial == 0 || !has_kernel_dtype(self.scalar_type()) || value.isComplex()) {
+    return at::native::constant_pad_nd(self, pad, value);  // composed of fill and copy
+  }
+  kernels::PadPlan plan;
+  const int64_t first = self.dim() - spatial;
+  for (int64_t d = 0; d < first; ++d) plan.planes *= self.size(d);
+  for (int64_t dim = first; dim < self.dim(); ++dim) {
+    const int64_t k = self.dim() - 1 - dim;
+    const int64_t size = self.size(dim), before = pad[2 * k], after = pad[2 * k + 1];
+    const int64_t out_size = size + before + after;
+    TORCH_CHECK(out_size >= 0, "The input size ", size, ", plus negative padding ", before, " and ", after,
+                " resulted in a negative output size, which is invalid. Check dimension ", dim, " of your input.");
+    std::vector<int64_t> source(out_size);
+    for (int64_t o = 0; o < out_size; ++o) source[o] = o - before >= 0 && o - before < size ? o - before : -1;
+    plan.in.push_back(size);
+    plan.out.push_back(out_size);
+    plan.before.push_back(before);
+    plan.source.push_back(std::move(source));
+  }
+  return run_pad("aten::constant_pad_nd", self, plan, fill_value(value));
+}
 
 // Tensor.unfold's backward: the kernel gathers, for each position, the window elements that
 // copied it.
@@ -220,6 +274,48 @@ NEURON_PAD(replication_pad2d, PadMode::kReplicate, 2)
 NEURON_PAD(replication_pad3d, PadMode::kReplicate, 3)
 #undef NEURON_PAD
 
+// tril / triu: elements with column - row > diagonal (tril) or < diagonal (triu) of the last
+// two dims zeroed, by the triangle kernel (in place when result is self and contiguous).
+at::Tensor& triangle_out(const at::Tensor& self, int64_t diagonal, bool lower, at::Tensor& result) {
+  const char* name = lower ? "aten::tril" : "aten::triu";
+  TORCH_CHECK(self.dim() >= 2, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+  TORCH_CHECK(has_kernel_dtype(self.scalar_type()), name, ": not implemented on neuron for ", self.scalar_type());
+  const at::Tensor input = self.contiguous();
+  if (!result.is_same(self)) at::native::resize_output(result, self.sizes());
+  at::Tensor out = result.is_contiguous() ? result : at::empty(self.sizes(), input.options());
+  const int64_t rows = self.size(-2), cols = self.size(-1);
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const int64_t batch = out.numel() / (rows * cols);
+    const void* pi = input.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, name, {&input}, [=] { kernels::triangle(dtype, batch, rows, cols, diagonal, lower, pi, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor& tril_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
+  return triangle_out(self, diagonal, true, result);
+}
+
+at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
+  return triangle_out(self, diagonal, false, result);
+}
+
+at::Tensor tril(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor result = at::empty({0}, self.options());
+  return tril_out(self, diagonal, result);
+}
+
+at::Tensor triu(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor result = at::empty({0}, self.options());
+  return triu_out(self, diagonal, result);
+}
+
+at::Tensor& tril_inplace(at::Tensor& self, int64_t diagonal) { return tril_out(self, diagonal, self); }
+at::Tensor& triu_inplace(at::Tensor& self, int64_t diagonal) { return triu_out(self, diagonal, self); }
+
 }  // namespace shapes
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -227,6 +323,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.m_out", TORCH_FN(shapes::eye_m_out));
   m.impl("linspace.out", TORCH_FN(shapes::linspace_out));
   m.impl("roll", TORCH_FN(shapes::roll));
+  m.impl("constant_pad_nd", TORCH_FN(shapes::constant_pad_nd));
+  m.impl("tril", TORCH_FN(shapes::tril));
+  m.impl("tril.out", TORCH_FN(shapes::tril_out));
+  m.impl("tril_", TORCH_FN(shapes::tril_inplace));
+  m.impl("triu", TORCH_FN(shapes::triu));
+  m.impl("triu.out", TORCH_FN(shapes::triu_out));
+  m.impl("triu_", TORCH_FN(shapes::triu_inplace));
   m.impl("unfold_backward", TORCH_FN(shapes::unfold_backward));
   m.impl("unfold_backward.out", TORCH_FN(shapes::unfold_backward_out));
 #define REGISTER_PAD(name)                                              \

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/dtype_dispatch.h"
+#include "kernels/floating.h"
 #include "kernels/half.h"
 #include "kernels/parallel.h"
 #include "kernels/strided_loop.h"
@@ -211,6 +212,126 @@ void fill(const StridedView& dst, FillValue value) {
     for_each_run<1>(shape, base, [&](char* const* ptrs, int64_t n, const int64_t* strides) {
       char* out = ptrs[0];
       for (int64_t i = 0; i < n; ++i, out += strides[0]) std::memcpy(out, &typed, sizeof(T));
+    });
+  });
+}
+
+}  // namespace torchneuron::kernels
+
+namespace torchneuron::kernels {
+namespace {
+
+// The element value of a fill, typed.
+template <typename T>
+T typed_value(FillValue value) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return value.is_integer ? value.integer : static_cast<int64_t>(value.real);
+  } else {
+    return value.is_integer ? convert<T>(value.integer) : convert<T>(value.real);
+  }
+}
+
+// Elements in one row of each padded tensor, and rows (every axis but the last) per plane.
+struct PadRows {
+  int64_t in_row, out_row, in_rows_per_plane = 1, out_rows_per_plane = 1;
+  explicit PadRows(const PadPlan& plan) : in_row(plan.in.back()), out_row(plan.out.back()) {
+    for (size_t a = 0; a + 1 < plan.in.size(); ++a) {
+      in_rows_per_plane *= plan.in[a];
+      out_rows_per_plane *= plan.out[a];
+    }
+  }
+};
+
+// The input row (within its plane) that output row r of a plane reads, or -1 for a padding row.
+int64_t source_row(const PadPlan& plan, int64_t r) {
+  int64_t row = 0, scale = 1;
+  for (size_t a = plan.out.size() - 1; a-- > 0;) {
+    const int64_t s = plan.source[a][r % plan.out[a]];
+    if (s < 0) return -1;
+    row += s * scale;
+    scale *= plan.in[a];
+    r /= plan.out[a];
+  }
+  return row;
+}
+
+}  // namespace
+
+void pad(DType dtype, const PadPlan& plan, FillValue value, const void* in, void* out) {
+  const PadRows rows(plan);
+  const size_t last = plan.out.size() - 1;
+  const std::vector<int64_t>& columns = plan.source[last];
+  // The run of input columns: output [run_begin, run_end) reads input from run_begin - before.
+  const int64_t run_begin = std::clamp<int64_t>(plan.before[last], 0, rows.out_row);
+  const int64_t run_end = std::clamp<int64_t>(plan.before[last] + rows.in_row, run_begin, rows.out_row);
+  dispatch_dtype(dtype, "pad", [&](auto tag) {
+    using T = decltype(tag);
+    const T fill_value = typed_value<T>(value);
+    const T* src = static_cast<const T*>(in);
+    T* dst = static_cast<T*>(out);
+    const int64_t total_rows = plan.planes * rows.out_rows_per_plane;
+    parallel_for(total_rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows.out_row, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t plane = r / rows.out_rows_per_plane, within = r % rows.out_rows_per_plane;
+        T* out_row = dst + r * rows.out_row;
+        const int64_t source = source_row(plan, within);
+        if (source < 0) {
+          std::fill(out_row, out_row + rows.out_row, fill_value);
+          continue;
+        }
+        const T* in_row = src + (plane * rows.in_rows_per_plane + source) * rows.in_row;
+        for (int64_t o = 0; o < run_begin; ++o) out_row[o] = columns[o] < 0 ? fill_value : in_row[columns[o]];
+        std::copy(in_row + (run_begin - plan.before[last]), in_row + (run_end - plan.before[last]), out_row + run_begin);
+        for (int64_t o = run_end; o < rows.out_row; ++o) out_row[o] = columns[o] < 0 ? fill_value : in_row[columns[o]];
+      }
+    });
+  });
+}
+
+void pad_backward(DType dtype, const PadPlan& plan, const void* grad_out, void* grad_in) {
+  const PadRows rows(plan);
+  const std::vector<int64_t>& columns = plan.source.back();
+  dispatch_floating(dtype, "pad backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const T* go = static_cast<const T*>(grad_out);
+    T* gi = static_cast<T*>(grad_in);
+    const int64_t in_plane = rows.in_rows_per_plane * rows.in_row, out_plane = rows.out_rows_per_plane * rows.out_row;
+    // A plane's sums stay with one task: copies of an element lie in its own plane.
+    parallel_for(plan.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(out_plane, 1)), [&](int64_t begin, int64_t end) {
+      std::vector<A> sums(static_cast<size_t>(in_plane));
+      for (int64_t p = begin; p < end; ++p) {
+        std::fill(sums.begin(), sums.end(), A(0));
+        for (int64_t r = 0; r < rows.out_rows_per_plane; ++r) {
+          A* sum_row = sums.data() + source_row(plan, r) * rows.in_row;
+          const T* g = go + p * out_plane + r * rows.out_row;
+          for (int64_t o = 0; o < rows.out_row; ++o) sum_row[columns[o]] += up(g[o]);
+        }
+        T* plane = gi + p * in_plane;
+        for (int64_t i = 0; i < in_plane; ++i) plane[i] = down<T>(sums[i]);
+      }
+    });
+  });
+}
+
+void triangle(DType dtype, int64_t batch, int64_t rows, int64_t cols, int64_t diagonal, bool lower, const void* in,
+              void* out) {
+  dispatch_dtype(dtype, "triangle", [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = static_cast<const T*>(in);
+    T* dst = static_cast<T*>(out);
+    const T zero = typed_value<T>(FillValue{});
+    parallel_for(batch * rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t i = r % rows;
+        // Row i keeps columns j with j - i <= diagonal (tril) or >= diagonal (triu).
+        const int64_t edge = std::clamp<int64_t>(lower ? i + diagonal + 1 : i + diagonal, 0, cols);
+        const T* from = src + r * cols;
+        T* to = dst + r * cols;
+        const int64_t keep_begin = lower ? 0 : edge, keep_end = lower ? edge : cols;
+        if (from != to) std::copy(from + keep_begin, from + keep_end, to + keep_begin);
+        std::fill(to + (lower ? edge : 0), to + (lower ? cols : edge), zero);
+      }
     });
   });
 }

@@ -1,5 +1,5 @@
-"""Assorted native operators against CPU PyTorch: eye, linspace, roll, reflection and
-replication padding with gradients, addmv / dot, cumprod, index_add / index_copy /
+"""Assorted native operators against CPU PyTorch: eye, linspace, roll, constant, reflection and
+replication padding with gradients, tril / triu, addmv / dot, cumprod, index_add / index_copy /
 index_fill, masked_scatter, one_hot (scatter with a value), and integer / Bernoulli sampling
 on the device RNG, Tensor.unfold's backward, and cummax / cummin / logcumsumexp."""
 
@@ -39,6 +39,58 @@ def test_padding_with_gradients(mode, pad, shape, no_fallback):
         results.append((out.detach(), leaf.grad))
     assert_same(results[1][0], results[0][0])
     assert_same(results[1][1], results[0][1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("pad,shape", [
+    ((1, 2), (3, 40)), ((2, 2, 1, 1), (2, 3, 20, 33)), ((-1, 3, 0, -2), (2, 3, 6, 9)), ((1, 1, 2, 0, 1, 3), (2, 4, 5, 6)),
+    ((0, 0, 1, 1, 1, 1, 1, 1), (2, 3, 4, 5)), ((-3, -3), (2, 6)), ((2, 1), (0, 4)),
+])
+def test_constant_padding(dtype, pad, shape, no_fallback):
+    x = sample(shape).to(dtype) if dtype != torch.bool else sample(shape) > 0
+    value = True if dtype == torch.bool else 3
+    assert_same(F.pad(x.to("neuron"), pad, value=value), F.pad(x, pad, value=value))
+    if dtype == torch.float32:
+        if x.size(-2) + sum(pad[:2]) >= 0:  # the transposed input's last dim is long enough for the crop
+            assert_same(F.pad(x.to("neuron").transpose(-1, -2), pad, value=-0.5), F.pad(x.transpose(-1, -2), pad, value=-0.5))
+        results = []
+        for device in ("cpu", "neuron"):
+            leaf = x.detach().to(device).requires_grad_()
+            out = F.pad(leaf, pad)
+            out.backward(sample(out.shape, seed=2).to(device))
+            results.append(leaf.grad)
+        assert_same(results[1], results[0])
+
+
+def test_constant_padding_errors():
+    x = torch.ones(2, 3, device="neuron")
+    with pytest.raises(RuntimeError, match="Length of pad must be even"):
+        torch.constant_pad_nd(x, (1, 2, 3))
+    with pytest.raises(RuntimeError, match="resulted in a negative output size"):
+        F.pad(x, (-2, -2))
+    with pytest.raises(RuntimeError, match="Length of pad should be no more than twice"):
+        torch.constant_pad_nd(x, (1, 1, 1, 1, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
+def test_tril_triu(dtype, no_fallback):
+    x = sample((3, 7, 9)).to(dtype) if dtype != torch.bool else sample((3, 7, 9)) > 0
+    d = x.to("neuron")
+    for diagonal in (0, 1, -2, 8, -9):
+        assert_same(d.tril(diagonal), x.tril(diagonal))
+        assert_same(d.triu(diagonal), x.triu(diagonal))
+        assert_same(d.transpose(1, 2).tril(diagonal), x.transpose(1, 2).tril(diagonal))
+    inplace = d.clone()
+    inplace.triu_(1)
+    assert_same(inplace, x.triu(1))
+    transposed = d.clone().transpose(1, 2)
+    transposed.tril_(-1)
+    assert_same(transposed, x.transpose(1, 2).tril(-1))
+    out = torch.empty(3, 7, 9, dtype=dtype, device="neuron")
+    torch.tril(d, 2, out=out)
+    assert_same(out, x.tril(2))
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.ones(4, device="neuron").tril()
 
 
 def test_padding_errors():
