@@ -26,6 +26,7 @@
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
+#include "aten/elementwise_launch.h"
 #include "aten/neuron_tensor.h"
 #include "kernels/ctc.h"
 
@@ -79,10 +80,48 @@ at::Tensor& mse_loss_backward_out(const at::Tensor& grad, const at::Tensor& self
   return write_out(losses::mse_loss_backward(grad, self, target, reduction), grad_input);
 }
 
+namespace {
+
+// The elementwise smooth-L1 (beta) or Huber (delta) terms in one kernel; false when the
+// kernels cannot take the operands' dtype (the callers then compose them from other ops).
+bool pointwise_terms(kernels::BinaryOp op, const char* name, const at::Tensor& self, const at::Tensor& target,
+                     double param, at::Tensor& terms) {
+  at::TensorBase out;
+  auto iter = at::TensorIterator::borrowing_binary_op(out, self, target);
+  if (!launch_binary(iter, op, name, false, to_op_scalar(param))) return false;
+  terms = iter.output();
+  return true;
+}
+
+// Their gradients: grad times the slope at self - target, clipped to [-1, 1] (smooth L1) or
+// [-delta, delta] (Huber), with the mean's 1 / numel folded into grad first.
+bool pointwise_gradient(kernels::TernaryOp op, const char* name, const at::Tensor& grad, const at::Tensor& self,
+                        const at::Tensor& target, int64_t reduction, double param, at::Tensor& result) {
+  const double scale = reduction_scale(self, reduction);
+  const at::Tensor scaled = scale == 1.0 ? grad : at::mul(grad, scale);
+  at::Tensor out;
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(self)
+                  .add_const_input(target)
+                  .add_const_input(scaled)
+                  .promote_inputs_to_common_dtype(true)
+                  .build();
+  if (!launch_ternary(iter, op, name, to_op_scalar(param))) return false;
+  result = iter.output();
+  return true;
+}
+
+}  // namespace
+
 // smooth L1 (beta) and Huber (delta) share their shape: quadratic inside, linear outside.
 at::Tensor smooth_l1_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double beta) {
   check_inputs("aten::smooth_l1_loss", self, target);
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  at::Tensor terms;
+  if (pointwise_terms(kernels::BinaryOp::kSmoothL1, "aten::smooth_l1_loss", self, target, beta, terms)) {
+    return reduce(terms, reduction);
+  }
   const at::Tensor diff = at::abs(at::sub(self, target));
   if (beta == 0.0) return reduce(diff, reduction);
   const at::Tensor quadratic = at::div(at::mul(at::mul(diff, diff), 0.5), beta);
@@ -97,6 +136,11 @@ at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target,
 at::Tensor smooth_l1_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                    int64_t reduction, double beta) {
   check_inputs("aten::smooth_l1_loss_backward", self, target);
+  at::Tensor result;
+  if (pointwise_gradient(kernels::TernaryOp::kSmoothL1Backward, "aten::smooth_l1_loss_backward", grad, self, target,
+                         reduction, beta, result)) {
+    return result;
+  }
   const double scale = reduction_scale(self, reduction);
   const at::Tensor x = at::sub(self, target);
   const at::Tensor inside = beta == 0.0 ? at::mul(x, 0.0) : at::div(at::mul(x, scale), beta);
@@ -112,6 +156,10 @@ at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor
 at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction, double delta) {
   check_inputs("aten::huber_loss", self, target);
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  at::Tensor terms;
+  if (pointwise_terms(kernels::BinaryOp::kHuber, "aten::huber_loss", self, target, delta, terms)) {
+    return reduce(terms, reduction);
+  }
   const at::Tensor diff = at::abs(at::sub(self, target));
   const at::Tensor quadratic = at::mul(at::mul(diff, diff), 0.5);
   return reduce(at::where(at::lt(diff, delta), quadratic, at::mul(at::sub(diff, 0.5 * delta), delta)), reduction);
@@ -125,6 +173,11 @@ at::Tensor& huber_loss_out(const at::Tensor& self, const at::Tensor& target, int
 at::Tensor huber_loss_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                                int64_t reduction, double delta) {
   check_inputs("aten::huber_loss_backward", self, target);
+  at::Tensor result;
+  if (pointwise_gradient(kernels::TernaryOp::kHuberBackward, "aten::huber_loss_backward", grad, self, target,
+                         reduction, delta, result)) {
+    return result;
+  }
   const double scale = reduction_scale(self, reduction);
   const at::Tensor x = at::sub(self, target);
   const at::Tensor slope =

@@ -467,6 +467,16 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
         case BinaryOp::kCopysign: return map<T, T, 2>(a, [](C x, C y) { return std::copysign(x, y); });
         case BinaryOp::kHypot: return map<T, T, 2>(a, [](C x, C y) { return std::hypot(x, y); });
         case BinaryOp::kPrelu: return map<T, T, 2>(a, [](C x, C w) { return x > C(0) ? x : w * x; });
+        case BinaryOp::kSmoothL1:  // CPU PyTorch's expression, so that the roundings match
+          return map<T, T, 2>(a, [beta = scale](C x, C y) {
+            const C z = std::abs(x - y);
+            return z < beta ? C(0.5) * z * z / beta : z - C(0.5) * beta;
+          });
+        case BinaryOp::kHuber:
+          return map<T, T, 2>(a, [delta = scale](C x, C y) {
+            const C z = std::abs(x - y);
+            return z < delta ? C(0.5) * z * z : delta * (z - C(0.5) * delta);
+          });
         case BinaryOp::kDivTrunc: return map<T, T, 2>(a, [](C x, C y) { return std::trunc(x / y); });
         case BinaryOp::kRemainder:
           // fmod is exact; the divisor added where the signs differ, as CPU PyTorch computes it.
@@ -644,6 +654,22 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
           return map<T, T, 3>(args, [](C x, C w, C grad) { return x > C(0) ? grad : C(w * grad); });
         case TernaryOp::kPreluGradWeight:
           return map<T, T, 3>(args, [](C x, C, C grad) { return x > C(0) ? C(0) : C(x * grad); });
+        case TernaryOp::kSmoothL1Backward:
+          if constexpr (std::is_floating_point_v<C>) {
+            return map<T, T, 3>(args, [value](C a, C b, C grad) {
+              const C x = a - b;
+              return x <= -value ? -grad : (x >= value ? grad : x * grad / value);
+            });
+          }
+          break;
+        case TernaryOp::kHuberBackward:
+          if constexpr (std::is_floating_point_v<C>) {
+            return map<T, T, 3>(args, [value](C a, C b, C grad) {
+              const C x = a - b;
+              return x <= -value ? -grad * value : (x >= value ? grad * value : x * grad);
+            });
+          }
+          break;
         default:
           break;
       }

@@ -93,6 +93,9 @@ enum class BinaryOp : uint8_t {
   kFmax, kFmin,          // NaN-ignoring maximum and minimum
   kHeaviside,            // a == 0 ? b : a > 0
   kPrelu,                // a > 0 ? a : b * a
+  // Loss terms of z = |a - b| with parameter alpha: z < beta ? z^2 / (2 beta) : z - beta / 2
+  // (smooth L1), z < delta ? z^2 / 2 : delta (z - delta / 2) (Huber).
+  kSmoothL1, kHuber,
   kEq, kNe, kLt, kLe, kGt, kGe,
   kLogicalAnd, kLogicalOr, kLogicalXor, kBitwiseAnd, kBitwiseOr, kBitwiseXor,
   // Gradients: grad (operand 1) times the derivative at the saved value (operand 2).
@@ -109,6 +112,9 @@ enum class TernaryOp : uint8_t {
   // PReLU's gradients (operands: out, x, weight, grad): x > 0 ? grad : weight * grad, and
   // x > 0 ? 0 : x * grad.
   kPreluGradInput, kPreluGradWeight,
+  // Their gradients (operands: out, a, b, grad): grad times the slope at a - b, clipped to
+  // [-1, 1] (smooth L1, alpha = beta) or [-delta, delta] (Huber, alpha = delta).
+  kSmoothL1Backward, kHuberBackward,
 };
 
 // Scalar parameter of an op (alpha, threshold), held exactly for integer dtypes.

@@ -32,6 +32,25 @@ def test_loss_and_gradients_match_cpu(name, reduction, no_fallback):
         assert_same(got, ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_smooth_l1_and_huber_boundaries_broadcast_and_dtypes(dtype, no_fallback):
+    """The fused kernels at the quadratic / linear boundary (differences of exactly 0 and
+    +-beta), with a broadcast target, in each floating dtype."""
+    x = torch.tensor([[0.0, 0.5, -0.5, 1.25, -3.0], [0.7, -0.7, 0.2, 2.0, 0.0]], dtype=dtype)
+    t = torch.zeros(1, 5, dtype=dtype)
+    for fn in (lambda a, b: F.smooth_l1_loss(a, b, beta=0.5, reduction="none"),
+               lambda a, b: F.huber_loss(a, b, delta=0.7, reduction="sum"),
+               lambda a, b: F.smooth_l1_loss(a, b, beta=0.0)):
+        results = []
+        for device in ("cpu", "neuron"):
+            leaf = x.detach().to(device).requires_grad_()
+            out = fn(leaf, t.to(device))
+            out.backward(torch.ones_like(out))
+            results.append((out.detach(), leaf.grad))
+        assert_same(results[1][0], results[0][0])
+        assert_same(results[1][1], results[0][1])
+
+
 def test_weighted_bce_and_clamped_log(no_fallback):
     x = torch.tensor([0.0, 1.0, 0.3, 0.9])
     t = torch.tensor([1.0, 0.0, 0.5, 1.0])
