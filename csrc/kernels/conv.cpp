@@ -307,8 +307,62 @@ void conv2d_forward_winograd(const Conv2dShape& s, const float* input, const flo
 // Each job computes the output rows [y_begin, y_end) of one (image, group): im2col of those
 // rows, then out = weight x columns. Every output element is the same sum in the same order
 // however the jobs are cut.
+namespace {
+
+// A stride-1 depthwise convolution (one input and one output channel per group) computed
+// directly: as im2col + GEMM every (image, channel) was a product of one row. The plane is
+// copied zero-padded, and each tap adds w times the plane shifted by its offset to the output
+// in the padded width, one long loop per tap (rows of a small image, looped one by one, were
+// too short to vectorize well); the columns past the output width are computed and dropped.
+// Each output sums its taps in the GEMM's k order, from zero, then adds the bias, so the results
+// equal the GEMM path's.
+void conv2d_forward_depthwise(const Conv2dShape& s, const float* input, const float* weight, const float* bias,
+                              float* out) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), taps = s.kernel_h * s.kernel_w;
+  const int64_t padded_h = s.height + 2 * s.pad_h, padded_w = s.width + 2 * s.pad_w;
+  // Reads past the last padded row by up to the widest tap's offset, into zeros.
+  const int64_t padded_size = padded_h * padded_w + (s.kernel_w - 1) * s.dilation_w;
+  const int64_t extended = oh * padded_w;
+  const int64_t planes = s.batch * s.out_channels;
+  parallel_for(planes, std::max<int64_t>(1, kMinJobWork / std::max<int64_t>(1, extended * taps)), [&](int64_t begin, int64_t end) {
+    std::vector<float> padded(static_cast<size_t>(padded_size), 0.0f), sums(static_cast<size_t>(extended));
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t c = plane % s.out_channels;
+      const float* image = input + plane * s.height * s.width;
+      for (int64_t y = 0; y < s.height; ++y) {
+        std::copy(image + y * s.width, image + (y + 1) * s.width, padded.data() + (y + s.pad_h) * padded_w + s.pad_w);
+      }
+      float* __restrict acc = sums.data();
+      std::fill(acc, acc + extended, 0.0f);
+      for (int64_t i = 0; i < s.kernel_h; ++i) {
+        for (int64_t j = 0; j < s.kernel_w; ++j) {
+          const float w = weight[c * taps + i * s.kernel_w + j];
+          const float* __restrict shifted = padded.data() + i * s.dilation_h * padded_w + j * s.dilation_w;
+          for (int64_t k = 0; k < extended; ++k) acc[k] += w * shifted[k];
+        }
+      }
+      const float b = bias != nullptr ? bias[c] : 0.0f;
+      for (int64_t y = 0; y < oh; ++y) {
+        float* row = out + (plane * oh + y) * ow;
+        const float* from = acc + y * padded_w;
+        if (bias != nullptr) {
+          for (int64_t x = 0; x < ow; ++x) row[x] = from[x] + b;
+        } else {
+          std::copy(from, from + ow, row);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void conv2d_forward(const Conv2dShape& s, const float* input, const float* weight, const float* bias, float* out) {
   if (use_winograd(s)) return conv2d_forward_winograd(s, input, weight, bias, out);
+  if (s.groups == s.in_channels && s.groups == s.out_channels && s.stride_h == 1 && s.stride_w == 1 &&
+      s.batch * s.out_channels > 0 && s.out_h() > 0 && s.out_w() > 0) {
+    return conv2d_forward_depthwise(s, input, weight, bias, out);
+  }
   const int64_t cin_g = s.in_channels / s.groups, cout_g = s.out_channels / s.groups;
   const int64_t oh = s.out_h(), ow = s.out_w(), spatial = oh * ow;
   const int64_t patch = cin_g * s.kernel_h * s.kernel_w;

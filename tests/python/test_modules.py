@@ -86,6 +86,40 @@ def test_conv2d_3x3_stride_1_matches_float64(args, size):
     assert torchneuron.fallback_report() == {}
 
 
+@pytest.mark.parametrize("args,size", [
+    (dict(in_channels=8, out_channels=8, kernel_size=3, padding=1, groups=8), (20, 33)),
+    (dict(in_channels=6, out_channels=6, kernel_size=7, padding=3, groups=6, bias=False), (14, 14)),  # ConvNeXt's
+    (dict(in_channels=4, out_channels=4, kernel_size=(3, 5), padding=(2, 1), dilation=(2, 1), groups=4), (9, 17)),
+    (dict(in_channels=5, out_channels=5, kernel_size=3, groups=5), (6, 40)),  # unpadded
+    (dict(in_channels=4, out_channels=4, kernel_size=3, padding=1, stride=2, groups=4), (9, 12)),  # strided: GEMM path
+], ids=["3x3", "7x7", "dilated", "unpadded", "strided"])
+def test_depthwise_conv2d_matches_float64_and_cpu_gradients(args, size):
+    # Stride-1 depthwise convolutions take the direct kernel (each output's taps in the GEMM's
+    # order); the reference is float64 on the CPU, and the gradients CPU PyTorch's.
+    torch.manual_seed(1)
+    conv = nn.Conv2d(**args)
+    conv.init_args = args
+    x = torch.randn(2, args["in_channels"], *size)
+    expected = conv.double()(x.double())
+    conv.float()
+    got = type(conv)(**args)
+    got.load_state_dict(conv.state_dict())
+    got = got.to("neuron")(x.to("neuron")).detach().cpu().double()
+    assert ((got - expected).abs().max() / expected.abs().max()).item() < 2e-6
+    torchneuron.reset_fallback_report()
+    check_conv_against_cpu(conv, x)
+    assert torchneuron.fallback_report() == {}
+
+
+def test_conv1d_odd_output_width_matches_cpu():
+    # 50 output columns: two vector strips and a zero-padded third in the tile multiply.
+    torch.manual_seed(3)
+    args = dict(in_channels=24, out_channels=40, kernel_size=3, padding=1)
+    conv = nn.Conv1d(**args)
+    conv.init_args = args
+    check_conv_against_cpu(conv, torch.randn(3, 24, 50))
+
+
 def test_conv_transpose_3x3_stride_1_matches_cpu():
     # Its input gradient is a forward 3x3 convolution, which takes the Winograd path.
     torch.manual_seed(2)
