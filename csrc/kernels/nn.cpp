@@ -888,24 +888,52 @@ void cumulative(ScanOp op, DType in_dtype, DType out_dtype, SoftmaxShape s, cons
       using O = decltype(out_tag);
       const I* x = static_cast<const I*>(in);
       O* y = static_cast<O*>(out);
-      parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
+      auto load = [](I v) {
+        if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>) {
+          return static_cast<A>(static_cast<float>(v));
+        } else {
+          return static_cast<A>(v);
+        }
+      };
+      auto store = [](A v) {
+        if constexpr (std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) {
+          return O(static_cast<float>(v));
+        } else {
+          return static_cast<O>(v);
+        }
+      };
+      const A identity = op == ScanOp::kProd ? 1 : 0;
+      if (s.inner > 1) {
+        // Scans along a dim with inner elements after it (cumsum over rows): blocks of kBlock
+        // adjacent scans advance together a row at a time, reading memory in order; one scan
+        // at a time strode through it. Each element's sum is taken in the same order.
+        constexpr int64_t kBlock = 64;
+        const int64_t blocks = (s.inner + kBlock - 1) / kBlock;
+        parallel_for(s.outer * blocks, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim * kBlock, 1)),
+                     [&](int64_t begin, int64_t end) {
+          for (int64_t task = begin; task < end; ++task) {
+            const int64_t o = task / blocks, first = (task % blocks) * kBlock;
+            const int64_t width = std::min(kBlock, s.inner - first);
+            A acc[kBlock];
+            std::fill(acc, acc + kBlock, identity);
+            for (int64_t j = 0; j < s.dim; ++j) {
+              const int64_t at = (o * s.dim + j) * s.inner + first;
+              for (int64_t l = 0; l < width; ++l) {
+                acc[l] = op == ScanOp::kProd ? static_cast<A>(acc[l] * load(x[at + l])) : static_cast<A>(acc[l] + load(x[at + l]));
+                y[at + l] = store(acc[l]);
+              }
+            }
+          }
+        });
+        return;
+      }
+      parallel_for(s.outer, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.dim, 1)), [&](int64_t begin, int64_t end) {
         for (int64_t row = begin; row < end; ++row) {
-          const int64_t base = (row / s.inner) * s.dim * s.inner + row % s.inner;
-          A acc = op == ScanOp::kProd ? 1 : 0;
+          const int64_t base = row * s.dim;
+          A acc = identity;
           for (int64_t j = 0; j < s.dim; ++j) {
-            const int64_t at = base + j * s.inner;
-            A value;
-            if constexpr (std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>) {
-              value = static_cast<A>(static_cast<float>(x[at]));
-            } else {
-              value = static_cast<A>(x[at]);
-            }
-            acc = op == ScanOp::kProd ? static_cast<A>(acc * value) : static_cast<A>(acc + value);
-            if constexpr (std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>) {
-              y[at] = O(static_cast<float>(acc));
-            } else {
-              y[at] = static_cast<O>(acc);
-            }
+            acc = op == ScanOp::kProd ? static_cast<A>(acc * load(x[base + j])) : static_cast<A>(acc + load(x[base + j]));
+            y[base + j] = store(acc);
           }
         }
       });

@@ -330,6 +330,18 @@ def test_cumsum_matches_cpu_with_gradients(dim, no_fallback):
     assert_same(dev_grads[0], cpu_grads[0])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32], ids=str)
+def test_scans_over_leading_dims_of_wide_tensors(dtype, no_fallback):
+    """Scans with more than one block of elements after their dim (blocks of scans advance a row
+    at a time): cumsum and cumprod over dims 0 and 1, with a width that leaves a partial block."""
+    x = sample((40, 3, 150)) if dtype.is_floating_point else torch.randint(-3, 4, (40, 3, 150))
+    x = (x / 4 + 1).to(dtype) if dtype.is_floating_point else x.to(dtype)
+    d = x.to("neuron")
+    for dim in (0, 1):
+        assert_same(d.cumsum(dim), x.cumsum(dim))
+        assert_same(d.cumprod(dim)[:8], x.cumprod(dim)[:8])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("layer, dim", [("conv1d", 2), ("conv1d", 0), ("linear", 0), ("linear", 1)])
 def test_weight_norm_forward_backward(layer, dim, dtype, no_fallback):
