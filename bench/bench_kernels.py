@@ -66,6 +66,10 @@ def case_inputs(device):
     spd = systems @ systems.mT
     table, bag_offsets = torch.randn(50000, 64, generator=g), torch.arange(0, 8192, 16)  # bags of 16 tokens
     rows_index = torch.randint(0, 64, (1024, 256), generator=g)  # rows of 256 scattered into 64
+    features = torch.randn(32, 512, 7, 7, generator=g)  # a ResNet's last feature maps
+    sequence = torch.randn(64, 128, 256, generator=g)
+    gather_index = torch.randint(0, 1024, (256, 512), generator=g)
+    weight1d, depthwise = torch.randn(128, 128, 3, generator=g), torch.randn(16, 1, 3, 3, generator=g)
     ctc_log_probs = torch.randn(200, 16, 32, generator=g).log_softmax(2)  # 200 frames, 16 utterances, 32 symbols
     ctc_targets = torch.randint(1, 32, (16, 40), generator=g)
     unit_lower = torch.randn(32, 64, 64, generator=g).tril(-1) * 0.1  # chunks of gated delta-rule attention
@@ -77,7 +81,8 @@ def case_inputs(device):
                   sample_grid=sample_grid, signals=signals, spectra=torch.fft.rfft(signals), hann=torch.hann_window(400), systems=systems, spd=spd,
                   rows_index=rows_index, unit_lower=unit_lower, chunk_values=chunk_values,
                   ctc_log_probs=ctc_log_probs, ctc_targets=ctc_targets,
-                  mat_bf16=mat.bfloat16(),
+                  mat_bf16=mat.bfloat16(), features=features, sequence=sequence, gather_index=gather_index,
+                  weight1d=weight1d, depthwise=depthwise,
                   ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
 
@@ -127,6 +132,17 @@ CASES = [
     ("trilinear upsampling (4x16x8x16x16, x2)", lambda t: F.interpolate(t["video"], scale_factor=2, mode="trilinear")),
     ("max_pool2d 3x3 stride 2 (16x16x32x32)", lambda t: F.max_pool2d(t["image"], 3, 2, 1)),
     ("max_pool3d 2x2x2 (4x16x8x16x16)", lambda t: F.max_pool3d(t["video"], 2)),
+    ("avg_pool2d 3x3 stride 2 (16x16x32x32)", lambda t: F.avg_pool2d(t["image"], 3, 2, 1)),
+    ("global average pool (32x512x7x7)", lambda t: F.adaptive_avg_pool2d(t["features"], 1)),
+    ("sum over a middle dim (64x128x256, dim 1)", lambda t: t["sequence"].sum(1)),
+    ("gather along the last dim (256x512 of 256x1024)", lambda t: t["rows"][:256].gather(1, t["gather_index"])),
+    ("index_fill along dim 1 (256x1024, 512 columns)", lambda t: t["rows"][:256].clone().index_fill_(1, t["gather_index"][0], 1.0)),
+    ("reflection pad 2 (16x16x32x32)", lambda t: F.pad(t["image"], (2, 2, 2, 2), mode="reflect")),
+    ("tril (16 x 256x256)", lambda t: t["rows"].view(32, 256, 256)[:16].tril()),
+    ("conv1d (32x128x50, kernel 3)", lambda t: F.conv1d(t["sequence"][:32, :, :50], t["weight1d"], padding=1)),
+    ("depthwise conv2d 3x3 (16x16x32x32)", lambda t: F.conv2d(t["image"], t["depthwise"], padding=1, groups=16)),
+    ("smooth L1 loss (16x64x256)", lambda t: F.smooth_l1_loss(t["hidden"], t["hidden"].flip(0))),
+    ("cumsum over rows (2048x1024, dim 0)", lambda t: t["rows"].cumsum(0)),
     ("batch norm, training (16x16x32x32)", lambda t: F.batch_norm(t["image"], None, None, training=True)),
     ("group norm (16x16x32x32, 4 groups)", lambda t: F.group_norm(t["image"], 4)),
     ("embedding_bag sum (512 bags of 16 rows of 64)",
