@@ -242,17 +242,25 @@ struct PadRows {
   }
 };
 
-// The input row (within its plane) that output row r of a plane reads, or -1 for a padding row.
-int64_t source_row(const PadPlan& plan, int64_t r) {
-  int64_t row = 0, scale = 1;
-  for (size_t a = plan.out.size() - 1; a-- > 0;) {
-    const int64_t s = plan.source[a][r % plan.out[a]];
-    if (s < 0) return -1;
-    row += s * scale;
-    scale *= plan.in[a];
-    r /= plan.out[a];
+// For each output row of a plane, the input row (within its plane) it reads, or -1 for a
+// padding row: computed once per call, as the divisions cost more than copying a short row.
+std::vector<int64_t> source_rows(const PadPlan& plan, int64_t out_rows_per_plane) {
+  std::vector<int64_t> rows(static_cast<size_t>(out_rows_per_plane));
+  for (int64_t r = 0; r < out_rows_per_plane; ++r) {
+    int64_t row = 0, scale = 1, rest = r;
+    for (size_t a = plan.out.size() - 1; a-- > 0;) {
+      const int64_t s = plan.source[a][rest % plan.out[a]];
+      if (s < 0) {
+        row = -1;
+        break;
+      }
+      row += s * scale;
+      scale *= plan.in[a];
+      rest /= plan.out[a];
+    }
+    rows[r] = row;
   }
-  return row;
+  return rows;
 }
 
 }  // namespace
@@ -270,11 +278,16 @@ void pad(DType dtype, const PadPlan& plan, FillValue value, const void* in, void
     const T* src = static_cast<const T*>(in);
     T* dst = static_cast<T*>(out);
     const int64_t total_rows = plan.planes * rows.out_rows_per_plane;
+    const std::vector<int64_t> sources = source_rows(plan, rows.out_rows_per_plane);
     parallel_for(total_rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows.out_row, 1)), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t plane = r / rows.out_rows_per_plane, within = r % rows.out_rows_per_plane;
+      int64_t plane = begin / rows.out_rows_per_plane, within = begin % rows.out_rows_per_plane;
+      for (int64_t r = begin; r < end; ++r, ++within) {
+        if (within == rows.out_rows_per_plane) {
+          within = 0;
+          ++plane;
+        }
         T* out_row = dst + r * rows.out_row;
-        const int64_t source = source_row(plan, within);
+        const int64_t source = sources[within];
         if (source < 0) {
           std::fill(out_row, out_row + rows.out_row, fill_value);
           continue;
@@ -297,13 +310,14 @@ void pad_backward(DType dtype, const PadPlan& plan, const void* grad_out, void* 
     const T* go = static_cast<const T*>(grad_out);
     T* gi = static_cast<T*>(grad_in);
     const int64_t in_plane = rows.in_rows_per_plane * rows.in_row, out_plane = rows.out_rows_per_plane * rows.out_row;
+    const std::vector<int64_t> sources = source_rows(plan, rows.out_rows_per_plane);
     // A plane's sums stay with one task: copies of an element lie in its own plane.
     parallel_for(plan.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(out_plane, 1)), [&](int64_t begin, int64_t end) {
       std::vector<A> sums(static_cast<size_t>(in_plane));
       for (int64_t p = begin; p < end; ++p) {
         std::fill(sums.begin(), sums.end(), A(0));
         for (int64_t r = 0; r < rows.out_rows_per_plane; ++r) {
-          A* sum_row = sums.data() + source_row(plan, r) * rows.in_row;
+          A* sum_row = sums.data() + sources[r] * rows.in_row;
           const T* g = go + p * out_plane + r * rows.out_row;
           for (int64_t o = 0; o < rows.out_row; ++o) sum_row[columns[o]] += up(g[o]);
         }
