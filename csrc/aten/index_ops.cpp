@@ -219,7 +219,8 @@ namespace {
 
 // result[..., index[i], ...] = (or +=) source[..., i, ...] along dim, through index_put_rows on
 // result as [outer, size(dim), inner] blocks. `source` has result's shape with index.numel()
-// entries along dim; `fill`: source is a 0-dim value written at every indexed position.
+// entries along dim; `fill`: source is a 0-dim value written at every indexed position, and
+// negative indices count from the end, as CPU PyTorch's index_fill allows.
 void put_along_dim(at::Tensor& result, int64_t dim, const at::Tensor& index, const at::Tensor& source, bool accumulate,
                    const char* op, bool fill = false) {
   check_same_device(op, result.device(), {&index, &source});
@@ -255,7 +256,8 @@ void put_along_dim(at::Tensor& result, int64_t dim, const at::Tensor& index, con
     const void* pv = values.data_ptr();
     void* pt = target.data_ptr();
     enqueue(target, op, {&idx, &values}, [=] {
-      kernels::index_put_rows(dtype, outer, rows, inner, pi, count, pv, block_stride, row_stride, pt, accumulate);
+      kernels::index_put_rows(dtype, outer, rows, inner, pi, count, pv, block_stride, row_stride, pt, accumulate,
+                              /*wrap_negative=*/fill);
     });
   }
   if (!target.is_same(result)) result.copy_(target);

@@ -39,9 +39,10 @@ void index_put_rows(DType dtype, int64_t rows, int64_t cols, const int64_t* inde
 
 void index_put_rows(DType dtype, int64_t outer, int64_t rows, int64_t cols, const int64_t* index, int64_t count,
                     const void* values, int64_t value_block_stride, int64_t value_row_stride, void* data,
-                    bool accumulate) {
+                    bool accumulate, bool wrap_negative) {
+  const int64_t lowest = wrap_negative ? -rows : 0;
   for (int64_t i = 0; i < count; ++i) {
-    if (index[i] < 0 || index[i] >= rows) {
+    if (index[i] < lowest || index[i] >= rows) {
       throw runtime::KernelError("index " + std::to_string(index[i]) + " is out of bounds for a dimension of size " +
                                  std::to_string(rows));
     }
@@ -62,7 +63,7 @@ void index_put_rows(DType dtype, int64_t outer, int64_t rows, int64_t cols, cons
         T* block = dst + o * rows * cols;
         const T* block_values = src + o * value_block_stride;
         for (int64_t i = 0; i < count; ++i) {
-          T* row = block + index[i] * cols;
+          T* row = block + (index[i] < 0 ? index[i] + rows : index[i]) * cols;
           const T* from = block_values + i * value_row_stride;
           for (int64_t c = c0; c < c1; ++c) {
             if (!accumulate) {

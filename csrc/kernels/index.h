@@ -30,9 +30,10 @@ void index_put_rows(DType dtype, int64_t rows, int64_t cols, const int64_t* inde
 
 // The same for each of `outer` blocks: data [outer, rows, cols] contiguous, block o's value row
 // i at values + o * value_block_stride + i * value_row_stride elements (strides of 0 broadcast
-// one row of cols values, as index_fill does).
+// one row of cols values, as index_fill does). wrap_negative: indices in [-rows, 0) count from
+// the end (index_fill's rule; index_add and index_copy reject them).
 void index_put_rows(DType dtype, int64_t outer, int64_t rows, int64_t cols, const int64_t* index, int64_t count,
                     const void* values, int64_t value_block_stride, int64_t value_row_stride, void* data,
-                    bool accumulate);
+                    bool accumulate, bool wrap_negative = false);
 
 }  // namespace torchneuron::kernels

@@ -155,6 +155,16 @@ def test_index_add_copy_fill_along_every_dim(dim, no_fallback):
     assert_same(d(ints).index_fill(dim, d(idx), 1.9), ints.index_fill(dim, idx, 1.9))
 
 
+def test_index_fill_counts_negative_indices_from_the_end(no_fallback):
+    x = sample((3, 5))
+    idx = torch.tensor([-1, 0, -5])
+    assert_same(x.to("neuron").index_fill(1, idx.to("neuron"), 2.0), x.index_fill(1, idx, 2.0))
+    with pytest.raises(torch.AcceleratorError, match="index -6 is out of bounds"):
+        x.to("neuron").index_fill(1, torch.tensor([-6], device="neuron"), 2.0).cpu()
+    with pytest.raises(torch.AcceleratorError, match="index -1 is out of bounds"):  # index_add does not wrap, as on CPU
+        x.to("neuron").index_add(1, torch.tensor([-1], device="neuron"), torch.ones(3, 1, device="neuron")).cpu()
+
+
 def test_large_fills(no_fallback):
     for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool):
         full = torch.full((300, 1000), 3, dtype=dtype, device="neuron")
