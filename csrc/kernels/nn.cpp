@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -762,7 +763,7 @@ void for_each_indexed(int ndim, const int64_t* index_sizes, const int64_t* index
   const int64_t chunk = (inner + inner_chunks - 1) / inner_chunks;
   const int64_t tasks = outer * inner_chunks;
   const int64_t grain = std::max<int64_t>(1, kTaskEntries / (K * chunk));
-  bool out_of_bounds = false;
+  std::exception_ptr failure;
   try {
     parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
@@ -791,13 +792,14 @@ void for_each_indexed(int ndim, const int64_t* index_sizes, const int64_t* index
       }
     });
   } catch (const runtime::KernelError&) {
-    out_of_bounds = true;
+    failure = std::current_exception();
   }
-  if (out_of_bounds) {  // report the first bad entry in index order, whichever thread met one first
+  if (failure) {  // report the first bad entry in index order, whichever thread met one first
     const int64_t numel = outer * K * inner;
     for (int64_t i = 0; i < numel; ++i) {
       if (static_cast<uint64_t>(index[i]) >= static_cast<uint64_t>(limit)) throw_index_out_of_bounds(index[i], dim, limit);
     }
+    std::rethrow_exception(failure);
   }
 }
 
