@@ -1,5 +1,5 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
-// are backend-specific: dropout, all/any and isposinf/isneginf, flip, half-type
+// are backend-specific: dropout, addbmm (as one addmm), all/any and isposinf/isneginf, flip, half-type
 // addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
 // channel_shuffle, linalg.cross, vdot, take, put_ and unique_consecutive. Every step dispatches to
 // a native kernel; nothing runs on the CPU.
@@ -8,6 +8,7 @@
 #include <ATen/ops/_unique2.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/addr_native.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
@@ -182,6 +183,33 @@ at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor
     return at::native::math_addr(self, vec1, vec2, beta, alpha);
   }
   return at::native::math_addr(self.to(at::kFloat), vec1.to(at::kFloat), vec2.to(at::kFloat), beta, alpha).to(dtype);
+}
+
+// beta * self + alpha * sum over i of batch1[i] @ batch2[i], as one addmm: the batch and inner
+// dims are one sum, so [b, n, m] @ [b, m, p] is [n, b m] @ [b m, p].
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(batch1.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(batch1.size(0) == batch2.size(0), "batch1 and batch2 must have same number of batches, got ",
+              batch1.size(0), " and ", batch2.size(0));
+  TORCH_CHECK(batch1.size(2) == batch2.size(1), "Incompatible matrix sizes for bmm (", batch1.size(1), "x",
+              batch1.size(2), " and ", batch2.size(1), "x", batch2.size(2), ")");
+  const int64_t batches = batch1.size(0), n = batch1.size(1), m = batch1.size(2), p = batch2.size(2);
+  const at::Tensor left = batch1.permute({1, 0, 2}).reshape({n, batches * m});
+  const at::Tensor right = batch2.reshape({batches * m, p});
+  return at::addmm_out(out, self.expand({n, p}), left, right, beta, alpha);
+}
+
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const at::Scalar& beta,
+                  const at::Scalar& alpha) {
+  at::Tensor out = at::empty({0}, self.options());
+  return addbmm_out(self, batch1, batch2, beta, alpha, out);
+}
+
+at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const at::Scalar& beta,
+                    const at::Scalar& alpha) {
+  return self.copy_(composite::addbmm(self, batch1, batch2, beta, alpha));
 }
 
 // Weight norm (torch.nn.utils.weight_norm's fused form): w = v * (g / ||v||), the norm over every
@@ -441,6 +469,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tens
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addr", TORCH_FN(composite::addr));
+  m.impl("addbmm", TORCH_FN(composite::addbmm));
+  m.impl("addbmm.out", TORCH_FN(composite::addbmm_out));
+  m.impl("addbmm_", TORCH_FN(composite::addbmm_));
   m.impl("flip", TORCH_FN(composite::flip));
   m.impl("_weight_norm_interface", TORCH_FN(composite::weight_norm_interface));
   m.impl("_weight_norm_interface_backward", TORCH_FN(composite::weight_norm_interface_backward));

@@ -1,4 +1,4 @@
-"""Native matrix products against CPU PyTorch: mm, addmm, bmm, baddbmm, matmul and linear,
+"""Native matrix products against CPU PyTorch: mm, addmm, bmm, baddbmm, addbmm, matmul and linear,
 with transposed and sliced operands, half types, integers, out=, and shape errors; and
 triangular solves (linalg.solve_triangular) and pairwise distances (cdist) with their gradients."""
 
@@ -94,6 +94,35 @@ def test_products_split_over_threads_and_batches_side_by_side(dtype, no_fallback
         assert_same(torch.bmm(x.to("neuron"), y.to("neuron")), torch.bmm(x, y))
         assert_same(torch.baddbmm(c.to("neuron"), x.to("neuron"), y.to("neuron"), beta=0.5, alpha=2),
                     torch.baddbmm(c, x, y, beta=0.5, alpha=2))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_addbmm_as_one_product(dtype, no_fallback):
+    """addbmm sums its batch of products: one addmm over the batch and inner dims together;
+    broadcast self, out=, in place, an empty batch, and gradients."""
+    b1, b2 = sample((5, 3, 4), dtype, 1), sample((5, 4, 6), dtype, 2)
+    d = lambda t: t.to("neuron")
+    for self_shape in ((3, 6), (6,)):
+        x = sample(self_shape, dtype, 3)
+        assert_same(torch.addbmm(d(x), d(b1), d(b2), beta=2, alpha=3), torch.addbmm(x, b1, b2, beta=2, alpha=3))
+    x = sample((3, 6), dtype, 4)
+    out = torch.empty(3, 6, dtype=dtype, device="neuron")
+    torch.addbmm(d(x), d(b1.transpose(1, 2).contiguous().transpose(1, 2)), d(b2), out=out)
+    assert_same(out, torch.addbmm(x, b1, b2))
+    inplace = d(x).clone()
+    inplace.addbmm_(d(b1), d(b2), alpha=0.5 if dtype.is_floating_point else 1)
+    assert_same(inplace, x.clone().addbmm_(b1, b2, alpha=0.5 if dtype.is_floating_point else 1))
+    assert_same(torch.addbmm(d(x), d(b1[:0]), d(b2[:0])), torch.addbmm(x, b1[:0], b2[:0]))
+    if dtype == torch.float32:
+        grads = []
+        for device in ("cpu", "neuron"):
+            leaves = [t.detach().to(device).requires_grad_() for t in (x, b1, b2)]
+            torch.addbmm(*leaves, beta=0.5).square().sum().backward()
+            grads.append([leaf.grad for leaf in leaves])
+        for got, ref in zip(grads[1], grads[0]):
+            assert_same(got, ref)
+    with pytest.raises(RuntimeError, match="batch1 and batch2 must have same number of batches"):
+        torch.addbmm(d(x), d(b1), d(b2[:4]))
 
 
 def test_shape_and_dtype_errors():
