@@ -26,6 +26,19 @@ struct TapRange {
         hi(first >= size ? 0 : std::min(kernel, (size - first + dilation - 1) / dilation)) {}
 };
 
+// Calls run(stride) with stride_w as a compile-time constant for the common strides 1 and 2,
+// so that loops over a row of windows vectorize (a strided load becomes a few shuffles).
+template <typename Run>
+void with_constant_stride(int64_t stride_w, Run&& run) {
+  if (stride_w == 1) {
+    run(std::integral_constant<int64_t, 1>());
+  } else if (stride_w == 2) {
+    run(std::integral_constant<int64_t, 2>());
+  } else {
+    run(stride_w);
+  }
+}
+
 // The tap ranges of each of `out` windows along one axis, computed once per call: their
 // divisions cost more than a small window's compares.
 std::vector<TapRange> tap_ranges(int64_t out, int64_t stride, int64_t pad, int64_t kernel, int64_t dilation,
@@ -156,14 +169,7 @@ void max_pool(DType dtype, PoolShape s, PoolWindow k, const void* in_data, void*
         }
       });
     };
-    // A constant stride turns the lanes' strided loads into shuffles.
-    if (k.stride_w == 1) {
-      run(std::integral_constant<int64_t, 1>());
-    } else if (k.stride_w == 2) {
-      run(std::integral_constant<int64_t, 2>());
-    } else {
-      run(k.stride_w);
-    }
+    with_constant_stride(k.stride_w, run);
   });
 }
 
@@ -289,14 +295,7 @@ void avg_pool(DType dtype, PoolShape s, PoolWindow k, bool count_include_pad, in
         }
       });
     };
-    // A constant stride lets the row loops vectorize.
-    if (k.stride_w == 1) {
-      run(std::integral_constant<int64_t, 1>());
-    } else if (k.stride_w == 2) {
-      run(std::integral_constant<int64_t, 2>());
-    } else {
-      run(k.stride_w);
-    }
+    with_constant_stride(k.stride_w, run);
   });
 }
 
@@ -338,13 +337,7 @@ void avg_pool_backward(DType dtype, PoolShape s, PoolWindow k, bool count_includ
         }
       });
     };
-    if (k.stride_w == 1) {
-      run(std::integral_constant<int64_t, 1>());
-    } else if (k.stride_w == 2) {
-      run(std::integral_constant<int64_t, 2>());
-    } else {
-      run(k.stride_w);
-    }
+    with_constant_stride(k.stride_w, run);
   });
 }
 
