@@ -83,12 +83,13 @@ def test_products_split_over_threads_and_batches_side_by_side(dtype, no_fallback
     """Products large enough for one block per thread, split by rows and by columns (the
     column split with a transposed left operand), one small enough for four blocks per thread,
     and batches whose entries run side by side: too small to split each, small enough for
-    unpacked BLAS, and a batch too small in all to split (run one after another)."""
+    unpacked BLAS, mid-sized with many entries, and a batch too small in all to split (run one
+    after another)."""
     for (m, k, n), transposed in [((1024, 64, 256), False), ((64, 1024, 256), True), ((1024, 64, 64), False)]:
         a = sample((k, m), dtype).t() if transposed else sample((m, k), dtype)
         b = sample((k, n), dtype, 1)
         assert_same(a.to("neuron") @ b.to("neuron"), a @ b)
-    for batch, m, k, n in [(64, 64, 16, 64), (32, 128, 32, 128), (3, 4, 5, 6)]:
+    for batch, m, k, n in [(64, 64, 16, 64), (32, 128, 32, 128), (16, 128, 256, 128), (3, 4, 5, 6)]:
         x, y, c = sample((batch, m, k), dtype, 2), sample((batch, n, k), dtype, 3), sample((batch, m, n), dtype, 4)
         y = y.transpose(1, 2)  # column-major entries
         assert_same(torch.bmm(x.to("neuron"), y.to("neuron")), torch.bmm(x, y))
