@@ -164,12 +164,14 @@ def test_copy_broadcasts_on_device():
     assert_same(dst.cpu(), torch.arange(4.0).expand(3, 4).contiguous())
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bfloat16, torch.int64], ids=str)
 @pytest.mark.parametrize("shape, perm", [((256, 1024), (1, 0)), ((8, 64, 33, 17), (0, 2, 1, 3)),
-                                         ((4, 1, 300, 500), (0, 3, 2, 1)), ((3, 5, 7), (2, 0, 1))],
-                         ids=["transpose", "heads", "reverse", "small"])
+                                         ((4, 1, 300, 500), (0, 3, 2, 1)), ((3, 5, 7), (2, 0, 1)),
+                                         ((37, 53), (1, 0))],
+                         ids=["transpose", "heads", "reverse", "small", "ragged"])
 def test_permuted_copies_match_cpu(shape, perm, dtype):
-    # Transposing copies run in blocks, and large copies are split across the compute engines.
+    # Transposing copies run in tiles (8 x 8 vector transposes for 32-bit types, with scalar
+    # edges), and large copies are split across the compute engines.
     x = (torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 100).to(dtype)
     dev = x.to("neuron").permute(perm)
     assert_same(dev.contiguous().cpu(), x.permute(perm).contiguous())
