@@ -40,19 +40,23 @@ inline bool ascending(K a, K b) {
 
 int64_t line_grain(const SoftmaxShape& s) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(s.dim, 1)); }
 
-// The elements of one line as (value, position) pairs.
-template <typename T>
-auto line_pairs(const SoftmaxShape& s, const T* x, int64_t base) {
-  using K = decltype(key(T{}));
-  std::vector<std::pair<K, int64_t>> pairs(s.dim);
+// The elements of one line as (value, position) pairs, into `pairs` (reused across lines).
+template <typename T, typename P>
+void line_pairs(const SoftmaxShape& s, const T* x, int64_t base, std::vector<P>& pairs) {
+  pairs.resize(static_cast<size_t>(s.dim));
   for (int64_t j = 0; j < s.dim; ++j) pairs[j] = {key(x[base + j * s.inner]), j};
-  return pairs;
 }
 
-template <typename P>
-bool before_ascending(const P& a, const P& b) { return ascending(a.first, b.first); }
-template <typename P>
-bool before_descending(const P& a, const P& b) { return ascending(b.first, a.first); }
+// Calls f with a comparator object for the order, a type of its own so that the sort inlines
+// it: through a function pointer, topk of 1024-element rows ran at a third of CPU speed.
+template <typename F>
+void with_order(bool descending, F&& f) {
+  if (descending) {
+    f([](const auto& a, const auto& b) { return ascending(b.first, a.first); });
+  } else {
+    f([](const auto& a, const auto& b) { return ascending(a.first, b.first); });
+  }
+}
 
 inline int64_t line_base(const SoftmaxShape& s, int64_t line, int64_t dim) {
   return (line / s.inner) * dim * s.inner + line % s.inner;
@@ -89,23 +93,24 @@ void sort(DType dtype, SoftmaxShape s, bool stable, bool descending, const void*
     using T = decltype(tag);
     const T* x = static_cast<const T*>(in);
     T* v = static_cast<T*>(values);
-    parallel_for(s.outer * s.inner, line_grain(s), [&](int64_t begin, int64_t end) {
-      for (int64_t line = begin; line < end; ++line) {
-        const int64_t base = line_base(s, line, s.dim);
-        auto pairs = line_pairs(s, x, base);
-        using P = typename decltype(pairs)::value_type;
-        const auto before = descending ? before_descending<P> : before_ascending<P>;
-        // Unstable sorts use std::sort as CPU PyTorch does, so ties come out in the same order.
-        if (stable) {
-          std::stable_sort(pairs.begin(), pairs.end(), before);
-        } else {
-          std::sort(pairs.begin(), pairs.end(), before);
+    with_order(descending, [&](auto before) {
+      parallel_for(s.outer * s.inner, line_grain(s), [&](int64_t begin, int64_t end) {
+        std::vector<std::pair<decltype(key(T{})), int64_t>> pairs;
+        for (int64_t line = begin; line < end; ++line) {
+          const int64_t base = line_base(s, line, s.dim);
+          line_pairs(s, x, base, pairs);
+          // Unstable sorts use std::sort as CPU PyTorch does, so ties come out in the same order.
+          if (stable) {
+            std::stable_sort(pairs.begin(), pairs.end(), before);
+          } else {
+            std::sort(pairs.begin(), pairs.end(), before);
+          }
+          for (int64_t j = 0; j < s.dim; ++j) {
+            v[base + j * s.inner] = x[base + pairs[j].second * s.inner];
+            indices[base + j * s.inner] = pairs[j].second;
+          }
         }
-        for (int64_t j = 0; j < s.dim; ++j) {
-          v[base + j * s.inner] = x[base + pairs[j].second * s.inner];
-          indices[base + j * s.inner] = pairs[j].second;
-        }
-      }
+      });
     });
   });
 }
@@ -115,26 +120,27 @@ void topk(DType dtype, SoftmaxShape s, int64_t k, bool largest, const void* in, 
     using T = decltype(tag);
     const T* x = static_cast<const T*>(in);
     T* v = static_cast<T*>(values);
-    parallel_for(s.outer * s.inner, line_grain(s), [&](int64_t begin, int64_t end) {
-      for (int64_t line = begin; line < end; ++line) {
-        const int64_t in_base = line_base(s, line, s.dim);
-        auto pairs = line_pairs(s, x, in_base);
-        using P = typename decltype(pairs)::value_type;
-        const auto before = largest ? before_descending<P> : before_ascending<P>;
-        // The selection strategy of CPU PyTorch (partial sort for small k, else nth_element and
-        // a sort of the rest), so that ties are reported in the same order.
-        if (k * 64 <= s.dim) {
-          std::partial_sort(pairs.begin(), pairs.begin() + k, pairs.end(), before);
-        } else if (k > 0) {
-          std::nth_element(pairs.begin(), pairs.begin() + k - 1, pairs.end(), before);
-          std::sort(pairs.begin(), pairs.begin() + k - 1, before);
+    with_order(largest, [&](auto before) {
+      parallel_for(s.outer * s.inner, line_grain(s), [&](int64_t begin, int64_t end) {
+        std::vector<std::pair<decltype(key(T{})), int64_t>> pairs;
+        for (int64_t line = begin; line < end; ++line) {
+          const int64_t in_base = line_base(s, line, s.dim);
+          line_pairs(s, x, in_base, pairs);
+          // The selection strategy of CPU PyTorch (partial sort for small k, else nth_element
+          // and a sort of the rest), so that ties are reported in the same order.
+          if (k * 64 <= s.dim) {
+            std::partial_sort(pairs.begin(), pairs.begin() + k, pairs.end(), before);
+          } else if (k > 0) {
+            std::nth_element(pairs.begin(), pairs.begin() + k - 1, pairs.end(), before);
+            std::sort(pairs.begin(), pairs.begin() + k - 1, before);
+          }
+          const int64_t out_base = line_base(s, line, k);
+          for (int64_t j = 0; j < k; ++j) {
+            v[out_base + j * s.inner] = x[in_base + pairs[j].second * s.inner];
+            indices[out_base + j * s.inner] = pairs[j].second;
+          }
         }
-        const int64_t out_base = line_base(s, line, k);
-        for (int64_t j = 0; j < k; ++j) {
-          v[out_base + j * s.inner] = x[in_base + pairs[j].second * s.inner];
-          indices[out_base + j * s.inner] = pairs[j].second;
-        }
-      }
+      });
     });
   });
 }
