@@ -115,13 +115,7 @@ at::Tensor& fill_scalar_(at::Tensor& self, const c10::Scalar& value) {
     self.copy_(at::full({}, value, self.options().device(c10::kCPU)));
     return self;
   }
-  kernels::FillValue fill;
-  if (value.isFloatingPoint()) {
-    fill.real = value.toDouble();
-  } else {
-    fill.is_integer = true;
-    fill.integer = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
-  }
+  const kernels::FillValue fill = fill_value(value);
   if (self.is_contiguous()) {
     // zero_ and fill_ are the commonest tiny ops: capture three words, not a 272-byte view
     // that the launch copies twice.

@@ -115,6 +115,17 @@ kernels::StridedView bits_view(const at::Tensor& tensor) {
   return view_with_dtype(tensor, *bits);
 }
 
+kernels::FillValue fill_value(const c10::Scalar& value) {
+  kernels::FillValue fill;
+  if (value.isFloatingPoint()) {
+    fill.real = value.toDouble();
+  } else {
+    fill.is_integer = true;
+    fill.integer = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
+  }
+  return fill;
+}
+
 kernels::StridedView strided_view(const at::Tensor& tensor) {
   return view_with_dtype(tensor, to_kernel_dtype(tensor.scalar_type()));
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/copy.h"
 #include "kernels/strided.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
@@ -33,6 +34,9 @@ bool has_kernel_dtype(c10::ScalarType type);
 
 // The view of a neuron (or CPU) tensor's memory that kernels take.
 kernels::StridedView strided_view(const at::Tensor& tensor);
+
+// A real or integer Scalar as a fill kernel's value (64-bit integers kept exact).
+kernels::FillValue fill_value(const c10::Scalar& value);
 
 // Whether copies can move `type` between memories as bits: a dtype the kernels compute on, or
 // one of 1, 2, 4 or 8 bytes that they only store (unsigned 16/32/64-bit, float8, complex32).

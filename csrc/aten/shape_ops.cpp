@@ -165,17 +165,6 @@ at::Tensor pad_backward(const char* op, PadMode mode, const at::Tensor& grad, co
   return result;
 }
 
-kernels::FillValue fill_value(const c10::Scalar& value) {
-  kernels::FillValue fill;
-  if (value.isFloatingPoint()) {
-    fill.real = value.toDouble();
-  } else {
-    fill.is_integer = true;
-    fill.integer = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
-  }
-  return fill;
-}
-
 at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);

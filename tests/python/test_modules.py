@@ -60,43 +60,10 @@ def test_conv2d_forward_backward_native(args):
     assert torchneuron.fallback_report() == {}
 
 
-@pytest.mark.parametrize("args,size", [
-    (dict(in_channels=16, out_channels=32, kernel_size=3, padding=1), (32, 32)),
-    (dict(in_channels=8, out_channels=8, kernel_size=3, padding=1, bias=False), (13, 9)),  # odd sizes: partial tiles
-    (dict(in_channels=16, out_channels=24, kernel_size=3), (15, 12)),  # no padding
-    (dict(in_channels=32, out_channels=32, kernel_size=3, padding=2, groups=2), (15, 17)),
-    (dict(in_channels=64, out_channels=8, kernel_size=3, padding=1), (5, 30)),
-], ids=["32x32", "odd", "unpadded", "groups", "wide"])
-def test_conv2d_3x3_stride_1_matches_float64(args, size):
-    # These shapes take the Winograd F(2x2, 3x3) forward (32 or more 2x2 output tiles); the
-    # reference is float64 on the CPU.
-    torch.manual_seed(0)
-    conv = nn.Conv2d(**args)
-    conv.init_args = args
-    x = torch.randn(2, args["in_channels"], *size)
-    expected = conv.double()(x.double())
-    conv.float()
-    got = type(conv)(**args)
-    got.load_state_dict(conv.state_dict())
-    got = got.to("neuron")(x.to("neuron")).detach().cpu().double()
-    scale = expected.abs().max()
-    assert ((got - expected).abs().max() / scale).item() < 2e-6
-    torchneuron.reset_fallback_report()
-    check_conv_against_cpu(conv, x)
-    assert torchneuron.fallback_report() == {}
-
-
-@pytest.mark.parametrize("args,size", [
-    (dict(in_channels=8, out_channels=8, kernel_size=3, padding=1, groups=8), (20, 33)),
-    (dict(in_channels=6, out_channels=6, kernel_size=7, padding=3, groups=6, bias=False), (14, 14)),  # ConvNeXt's
-    (dict(in_channels=4, out_channels=4, kernel_size=(3, 5), padding=(2, 1), dilation=(2, 1), groups=4), (9, 17)),
-    (dict(in_channels=5, out_channels=5, kernel_size=3, groups=5), (6, 40)),  # unpadded
-    (dict(in_channels=4, out_channels=4, kernel_size=3, padding=1, stride=2, groups=4), (9, 12)),  # strided: GEMM path
-], ids=["3x3", "7x7", "dilated", "unpadded", "strided"])
-def test_depthwise_conv2d_matches_float64_and_cpu_gradients(args, size):
-    # Stride-1 depthwise convolutions take the direct kernel (each output's taps in the GEMM's
-    # order); the reference is float64 on the CPU, and the gradients CPU PyTorch's.
-    torch.manual_seed(1)
+def check_conv2d_against_float64_and_cpu(args, size, seed):
+    """The float32 neuron forward within 2e-6 (relative to the largest output) of a float64 CPU
+    reference, then forward and gradients against CPU PyTorch with no fallback."""
+    torch.manual_seed(seed)
     conv = nn.Conv2d(**args)
     conv.init_args = args
     x = torch.randn(2, args["in_channels"], *size)
@@ -109,6 +76,32 @@ def test_depthwise_conv2d_matches_float64_and_cpu_gradients(args, size):
     torchneuron.reset_fallback_report()
     check_conv_against_cpu(conv, x)
     assert torchneuron.fallback_report() == {}
+
+
+@pytest.mark.parametrize("args,size", [
+    (dict(in_channels=16, out_channels=32, kernel_size=3, padding=1), (32, 32)),
+    (dict(in_channels=8, out_channels=8, kernel_size=3, padding=1, bias=False), (13, 9)),  # odd sizes: partial tiles
+    (dict(in_channels=16, out_channels=24, kernel_size=3), (15, 12)),  # no padding
+    (dict(in_channels=32, out_channels=32, kernel_size=3, padding=2, groups=2), (15, 17)),
+    (dict(in_channels=64, out_channels=8, kernel_size=3, padding=1), (5, 30)),
+], ids=["32x32", "odd", "unpadded", "groups", "wide"])
+def test_conv2d_3x3_stride_1_matches_float64(args, size):
+    # These shapes take the Winograd F(2x2, 3x3) forward (32 or more 2x2 output tiles); the
+    # reference is float64 on the CPU.
+    check_conv2d_against_float64_and_cpu(args, size, seed=0)
+
+
+@pytest.mark.parametrize("args,size", [
+    (dict(in_channels=8, out_channels=8, kernel_size=3, padding=1, groups=8), (20, 33)),
+    (dict(in_channels=6, out_channels=6, kernel_size=7, padding=3, groups=6, bias=False), (14, 14)),  # ConvNeXt's
+    (dict(in_channels=4, out_channels=4, kernel_size=(3, 5), padding=(2, 1), dilation=(2, 1), groups=4), (9, 17)),
+    (dict(in_channels=5, out_channels=5, kernel_size=3, groups=5), (6, 40)),  # unpadded
+    (dict(in_channels=4, out_channels=4, kernel_size=3, padding=1, stride=2, groups=4), (9, 12)),  # strided: GEMM path
+], ids=["3x3", "7x7", "dilated", "unpadded", "strided"])
+def test_depthwise_conv2d_matches_float64_and_cpu_gradients(args, size):
+    # Stride-1 depthwise convolutions take the direct kernel (each output's taps in the GEMM's
+    # order); the reference is float64 on the CPU, and the gradients CPU PyTorch's.
+    check_conv2d_against_float64_and_cpu(args, size, seed=1)
 
 
 def test_conv1d_odd_output_width_matches_cpu():
