@@ -2,6 +2,7 @@
 // Host-to-device copies of small or converted data are staged and stay asynchronous; large
 // copies from user memory and every device-to-host copy wait, and so raise pending faults.
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/conj_physical.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 
@@ -120,6 +121,16 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
 
 namespace {
 
+// A copy between neuron tensors either of which is a lazily conjugated view (the math-bit
+// fallbacks resolve a .conj() operand this way): the raw data is copied, then conjugated in place
+// when the two sides' bits differ.
+void copy_conjugating_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  const at::Tensor raw_src = src.is_conj() ? src.conj() : src;  // clears the bit, same memory
+  at::Tensor raw_dst = dst.is_conj() ? dst.conj() : dst;
+  copy_device_to_device(raw_dst, raw_src);
+  if (src.is_conj() != dst.is_conj() && raw_dst.is_complex()) at::conj_physical_out(raw_dst, raw_dst);
+}
+
 // A lazily conjugated or negated neuron source: its raw bits go to the host, the lazy bit is
 // put back on the host copy, and the ordinary copy from there resolves it (complex data is rare
 // on neuron and takes this synchronous route).
@@ -144,7 +155,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
               self.device());
   TORCH_CHECK(is_neuron(dst) || dst.device().is_cpu(), "neuron copy: unsupported destination device ",
               dst.device());
-  if (is_neuron(self) && (self.is_conj() || self.is_neg())) {
+  if (is_neuron(self) && is_neuron(dst) && (self.is_conj() || dst.is_conj()) && !self.is_neg() && !dst.is_neg()) {
+    copy_conjugating_on_device(dst, self);
+  } else if (is_neuron(self) && (self.is_conj() || self.is_neg())) {
     copy_lazy_view_via_host(dst, self);
   } else if (is_neuron(dst) && is_neuron(self)) {
     copy_device_to_device(dst, self);

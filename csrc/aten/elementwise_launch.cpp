@@ -18,7 +18,7 @@ namespace {
 
 // Writes a host scalar into `bytes` as `dtype`; TensorIterator leaves CPU scalars unpromoted.
 void store_scalar(const c10::Scalar& value, c10::ScalarType dtype, unsigned char* bytes) {
-  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "store_scalar", [&] {
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "store_scalar", [&] {
     const scalar_t typed = value.to<scalar_t>();
     std::memcpy(bytes, &typed, sizeof(scalar_t));
   });
@@ -28,15 +28,20 @@ void store_scalar(const c10::Scalar& value, c10::ScalarType dtype, unsigned char
 // dispatcher, which costs more than a small op's whole launch).
 c10::Scalar host_scalar_value(const at::TensorBase& tensor) {
   c10::Scalar value;
-  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, tensor.scalar_type(), "host_scalar_value", [&] {
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, tensor.scalar_type(), "host_scalar_value", [&] {
     value = c10::Scalar(*static_cast<const scalar_t*>(tensor.const_data_ptr()));
   });
   return value;
 }
 
+kernels::DType real_dtype(kernels::DType complex) {
+  return complex == kernels::DType::kComplex128 ? kernels::DType::kFloat64 : kernels::DType::kFloat32;
+}
+
 }  // namespace
 
-bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype) {
+bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype,
+             bool allow_complex) {
   const int ndim = iter.ndim();
   const int ntensors = iter.ntensors();
   if (ndim > kernels::kMaxDims || ntensors > kernels::kMaxOperands) return false;
@@ -47,7 +52,9 @@ bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
   for (int k = 0; k < ntensors; ++k) {
     const bool host_scalar = iter.device(k).type() != c10::DeviceType::PrivateUse1 && iter.is_cpu_scalar(k);
     const c10::ScalarType dtype = host_scalar && scalar_dtype != c10::ScalarType::Undefined ? scalar_dtype : iter.dtype(k);
-    if (!has_kernel_dtype(dtype) || c10::isComplexType(dtype) || c10::isComplexType(iter.dtype(k))) return false;
+    if (!has_kernel_dtype(dtype) || (!allow_complex && (c10::isComplexType(dtype) || c10::isComplexType(iter.dtype(k))))) {
+      return false;
+    }
     args.dtypes[k] = to_kernel_dtype(dtype);
     const at::IntArrayRef strides = iter.strides(k);
     for (int d = 0; d < ndim; ++d) args.strides[k][d] = strides[ndim - 1 - d];
@@ -74,9 +81,10 @@ OpScalar to_op_scalar(const c10::Scalar& value) {
 
 bool launch_unary(at::TensorIteratorBase& iter, UnaryOp op, const char* name, bool bool_output) {
   kernels::ElementwiseArgs args;
-  if (!to_args(iter, args)) return false;
-  const kernels::DType input = bool_output ? args.dtypes[1] : args.dtypes[0];
-  const kernels::DType output = bool_output ? kernels::DType::kBool : input;
+  if (!to_args(iter, args, c10::ScalarType::Undefined, true)) return false;
+  const bool to_real = kernels::is_complex(args.dtypes[1]) && kernels::complex_to_real(op);
+  const kernels::DType input = bool_output || to_real ? args.dtypes[1] : args.dtypes[0];
+  const kernels::DType output = bool_output ? kernels::DType::kBool : to_real ? real_dtype(input) : input;
   if (!kernels::unary_supported(op, input)) return false;
   launch(iter, name, args, [op, input, output](const kernels::ElementwiseArgs& a) {
     kernels::with_dtypes(a, input, output, 1, [op](const kernels::ElementwiseArgs& b) { kernels::unary(op, b); });
@@ -117,7 +125,7 @@ bool launch_half_scaling(at::TensorIteratorBase& iter, BinaryOp op, const char* 
 
 bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, bool bool_output, OpScalar alpha) {
   kernels::ElementwiseArgs args;
-  if (!has_kernel_dtype(iter.common_dtype()) || !to_args(iter, args, iter.common_dtype())) return false;
+  if (!has_kernel_dtype(iter.common_dtype()) || !to_args(iter, args, iter.common_dtype(), true)) return false;
   const kernels::DType input = to_kernel_dtype(iter.common_dtype());
   const kernels::DType output = bool_output ? kernels::DType::kBool : input;
   if (!kernels::binary_supported(op, input)) return false;

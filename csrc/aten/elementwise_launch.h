@@ -10,10 +10,11 @@
 namespace torchneuron::aten {
 
 // Lays out a built TensorIterator for the kernels. Returns false when a kernel cannot take it
-// (too many dims or operands, a host operand that is not a scalar, a complex or unknown dtype).
-// `scalar_dtype` is what host scalar operands are converted to (the inputs' common dtype).
+// (too many dims or operands, a host operand that is not a scalar, an unknown dtype, a complex
+// one unless `allow_complex`). `scalar_dtype` is what host scalar operands are converted to (the
+// inputs' common dtype).
 bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
-             c10::ScalarType scalar_dtype = c10::ScalarType::Undefined);
+             c10::ScalarType scalar_dtype = c10::ScalarType::Undefined, bool allow_complex = false);
 
 kernels::OpScalar to_op_scalar(const c10::Scalar& value);
 
@@ -35,7 +36,9 @@ void launch(at::TensorIteratorBase& iter, const char* op, const kernels::Element
 }
 
 // Predicates read their input as is and write bool; other unary ops compute in the output's
-// dtype (unary_float_op gives integer inputs a float output).
+// dtype (unary_float_op gives integer inputs a float output), except abs and angle of complex
+// inputs, which write the real dtype. Unary and binary ops take complex operands where the
+// kernels have the op.
 bool launch_unary(at::TensorIteratorBase& iter, kernels::UnaryOp op, const char* name, bool bool_output);
 bool launch_binary(at::TensorIteratorBase& iter, kernels::BinaryOp op, const char* name, bool bool_output,
                    kernels::OpScalar alpha = {1.0, 1});

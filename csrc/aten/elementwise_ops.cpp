@@ -9,6 +9,10 @@
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/acos_ops.h>
 #include <ATen/ops/acosh_ops.h>
+#include <ATen/ops/angle_ops.h>
+#include <ATen/ops/conj_physical_ops.h>
+#include <ATen/ops/_conj_physical_ops.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
@@ -140,8 +144,9 @@ namespace eltwise {
 // ---- unary ---------------------------------------------------------------------------------
 // name: ATen op; KOP: kernel op; ITER: TensorIterator factory (unary_op keeps the dtype,
 // unary_float_op promotes integers to float).
-#define NEURON_UNARY(name, KOP, ITER)                                                          \
+#define NEURON_UNARY_CHECKED(name, KOP, ITER, CHECK)                                           \
   at::Tensor name##_functional(const at::Tensor& self) {                                        \
+    CHECK(self);                                                                               \
     at::TensorBase out;                                                                        \
     auto iter = at::TensorIterator::ITER(out, self);                                           \
     if (!launch_unary(iter, KOP, "aten::" #name, false)) {                                     \
@@ -150,6 +155,7 @@ namespace eltwise {
     return iter.output();                                                                      \
   }                                                                                            \
   at::Tensor& name##_out(const at::Tensor& self, at::Tensor& result) {                         \
+    CHECK(self);                                                                               \
     at::TensorBase out = result;                                                               \
     auto iter = at::TensorIterator::ITER(out, self);                                           \
     if (!launch_unary(iter, KOP, "aten::" #name ".out", false)) {                              \
@@ -159,10 +165,97 @@ namespace eltwise {
   }                                                                                            \
   at::Tensor& name##_inplace(at::Tensor& self) { return eltwise::name##_out(self, self); }
 
-NEURON_UNARY(abs, UnaryOp::kAbs, unary_op)
+#define NEURON_UNARY(name, KOP, ITER) NEURON_UNARY_CHECKED(name, KOP, ITER, any_dtype)
+
+void any_dtype(const at::Tensor&) {}
+
+// kSign of a complex input is sgn (z / |z|), which torch.sign refuses as CPU PyTorch does.
+void real_sign_only(const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "Unlike NumPy, torch.sign is not intended to support complex numbers. "
+                              "Please use torch.sgn instead.");
+}
+
+// abs and angle of a complex tensor into a real `result` (resized here), as CPU PyTorch returns
+// them; false, with nothing enqueued, when the kernels cannot take it.
+bool complex_to_real(const at::Tensor& self, at::Tensor& result, UnaryOp op, const char* name) {
+  TORCH_CHECK(at::canCast(c10::toRealValueType(self.scalar_type()), result.scalar_type()), "result type ",
+              c10::toRealValueType(self.scalar_type()), " can't be cast to the desired output type ", result.scalar_type());
+  at::native::resize_output(result, self.sizes());
+  auto iter = at::TensorIteratorConfig().add_output(result).add_const_input(self).check_all_same_dtype(false).build();
+  return launch_unary(iter, op, name, false);
+}
+
+at::Tensor& abs_out(const at::Tensor& self, at::Tensor& result) {
+  if (self.is_complex() && !result.is_complex()) {
+    if (!complex_to_real(self, result, UnaryOp::kAbs, "aten::abs.out")) {
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(abs, out)>::call(self, result);
+    }
+    return result;
+  }
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::unary_op(out, self);  // complex into complex: |z| + 0i, as on CPU
+  if (!launch_unary(iter, UnaryOp::kAbs, "aten::abs.out", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(abs, out)>::call(self, result);
+  }
+  return result;
+}
+
+at::Tensor abs_functional(const at::Tensor& self) {
+  if (self.is_complex()) {
+    at::Tensor result = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+    return eltwise::abs_out(self, result);
+  }
+  at::Tensor result = at::empty({0}, self.options());
+  return eltwise::abs_out(self, result);
+}
+
+at::Tensor& abs_inplace(at::Tensor& self) {
+  TORCH_CHECK(!self.is_complex(), "In-place abs is not supported for complex tensors.");
+  return eltwise::abs_out(self, self);
+}
+
+// angle has a kernel for complex inputs; real ones (0 or pi) take the counted fallback.
+at::Tensor& angle_out(const at::Tensor& self, at::Tensor& result) {
+  if (!self.is_complex() || result.is_complex() || !complex_to_real(self, result, UnaryOp::kAngle, "aten::angle.out")) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(angle, out)>::call(self, result);
+  }
+  return result;
+}
+
+at::Tensor angle_functional(const at::Tensor& self) {
+  if (!self.is_complex()) return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(angle)>::call(self);
+  at::Tensor result = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+  return eltwise::angle_out(self, result);
+}
+
+// conj_physical: the conjugate written out (lazy .conj() views resolve through it); a copy for
+// real dtypes.
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& result) {
+  if (!self.is_complex()) {
+    at::native::resize_output(result, self.sizes());
+    return result.copy_(self);
+  }
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::unary_op(out, self);
+  if (!launch_unary(iter, UnaryOp::kConj, "aten::conj_physical", false)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(conj_physical, out)>::call(self, result);
+  }
+  return result;
+}
+
+at::Tensor conj_physical_functional(const at::Tensor& self) {
+  if (self.is_conj()) return self.conj().clone();  // the conjugate of a lazy conjugate is its data
+  at::Tensor result = at::empty({0}, self.options());
+  return eltwise::conj_physical_out(self, result);
+}
+
+at::Tensor& conj_physical_inplace(at::Tensor& self) {
+  return self.is_complex() ? eltwise::conj_physical_out(self, self) : self;
+}
+
 NEURON_UNARY(neg, UnaryOp::kNeg, unary_op)
-NEURON_UNARY(sign, UnaryOp::kSign, unary_op)
-NEURON_UNARY(sgn, UnaryOp::kSign, unary_op)  // complex inputs take the fallback
+NEURON_UNARY_CHECKED(sign, UnaryOp::kSign, unary_op, real_sign_only)
+NEURON_UNARY(sgn, UnaryOp::kSign, unary_op)
 NEURON_UNARY(bitwise_not, UnaryOp::kBitwiseNot, unary_op)
 NEURON_UNARY(floor, UnaryOp::kFloor, unary_op)
 NEURON_UNARY(ceil, UnaryOp::kCeil, unary_op)
@@ -313,7 +406,7 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::
   at::TensorBase out = result;
   auto iter = at::TensorIterator::binary_op(out, self, other);
   check_alpha(iter.common_dtype(), alpha);
-  if (!launch_binary(iter, BinaryOp::kAdd, "aten::add", false, to_op_scalar(alpha))) {
+  if (alpha.isComplex() || !launch_binary(iter, BinaryOp::kAdd, "aten::add", false, to_op_scalar(alpha))) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(add, out)>::call(self, other, alpha, result);
   }
   return result;
@@ -323,7 +416,7 @@ at::Tensor add_functional(const at::Tensor& self, const at::Tensor& other, const
   at::TensorBase out;
   auto iter = at::TensorIterator::binary_op(out, self, other);
   check_alpha(iter.common_dtype(), alpha);
-  if (!launch_binary(iter, BinaryOp::kAdd, "aten::add", false, to_op_scalar(alpha))) {
+  if (alpha.isComplex() || !launch_binary(iter, BinaryOp::kAdd, "aten::add", false, to_op_scalar(alpha))) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(add, Tensor)>::call(self, other, alpha);
   }
   return iter.output();
@@ -339,7 +432,7 @@ at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const c10::
   at::TensorBase out = result;
   auto iter = at::TensorIterator::binary_op(out, self, other);
   check_alpha(iter.common_dtype(), alpha);
-  if (!launch_binary(iter, BinaryOp::kSub, "aten::sub", false, to_op_scalar(alpha))) {
+  if (alpha.isComplex() || !launch_binary(iter, BinaryOp::kSub, "aten::sub", false, to_op_scalar(alpha))) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sub, out)>::call(self, other, alpha, result);
   }
   return result;
@@ -350,7 +443,7 @@ at::Tensor sub_functional(const at::Tensor& self, const at::Tensor& other, const
   at::TensorBase out;
   auto iter = at::TensorIterator::binary_op(out, self, other);
   check_alpha(iter.common_dtype(), alpha);
-  if (!launch_binary(iter, BinaryOp::kSub, "aten::sub", false, to_op_scalar(alpha))) {
+  if (alpha.isComplex() || !launch_binary(iter, BinaryOp::kSub, "aten::sub", false, to_op_scalar(alpha))) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sub, Tensor)>::call(self, other, alpha);
   }
   return iter.output();
@@ -660,6 +753,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl(#name, TORCH_FN(name##_functional));          \
   m.impl(#name ".out", TORCH_FN(name##_out));          \
   m.impl(#name "_", TORCH_FN(name##_inplace));
+  m.impl("angle", TORCH_FN(angle_functional));
+  m.impl("angle.out", TORCH_FN(angle_out));
+  m.impl("_conj_physical", TORCH_FN(conj_physical_functional));
+  m.impl("conj_physical.out", TORCH_FN(conj_physical_out));
+  m.impl("conj_physical_", TORCH_FN(conj_physical_inplace));
   REGISTER_UNARY(abs) REGISTER_UNARY(neg) REGISTER_UNARY(sign) REGISTER_UNARY(bitwise_not)
   REGISTER_UNARY(floor) REGISTER_UNARY(ceil) REGISTER_UNARY(round) REGISTER_UNARY(trunc)
   REGISTER_UNARY(reciprocal) REGISTER_UNARY(sqrt) REGISTER_UNARY(rsqrt) REGISTER_UNARY(exp)

@@ -85,12 +85,19 @@ bool kernel_dtype_ok(const at::Tensor& t) {
   return has_kernel_dtype(t.scalar_type()) && kernels::gemm_supported(to_kernel_dtype(t.scalar_type()));
 }
 
+// What the kernel takes besides the dtype: a result that is not a lazy conjugate, and real alpha
+// and beta (complex ones take the fallback).
+bool kernel_form_ok(const at::Tensor& result, const c10::Scalar& beta = 0, const c10::Scalar& alpha = 1) {
+  return !result.is_conj() && !beta.isComplex() && !alpha.isComplex();
+}
+
 // result = beta * result + alpha * a @ b, with result already shaped and row-major.
 void launch_gemm(const at::Tensor& result, const at::Tensor& a_in, const at::Tensor& b_in, double beta,
                  double alpha, const char* name) {
   if (result.numel() == 0) return;
-  const at::Tensor a = blas_ready(a_in);
-  const at::Tensor b = blas_ready(b_in);
+  // Lazily conjugated operands (complex backward passes) are conjugated on the device first.
+  const at::Tensor a = blas_ready(a_in.resolve_conj());
+  const at::Tensor b = blas_ready(b_in.resolve_conj());
   kernels::GemmArgs args;
   args.dtype = to_kernel_dtype(result.scalar_type());
   args.batch = result.dim() == 3 ? result.size(0) : 1;
@@ -140,7 +147,7 @@ bool product_with_row_hooks(const at::Tensor& result, const at::Tensor& a_in, co
   const int64_t dims = result.dim();
   if ((dims != 2 && dims != 3) || a_in.dim() != dims || b_in.dim() != dims || a_in.size(-1) != b_in.size(-2) ||
       a_in.device() != result.device() || b_in.device() != result.device() || a_in.scalar_type() != b_in.scalar_type() ||
-      result.scalar_type() != a_in.scalar_type() || !kernel_dtype_ok(a_in) || result.size(-2) != a_in.size(-2) ||
+      result.scalar_type() != a_in.scalar_type() || !kernel_dtype_ok(a_in) || a_in.is_complex() || result.size(-2) != a_in.size(-2) ||
       result.size(-1) != b_in.size(-1) || !result.is_contiguous() || (prologue && !a_in.is_contiguous()) ||
       (dims == 3 && (a_in.size(0) != result.size(0) || b_in.size(0) != result.size(0)))) {
     return false;
@@ -169,7 +176,7 @@ namespace matmul {
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
   check_matrices(self, mat2, "mm", 2);
   check_same_device("mm", self.device(), {&result});
-  if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type()) {
+  if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type() || !kernel_form_ok(result)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(mm, out)>::call(self, mat2, result);
   }
   at::native::resize_output(result, {self.size(0), mat2.size(1)});
@@ -187,7 +194,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
   check_matrices(mat1, mat2, "addmm", 2);
   check_same_device("addmm", mat1.device(), {&self, &result});
   if (!kernel_dtype_ok(mat1) || result.scalar_type() != mat1.scalar_type() ||
-      self.scalar_type() != mat1.scalar_type()) {
+      self.scalar_type() != mat1.scalar_type() || !kernel_form_ok(result, beta, alpha)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(addmm, out)>::call(self, mat1, mat2, beta,
                                                                                           alpha, result);
   }
@@ -263,7 +270,7 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
   check_matrices(self, mat2, "bmm", 3);
   check_same_device("bmm", self.device(), {&result});
-  if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type()) {
+  if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type() || !kernel_form_ok(result)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(bmm, out)>::call(self, mat2, result);
   }
   at::native::resize_output(result, {self.size(0), self.size(1), mat2.size(2)});
@@ -281,7 +288,7 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const 
   check_matrices(batch1, batch2, "baddbmm", 3);
   check_same_device("baddbmm", batch1.device(), {&self, &result});
   if (!kernel_dtype_ok(batch1) || result.scalar_type() != batch1.scalar_type() ||
-      self.scalar_type() != batch1.scalar_type()) {
+      self.scalar_type() != batch1.scalar_type() || !kernel_form_ok(result, beta, alpha)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(baddbmm, out)>::call(self, batch1, batch2,
                                                                                             beta, alpha, result);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -249,9 +250,91 @@ int64_t ElementwiseArgs::numel() const {
   return n;
 }
 
-bool unary_supported(UnaryOp op, DType dtype) {
-  if (is_complex(dtype)) return false;
+namespace {
+
+// ---- complex -------------------------------------------------------------------------------
+// The textbook formulas on (real, imaginary) pairs, as CPU PyTorch's vectorized complex kernels
+// compute them: std::complex's operator* checks for infinities after every product.
+
+// |z| without overflow: float in double (exact squares, one rounding), double as hypot; an
+// infinite part gives inf even beside a NaN, as hypot does.
+template <typename R>
+inline R complex_abs(R re, R im) {
+  if constexpr (std::is_same_v<R, float>) {
+    const double sum = static_cast<double>(re) * re + static_cast<double>(im) * im;
+    const float magnitude = static_cast<float>(std::sqrt(sum));
+    return std::isinf(re) || std::isinf(im) ? std::numeric_limits<float>::infinity() : magnitude;
+  } else {
+    return std::hypot(re, im);
+  }
+}
+
+template <typename R>
+void complex_unary_typed(UnaryOp op, const ElementwiseArgs& args) {
+  using Z = std::complex<R>;
   switch (op) {
+    case UnaryOp::kNeg: return map<Z, Z, 1>(args, [](Z z) { return Z(-z.real(), -z.imag()); });
+    case UnaryOp::kConj: return map<Z, Z, 1>(args, [](Z z) { return Z(z.real(), -z.imag()); });
+    case UnaryOp::kAbs: return map<R, Z, 1>(args, [](Z z) { return complex_abs(z.real(), z.imag()); });
+    case UnaryOp::kAngle: return map<R, Z, 1>(args, [](Z z) { return std::atan2(z.imag(), z.real()); });
+    case UnaryOp::kSign:  // sgn: z / |z|, 0 at 0
+      return map<Z, Z, 1>(args, [](Z z) {
+        const R magnitude = complex_abs(z.real(), z.imag());
+        return magnitude == R(0) ? Z() : Z(z.real() / magnitude, z.imag() / magnitude);
+      });
+    default: throw runtime::KernelError("unary op is not supported for complex dtypes");
+  }
+}
+
+// x / y scaled by the larger part of y, so that |y|^2 neither overflows nor underflows.
+template <typename R>
+inline std::complex<R> complex_divide(std::complex<R> x, std::complex<R> y) {
+  const R scale = std::max(std::fabs(y.real()), std::fabs(y.imag()));
+  const R xr = x.real() / scale, xi = x.imag() / scale, yr = y.real() / scale, yi = y.imag() / scale;
+  const R norm = yr * yr + yi * yi;
+  return {(xr * yr + xi * yi) / norm, (xi * yr - xr * yi) / norm};
+}
+
+template <typename R>
+void complex_binary_typed(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
+  using Z = std::complex<R>;
+  const R scale = static_cast<R>(alpha.real);
+  switch (op) {
+    case BinaryOp::kAdd:
+      return map<Z, Z, 2>(args, [scale](Z x, Z y) { return Z(x.real() + scale * y.real(), x.imag() + scale * y.imag()); });
+    case BinaryOp::kSub:
+      return map<Z, Z, 2>(args, [scale](Z x, Z y) { return Z(x.real() - scale * y.real(), x.imag() - scale * y.imag()); });
+    case BinaryOp::kMul:
+      return map<Z, Z, 2>(args, [](Z x, Z y) {
+        return Z(x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real());
+      });
+    case BinaryOp::kDiv: return map<Z, Z, 2>(args, [](Z x, Z y) { return complex_divide(x, y); });
+    case BinaryOp::kEq: return map<bool, Z, 2>(args, [](Z x, Z y) { return x.real() == y.real() && x.imag() == y.imag(); });
+    case BinaryOp::kNe: return map<bool, Z, 2>(args, [](Z x, Z y) { return x.real() != y.real() || x.imag() != y.imag(); });
+    default: throw runtime::KernelError("binary op is not supported for complex dtypes");
+  }
+}
+
+bool complex_unary_supported(UnaryOp op) {
+  return op == UnaryOp::kNeg || op == UnaryOp::kConj || op == UnaryOp::kAbs || op == UnaryOp::kAngle ||
+         op == UnaryOp::kSign;
+}
+
+bool complex_binary_supported(BinaryOp op) {
+  return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul || op == BinaryOp::kDiv ||
+         op == BinaryOp::kEq || op == BinaryOp::kNe;
+}
+
+}  // namespace
+
+bool complex_to_real(UnaryOp op) { return op == UnaryOp::kAbs || op == UnaryOp::kAngle; }
+
+bool unary_supported(UnaryOp op, DType dtype) {
+  if (is_complex(dtype)) return complex_unary_supported(op);
+  switch (op) {
+    case UnaryOp::kConj:
+    case UnaryOp::kAngle:
+      return false;
     case UnaryOp::kAbs:
     case UnaryOp::kNeg:
     case UnaryOp::kSign:
@@ -276,6 +359,8 @@ bool unary_supported(UnaryOp op, DType dtype) {
 
 void unary(UnaryOp op, const ElementwiseArgs& args) {
   if (args.numel() == 0) return;
+  if (args.dtypes[1] == DType::kComplex64) return complex_unary_typed<float>(op, args);
+  if (args.dtypes[1] == DType::kComplex128) return complex_unary_typed<double>(op, args);
   dispatch_real_dtype(args.dtypes[1], "elementwise kernel", [&](auto tag) {
     using T = decltype(tag);
     if (is_predicate(op)) {
@@ -554,7 +639,7 @@ void arithmetic_typed(BinaryOp op, const ElementwiseArgs& a, OpScalar alpha) {
 }  // namespace
 
 bool binary_supported(BinaryOp op, DType dtype) {
-  if (is_complex(dtype)) return false;
+  if (is_complex(dtype)) return complex_binary_supported(op);
   if (writes_bool(op)) return true;
   switch (op) {
     case BinaryOp::kAdd:
@@ -582,6 +667,8 @@ bool binary_supported(BinaryOp op, DType dtype) {
 
 void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
   if (args.numel() == 0) return;
+  if (args.dtypes[1] == DType::kComplex64) return complex_binary_typed<float>(op, args, alpha);
+  if (args.dtypes[1] == DType::kComplex128) return complex_binary_typed<double>(op, args, alpha);
   dispatch_real_dtype(args.dtypes[1], "elementwise kernel", [&](auto tag) {
     using T = decltype(tag);
     if (writes_bool(op)) {

@@ -81,6 +81,7 @@ enum class UnaryOp : uint8_t {
   kLgamma, kDigamma, kErfinv,  // in double (kernels/special_functions.h)
   kFrac, kSinc, kEntr,         // x - trunc(x); sin(pi x) / (pi x); -x log x
   kBitwiseNot, kLogicalNot, kIsNan, kIsInf, kIsFinite, kSignbit,
+  kConj, kAngle,  // complex only: conj_physical, and angle (a real output, as kAbs of complex)
 };
 
 enum class BinaryOp : uint8_t {
@@ -127,12 +128,15 @@ bool unary_supported(UnaryOp op, DType dtype);
 bool binary_supported(BinaryOp op, DType dtype);
 bool ternary_supported(TernaryOp op, DType dtype);
 
-// out = op(a). Output dtype equals the input's, or bool for predicates.
+// out = op(a). Output dtype equals the input's, or bool for predicates; kAbs and kAngle of a
+// complex input write its real dtype (complex_to_real). Complex dtypes: kNeg, kConj, kAbs,
+// kAngle and kSign (as torch.sgn: z / |z|).
 void unary(UnaryOp op, const ElementwiseArgs& args);
+bool complex_to_real(UnaryOp op);
 // out = polygamma(n, a), n >= 0, for floating dtypes (operands: out, a).
 void polygamma(int64_t n, const ElementwiseArgs& args);
 // out = op(a, b) (kAdd/kSub: a + alpha * b). Inputs share a dtype; comparisons and logical
-// ops write bool.
+// ops write bool. Complex dtypes: kAdd, kSub (a real alpha), kMul, kDiv, kEq and kNe.
 void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha);
 void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha);
 

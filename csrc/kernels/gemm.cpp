@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <complex>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -214,6 +215,41 @@ void scale_output(const GemmArgs& g, char* c) {
   }
 }
 
+// Complex products (cgemm / zgemm) with a real alpha and beta: entries side by side when the
+// batch has one per thread, else each entry's rows split over the compute pool.
+template <typename R>
+void complex_gemm(const GemmArgs& g) {
+  using Z = std::complex<R>;
+  const Z alpha(static_cast<R>(g.alpha)), beta(static_cast<R>(g.beta));
+  const BlasMatrix ba = as_blas(g.a, g.k), bb = as_blas(g.b, g.n);
+  const int64_t ldc = std::max<int64_t>(g.c.row_stride, std::max<int64_t>(g.n, 1));
+  auto product = [&](int64_t entry, int64_t row_begin, int64_t row_end) {
+    const Z* a = reinterpret_cast<const Z*>(g.a.data) + entry * g.a.batch_stride + row_begin * g.a.row_stride;
+    const Z* b = reinterpret_cast<const Z*>(g.b.data) + entry * g.b.batch_stride;
+    Z* c = reinterpret_cast<Z*>(g.c.data) + entry * g.c.batch_stride + row_begin * ldc;
+    const int64_t rows = row_end - row_begin;
+    if (g.k == 0) {  // C = beta C, exact zeros for beta 0 (BLAS libraries disagree on a K of 0)
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t col = 0; col < g.n; ++col) c[r * ldc + col] = g.beta == 0.0 ? Z() : beta * c[r * ldc + col];
+      }
+    } else if constexpr (std::is_same_v<R, float>) {
+      cblas_cgemm(CblasRowMajor, ba.trans, bb.trans, rows, g.n, g.k, &alpha, a, ba.ld, b, bb.ld, &beta, c, ldc);
+    } else {
+      cblas_zgemm(CblasRowMajor, ba.trans, bb.trans, rows, g.n, g.k, &alpha, a, ba.ld, b, bb.ld, &beta, c, ldc);
+    }
+  };
+  if (g.batch >= compute_threads() || too_small_to_split(g.m, g.n, 4 * g.k)) {
+    parallel_for(g.batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) product(i, 0, g.m);
+    });
+    return;
+  }
+  const int64_t block = (g.m + compute_threads() - 1) / compute_threads();
+  for (int64_t i = 0; i < g.batch; ++i) {
+    parallel_for(g.m, block, [&](int64_t begin, int64_t end) { product(i, begin, end); });
+  }
+}
+
 }  // namespace
 
 void configure_blas_threads() {
@@ -221,9 +257,7 @@ void configure_blas_threads() {
   std::call_once(once, [] { openblas_set_num_threads(1); });  // the compute pool splits the work
 }
 
-bool gemm_supported(DType dtype) {
-  return dtype != DType::kBool && !is_complex(dtype);
-}
+bool gemm_supported(DType dtype) { return dtype != DType::kBool; }
 
 namespace {
 
@@ -250,6 +284,8 @@ void run_gemm(const GemmArgs& g, const RowHook* prologue, const RowHook* epilogu
     return;
   }
   configure_blas_threads();
+  if (g.dtype == DType::kComplex64) return complex_gemm<float>(g);
+  if (g.dtype == DType::kComplex128) return complex_gemm<double>(g);
   const size_t size = element_size(g.dtype);
   const bool blas = g.k != 0 && (g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64);
   // BLAS products split by rows run the hooks block by block; others run them around the product.

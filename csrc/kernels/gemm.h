@@ -1,6 +1,7 @@
 // Matrix multiplication over device buffers: batched C = alpha * A @ B + beta * C through
 // OpenBLAS for float32/float64, AVX512-BF16 micro-kernels for bfloat16 (kernels/gemm_bf16.h;
-// widened to float on other CPUs, as float16 always is), plain loops for integers.
+// widened to float on other CPUs, as float16 always is), plain loops for integers, OpenBLAS's
+// cgemm / zgemm for complex types (alpha and beta real).
 #pragma once
 
 #include <cstdint>

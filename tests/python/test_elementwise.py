@@ -229,11 +229,98 @@ def test_bad_inputs_raise_like_cpu():
         torch.add(i, i, alpha=0.5)
 
 
-def test_complex_falls_back_and_is_counted():
+def test_complex_op_without_a_kernel_falls_back_and_is_counted():
     torchneuron.reset_fallback_report()
     z = torch.tensor([1 + 2j, 3 - 1j])
-    assert torch.equal((z.to("neuron") * 2).cpu(), z * 2)
-    assert any(name.startswith("aten::mul") for name in torchneuron.fallback_report())
+    torch.testing.assert_close(z.to("neuron").exp().cpu(), z.exp())
+    assert any(name.startswith("aten::exp") for name in torchneuron.fallback_report())
+
+
+def complex_sample(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g)).to(dtype) * 3
+
+
+COMPLEX_BINARY = [
+    lambda a, b: a + b,
+    lambda a, b: torch.add(a, b, alpha=-1.5),
+    lambda a, b: a - b,
+    lambda a, b: a * b,
+    lambda a, b: a / b,
+    lambda a, b: a == b,
+    lambda a, b: a != a.conj(),
+    lambda a, b: a * 2.5,
+    lambda a, b: (1 - 2j) * a,
+    lambda a, b: a / (0.5 + 3j),
+    lambda a, b: a.real * b,  # a real tensor promoted to complex
+    lambda a, b: a.conj() * b,  # a lazy conjugate, resolved on the device
+    lambda a, b: a.mT * b.mT,  # strided operands
+    lambda a, b: a * b[:1],  # broadcast
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+@pytest.mark.parametrize("index", range(len(COMPLEX_BINARY)))
+def test_complex_binary_ops_match_cpu(dtype, index, no_fallback):
+    a, b = complex_sample((5, 7), dtype, 0), complex_sample((5, 7), dtype, 1)
+    op = COMPLEX_BINARY[index]
+    expected = op(a, b)
+    got = op(a.to("neuron"), b.to("neuron")).cpu()
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_complex_unary_ops_and_real_results_match_cpu(dtype, no_fallback):
+    z = complex_sample((6, 9), dtype, 2)
+    z[0, :4] = torch.tensor([complex(float("inf"), float("nan")), complex(1e30, -1e30), 0, complex(-2, 0)])
+    d = z.to("neuron")
+    for op in [torch.abs, torch.angle, torch.neg, torch.sgn, torch.conj_physical, lambda t: t.conj().resolve_conj(),
+               lambda t: t.T.abs(), lambda t: t / t]:
+        expected, got = op(z), op(d).cpu()
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected, equal_nan=True)
+    real = torch.empty(0, dtype=torch.float64, device="neuron")
+    torch.abs(d, out=real)  # a wider real result
+    torch.testing.assert_close(real.cpu(), z.abs().double(), equal_nan=True)
+    into_complex = torch.empty_like(d)
+    torch.abs(d, out=into_complex)  # |z| + 0i, as CPU PyTorch writes it
+    torch.testing.assert_close(into_complex.cpu(), torch.abs(z, out=torch.empty_like(z)), equal_nan=True)
+    w = d.clone()
+    w.mul_(2j).sub_(d).conj_physical_()
+    torch.testing.assert_close(w.cpu(), (z * 2j - z).conj(), equal_nan=True)
+    target = torch.zeros_like(d).conj()  # writing into a lazy conjugate view
+    target.copy_(d)
+    torch.testing.assert_close(target.resolve_conj().cpu(), z, equal_nan=True)
+
+
+def test_complex_errors_match_cpu():
+    d = torch.ones(3, dtype=torch.complex64, device="neuron")
+    with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+        d.abs_()
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        torch.abs(d, out=torch.empty(3, dtype=torch.int64, device="neuron"))
+    with pytest.raises(NotImplementedError, match="Please use torch.sgn instead"):
+        torch.sign(d)
+
+
+def test_complex_rotary_embedding_trains_without_fallback(no_fallback):
+    """Rotary position embedding written with complex numbers (as Meta's Llama reference and
+    torchtitan write it): forward and gradients against CPU PyTorch."""
+    def rotate(x, freqs):
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(pairs * freqs.view(1, x.shape[1], 1, -1)).flatten(3)
+
+    torch.manual_seed(0)
+    angles = torch.outer(torch.arange(32.0), 1.0 / 10000 ** (torch.arange(0, 16, 2).float() / 16))
+    freqs = torch.polar(torch.ones_like(angles), angles)
+    x = torch.randn(2, 32, 4, 16, requires_grad=True)
+    rotate(x, freqs).sin().sum().backward()
+    xd = x.detach().to("neuron").requires_grad_()
+    out = rotate(xd, freqs.to("neuron"))
+    out.sin().sum().backward()  # the product's backward multiplies by a lazy conjugate
+    torch.testing.assert_close(out.detach().cpu(), rotate(x, freqs).detach())
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
 
 
 def test_broadcast_operands_in_dense_runs(no_fallback):

@@ -126,6 +126,41 @@ def test_addbmm_as_one_product(dtype, no_fallback):
         torch.addbmm(d(x), d(b1), d(b2[:4]))
 
 
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_complex_products_and_gradients_match_cpu(dtype, no_fallback):
+    """cgemm / zgemm: plain, transposed and lazily conjugated operands, batches (the spectral
+    convolution of Fourier neural operators is a complex einsum), addmm, an empty inner
+    dimension, and the backward pass, whose products take conjugated operands."""
+    g = torch.Generator().manual_seed(5)
+    def c(*shape):
+        return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g)).to(dtype)
+    a, b, batch1, batch2, x, w = c(37, 50), c(50, 29), c(6, 20, 30), c(6, 30, 10), c(4, 8, 6, 6), c(8, 16, 6, 6)
+    cases = [lambda a, b, p, q, x, w: a @ b, lambda a, b, p, q, x, w: b.mT @ a.mT,
+             lambda a, b, p, q, x, w: a.conj() @ b, lambda a, b, p, q, x, w: b.mH @ a.mH,
+             lambda a, b, p, q, x, w: p @ q, lambda a, b, p, q, x, w: torch.einsum("bixy,ioxy->boxy", x, w),
+             lambda a, b, p, q, x, w: torch.addmm(a[:, :29], a, b, beta=0.5, alpha=2),
+             lambda a, b, p, q, x, w: torch.baddbmm(p[:, :, :10], p, q, beta=-1),
+             lambda a, b, p, q, x, w: a @ b[:, 0], lambda a, b, p, q, x, w: a[:, :0] @ b[:0]]
+    device = [t.to("neuron") for t in (a, b, batch1, batch2, x, w)]
+    for op in cases:
+        torch.testing.assert_close(op(*device).cpu(), op(a, b, batch1, batch2, x, w))
+    p, q = a.clone().requires_grad_(), b.clone().requires_grad_()
+    (p @ q).abs().sum().backward()
+    pd, qd = a.to("neuron").requires_grad_(), b.to("neuron").requires_grad_()
+    (pd @ qd).abs().sum().backward()  # abs's backward is sgn, also native for complex
+    torch.testing.assert_close(pd.grad.cpu(), p.grad)
+    torch.testing.assert_close(qd.grad.cpu(), q.grad)
+
+
+def test_complex_alpha_takes_the_counted_fallback():
+    a = torch.randn(3, 4, dtype=torch.complex64)
+    b = torch.randn(4, 2, dtype=torch.complex64)
+    torchneuron.reset_fallback_report()
+    got = torch.addmm(a[:, :2].to("neuron"), a.to("neuron"), b.to("neuron"), alpha=1j)
+    torch.testing.assert_close(got.cpu(), torch.addmm(a[:, :2], a, b, alpha=1j))
+    assert "aten::addmm.out" in torchneuron.fallback_report()
+
+
 def test_shape_and_dtype_errors():
     with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
         torch.mm(torch.ones(2, 3, device="neuron"), torch.ones(4, 5, device="neuron"))

@@ -1,7 +1,7 @@
 """End-to-end training on neuron against the same model trained on CPU, each with no CPU
 fallback: an MLP classifier, a small CNN (convolution, batch norm, pooling, upsampling,
-dropout), and the tiny GPT of examples/ (embeddings, causal attention, layer norm, GELU, AdamW,
-gradient clipping)."""
+dropout), the tiny GPT of examples/ (embeddings, causal attention, layer norm, GELU, AdamW,
+gradient clipping), and a Fourier neural operator (complex weights and products)."""
 
 import copy
 import os
@@ -122,6 +122,64 @@ def test_small_cnn_with_dropout_trains_without_fallback():
     losses = run_model(model, batches * 6, mlp_step)
     assert torchneuron.fallback_report() == {}
     assert sum(losses[-10:]) < sum(losses[:10])
+
+
+class SpectralConv2d(nn.Module):
+    """A Fourier layer: the lowest modes of the 2-D real FFT times complex weights, back."""
+
+    def __init__(self, channels, modes):
+        super().__init__()
+        self.modes = modes
+        scale = 1 / channels**2
+        self.low = nn.Parameter(scale * torch.rand(channels, channels, modes, modes, dtype=torch.cfloat))
+        self.high = nn.Parameter(scale * torch.rand(channels, channels, modes, modes, dtype=torch.cfloat))
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        m = self.modes
+        x_ft = torch.fft.rfft2(x)
+        out_ft = torch.zeros(b, c, h, w // 2 + 1, dtype=torch.cfloat, device=x.device)
+        out_ft[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, :m, :m], self.low)
+        out_ft[:, :, -m:, :m] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, -m:, :m], self.high)
+        return torch.fft.irfft2(out_ft, s=(h, w))
+
+
+class FourierNeuralOperator(nn.Module):
+    def __init__(self, channels=12, modes=5):
+        super().__init__()
+        self.lift, self.proj = nn.Conv2d(3, channels, 1), nn.Conv2d(channels, 1, 1)
+        self.spectral = nn.ModuleList([SpectralConv2d(channels, modes) for _ in range(2)])
+        self.pointwise = nn.ModuleList([nn.Conv2d(channels, channels, 1) for _ in range(2)])
+
+    def forward(self, x):
+        x = self.lift(x)
+        for spectral, pointwise in zip(self.spectral, self.pointwise):
+            x = F.gelu(spectral(x) + pointwise(x))
+        return self.proj(x)
+
+
+def regression_step(model, optimizer, batch):
+    x, y = batch
+    loss = (model(x) - y).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def test_fourier_neural_operator_tracks_cpu_without_fallback():
+    # Complex einsums (cgemm), their conjugated backward products, complex slices and the FFTs.
+    torch.manual_seed(0)
+    model = FourierNeuralOperator()
+    g = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(4, 3, 24, 24, generator=g) for _ in range(8)]
+    batches = [(x, F.avg_pool2d(x.sum(1, keepdim=True), 3, 1, 1)) for x in inputs]  # a learnable target
+    cpu = run(model, "cpu", batches, regression_step)
+    torchneuron.reset_fallback_report()
+    neuron = run(model, "neuron", batches, regression_step)
+    assert torchneuron.fallback_report() == {}
+    assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
+    assert neuron[-1] < neuron[0]
 
 
 @pytest.mark.parametrize("blocking", [False, True])
