@@ -74,6 +74,8 @@ def case_inputs(device):
     ctc_targets = torch.randint(1, 32, (16, 40), generator=g)
     unit_lower = torch.randn(32, 64, 64, generator=g).tril(-1) * 0.1  # chunks of gated delta-rule attention
     chunk_values = torch.randn(32, 64, 128, generator=g)
+    rope_pairs = torch.randn(16, 64, 4, 32, 2, generator=g)  # queries as (real, imaginary) pairs
+    rope_freqs = torch.polar(torch.ones(1, 64, 1, 32), torch.rand(1, 64, 1, 32, generator=g) * 6.28)
     ln_x, ln_w, ln_b = torch.randn(16, 64, 64, generator=g), torch.randn(64, generator=g), torch.randn(64, generator=g)
     _, ln_mean, ln_rstd = torch.ops.aten.native_layer_norm(ln_x, [64], ln_w, ln_b, 1e-5)
     inputs = dict(big=big, small=small, mat=mat, rows=rows, q=q, qkv=qkv, hidden=hidden, heads=heads, logits=logits,
@@ -82,7 +84,7 @@ def case_inputs(device):
                   rows_index=rows_index, unit_lower=unit_lower, chunk_values=chunk_values,
                   ctc_log_probs=ctc_log_probs, ctc_targets=ctc_targets,
                   mat_bf16=mat.bfloat16(), features=features, sequence=sequence, gather_index=gather_index,
-                  weight1d=weight1d, depthwise=depthwise,
+                  weight1d=weight1d, depthwise=depthwise, rope_pairs=rope_pairs, rope_freqs=rope_freqs,
                   ln_x=ln_x, ln_w=ln_w, ln_b=ln_b, ln_mean=ln_mean, ln_rstd=ln_rstd)
     return {k: v.to(device) for k, v in inputs.items()}
 
@@ -102,6 +104,11 @@ CASES = [
     ("solve_triangular (32 x 64x64 unit lower, 128 columns)", lambda t: torch.linalg.solve_triangular(
         t["unit_lower"], t["chunk_values"], upper=False, unitriangular=True)),
     ("bmm f32 64 x (64x16 @ 16x64) (heads)", lambda t: torch.bmm(t["heads"], t["heads"].transpose(1, 2))),
+    ("bmm f32 64 x (128x256 @ 256x128)", lambda t: torch.bmm(t["sequence"], t["sequence"].transpose(1, 2))),
+    ("transpose copy (256x1024)", lambda t: t["rows"][:256].t().contiguous()),
+    ("topk 10 (256 rows of 1024)", lambda t: t["rows"][:256].topk(10, -1)),
+    ("complex multiply, rotary embedding (16x64x4x32)",
+     lambda t: torch.view_as_real(torch.view_as_complex(t["rope_pairs"]) * t["rope_freqs"])),
     ("softmax (2048x1024)", lambda t: torch.softmax(t["rows"], dim=1)),
     # Fresh rows each call: with the same rows every call, branches on the data are learned.
     ("log-softmax (1024x96, 8 inputs in turn)", lambda t: torch.log_softmax(t["logits"][next(_turn) % 8], -1)),
