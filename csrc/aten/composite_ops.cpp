@@ -1,7 +1,7 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
 // are backend-specific: dropout, addbmm (as one addmm), all/any and isposinf/isneginf, flip, half-type
 // addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
-// channel_shuffle, linalg.cross, vdot, take, put_ and unique_consecutive. Every step dispatches to
+// channel_shuffle, linalg.cross, vdot, torch.complex / polar, take, put_ and unique_consecutive. Every step dispatches to
 // a native kernel; nothing runs on the CPU.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -15,6 +15,7 @@
 #include <ATen/ops/any.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/cos.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/dot.h>
@@ -35,6 +36,7 @@
 #include <ATen/ops/masked_fill.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/neg.h>
 #include <ATen/ops/nonzero.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
@@ -42,11 +44,13 @@
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/searchsorted.h>
+#include <ATen/ops/sin.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/WrapDimUtils.h>
@@ -389,13 +393,44 @@ at::Tensor linalg_cross(const at::Tensor& self, const at::Tensor& other, int64_t
   return linalg_cross_out(self, other, dim, result);
 }
 
-// vdot of real vectors is dot (complex ones take the fallback through dot's checks).
+// vdot: dot with the first vector conjugated (a lazy conjugate, which the product resolves).
 at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ", other.dim(),
               "D tensors");
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "vdot : expected both vectors to have same dtype, but found ",
               self.scalar_type(), " and ", other.scalar_type());
-  return at::dot(self, other);
+  return at::dot(self.conj(), other);
+}
+
+// torch.complex and torch.polar: the real and imaginary parts written into the two halves of
+// the result's (real, imaginary) pairs by native copies (polar's from native cos, sin and mul).
+void check_complex_parts(const at::Tensor& first, const at::Tensor& second, const at::Tensor& result) {
+  TORCH_CHECK(first.scalar_type() == second.scalar_type(), "Expected object of scalar type ", first.scalar_type(),
+              " but got scalar type ", second.scalar_type(), " for second argument");
+  TORCH_CHECK(at::isFloatingType(first.scalar_type()), "Expected both inputs to be Half, Float or Double tensors but got ",
+              first.scalar_type(), " and ", second.scalar_type());
+  const c10::ScalarType expected = c10::toComplexType(first.scalar_type());
+  TORCH_CHECK(result.scalar_type() == expected, "Expected object of scalar type ", expected, " but got scalar type ",
+              result.scalar_type(), " for argument 'out'");
+}
+
+at::Tensor& write_complex_parts(const at::Tensor& real, const at::Tensor& imag, at::Tensor& result) {
+  const std::vector<int64_t> shape = at::infer_size(real.sizes(), imag.sizes());
+  at::native::resize_output(result, shape);
+  const at::Tensor pairs = at::view_as_real(result.is_conj() ? result.conj() : result);
+  pairs.select(-1, 0).copy_(real.expand(shape));
+  pairs.select(-1, 1).copy_(result.is_conj() ? at::neg(imag).expand(shape) : imag.expand(shape));
+  return result;
+}
+
+at::Tensor& complex_out(const at::Tensor& real, const at::Tensor& imag, at::Tensor& result) {
+  check_complex_parts(real, imag, result);
+  return write_complex_parts(real, imag, result);
+}
+
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& result) {
+  check_complex_parts(abs, angle, result);
+  return write_complex_parts(at::mul(abs, at::cos(angle)), at::mul(abs, at::sin(angle)), result);
 }
 
 // take: elements of the flattened input at (possibly negative) flat indices.
@@ -507,6 +542,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cross", TORCH_FN(composite::linalg_cross));
   m.impl("linalg_cross.out", TORCH_FN(composite::linalg_cross_out));
   m.impl("vdot", TORCH_FN(composite::vdot));
+  m.impl("complex.out", TORCH_FN(composite::complex_out));
+  m.impl("polar.out", TORCH_FN(composite::polar_out));
   m.impl("take", TORCH_FN(composite::take));
   m.impl("unique_consecutive", TORCH_FN(composite::unique_consecutive));
   m.impl("put_", TORCH_FN(composite::put_));

@@ -138,8 +138,8 @@ bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, 
 
 bool launch_ternary(at::TensorIteratorBase& iter, TernaryOp op, const char* name, OpScalar alpha) {
   kernels::ElementwiseArgs args;
-  if (!to_args(iter, args, iter.dtype(0))) return false;
   const bool where = op == TernaryOp::kWhere;
+  if (!to_args(iter, args, iter.dtype(0), where)) return false;
   if (where && args.dtypes[1] != kernels::DType::kBool) return false;
   const kernels::DType dtype = args.dtypes[0];
   if (!kernels::ternary_supported(op, dtype)) return false;

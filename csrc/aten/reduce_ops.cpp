@@ -6,6 +6,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/amax_ops.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/amin_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/max_ops.h>
@@ -105,6 +106,21 @@ bool launch_reduce(ReduceOp op, const char* name, const at::Tensor& self, const 
   return true;
 }
 
+// Sum or mean of a complex tensor into a complex `result` of its dtype: its (real, imaginary)
+// pairs reduced with the pair dim kept. False, with nothing enqueued, for what the kernels
+// cannot take (0-dim inputs, lazy conjugates, another result dtype).
+bool launch_complex_reduce(ReduceOp op, const char* name, const at::Tensor& self, const DimMask& mask, bool keepdim,
+                           const at::Tensor& result) {
+  if (!self.is_complex() || self.dim() == 0 || result.scalar_type() != self.scalar_type() || self.is_conj() ||
+      result.is_conj() || self.dim() + 1 > kernels::kMaxDims) {
+    return false;
+  }
+  at::native::resize_output(result, output_shape(self, mask, keepdim));
+  DimMask pair_mask;
+  for (int64_t d = 0; d < self.dim(); ++d) pair_mask[d] = mask[d];
+  return launch_reduce(op, name, at::view_as_real(self), pair_mask, keepdim, at::view_as_real(result));
+}
+
 c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   if (dtype.has_value()) return *dtype;
   return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? c10::kLong : self.scalar_type();
@@ -124,7 +140,10 @@ namespace reductions {
 
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& result) {
-  if (!launch_reduce(ReduceOp::kSum, "aten::sum", self, reduced_dims(self, dim), keepdim, result)) {
+  const DimMask mask = reduced_dims(self, dim);
+  const bool launched = self.is_complex() ? launch_complex_reduce(ReduceOp::kSum, "aten::sum", self, mask, keepdim, result)
+                                          : launch_reduce(ReduceOp::kSum, "aten::sum", self, mask, keepdim, result);
+  if (!launched) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sum, IntList_out)>::call(self, dim, keepdim, dtype, result);
   }
   return result;
@@ -142,7 +161,10 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
   TORCH_CHECK(at::isFloatingType(type) || at::isComplexType(type),
               "mean(): could not infer output dtype. Optional dtype must be either a floating point "
               "or complex dtype. Got: ", type);
-  if (!launch_reduce(ReduceOp::kMean, "aten::mean", self, reduced_dims(self, dim), keepdim, result)) {
+  const DimMask mask = reduced_dims(self, dim);
+  const bool launched = self.is_complex() ? launch_complex_reduce(ReduceOp::kMean, "aten::mean", self, mask, keepdim, result)
+                                          : launch_reduce(ReduceOp::kMean, "aten::mean", self, mask, keepdim, result);
+  if (!launched) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(mean, out)>::call(self, dim, keepdim, dtype, result);
   }
   return result;
@@ -192,7 +214,10 @@ at::Tensor min_all(const at::Tensor& self) {
 
 at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
                                    bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
-  TORCH_CHECK(!self.is_complex(), "linalg.vector_norm: complex inputs are not supported on neuron yet");
+  if (self.is_complex()) {  // the norm of the magnitudes, in the real dtype
+    const at::Tensor z = dtype.has_value() ? self.to(*dtype) : self;
+    return reductions::linalg_vector_norm_out(at::abs(z), ord, dim, keepdim, std::nullopt, result);
+  }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
   const at::Tensor x = dtype.has_value() ? self.to(*dtype) : self;

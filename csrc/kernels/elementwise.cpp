@@ -277,6 +277,7 @@ void complex_unary_typed(UnaryOp op, const ElementwiseArgs& args) {
     case UnaryOp::kConj: return map<Z, Z, 1>(args, [](Z z) { return Z(z.real(), -z.imag()); });
     case UnaryOp::kAbs: return map<R, Z, 1>(args, [](Z z) { return complex_abs(z.real(), z.imag()); });
     case UnaryOp::kAngle: return map<R, Z, 1>(args, [](Z z) { return std::atan2(z.imag(), z.real()); });
+    case UnaryOp::kExp: return map<Z, Z, 1>(args, [](Z z) { return std::exp(z); });  // as CPU PyTorch's map
     case UnaryOp::kSign:  // sgn: z / |z|, 0 at 0
       return map<Z, Z, 1>(args, [](Z z) {
         const R magnitude = complex_abs(z.real(), z.imag());
@@ -317,7 +318,7 @@ void complex_binary_typed(BinaryOp op, const ElementwiseArgs& args, OpScalar alp
 
 bool complex_unary_supported(UnaryOp op) {
   return op == UnaryOp::kNeg || op == UnaryOp::kConj || op == UnaryOp::kAbs || op == UnaryOp::kAngle ||
-         op == UnaryOp::kSign;
+         op == UnaryOp::kSign || op == UnaryOp::kExp;
 }
 
 bool complex_binary_supported(BinaryOp op) {
@@ -680,7 +681,7 @@ void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
 }
 
 bool ternary_supported(TernaryOp op, DType dtype) {
-  if (is_complex(dtype)) return false;
+  if (is_complex(dtype)) return op == TernaryOp::kWhere;
   switch (op) {
     case TernaryOp::kWhere:
       return true;
@@ -696,7 +697,7 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
   if (args.numel() == 0) return;
   if (op == TernaryOp::kWhere) {
     // The condition is bool; the values share the output's dtype, copied bitwise.
-    dispatch_real_dtype(args.dtypes[0], "elementwise kernel", [&](auto tag) {
+    dispatch_dtype(args.dtypes[0], "elementwise kernel", [&](auto tag) {
       using T = decltype(tag);
       drive<4>(args, [](char* const* p, int64_t n, const int64_t* s) {
         for (int64_t i = 0; i < n; ++i) {
