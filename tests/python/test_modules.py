@@ -96,11 +96,18 @@ def test_conv2d_3x3_stride_1_matches_float64(args, size):
     (dict(in_channels=6, out_channels=6, kernel_size=7, padding=3, groups=6, bias=False), (14, 14)),  # ConvNeXt's
     (dict(in_channels=4, out_channels=4, kernel_size=(3, 5), padding=(2, 1), dilation=(2, 1), groups=4), (9, 17)),
     (dict(in_channels=5, out_channels=5, kernel_size=3, groups=5), (6, 40)),  # unpadded
-    (dict(in_channels=4, out_channels=4, kernel_size=3, padding=1, stride=2, groups=4), (9, 12)),  # strided: GEMM path
-], ids=["3x3", "7x7", "dilated", "unpadded", "strided"])
+    (dict(in_channels=4, out_channels=4, kernel_size=3, padding=1, stride=2, groups=4), (9, 12)),  # MobileNet's
+    (dict(in_channels=3, out_channels=3, kernel_size=5, padding=2, stride=2, groups=3), (13, 11)),
+    (dict(in_channels=3, out_channels=3, kernel_size=(3, 2), padding=(1, 0), stride=(2, 1), groups=3), (10, 9)),
+    (dict(in_channels=2, out_channels=2, kernel_size=2, stride=3, groups=2), (11, 10)),  # inputs no tap reads
+    (dict(in_channels=2, out_channels=2, kernel_size=3, padding=2, stride=2, dilation=2, groups=2), (12, 15)),
+    (dict(in_channels=3, out_channels=3, kernel_size=3, padding=3, groups=3), (7, 8)),  # padding past the taps
+], ids=["3x3", "7x7", "dilated", "unpadded", "strided", "strided-5x5", "strided-rows", "stride-3", "strided-dilated",
+        "wide-padding"])
 def test_depthwise_conv2d_matches_float64_and_cpu_gradients(args, size):
-    # Stride-1 depthwise convolutions take the direct kernel (each output's taps in the GEMM's
-    # order); the reference is float64 on the CPU, and the gradients CPU PyTorch's.
+    # Depthwise convolutions take the direct kernels over stride phase planes (each output's
+    # taps in the GEMM's order), forward and backward; the reference is float64 on the CPU, and
+    # the gradients CPU PyTorch's.
     check_conv2d_against_float64_and_cpu(args, size, seed=1)
 
 
