@@ -148,6 +148,10 @@ CASES = [
     ("tril (16 x 256x256)", lambda t: t["rows"].view(32, 256, 256)[:16].tril()),
     ("conv1d (32x128x50, kernel 3)", lambda t: F.conv1d(t["sequence"][:32, :, :50], t["weight1d"], padding=1)),
     ("depthwise conv2d 3x3 (16x16x32x32)", lambda t: F.conv2d(t["image"], t["depthwise"], padding=1, groups=16)),
+    ("depthwise conv2d 3x3 stride 2 (16x16x32x32)",
+     lambda t: F.conv2d(t["image"], t["depthwise"], stride=2, padding=1, groups=16)),
+    ("depthwise conv2d backward (same, stride 1)", lambda t: torch.ops.aten.convolution_backward(
+        t["image"], t["image"], t["depthwise"], None, [1, 1], [1, 1], [1, 1], False, [0, 0], 16, [True, True, False])),
     ("smooth L1 loss (16x64x256)", lambda t: F.smooth_l1_loss(t["hidden"], t["hidden"].flip(0))),
     ("cumsum over rows (2048x1024, dim 0)", lambda t: t["rows"].cumsum(0)),
     ("batch norm, training (16x16x32x32)", lambda t: F.batch_norm(t["image"], None, None, training=True)),
