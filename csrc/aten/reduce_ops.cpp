@@ -215,6 +215,8 @@ at::Tensor min_all(const at::Tensor& self) {
 at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
                                    bool keepdim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
   if (self.is_complex()) {  // the norm of the magnitudes, in the real dtype
+    TORCH_CHECK(!dtype.has_value() || at::isComplexType(*dtype),
+                "linalg.vector_norm: dtype should be complex for complex inputs, but got ", *dtype);
     const at::Tensor z = dtype.has_value() ? self.to(*dtype) : self;
     return reductions::linalg_vector_norm_out(at::abs(z), ord, dim, keepdim, std::nullopt, result);
   }

@@ -269,6 +269,21 @@ inline R complex_abs(R re, R im) {
   }
 }
 
+// x / y by Smith's algorithm, as CPU PyTorch divides complex numbers: the ratio of y's smaller
+// part to its larger keeps |y|^2 from overflowing or underflowing, and a finite x over an
+// infinite y gives 0. A zero y gives x's parts over zero (inf or NaN).
+template <typename R>
+inline std::complex<R> complex_divide(std::complex<R> x, std::complex<R> y) {
+  const R a = x.real(), b = x.imag(), c = y.real(), d = y.imag();
+  if (std::fabs(c) >= std::fabs(d)) {
+    if (c == R(0) && d == R(0)) return {a / std::fabs(c), b / std::fabs(d)};
+    const R ratio = d / c, scale = R(1) / (c + d * ratio);
+    return {(a + b * ratio) * scale, (b - a * ratio) * scale};
+  }
+  const R ratio = c / d, scale = R(1) / (d + c * ratio);
+  return {(a * ratio + b) * scale, (b * ratio - a) * scale};
+}
+
 template <typename R>
 void complex_unary_typed(UnaryOp op, const ElementwiseArgs& args) {
   using Z = std::complex<R>;
@@ -277,7 +292,17 @@ void complex_unary_typed(UnaryOp op, const ElementwiseArgs& args) {
     case UnaryOp::kConj: return map<Z, Z, 1>(args, [](Z z) { return Z(z.real(), -z.imag()); });
     case UnaryOp::kAbs: return map<R, Z, 1>(args, [](Z z) { return complex_abs(z.real(), z.imag()); });
     case UnaryOp::kAngle: return map<R, Z, 1>(args, [](Z z) { return std::atan2(z.imag(), z.real()); });
-    case UnaryOp::kExp: return map<Z, Z, 1>(args, [](Z z) { return std::exp(z); });  // as CPU PyTorch's map
+    // As CPU PyTorch's vectorized complex kernels, which map the C++ library's functions.
+    case UnaryOp::kExp: return map<Z, Z, 1>(args, [](Z z) { return std::exp(z); });
+    case UnaryOp::kLog: return map<Z, Z, 1>(args, [](Z z) { return std::log(z); });
+    case UnaryOp::kSqrt: return map<Z, Z, 1>(args, [](Z z) { return std::sqrt(z); });
+    case UnaryOp::kReciprocal: return map<Z, Z, 1>(args, [](Z z) { return complex_divide(Z(1), z); });
+    case UnaryOp::kIsNan:
+      return map<bool, Z, 1>(args, [](Z z) { return std::isnan(z.real()) || std::isnan(z.imag()); });
+    case UnaryOp::kIsInf:
+      return map<bool, Z, 1>(args, [](Z z) { return std::isinf(z.real()) || std::isinf(z.imag()); });
+    case UnaryOp::kIsFinite:
+      return map<bool, Z, 1>(args, [](Z z) { return std::isfinite(z.real()) && std::isfinite(z.imag()); });
     case UnaryOp::kSign:  // sgn: z / |z|, 0 at 0
       return map<Z, Z, 1>(args, [](Z z) {
         const R magnitude = complex_abs(z.real(), z.imag());
@@ -285,15 +310,6 @@ void complex_unary_typed(UnaryOp op, const ElementwiseArgs& args) {
       });
     default: throw runtime::KernelError("unary op is not supported for complex dtypes");
   }
-}
-
-// x / y scaled by the larger part of y, so that |y|^2 neither overflows nor underflows.
-template <typename R>
-inline std::complex<R> complex_divide(std::complex<R> x, std::complex<R> y) {
-  const R scale = std::max(std::fabs(y.real()), std::fabs(y.imag()));
-  const R xr = x.real() / scale, xi = x.imag() / scale, yr = y.real() / scale, yi = y.imag() / scale;
-  const R norm = yr * yr + yi * yi;
-  return {(xr * yr + xi * yi) / norm, (xi * yr - xr * yi) / norm};
 }
 
 template <typename R>
@@ -310,6 +326,13 @@ void complex_binary_typed(BinaryOp op, const ElementwiseArgs& args, OpScalar alp
         return Z(x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real());
       });
     case BinaryOp::kDiv: return map<Z, Z, 2>(args, [](Z x, Z y) { return complex_divide(x, y); });
+    case BinaryOp::kPow:  // a square as a product, as CPU PyTorch computes it; other powers std::pow
+      return map<Z, Z, 2>(args, [](Z x, Z y) {
+        if (y.imag() == R(0) && y.real() == R(2)) {
+          return Z(x.real() * x.real() - x.imag() * x.imag(), x.real() * x.imag() + x.imag() * x.real());
+        }
+        return std::pow(x, y);
+      });
     case BinaryOp::kEq: return map<bool, Z, 2>(args, [](Z x, Z y) { return x.real() == y.real() && x.imag() == y.imag(); });
     case BinaryOp::kNe: return map<bool, Z, 2>(args, [](Z x, Z y) { return x.real() != y.real() || x.imag() != y.imag(); });
     default: throw runtime::KernelError("binary op is not supported for complex dtypes");
@@ -317,13 +340,19 @@ void complex_binary_typed(BinaryOp op, const ElementwiseArgs& args, OpScalar alp
 }
 
 bool complex_unary_supported(UnaryOp op) {
-  return op == UnaryOp::kNeg || op == UnaryOp::kConj || op == UnaryOp::kAbs || op == UnaryOp::kAngle ||
-         op == UnaryOp::kSign || op == UnaryOp::kExp;
+  switch (op) {
+    case UnaryOp::kNeg: case UnaryOp::kConj: case UnaryOp::kAbs: case UnaryOp::kAngle: case UnaryOp::kSign:
+    case UnaryOp::kExp: case UnaryOp::kLog: case UnaryOp::kSqrt: case UnaryOp::kReciprocal:
+    case UnaryOp::kIsNan: case UnaryOp::kIsInf: case UnaryOp::kIsFinite:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool complex_binary_supported(BinaryOp op) {
   return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul || op == BinaryOp::kDiv ||
-         op == BinaryOp::kEq || op == BinaryOp::kNe;
+         op == BinaryOp::kPow || op == BinaryOp::kEq || op == BinaryOp::kNe;
 }
 
 }  // namespace

@@ -130,13 +130,14 @@ bool ternary_supported(TernaryOp op, DType dtype);
 
 // out = op(a). Output dtype equals the input's, or bool for predicates; kAbs and kAngle of a
 // complex input write its real dtype (complex_to_real). Complex dtypes: kNeg, kConj, kAbs,
-// kAngle, kExp and kSign (as torch.sgn: z / |z|).
+// kAngle, kExp, kLog, kSqrt, kReciprocal, kSign (as torch.sgn: z / |z|) and the kIsNan, kIsInf
+// and kIsFinite predicates.
 void unary(UnaryOp op, const ElementwiseArgs& args);
 bool complex_to_real(UnaryOp op);
 // out = polygamma(n, a), n >= 0, for floating dtypes (operands: out, a).
 void polygamma(int64_t n, const ElementwiseArgs& args);
 // out = op(a, b) (kAdd/kSub: a + alpha * b). Inputs share a dtype; comparisons and logical
-// ops write bool. Complex dtypes: kAdd, kSub (a real alpha), kMul, kDiv, kEq and kNe.
+// ops write bool. Complex dtypes: kAdd, kSub (a real alpha), kMul, kDiv, kPow, kEq and kNe.
 void binary(BinaryOp op, const ElementwiseArgs& args, OpScalar alpha);
 // kWhere takes every dtype, complex included; the others real ones.
 void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha);
