@@ -31,6 +31,17 @@ def run(model, device, batches, step):
     return run_model(copy.deepcopy(model).to(device), [[t.to(device) for t in batch] for batch in batches], step)
 
 
+def assert_trains_like_cpu(model, batches, step):
+    """Trains a copy of `model` on CPU and one on neuron: no fallback, the losses within
+    LOSS_TOLERANCE of CPU's at every step, and the neuron loss falling."""
+    cpu = run(model, "cpu", batches, step)
+    torchneuron.reset_fallback_report()
+    neuron = run(model, "neuron", batches, step)
+    assert torchneuron.fallback_report() == {}
+    assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
+    assert neuron[-1] < neuron[0]
+
+
 def mlp_step(model, optimizer, batch):
     x, y = batch
     loss = F.cross_entropy(model(x), y)
@@ -47,12 +58,7 @@ def test_mlp_classifier_tracks_cpu_without_fallback():
     rule = torch.randn(10, 3, generator=g)  # learnable labels: the argmax of a fixed projection
     inputs = [torch.randn(16, 10, generator=g) for _ in range(50)]
     batches = [(x, (x @ rule).argmax(dim=1)) for x in inputs]
-    cpu = run(model, "cpu", batches, mlp_step)
-    torchneuron.reset_fallback_report()
-    neuron = run(model, "neuron", batches, mlp_step)
-    assert torchneuron.fallback_report() == {}
-    assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
-    assert neuron[-1] < neuron[0]
+    assert_trains_like_cpu(model, batches, mlp_step)
 
 
 def test_tiny_gpt_tracks_cpu_without_fallback():
@@ -60,13 +66,7 @@ def test_tiny_gpt_tracks_cpu_without_fallback():
     model = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=2, dropout=0.0)
     g = torch.Generator().manual_seed(2)
     batches = [(torch.randint(0, 40, (8, 17), generator=g),) for _ in range(50)]
-    step = lambda m, opt, batch: train_step(m, opt, batch[0])
-    cpu = run(model, "cpu", batches, step)
-    torchneuron.reset_fallback_report()
-    neuron = run(model, "neuron", batches, step)
-    assert torchneuron.fallback_report() == {}
-    assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
-    assert neuron[-1] < neuron[0]
+    assert_trains_like_cpu(model, batches, lambda m, opt, batch: train_step(m, opt, batch[0]))
 
 
 def test_tiny_gpt_with_dropout_trains_on_device_rng():
@@ -174,12 +174,7 @@ def test_fourier_neural_operator_tracks_cpu_without_fallback():
     g = torch.Generator().manual_seed(2)
     inputs = [torch.randn(4, 3, 24, 24, generator=g) for _ in range(8)]
     batches = [(x, F.avg_pool2d(x.sum(1, keepdim=True), 3, 1, 1)) for x in inputs]  # a learnable target
-    cpu = run(model, "cpu", batches, regression_step)
-    torchneuron.reset_fallback_report()
-    neuron = run(model, "neuron", batches, regression_step)
-    assert torchneuron.fallback_report() == {}
-    assert max(abs(a - b) for a, b in zip(cpu, neuron)) < LOSS_TOLERANCE
-    assert neuron[-1] < neuron[0]
+    assert_trains_like_cpu(model, batches, regression_step)
 
 
 @pytest.mark.parametrize("blocking", [False, True])
