@@ -296,6 +296,11 @@ void complex_unary_typed(UnaryOp op, const ElementwiseArgs& args) {
     case UnaryOp::kExp: return map<Z, Z, 1>(args, [](Z z) { return std::exp(z); });
     case UnaryOp::kLog: return map<Z, Z, 1>(args, [](Z z) { return std::log(z); });
     case UnaryOp::kSqrt: return map<Z, Z, 1>(args, [](Z z) { return std::sqrt(z); });
+    case UnaryOp::kSin: return map<Z, Z, 1>(args, [](Z z) { return std::sin(z); });
+    case UnaryOp::kCos: return map<Z, Z, 1>(args, [](Z z) { return std::cos(z); });
+    case UnaryOp::kTanh: return map<Z, Z, 1>(args, [](Z z) { return std::tanh(z); });
+    case UnaryOp::kSinh: return map<Z, Z, 1>(args, [](Z z) { return std::sinh(z); });
+    case UnaryOp::kCosh: return map<Z, Z, 1>(args, [](Z z) { return std::cosh(z); });
     case UnaryOp::kReciprocal: return map<Z, Z, 1>(args, [](Z z) { return complex_divide(Z(1), z); });
     case UnaryOp::kIsNan:
       return map<bool, Z, 1>(args, [](Z z) { return std::isnan(z.real()) || std::isnan(z.imag()); });
@@ -343,6 +348,7 @@ bool complex_unary_supported(UnaryOp op) {
   switch (op) {
     case UnaryOp::kNeg: case UnaryOp::kConj: case UnaryOp::kAbs: case UnaryOp::kAngle: case UnaryOp::kSign:
     case UnaryOp::kExp: case UnaryOp::kLog: case UnaryOp::kSqrt: case UnaryOp::kReciprocal:
+    case UnaryOp::kSin: case UnaryOp::kCos: case UnaryOp::kTanh: case UnaryOp::kSinh: case UnaryOp::kCosh:
     case UnaryOp::kIsNan: case UnaryOp::kIsInf: case UnaryOp::kIsFinite:
       return true;
     default:

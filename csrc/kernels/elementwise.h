@@ -130,8 +130,8 @@ bool ternary_supported(TernaryOp op, DType dtype);
 
 // out = op(a). Output dtype equals the input's, or bool for predicates; kAbs and kAngle of a
 // complex input write its real dtype (complex_to_real). Complex dtypes: kNeg, kConj, kAbs,
-// kAngle, kExp, kLog, kSqrt, kReciprocal, kSign (as torch.sgn: z / |z|) and the kIsNan, kIsInf
-// and kIsFinite predicates.
+// kAngle, kExp, kLog, kSqrt, kReciprocal, kSin, kCos, kTanh, kSinh, kCosh, kSign (as torch.sgn:
+// z / |z|) and the kIsNan, kIsInf and kIsFinite predicates.
 void unary(UnaryOp op, const ElementwiseArgs& args);
 bool complex_to_real(UnaryOp op);
 // out = polygamma(n, a), n >= 0, for floating dtypes (operands: out, a).
