@@ -14,9 +14,12 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/le.h>
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/log.h>
+#include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_or.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/masked_fill_ops.h>
@@ -30,6 +33,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <limits>
 #include <tuple>
 
 #include "aten/cpu_fallback.h"
@@ -335,12 +339,16 @@ at::Tensor& logit_out(const at::Tensor& self, std::optional<double> eps, at::Ten
 }
 at::Tensor& logit_(at::Tensor& self, std::optional<double> eps) { return ternary::logit_out(self, eps, self); }
 
-// d logit / dx = 1 / (x (1 - x)); zero outside [eps, 1 - eps] when eps is given.
+// d logit / dx = 1 / (x (1 - x)). As on CPU: without eps, NaN outside [0, 1] (where logit
+// itself is NaN); with eps, zero outside [eps, 1 - eps] and at a NaN input.
 at::Tensor logit_backward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps) {
   const at::Tensor slope = at::div(grad, at::mul(self, at::rsub(self, 1)));
-  if (!eps.has_value()) return slope;
-  const at::Tensor outside = at::logical_or(at::lt(self, *eps), at::gt(self, 1.0 - *eps));
-  return at::where(outside, 0.0, slope);
+  if (!eps.has_value()) {
+    const at::Tensor outside = at::logical_or(at::lt(self, 0), at::gt(self, 1));
+    return at::where(outside, std::numeric_limits<double>::quiet_NaN(), slope);
+  }
+  const at::Tensor inside = at::logical_and(at::ge(self, *eps), at::le(self, 1.0 - *eps));
+  return at::where(inside, slope, 0.0);
 }
 at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps, at::Tensor& out) {
   const at::Tensor value = ternary::logit_backward(grad, self, eps);

@@ -138,10 +138,8 @@ inline float tn_round_bf16(float value) { return tn_load_bf16(tn_store_bf16(valu
 inline float tn_round_f16(float value) { return tn_load_f16(tn_store_f16(value)); }
 
 template <typename T> inline T tn_abs(T x) { if constexpr (std::is_floating_point_v<T>) return std::fabs(x); else return x < 0 ? -x : x; }
-template <typename T> inline T tn_relu(T x) {
-  if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x)) return x; }
-  return x > T(0) ? x : T(0);
-}
+// As eager relu: NaN and -0.0 pass through.
+template <typename T> inline T tn_relu(T x) { return x < T(0) ? T(0) : x; }
 // NaN-propagating, as selects (no branches) so that loops over them vectorize.
 template <typename T> inline T tn_maximum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
 template <typename T> inline T tn_minimum(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }

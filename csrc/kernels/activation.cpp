@@ -38,7 +38,7 @@ void forward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationPa
     case ActivationOp::kElu:
       return map<T, T, 1>(a, [=](C x) {
         const C e = exp_of(x * p2);  // computed for every x, so that the select vectorizes
-        return x <= C(0) ? (e - C(1)) * p0 * p1 : x * p1;
+        return x < C(0) ? (e - C(1)) * p0 * p1 : x * p1;  // -0.0 stays -0.0, as on CPU
       });
     case ActivationOp::kSoftplus: return map<T, T, 1>(a, [=](C x) { return softplus(x, p0, p1); });
     case ActivationOp::kHardtanh:
@@ -61,7 +61,8 @@ void forward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationPa
     case ActivationOp::kScale: return map<T, T, 1>(a, [=](C x) { return x * p0; });
     case ActivationOp::kDivideBy: return map<T, T, 1>(a, [=](C x) { return x / p0; });
     case ActivationOp::kSoftshrink:
-      return map<T, T, 1>(a, [=](C x) { return x > p0 ? x - p0 : (x < -p0 ? x + p0 : x * C(0)); });
+      // +0.0 between the bounds, NaN kept: CPU PyTorch's vectorized kernel.
+      return map<T, T, 1>(a, [=](C x) { return x != x ? x : (x > p0 ? x - p0 : (x < -p0 ? x + p0 : C(0))); });
     case ActivationOp::kHardshrink: return map<T, T, 1>(a, [=](C x) { return x >= -p0 && x <= p0 ? C(0) : x; });
     case ActivationOp::kRoundDecimals:
       if (p1 != C(0)) return map<T, T, 1>(a, [=](C x) { return std::nearbyint(x / p0) * p0; });
@@ -77,22 +78,25 @@ void backward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationP
     case ActivationOp::kLeakyRelu: return map<T, T, 2>(a, [=](C g, C x) { return x > C(0) ? g : g * p0; });
     case ActivationOp::kElu:
       if (p[3] != 0) {  // saved value is the result y: dy/dx = input_scale * (y + alpha * scale)
-        return map<T, T, 2>(a, [=](C g, C y) { return y <= C(0) ? g * p2 * (y + p0 * p1) : g * p1; });
+        return map<T, T, 2>(a, [=](C g, C y) { return y > C(0) ? g * p1 : g * p2 * (y + p0 * p1); });
       }
+      // Tested as x > 0, as CPU PyTorch's vectorized kernel does: a NaN takes the exp branch.
       return map<T, T, 2>(a, [=](C g, C x) {
         const C e = exp_of(x * p2);
-        return x <= C(0) ? g * p2 * p0 * p1 * e : g * p1;
+        return x > C(0) ? g * p1 : g * p2 * p0 * p1 * e;
       });
     case ActivationOp::kSoftplus:
       return map<T, T, 2>(a, [=](C g, C x) {
         const C z = exp_of(x * p0);
         return x * p0 > p1 ? g : g * z / (z + C(1));
       });
-    case ActivationOp::kHardtanh: return map<T, T, 2>(a, [=](C g, C x) { return x <= p0 || x >= p1 ? C(0) : g; });
+    // The NaN cases below follow CPU PyTorch's vectorized kernels (its scalar tails differ):
+    // a NaN input gets a zero gradient from hardtanh and the shrinks, a NaN one from hardswish.
+    case ActivationOp::kHardtanh: return map<T, T, 2>(a, [=](C g, C x) { return x > p0 && x < p1 ? g : C(0); });
     case ActivationOp::kHardswish:
       return map<T, T, 2>(a, [](C g, C x) {
         if (x <= C(-3)) return C(0);
-        return x < C(3) ? g * (x / C(3) + C(0.5)) : g;
+        return x >= C(3) ? g : g * (x / C(3) + C(0.5));
       });
     case ActivationOp::kHardsigmoid:
       return map<T, T, 2>(a, [](C g, C x) { return x > C(-3) && x < C(3) ? g / C(6) : C(0); });
@@ -110,7 +114,7 @@ void backward_typed(ActivationOp op, const ElementwiseArgs& a, const ActivationP
       });
     case ActivationOp::kSoftshrink:
     case ActivationOp::kHardshrink:
-      return map<T, T, 2>(a, [=](C g, C x) { return x >= -p0 && x <= p0 ? C(0) : g; });
+      return map<T, T, 2>(a, [=](C g, C x) { return x < -p0 || x > p0 ? g : C(0); });
     case ActivationOp::kThreshold:
     case ActivationOp::kNanToNum:
     case ActivationOp::kScale:

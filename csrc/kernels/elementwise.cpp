@@ -124,10 +124,16 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
     throw runtime::KernelError("unary op is not supported for bool");
   } else {
   switch (op) {
-    case UnaryOp::kAbs: return map<T, T, 1>(a, [](C x) -> C { if constexpr (std::is_unsigned_v<C>) return x; else return x < C(0) ? C(-x) : x; });
+    case UnaryOp::kAbs:
+      return map<T, T, 1>(a, [](C x) -> C {
+        if constexpr (std::is_floating_point_v<C>) return std::fabs(x);  // abs(-0.0) is +0.0
+        else if constexpr (std::is_unsigned_v<C>) return x;
+        else return x < C(0) ? C(-x) : x;
+      });
     case UnaryOp::kNeg: return map<T, T, 1>(a, [](C x) { return C(-x); });
     case UnaryOp::kSign: return map<T, T, 1>(a, [](C x) { return C((C(0) < x) - (x < C(0))); });
-    case UnaryOp::kRelu: return map<T, T, 1>(a, [](C x) { return x > C(0) ? x : C(0); });
+    // As CPU PyTorch's clamp_min(x, 0): NaN and -0.0 pass through.
+    case UnaryOp::kRelu: return map<T, T, 1>(a, [](C x) { return x < C(0) ? C(0) : x; });
     case UnaryOp::kBitwiseNot:
       if constexpr (std::is_integral_v<T>) return map<T, T, 1>(a, [](C x) { return C(~x); });
       break;

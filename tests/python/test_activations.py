@@ -1,5 +1,6 @@
 """Parameterized activations on neuron against CPU PyTorch, forward and backward, in float32
-and bfloat16, including boundary points, NaN and infinities; nan_to_num's defaults per dtype."""
+and bfloat16, including boundary points, NaN, infinities and signed zeros; nan_to_num's defaults
+per dtype."""
 
 import pytest
 import torch
@@ -47,6 +48,47 @@ def test_activation_forward_backward(name, dtype, no_fallback):
     assert_same(results[1][0], results[0][0])
     if name != "threshold":  # threshold's gradient is threshold_backward, covered elsewhere
         assert_same(results[1][1], results[0][1])
+
+
+# NaN, infinities and signed zeros first: CPU PyTorch's vectorized loop takes the head of a
+# tensor, and for some gradients at NaN (hardtanh's, the shrinks') its scalar tail answers
+# differently. The vectorized answer is the one every long tensor gets.
+SPECIAL_HEAD = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, -1e-30, 1e-30]
+WITH_SPECIALS = dict(ACTIVATIONS, relu=F.relu, softshrink=F.softshrink, hardshrink=lambda x: F.hardshrink(x, 0.7),
+                     abs=torch.abs, gelu=F.gelu, silu=F.silu, sigmoid=torch.sigmoid)
+
+
+def assert_same_specials(actual, expected, tol):
+    actual = actual.cpu()
+    assert torch.equal(actual.isnan(), expected.isnan())
+    torch.testing.assert_close(actual, expected, atol=tol, rtol=tol, equal_nan=True)
+    zeros = expected == 0
+    assert torch.equal(actual[zeros].signbit(), expected[zeros].signbit()), "signs of zero differ"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", list(WITH_SPECIALS))
+def test_activations_at_nan_infinities_and_signed_zeros(name, dtype, no_fallback):
+    x = torch.cat([torch.tensor(SPECIAL_HEAD), torch.linspace(-8, 8, 121)]).to(dtype)
+    (cpu_out, cpu_grad), (out, grad) = forward_backward_on_both(WITH_SPECIALS[name], x)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    head = len(SPECIAL_HEAD)
+    if name == "gelu":  # CPU's float32 GELU gives NaN at +inf, where x * P(X <= x) is +inf
+        cpu_out[1] = float("inf")
+    assert_same_specials(out, cpu_out, tol)
+    if name != "threshold":
+        assert_same_specials(grad[:head], cpu_grad[:head], tol)
+
+
+@pytest.mark.parametrize("eps", [None, 0.1])
+def test_logit_gradient_outside_its_domain(eps, no_fallback):
+    # Without eps, NaN where logit itself is NaN (x < 0 or x > 1); with eps, zero outside
+    # [eps, 1 - eps] and at NaN.
+    x = torch.cat([torch.tensor([-0.5, 1.5, float("nan"), float("inf"), -float("inf"), 0.05, 0.95]),
+                   torch.linspace(0.01, 0.99, 40)])
+    (cpu_out, cpu_grad), (out, grad) = forward_backward_on_both(lambda t: torch.logit(t, eps), x)
+    assert_same_specials(out, cpu_out, 1e-5)
+    assert_same_specials(grad, cpu_grad, 1e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)

@@ -393,6 +393,20 @@ def test_fused_max_and_min_propagate_nan_and_keep_infinities(no_fallback):
     assert torchneuron.compile_stats()["ops_eager"] == 0
 
 
+def test_fused_relu_and_abs_keep_nan_and_signed_zeros_as_eager_does(no_fallback):
+    def f(x):
+        return torch.relu(x * 1.0), torch.abs(x + 0.0), torch.relu(x) * 2.0
+
+    x = torch.tensor([float("nan"), -0.0, 0.0, -1.0, 2.0, float("inf"), float("-inf")] * 3)
+    got = torch.compile(f, backend="neuron")(x.to("neuron"))
+    eager = f(x.to("neuron"))
+    for g, e, c in zip(got, eager, f(x)):
+        for result in (g.cpu(), e.cpu()):
+            assert torch.equal(result.isnan(), c.isnan())
+            assert torch.equal(result.nan_to_num(), c.nan_to_num()) and torch.equal(result.signbit(), c.signbit())
+    assert torchneuron.compile_stats()["kernels_generated"] > 0
+
+
 def test_reduction_kernel_overwrites_a_dying_input_after_reading_it(no_fallback):
     """y dies in the kernel that subtracts its row maximum, whose output then takes y's buffer:
     the kernel reads every element of a row (for the maximum) before it stores any. The sum
