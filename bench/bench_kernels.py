@@ -126,6 +126,8 @@ CASES = [
     ("softplus / mish (16x64x256)", lambda t: (F.softplus(t["hidden"]), F.mish(t["hidden"]))),
     ("x % 3 (16x64x256)", lambda t: t["hidden"] % 3),
     ("lgamma / digamma (16x64x256)", lambda t: (torch.lgamma(t["hidden"]), torch.digamma(t["hidden"]))),
+    ("gamma samples (16x64x256, alpha = 2|x|)", lambda t: torch._standard_gamma(t["hidden"].abs() * 2)),
+    ("poisson samples (16x64x256, rate = 15|x|)", lambda t: torch.poisson(t["hidden"].abs() * 15)),
     ("erfinv (16x64x256)", lambda t: torch.erfinv(t["hidden"].tanh())),
     ("scatter_reduce amax (1024x256 rows into 64)",
      lambda t: t["hidden"][0].scatter_reduce(0, t["rows_index"], t["hidden"].view(1024, 256), "amax")),

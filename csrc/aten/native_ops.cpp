@@ -348,6 +348,117 @@ at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replace
   return out;
 }
 
+namespace {
+
+// The samplers below run per element over a contiguous copy of their parameters (see
+// kernels::per_element_words_needed); the result is contiguous, of the parameters' dtype.
+template <typename Launch>
+at::Tensor sample_per_element(const at::Tensor& params, const char* op, std::optional<at::Generator> generator,
+                              std::initializer_list<const at::Tensor*> inputs, Launch launch) {
+  at::Tensor out = at::empty(params.sizes(), params.options());
+  if (out.numel() == 0) return out;
+  const runtime::PhiloxStream stream = reserve_stream(params, generator, kernels::per_element_words_needed(out.numel()));
+  const kernels::DType dtype = to_kernel_dtype(params.scalar_type());
+  void* po = out.data_ptr();
+  const int64_t n = out.numel();
+  enqueue(out, op, inputs, [=] { launch(dtype, n, po, stream); });
+  return out;
+}
+
+void check_floating(const at::Tensor& t, const char* op) {
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '", t.scalar_type(), "'");
+}
+
+}  // namespace
+
+at::Tensor standard_gamma(const at::Tensor& alpha, std::optional<at::Generator> generator) {
+  check_floating(alpha, "_standard_gamma");
+  const at::Tensor a = alpha.contiguous();
+  const void* pa = a.data_ptr();
+  return sample_per_element(a, "aten::_standard_gamma", generator, {&a},
+                            [pa](kernels::DType dtype, int64_t n, void* out, runtime::PhiloxStream stream) {
+                              kernels::standard_gamma(dtype, n, pa, out, stream);
+                            });
+}
+
+at::Tensor sample_dirichlet(const at::Tensor& alpha, std::optional<at::Generator> generator) {
+  check_floating(alpha, "_sample_dirichlet");
+  const at::Tensor a = alpha.contiguous();
+  const void* pa = a.data_ptr();
+  const int64_t k = a.dim() == 0 ? 1 : a.size(-1);
+  return sample_per_element(a, "aten::_sample_dirichlet", generator, {&a},
+                            [pa, k](kernels::DType dtype, int64_t n, void* out, runtime::PhiloxStream stream) {
+                              if (k > 0) kernels::sample_dirichlet(dtype, n / k, k, pa, out, stream);
+                            });
+}
+
+at::Tensor poisson(const at::Tensor& rate, std::optional<at::Generator> generator) {
+  check_floating(rate, "poisson");
+  const at::Tensor r = rate.contiguous();
+  const void* pr = r.data_ptr();
+  return sample_per_element(r, "aten::poisson", generator, {&r},
+                            [pr](kernels::DType dtype, int64_t n, void* out, runtime::PhiloxStream stream) {
+                              kernels::poisson(dtype, n, pr, out, stream);
+                            });
+}
+
+at::Tensor binomial(const at::Tensor& count, const at::Tensor& prob, std::optional<at::Generator> generator) {
+  check_same_device("binomial", count.device(), {&prob});
+  TORCH_CHECK(at::isFloatingType(count.scalar_type()), "binomial only supports floating-point dtypes for count, got: ",
+              count.scalar_type());
+  TORCH_CHECK(prob.scalar_type() == count.scalar_type(), "Found dtype ", prob.scalar_type(), " but expected ",
+              count.scalar_type());
+  const std::vector<int64_t> shape = at::infer_size(count.sizes(), prob.sizes());
+  const at::Tensor c = count.expand(shape).contiguous();
+  const at::Tensor p = prob.expand(shape).contiguous();
+  const void* pc = c.data_ptr();
+  const void* pp = p.data_ptr();
+  return sample_per_element(c, "aten::binomial", generator, {&c, &p},
+                            [pc, pp](kernels::DType dtype, int64_t n, void* out, runtime::PhiloxStream stream) {
+                              kernels::binomial(dtype, n, pc, pp, out, stream);
+                            });
+}
+
+at::Tensor standard_gamma_grad(const at::Tensor& alpha, const at::Tensor& sample) {
+  check_same_device("_standard_gamma_grad", alpha.device(), {&sample});
+  check_floating(alpha, "_standard_gamma_grad");
+  TORCH_CHECK(sample.scalar_type() == alpha.scalar_type(), "Found dtype ", sample.scalar_type(), " but expected ",
+              alpha.scalar_type());
+  const std::vector<int64_t> shape = at::infer_size(alpha.sizes(), sample.sizes());
+  const at::Tensor a = alpha.expand(shape).contiguous();
+  const at::Tensor x = sample.expand(shape).contiguous();
+  at::Tensor out = at::empty(shape, a.options());
+  if (out.numel() == 0) return out;
+  const kernels::DType dtype = to_kernel_dtype(a.scalar_type());
+  const void* pa = a.data_ptr();
+  const void* px = x.data_ptr();
+  void* po = out.data_ptr();
+  const int64_t n = out.numel();
+  enqueue(out, "aten::_standard_gamma_grad", {&a, &x}, [=] { kernels::standard_gamma_grad(dtype, n, pa, px, po); });
+  return out;
+}
+
+at::Tensor dirichlet_grad(const at::Tensor& sample, const at::Tensor& alpha, const at::Tensor& total) {
+  check_same_device("_dirichlet_grad", sample.device(), {&alpha, &total});
+  check_floating(sample, "_dirichlet_grad");
+  TORCH_CHECK(alpha.scalar_type() == sample.scalar_type() && total.scalar_type() == sample.scalar_type(),
+              "_dirichlet_grad: expected x, alpha and total of one dtype, got ", sample.scalar_type(), ", ",
+              alpha.scalar_type(), " and ", total.scalar_type());
+  const std::vector<int64_t> shape = at::infer_size(at::infer_size(sample.sizes(), alpha.sizes()), total.sizes());
+  const at::Tensor x = sample.expand(shape).contiguous(), a = alpha.expand(shape).contiguous(),
+                   t = total.expand(shape).contiguous();
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  if (out.numel() == 0) return out;
+  const kernels::DType dtype = to_kernel_dtype(x.scalar_type());
+  const void* px = x.data_ptr();
+  const void* pa = a.data_ptr();
+  const void* pt = t.data_ptr();
+  void* po = out.data_ptr();
+  const int64_t n = out.numel();
+  enqueue(out, "aten::_dirichlet_grad", {&x, &a, &t}, [=] { kernels::dirichlet_grad(dtype, n, px, pa, pt, po); });
+  return out;
+}
+
 // Drawn as int64 on the device, then converted for other dtypes; the checks are CPU PyTorch's.
 at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);

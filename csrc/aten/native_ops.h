@@ -56,6 +56,12 @@ at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, s
 at::Tensor normal_tensor_float(const at::Tensor& mean, double std, std::optional<at::Generator> generator);
 at::Tensor normal_float_tensor(double mean, const at::Tensor& std, std::optional<at::Generator> generator);
 at::Tensor multinomial(const at::Tensor& self, int64_t num_samples, bool replacement, std::optional<at::Generator> generator);
+at::Tensor standard_gamma(const at::Tensor& alpha, std::optional<at::Generator> generator);
+at::Tensor sample_dirichlet(const at::Tensor& alpha, std::optional<at::Generator> generator);
+at::Tensor poisson(const at::Tensor& rate, std::optional<at::Generator> generator);
+at::Tensor binomial(const at::Tensor& count, const at::Tensor& prob, std::optional<at::Generator> generator);
+at::Tensor standard_gamma_grad(const at::Tensor& alpha, const at::Tensor& sample);
+at::Tensor dirichlet_grad(const at::Tensor& sample, const at::Tensor& alpha, const at::Tensor& total);
 at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::Tensor& out);
 at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> generator);
 at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator> generator);

@@ -43,6 +43,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
   m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
   m.impl("multinomial", TORCH_FN(multinomial));
+  m.impl("_standard_gamma", TORCH_FN(standard_gamma));
+  m.impl("_sample_dirichlet", TORCH_FN(sample_dirichlet));
+  m.impl("poisson", TORCH_FN(poisson));
+  m.impl("binomial", TORCH_FN(binomial));
+  m.impl("_standard_gamma_grad", TORCH_FN(standard_gamma_grad));
+  m.impl("_dirichlet_grad", TORCH_FN(dirichlet_grad));
   m.impl("randperm.generator_out", TORCH_FN(randperm_out));
   m.impl("random_.from", TORCH_FN(random_from_));
   m.impl("random_.to", TORCH_FN(random_to_));

@@ -42,4 +42,41 @@ void multinomial(DType dtype, int64_t rows, int64_t categories, const void* prob
 uint64_t randperm_words_needed(int64_t n);
 void randperm(int64_t n, runtime::PhiloxStream stream, int64_t* out);
 
+// Samplers whose draw count varies per element (rejection methods). Element i of a call owns a
+// private Philox stream: counters (block offset / 4 + i, draw j, kPerElementStream), which never
+// meet the shared stream's counters (their last word is 0), so one Philox block per element is
+// reserved and the values depend on (seed, offset, i) only. Buffers are contiguous, of dtype
+// `dtype` (any floating dtype); arithmetic is in double.
+uint64_t per_element_words_needed(int64_t n);
+
+// Gamma(alpha, 1) samples: Marsaglia and Tsang's squeeze method, and for alpha < 1 the sample
+// of alpha + 1 times u^(1 / alpha). As CPU PyTorch, results below the smallest normal number of
+// the dtype (and those for alpha <= 0 or NaN) are that number, so that their logs stay finite.
+void standard_gamma(DType dtype, int64_t n, const void* alpha, void* out, runtime::PhiloxStream stream);
+
+// Dirichlet(alpha) samples over the last dim of [rows, k]: gamma samples divided by their sum.
+void sample_dirichlet(DType dtype, int64_t rows, int64_t k, const void* alpha, void* out, runtime::PhiloxStream stream);
+
+// Poisson(rate) counts: by multiplying uniforms below rate 10, Hormann's transformed rejection
+// with squeeze (PTRS) from 10 on; infinity at an infinite rate. Throws KernelError, with CPU
+// PyTorch's message, for a negative or NaN rate.
+void poisson(DType dtype, int64_t n, const void* rate, void* out, runtime::PhiloxStream stream);
+
+// Binomial(count, prob) counts: waiting times of the rarer outcome while count * that
+// probability is below 10, Hormann's BTRS from 10 on. As CPU PyTorch: prob is clamped to
+// [0, 1], a count <= 0 gives 0, and a NaN prob NaN (a NaN count too, where CPU never returns).
+void binomial(DType dtype, int64_t n, const void* count, const void* prob, void* out, runtime::PhiloxStream stream);
+
+// d sample / d alpha of a Gamma(alpha, 1) sample at a fixed quantile (the reparameterized
+// gradient): -(d/d alpha P(alpha, x)) / density(x), with P the regularized incomplete gamma
+// function (its series below alpha + 1, the continued fraction of 1 - P above) differenced
+// centrally in double. Contiguous, equal-sized buffers of one floating dtype.
+void standard_gamma_grad(DType dtype, int64_t n, const void* alpha, const void* sample, void* out);
+
+// The Dirichlet reparameterization's per-component term, as torch.distributions' backward
+// reads it: for x ~ Beta(alpha, total - alpha), -(d/d alpha I_x(alpha, beta)) / density(x) with
+// beta held, over 1 - x (I the regularized incomplete beta function, by its continued fraction
+// on the side of the smaller tail, differenced centrally in double).
+void dirichlet_grad(DType dtype, int64_t n, const void* sample, const void* alpha, const void* total, void* out);
+
 }  // namespace torchneuron::kernels

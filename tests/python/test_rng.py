@@ -1,5 +1,7 @@
 """Random numbers on neuron: seeding and reproducibility, distributions, generators, RNG state save/restore."""
 
+import math
+
 import pytest
 import torch
 
@@ -325,3 +327,165 @@ def test_randperm_errors_like_cpu():
         torch.randperm(3000, dtype=torch.half, device="neuron")
     with pytest.raises(RuntimeError, match="without overflow"):
         torch.randperm(300, dtype=torch.uint8, device="neuron")
+
+
+def two_sample_ks_distance(a, b):
+    a, b = a.double().sort().values, b.double().sort().values
+    points = torch.cat([a, b])
+    return (torch.searchsorted(a, points, right=True) / a.numel() - torch.searchsorted(b, points, right=True) / b.numel()).abs().max().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_standard_gamma_follows_its_law(dtype, no_fallback):
+    # The gamma distribution function is the regularized incomplete gamma function. 40,000 draws:
+    # a correct sampler stays under a KS distance of 0.012 with probability above 0.999.
+    torch.manual_seed(5)
+    n = 40000
+    for alpha in (0.1, 0.5, 1.0, 2.5, 30.0, 1e4):  # from 0.05 down, over 1% of draws sit at the floor below
+        samples = torch._standard_gamma(torch.full((n,), alpha, dtype=dtype, device="neuron")).cpu()
+        assert samples.dtype == dtype and (samples > 0).all()
+        assert ks_distance(samples, lambda x: torch.special.gammainc(torch.full_like(x, alpha), x)) < 0.012, alpha
+    # Below the smallest normal number (tiny alpha, alpha <= 0, NaN) CPU PyTorch returns that
+    # number, so that logs of samples stay finite; an infinite alpha gives infinity.
+    edge = torch.tensor([1e-30, 0.0, -1.0, float("nan"), float("inf")], dtype=dtype)
+    got = torch._standard_gamma(edge.to("neuron")).cpu()
+    assert torch.equal(got, torch._standard_gamma(edge))
+    assert torch._standard_gamma(torch.empty(0, 3, device="neuron")).shape == (0, 3)
+    with pytest.raises(RuntimeError, match="\"_standard_gamma\" not implemented for 'Long'"):
+        torch._standard_gamma(torch.ones(3, dtype=torch.long, device="neuron"))
+
+
+def test_dirichlet_rows_follow_their_law_and_sum_to_one(no_fallback):
+    torch.manual_seed(6)
+    n = 20000
+    alpha = torch.tensor([0.5, 2.0, 3.0])
+    got = torch._sample_dirichlet(alpha.to("neuron").expand(n, 3)).cpu()
+    assert torch.allclose(got.sum(1), torch.ones(n), atol=1e-6)
+    reference = torch._sample_dirichlet(alpha.expand(n, 3))
+    for j in range(3):  # each component is a Beta(alpha_j, sum - alpha_j) variable; 0.0195: p = 0.001
+        assert two_sample_ks_distance(got[:, j], reference[:, j]) < 0.0195, j
+    edge = torch.tensor([[0.0, 0.0, 0.0], [1e-30, 1e-30, 1e-30]])
+    assert torch.allclose(torch._sample_dirichlet(edge.to("neuron")).cpu(), torch._sample_dirichlet(edge))
+    assert torch._sample_dirichlet(torch.tensor(2.0, device="neuron")).item() == 1.0
+
+
+def test_poisson_and_binomial_match_their_probability_mass_functions(no_fallback):
+    torch.manual_seed(8)
+    n = 40000
+
+    def check_counts(draws, log_pmf):
+        assert torch.equal(draws, draws.round()) and (draws >= 0).all()
+        values, counts = torch.unique(draws, return_counts=True)
+        p = log_pmf(values).exp()
+        freq = counts.double() / n
+        assert torch.all((freq - p).abs() <= 5 * (p * (1 - p) / n).sqrt() + 2e-4), (values, freq, p)
+
+    for rate in (0.3, 4.0, 9.99, 10.0, 55.0, 3000.0):  # both methods, either side of 10
+        draws = torch.poisson(torch.full((n,), rate, device="neuron")).cpu()
+        check_counts(draws, lambda k: k * math.log(rate) - rate - torch.lgamma(k + 1))
+    for count, prob in ((10.0, 0.3), (10.0, 0.9), (100.0, 0.05), (100.0, 0.5), (1000.0, 0.7), (1e5, 0.2)):
+        draws = torch.binomial(torch.full((n,), count, device="neuron"), torch.full((n,), prob, device="neuron")).cpu()
+        check_counts(draws, torch.distributions.Binomial(count, torch.tensor(prob, dtype=torch.float64)).log_prob)
+    # CPU PyTorch's edge cases: rate 0; prob clamped to [0, 1]; a count <= 0; a NaN prob; broadcasting.
+    assert torch.equal(torch.poisson(torch.zeros(5, device="neuron")).cpu(), torch.zeros(5))
+    counts = torch.tensor([10.0, 10.0, -3.0, 0.0, 7.0])
+    probs = torch.tensor([-0.5, 1.5, 0.5, 0.5, float("nan")])
+    got = torch.binomial(counts.to("neuron"), probs.to("neuron")).cpu()
+    assert torch.equal(got.isnan(), torch.binomial(counts, probs).isnan())
+    assert got[:4].tolist() == [0.0, 10.0, 0.0, 0.0]
+    assert torch.binomial(torch.tensor([5.0], device="neuron"), torch.full((2, 3), 0.5, device="neuron")).shape == (2, 3)
+
+
+def test_samplers_reproduce_from_seeds_and_generators(no_fallback):
+    alpha = torch.linspace(0.1, 20, 1000, device="neuron")
+    draws = {
+        "gamma": lambda g=None: torch._standard_gamma(alpha, generator=g),
+        "dirichlet": lambda g=None: torch._sample_dirichlet(alpha.view(100, 10), generator=g),
+        "poisson": lambda g=None: torch.poisson(alpha, generator=g),
+        "binomial": lambda g=None: torch.binomial(alpha.round() * 3, alpha / 20, generator=g),
+    }
+    for name, draw in draws.items():
+        torch.manual_seed(21)
+        first, second = draw().cpu(), draw().cpu()
+        torch.manual_seed(21)
+        assert torch.equal(draw().cpu(), first), name
+        assert not torch.equal(first, second), name
+        generator = torch.Generator("neuron").manual_seed(4)
+        from_generator = draw(generator).cpu()
+        assert torch.equal(draw(torch.Generator("neuron").manual_seed(4)).cpu(), from_generator), name
+
+
+def test_sampler_errors_like_cpu():
+    torch.poisson(torch.tensor([1.0, -1.0], device="neuron"))
+    with pytest.raises(torch.AcceleratorError, match="invalid Poisson rate, expected rate to be non-negative"):
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="binomial only supports floating-point dtypes for count, got: Long"):
+        torch.binomial(torch.ones(2, dtype=torch.long, device="neuron"), torch.ones(2, device="neuron"))
+    with pytest.raises(RuntimeError, match="Found dtype Float but expected Double"):
+        torch.binomial(torch.ones(2, dtype=torch.float64, device="neuron"), torch.ones(2, device="neuron"))
+
+
+def test_distributions_sample_on_the_device(no_fallback):
+    # torch.distributions draws these through _standard_gamma, _sample_dirichlet, poisson and binomial.
+    torch.manual_seed(2)
+    c = lambda *v: torch.tensor(v, device="neuron")
+    for dist in (torch.distributions.Gamma(c(2.0, 0.5), c(1.0, 3.0)), torch.distributions.Beta(c(2.0), c(5.0)),
+                 torch.distributions.Dirichlet(c(1.0, 2.0, 3.0)), torch.distributions.Poisson(c(3.0, 30.0)),
+                 torch.distributions.Binomial(10, c(0.3, 0.7)), torch.distributions.StudentT(c(3.0)),
+                 torch.distributions.Chi2(c(4.0)), torch.distributions.NegativeBinomial(5, c(0.3))):
+        sample = dist.sample((2000,))
+        assert sample.device.type == "neuron"
+        expected = dist.mean.cpu()
+        spread = (dist.variance.cpu() / 2000).sqrt()
+        assert ((sample.cpu().mean(0) - expected).abs() <= 6 * spread + 1e-6).all(), type(dist).__name__
+
+
+def test_gamma_sample_gradient_against_differenced_incomplete_gamma(no_fallback):
+    # d x / d alpha at a fixed quantile: -(d/d alpha P(alpha, x)) / density, the reference
+    # differenced from torch.special.gammainc / gammaincc on the CPU in float64.
+    torch.manual_seed(9)
+    alpha = torch.tensor([0.05, 0.5, 1.0, 3.0, 50.0, 1000.0], dtype=torch.float64).repeat_interleave(50)
+    x = torch._standard_gamma(alpha)
+    h = 1e-5 * torch.where(alpha < 1, alpha, alpha.sqrt())
+    upper = x >= alpha + 1
+    lower_slope = (torch.special.gammainc(alpha + h, x) - torch.special.gammainc(alpha - h, x)) / (2 * h)
+    upper_slope = -(torch.special.gammaincc(alpha + h, x) - torch.special.gammaincc(alpha - h, x)) / (2 * h)
+    density = torch.exp((alpha - 1) * x.log() - x - torch.lgamma(alpha))
+    expected = -torch.where(upper, upper_slope, lower_slope) / density
+    got = torch._standard_gamma_grad(alpha.to("neuron"), x.to("neuron")).cpu()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-30)
+    # CPU PyTorch's own gradient is an approximation good to about 1e-3 in float32.
+    a32, x32 = alpha.float(), x.float().clamp(min=torch.finfo(torch.float32).tiny)
+    torch.testing.assert_close(torch._standard_gamma_grad(a32.to("neuron"), x32.to("neuron")).cpu(),
+                               torch._standard_gamma_grad(a32, x32), rtol=3e-3, atol=1e-30)
+    edge = torch._standard_gamma_grad(torch.tensor([2.0, 0.0, -1.0], device="neuron"), torch.tensor([0.0, 1.0, 1.0], device="neuron"))
+    assert edge[0].item() == 0.0 and edge[1:].isnan().all()
+
+
+def test_dirichlet_gradient_matches_cpu(no_fallback):
+    torch.manual_seed(10)
+    alpha = torch.rand(400, dtype=torch.float64) * 5 + 0.05
+    total = alpha + torch.rand(400, dtype=torch.float64) * 5 + 0.05
+    x = torch.distributions.Beta(alpha, total - alpha).sample()
+    got = torch._dirichlet_grad(x.to("neuron"), alpha.to("neuron"), total.to("neuron")).cpu()
+    torch.testing.assert_close(got, torch._dirichlet_grad(x, alpha, total), rtol=2e-3, atol=1e-12)
+    # The ends, where float samples land: 0 gives 0, 1 the limit (CPU's values).
+    ends = [torch.tensor(v, dtype=torch.float64) for v in ([0.0, 1.0, 1.0], [1.0, 2.0, 0.5], [2.0, 3.0, 4.0])]
+    torch.testing.assert_close(torch._dirichlet_grad(*[t.to("neuron") for t in ends]).cpu(), torch._dirichlet_grad(*ends))
+
+
+def test_reparameterized_gamma_beta_and_dirichlet_gradients_on_the_device(no_fallback):
+    # The mean's derivative, estimated from the pathwise gradients of many samples, against
+    # the closed form: d E[Gamma(a)] / da = 1; d E[Beta(a, b)] / da = b / (a + b)^2.
+    torch.manual_seed(12)
+    n = 40000
+    a = torch.tensor(2.5, device="neuron", requires_grad=True)
+    torch.distributions.Gamma(a.expand(n), torch.ones(n, device="neuron")).rsample().mean().backward()
+    assert abs(a.grad.item() - 1.0) < 0.03
+    a = torch.tensor(2.0, device="neuron", requires_grad=True)
+    torch.distributions.Beta(a.expand(n), torch.full((n,), 3.0, device="neuron")).rsample().mean().backward()
+    assert abs(a.grad.item() - 3.0 / 25.0) < 0.005
+    concentration = torch.tensor([1.0, 2.0, 3.0], device="neuron", requires_grad=True)
+    torch.distributions.Dirichlet(concentration).rsample((n,))[:, 0].mean().backward()
+    expected = torch.tensor([5.0, -1.0, -1.0]) / 36.0  # d (a1 / sum a) / d a
+    assert (concentration.grad.cpu() - expected).abs().max() < 0.01
