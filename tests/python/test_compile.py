@@ -808,6 +808,20 @@ def test_compiler_failure_falls_back_to_eager_with_a_warning(monkeypatch, no_fal
     assert torchneuron.compile_stats()["graphs_eager"] == 1
 
 
+def test_modes_compile_and_unknown_modes_and_options_are_refused(no_fallback):
+    x = torch.randn(8, device="neuron")
+    for mode in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        torch._dynamo.reset()
+        got = torch.compile(lambda t: torch.sin(t) * 2, backend="neuron", mode=mode)(x)
+        torch.testing.assert_close(got.cpu(), (torch.sin(x) * 2).cpu())
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown mode 'fastest'; the modes are default, reduce-overhead"):
+        torch.compile(lambda t: t + 1, backend="neuron", mode="fastest")(x)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="takes no options, got triton.cudagraphs"):
+        torch.compile(lambda t: t + 2, backend="neuron", options={"triton.cudagraphs": True})(x)
+
+
 def test_backend_is_registered_by_name_and_entry_point():
     from importlib.metadata import entry_points
 

@@ -169,8 +169,19 @@ def _decompositions():
     return {op: fn for op, fn in table.items() if op.overloadpacket not in keep}
 
 
-def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """The Dynamo backend: torch.compile(model, backend="neuron")."""
+# torch.compile's modes, all of which compile the same way here: the neuron compiler has no
+# autotuning or graph capture for them to switch on.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
+    """The Dynamo backend: torch.compile(model, backend="neuron"). Any mode of torch.compile is
+    accepted; options are refused by name, since the compiler takes none."""
+    if mode is not None and mode not in COMPILE_MODES:
+        raise RuntimeError(f"torch.compile(backend='neuron'): unknown mode {mode!r}; the modes are "
+                           f"{', '.join(COMPILE_MODES)}")
+    if options:
+        raise RuntimeError(f"torch.compile(backend='neuron') takes no options, got {', '.join(map(str, options))}")
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
