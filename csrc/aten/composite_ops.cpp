@@ -26,6 +26,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/index.h>
 #include <ATen/ops/index_copy.h>
 #include <ATen/ops/index_put.h>
 #include <ATen/ops/index_select.h>
@@ -437,9 +438,9 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
 at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
   TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ", index.scalar_type());
   TORCH_CHECK(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
-  const at::Tensor flat_index = index.reshape({-1});
-  const at::Tensor wrapped = at::where(at::lt(flat_index, 0), at::add(flat_index, self.numel()), flat_index);
-  return self.reshape({-1}).index_select(0, wrapped).view(index.sizes());
+  // Advanced indexing takes negative indices and names the one out of range as the user gave it.
+  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(index.reshape({-1}))};
+  return at::index(self.reshape({-1}), indices).view(index.sizes());
 }
 
 // put_: writes (or adds) source at flat, possibly negative, indices of self.
@@ -451,9 +452,7 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
               "but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
   if (index.numel() == 0) return self;
   TORCH_CHECK(self.numel() > 0, "put_(): Tried to put elements into an empty tensor");
-  const at::Tensor flat_index = index.reshape({-1});
-  const at::Tensor wrapped = at::where(at::lt(flat_index, 0), at::add(flat_index, self.numel()), flat_index);
-  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(wrapped)};
+  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(index.reshape({-1}))};
   if (self.is_contiguous()) {
     self.view({-1}).index_put_(indices, source.reshape({-1}), accumulate);
   } else {

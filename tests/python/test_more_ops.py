@@ -224,6 +224,27 @@ def test_cross_vdot_take(dtype, no_fallback):
         torch.linalg.cross(a.to("neuron"), b.to("neuron"), dim=2)
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_at_negative_indices_and_into_strided_tensors(accumulate, no_fallback):
+    index = torch.tensor([[0, -1], [7, -20]])
+    source = torch.tensor([[1.5, -2.0], [3.0, 4.0]])
+    for make in (lambda: torch.arange(20.0).view(4, 5), lambda: torch.arange(20.0).view(5, 4).t()):
+        expected = make().put_(index, source, accumulate=accumulate)
+        actual = make().to("neuron").put_(index.to("neuron"), source.to("neuron"), accumulate=accumulate)
+        assert_same(actual, expected)
+
+
+def test_take_and_put_name_the_index_out_of_range_as_given():
+    a = torch.arange(20.0, device="neuron")
+    for bad in (20, -45):
+        torch.take(a, torch.tensor([0, bad], device="neuron"))
+        with pytest.raises(torch.AcceleratorError, match=f"index {bad} is out of bounds for dimension 0 with size 20"):
+            torch.neuron.synchronize()
+        a.put_(torch.tensor([bad], device="neuron"), torch.ones(1, device="neuron"))
+        with pytest.raises(torch.AcceleratorError, match=f"index {bad} is out of bounds for dimension 0 with size 20"):
+            torch.neuron.synchronize()
+
+
 def test_cross_gradients(no_fallback):
     (cpu_out, cpu_grads), (out, grads) = forward_backward(lambda x, y: torch.linalg.cross(x, y), sample((6, 3)),
                                                           sample((6, 3), seed=1))
