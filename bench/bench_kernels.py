@@ -145,6 +145,8 @@ CASES = [
     ("global average pool (32x512x7x7)", lambda t: F.adaptive_avg_pool2d(t["features"], 1)),
     ("sum over a middle dim (64x128x256, dim 1)", lambda t: t["sequence"].sum(1)),
     ("gather along the last dim (256x512 of 256x1024)", lambda t: t["rows"][:256].gather(1, t["gather_index"])),
+    ("gather by an index expanded over the last dim (64x32 rows of 64x128x256)",
+     lambda t: t["sequence"].gather(1, (t["gather_index"][:64, :32, None] % 128).expand(64, 32, 256))),
     ("index_fill along dim 1 (256x1024, 512 columns)", lambda t: t["rows"][:256].clone().index_fill_(1, t["gather_index"][0], 1.0)),
     ("reflection pad 2 (16x16x32x32)", lambda t: F.pad(t["image"], (2, 2, 2, 2), mode="reflect")),
     ("tril (16 x 256x256)", lambda t: t["rows"].view(32, 256, 256)[:16].tril()),

@@ -369,6 +369,15 @@ void check_floating(const at::Tensor& t, const char* op) {
   TORCH_CHECK(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '", t.scalar_type(), "'");
 }
 
+// The operands broadcast to one shape, each contiguous, for kernels that read them per element.
+std::vector<at::Tensor> broadcast_contiguous(std::initializer_list<at::Tensor> operands) {
+  std::vector<int64_t> shape;
+  for (const at::Tensor& t : operands) shape = at::infer_size(shape, t.sizes());
+  std::vector<at::Tensor> result;
+  for (const at::Tensor& t : operands) result.push_back(t.expand(shape).contiguous());
+  return result;
+}
+
 }  // namespace
 
 at::Tensor standard_gamma(const at::Tensor& alpha, std::optional<at::Generator> generator) {
@@ -408,9 +417,8 @@ at::Tensor binomial(const at::Tensor& count, const at::Tensor& prob, std::option
               count.scalar_type());
   TORCH_CHECK(prob.scalar_type() == count.scalar_type(), "Found dtype ", prob.scalar_type(), " but expected ",
               count.scalar_type());
-  const std::vector<int64_t> shape = at::infer_size(count.sizes(), prob.sizes());
-  const at::Tensor c = count.expand(shape).contiguous();
-  const at::Tensor p = prob.expand(shape).contiguous();
+  const std::vector<at::Tensor> operands = broadcast_contiguous({count, prob});
+  const at::Tensor &c = operands[0], &p = operands[1];
   const void* pc = c.data_ptr();
   const void* pp = p.data_ptr();
   return sample_per_element(c, "aten::binomial", generator, {&c, &p},
@@ -424,10 +432,9 @@ at::Tensor standard_gamma_grad(const at::Tensor& alpha, const at::Tensor& sample
   check_floating(alpha, "_standard_gamma_grad");
   TORCH_CHECK(sample.scalar_type() == alpha.scalar_type(), "Found dtype ", sample.scalar_type(), " but expected ",
               alpha.scalar_type());
-  const std::vector<int64_t> shape = at::infer_size(alpha.sizes(), sample.sizes());
-  const at::Tensor a = alpha.expand(shape).contiguous();
-  const at::Tensor x = sample.expand(shape).contiguous();
-  at::Tensor out = at::empty(shape, a.options());
+  const std::vector<at::Tensor> operands = broadcast_contiguous({alpha, sample});
+  const at::Tensor &a = operands[0], &x = operands[1];
+  at::Tensor out = at::empty(a.sizes(), a.options());
   if (out.numel() == 0) return out;
   const kernels::DType dtype = to_kernel_dtype(a.scalar_type());
   const void* pa = a.data_ptr();
@@ -444,9 +451,8 @@ at::Tensor dirichlet_grad(const at::Tensor& sample, const at::Tensor& alpha, con
   TORCH_CHECK(alpha.scalar_type() == sample.scalar_type() && total.scalar_type() == sample.scalar_type(),
               "_dirichlet_grad: expected x, alpha and total of one dtype, got ", sample.scalar_type(), ", ",
               alpha.scalar_type(), " and ", total.scalar_type());
-  const std::vector<int64_t> shape = at::infer_size(at::infer_size(sample.sizes(), alpha.sizes()), total.sizes());
-  const at::Tensor x = sample.expand(shape).contiguous(), a = alpha.expand(shape).contiguous(),
-                   t = total.expand(shape).contiguous();
+  const std::vector<at::Tensor> operands = broadcast_contiguous({sample, alpha, total});
+  const at::Tensor &x = operands[0], &a = operands[1], &t = operands[2];
   at::Tensor out = at::empty(x.sizes(), x.options());
   if (out.numel() == 0) return out;
   const kernels::DType dtype = to_kernel_dtype(x.scalar_type());

@@ -794,6 +794,19 @@ void check_index_shape(const at::Tensor& self, int64_t dim, const at::Tensor& in
   }
 }
 
+// The index as the kernels read it, int64 and contiguous. An index broadcast (stride 0) over
+// every dim after `dim`, as x.gather(1, i.unsqueeze(-1).expand(b, k, d)) writes it, keeps only
+// its entries up to `dim` (the flag is true): the broadcast is never materialized.
+std::pair<at::Tensor, bool> kernel_index(const at::Tensor& index, int64_t dim) {
+  bool inner_broadcast = index.dim() > dim + 1;
+  for (int64_t d = dim + 1; d < index.dim(); ++d) inner_broadcast = inner_broadcast && index.stride(d) == 0;
+  at::Tensor entries = index;
+  if (inner_broadcast) {
+    for (int64_t d = dim + 1; d < index.dim(); ++d) entries = entries.narrow(d, 0, 1);
+  }
+  return {entries.to(c10::kLong).contiguous(), inner_broadcast};
+}
+
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                        at::Tensor& result) {
   if (self.dim() == 0 && index.dim() <= 1 && index.device() == self.device() && result.scalar_type() == self.scalar_type()) {
@@ -813,14 +826,14 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   }
   check_index_shape(self, wrapped, index, nullptr, "gather");
   const at::Tensor data = self.contiguous();
-  const at::Tensor idx = index.to(c10::kLong).contiguous();
+  const auto [idx, inner_broadcast] = kernel_index(index, wrapped);
   at::native::resize_output(result, index.sizes());
   at::Tensor out = result.is_contiguous() ? result : at::empty(index.sizes(), data.options());
   if (idx.numel() > 0) {
     const int ndim = static_cast<int>(data.dim());
     std::array<int64_t, kernels::kMaxDims> index_sizes{}, data_sizes{};
     for (int d = 0; d < ndim; ++d) {
-      index_sizes[d] = idx.size(d);
+      index_sizes[d] = index.size(d);
       data_sizes[d] = data.size(d);
     }
     const auto* pi = idx.data_ptr<int64_t>();
@@ -828,8 +841,9 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     char* po = static_cast<char*>(out.data_ptr());
     const int64_t bytes = static_cast<int64_t>(data.element_size());
     const int d = static_cast<int>(wrapped);
+    const bool broadcast = inner_broadcast;  // a plain local: the lambda copies it
     enqueue(out, "aten::gather", {&data, &idx}, [=] {
-      kernels::gather(ndim, index_sizes.data(), pi, d, data_sizes.data(), bytes, pd, po);
+      kernels::gather(ndim, index_sizes.data(), pi, broadcast, d, data_sizes.data(), bytes, pd, po);
     });
   }
   if (!out.is_same(result)) result.copy_(out);
@@ -864,13 +878,13 @@ bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
   }
   at::Tensor data = result.is_contiguous() ? result : result.contiguous();
   if (index.numel() == 0) return true;
-  const at::Tensor idx = index.to(c10::kLong).contiguous();
+  const auto [idx, inner_broadcast] = kernel_index(index, wrapped);
   const at::Tensor values = src.as_strided(index.sizes(), src.strides(), src.storage_offset()).contiguous();
   {
     const int ndim = static_cast<int>(data.dim());
     std::array<int64_t, kernels::kMaxDims> index_sizes{}, data_sizes{};
     for (int d = 0; d < ndim; ++d) {
-      index_sizes[d] = idx.size(d);
+      index_sizes[d] = index.size(d);
       data_sizes[d] = data.size(d);
     }
     const auto* pi = idx.data_ptr<int64_t>();
@@ -878,11 +892,12 @@ bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
     char* pd = static_cast<char*>(data.data_ptr());
     const kernels::DType dtype = to_kernel_dtype(data.scalar_type());
     const int d = static_cast<int>(wrapped);
+    const bool broadcast = inner_broadcast;  // a plain local: the lambda copies it
     enqueue(data, name, {&idx, &values}, [=] {
       if (reduce.has_value()) {
-        kernels::scatter_reduce(dtype, *reduce, ndim, index_sizes.data(), pi, d, data_sizes.data(), ps, pd);
+        kernels::scatter_reduce(dtype, *reduce, ndim, index_sizes.data(), pi, broadcast, d, data_sizes.data(), ps, pd);
       } else {
-        kernels::scatter(dtype, add, ndim, index_sizes.data(), pi, d, data_sizes.data(), ps, pd);
+        kernels::scatter(dtype, add, ndim, index_sizes.data(), pi, broadcast, d, data_sizes.data(), ps, pd);
       }
     });
   }

@@ -75,19 +75,21 @@ void embedding_bag_per_sample_weights_backward(DType dtype, const EmbeddingBagSh
                                                const void* weight, const int64_t* indices,
                                                const int64_t* offset2bag, int64_t padding_idx, void* out);
 
-// gather / scatter along `dim` over contiguous buffers. `index` (int64) has `index_sizes`;
-// `data` (the gather source, the scatter destination) has `data_sizes`; the other side (gather
-// output, scatter source) has index_sizes. Throw KernelError for an index outside the dim.
-void gather(int ndim, const int64_t* index_sizes, const int64_t* index, int dim, const int64_t* data_sizes,
-            int64_t element_bytes, const char* data, char* out);
+// gather / scatter along `dim` over contiguous buffers. `index` (int64) has `index_sizes`, or
+// with inner_broadcast only its entries up to `dim` (index_sizes[0..dim], the same for every
+// position in the dims after dim); `data` (the gather source, the scatter destination) has
+// `data_sizes`; the other side (gather output, scatter source) has index_sizes. Throw
+// KernelError for an index outside the dim.
+void gather(int ndim, const int64_t* index_sizes, const int64_t* index, bool inner_broadcast, int dim,
+            const int64_t* data_sizes, int64_t element_bytes, const char* data, char* out);
 // add = false: data[...index...] = src; add = true: data[...index...] += src (in index order).
-void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, int dim,
-             const int64_t* data_sizes, const char* src, char* data);
+void scatter(DType dtype, bool add, int ndim, const int64_t* index_sizes, const int64_t* index, bool inner_broadcast,
+             int dim, const int64_t* data_sizes, const char* src, char* data);
 // scatter_reduce's reductions of src into data[...index...], in index order as CPU PyTorch's
 // loop: kSum (also mean's sums), kProd, kAmax and kAmin (a NaN in src wins, as on CPU).
 enum class ScatterReduceOp : uint8_t { kSum, kProd, kAmax, kAmin };
 void scatter_reduce(DType dtype, ScatterReduceOp op, int ndim, const int64_t* index_sizes, const int64_t* index,
-                    int dim, const int64_t* data_sizes, const char* src, char* data);
+                    bool inner_broadcast, int dim, const int64_t* data_sizes, const char* src, char* data);
 
 // Inclusive cumulative sum or product along the middle axis of contiguous [outer, dim, inner]
 // buffers; input and output dtypes may differ (integers accumulate in int64, floats in double).

@@ -261,6 +261,30 @@ def test_gather_scatter_add_large_inputs_split_over_threads(dim, no_fallback):
     assert torch.equal(d(base).scatter_reduce(dim, d(index), d(src), "amax").cpu(), base.scatter_reduce(dim, index, src, "amax"))
 
 
+@pytest.mark.parametrize("shape", [(4, 7, 5), (4, 7, 6), (4, 7, 3, 2)], ids=["narrower", "as_wide", "two_inner_dims"])
+def test_gather_and_scatter_through_an_index_expanded_after_dim(shape, no_fallback):
+    # x.gather(1, i.unsqueeze(-1).expand(...)) (top-k routing, ranking, graph messages): the
+    # kernels read the [4, 7] entries without materializing the expansion.
+    g = torch.Generator().manual_seed(2)
+    data = torch.randn(4, 10, *([6] if len(shape) == 3 else [3, 2]), generator=g)
+    rows = torch.randint(0, 10, (4, 7), generator=g)
+    src = torch.randn(shape, generator=g)
+    expand = lambda r: r.view(4, 7, *[1] * (len(shape) - 2)).expand(shape)
+    index, device_index = expand(rows), expand(rows.to("neuron"))  # expanded on the device: stride 0
+    assert device_index.stride()[2:] == (0,) * (len(shape) - 2)
+    d = lambda t: t.to("neuron")
+    assert torch.equal(torch.gather(d(data), 1, device_index).cpu(), torch.gather(data, 1, index))
+    assert torch.equal(d(data).scatter_add(1, device_index, d(src)).cpu(), data.scatter_add(1, index, src))
+    assert torch.equal(d(data).scatter_reduce(1, device_index, d(src), "amax").cpu(), data.scatter_reduce(1, index, src, "amax"))
+    (_, cpu_grads), (_, grads) = forward_backward(lambda t: torch.gather(t, 1, index.to(t.device) if t.is_cpu else device_index).square(), data)
+    assert_same(grads[0], cpu_grads[0])
+    bad = rows.clone()
+    bad[2, 5] = 10
+    result = torch.gather(d(data), 1, expand(d(bad)))
+    with pytest.raises(torch.AcceleratorError, match="index 10 is out of bounds for dimension 1 with size 10"):
+        result.cpu()
+
+
 def test_gather_reports_the_first_bad_index_in_index_order():
     index = torch.zeros(64, 4096, dtype=torch.long)
     index[40, 7] = 5000  # found first by whichever thread reaches it; reported in index order
