@@ -26,6 +26,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/i0.h>
 #include <ATen/ops/index.h>
 #include <ATen/ops/index_copy.h>
 #include <ATen/ops/index_put.h>
@@ -47,6 +48,7 @@
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/sort.h>
+#include <ATen/ops/rsub.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
@@ -443,6 +445,39 @@ at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
   return at::index(self.reshape({-1}), indices).view(index.sizes());
 }
 
+// kaiser_window: I0(beta sqrt(1 - ((n - a) / a)^2)) / I0(beta) over n = 0 .. N-1, a = (N - 1) / 2
+// (N one more, and the last point dropped, when periodic). CPU PyTorch computes it with a
+// kernel stub that has no entry for other devices: without this, torch.kaiser_window on neuron
+// raised an internal assert.
+at::Tensor kaiser_window(int64_t window_length, bool periodic, double beta, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  const at::TensorOptions options =
+      at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory);
+  TORCH_CHECK(window_length >= 0, "kaiser_window requires non-negative window_length, got window_length=", window_length);
+  TORCH_CHECK(options.layout() == at::kStrided, "kaiser_window is not implemented for sparse types, got: ", options);
+  TORCH_CHECK(at::isFloatingType(at::typeMetaToScalarType(options.dtype())),
+              "kaiser_window expects floating point dtypes, got: ", options);
+  if (window_length == 0) return at::empty({0}, options);
+  if (window_length == 1) return at::ones({1}, options);
+  const int64_t points = periodic ? window_length + 1 : window_length;
+  const double half = (points - 1) / 2.0;
+  const at::Tensor ratio = at::div(at::sub(at::arange(points, options), half), half);
+  const at::Tensor window = at::div(at::i0(at::mul(at::sqrt(at::rsub(at::mul(ratio, ratio), 1)), beta)),
+                                    at::i0(at::full({}, beta, options)));
+  return periodic ? window.narrow(0, 0, window_length) : window;
+}
+// The shorter overloads call the beta form directly, not through the dispatcher: periodic, beta 12.
+at::Tensor kaiser_window_periodic(int64_t window_length, bool periodic, std::optional<at::ScalarType> dtype,
+                                  std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                  std::optional<bool> pin_memory) {
+  return kaiser_window(window_length, periodic, 12.0, dtype, layout, device, pin_memory);
+}
+at::Tensor kaiser_window_default(int64_t window_length, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory) {
+  return kaiser_window(window_length, true, 12.0, dtype, layout, device, pin_memory);
+}
+
 // put_: writes (or adds) source at flat, possibly negative, indices of self.
 at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
   TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ", index.scalar_type());
@@ -544,6 +579,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("complex.out", TORCH_FN(composite::complex_out));
   m.impl("polar.out", TORCH_FN(composite::polar_out));
   m.impl("take", TORCH_FN(composite::take));
+  m.impl("kaiser_window.beta", TORCH_FN(composite::kaiser_window));
+  m.impl("kaiser_window.periodic", TORCH_FN(composite::kaiser_window_periodic));
+  m.impl("kaiser_window", TORCH_FN(composite::kaiser_window_default));
   m.impl("unique_consecutive", TORCH_FN(composite::unique_consecutive));
   m.impl("put_", TORCH_FN(composite::put_));
 }

@@ -50,6 +50,7 @@
 #include <ATen/ops/gt_ops.h>
 #include <ATen/ops/isnan_ops.h>
 #include <ATen/ops/le_ops.h>
+#include <ATen/ops/i0_ops.h>
 #include <ATen/ops/lgamma_ops.h>
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/log10_ops.h>
@@ -102,6 +103,9 @@
 #include <ATen/ops/signbit_ops.h>
 #include <ATen/ops/sinc_ops.h>
 #include <ATen/ops/special_entr_ops.h>
+#include <ATen/ops/special_i0e_ops.h>
+#include <ATen/ops/special_i1_ops.h>
+#include <ATen/ops/special_i1e_ops.h>
 #include <ATen/ops/special_xlog1py_ops.h>
 #include <torch/library.h>
 
@@ -290,6 +294,10 @@ NEURON_UNARY(silu, UnaryOp::kSilu, unary_op)
 NEURON_UNARY(lgamma, UnaryOp::kLgamma, unary_float_op)
 NEURON_UNARY(digamma, UnaryOp::kDigamma, unary_float_op)
 NEURON_UNARY(erfinv, UnaryOp::kErfinv, unary_float_op)
+NEURON_UNARY(i0, UnaryOp::kI0, unary_float_op)
+NEURON_UNARY(special_i0e, UnaryOp::kI0e, unary_float_op)
+NEURON_UNARY(special_i1, UnaryOp::kI1, unary_float_op)
+NEURON_UNARY(special_i1e, UnaryOp::kI1e, unary_float_op)
 NEURON_UNARY(frac, UnaryOp::kFrac, unary_op)
 NEURON_UNARY(sinc, UnaryOp::kSinc, unary_float_op)
 NEURON_UNARY(special_entr, UnaryOp::kEntr, unary_float_op)
@@ -772,6 +780,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #undef REGISTER_UNARY
   m.impl("special_entr", TORCH_FN(special_entr_functional));
   m.impl("special_entr.out", TORCH_FN(special_entr_out));
+  m.impl("i0", TORCH_FN(i0_functional));
+  m.impl("i0.out", TORCH_FN(i0_out));
+  m.impl("i0_", TORCH_FN(i0_inplace));
+  m.impl("special_i0e", TORCH_FN(special_i0e_functional));
+  m.impl("special_i0e.out", TORCH_FN(special_i0e_out));
+  m.impl("special_i1", TORCH_FN(special_i1_functional));
+  m.impl("special_i1.out", TORCH_FN(special_i1_out));
+  m.impl("special_i1e", TORCH_FN(special_i1e_functional));
+  m.impl("special_i1e.out", TORCH_FN(special_i1e_out));
   m.impl("signbit", TORCH_FN(signbit_functional));
   m.impl("signbit.out", TORCH_FN(signbit_out));
   m.impl("polygamma", TORCH_FN(polygamma_functional));

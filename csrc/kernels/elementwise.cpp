@@ -179,6 +179,10 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
       case UnaryOp::kErf: return map<T, T, 1>(a, [](C x) { return erf_of(x); });
       case UnaryOp::kErfc: return map<T, T, 1>(a, [](C x) { return std::erfc(x); });
       case UnaryOp::kLgamma: return map<T, T, 1>(a, [](C x) { return C(special::log_gamma(x)); });
+      case UnaryOp::kI0: return map<T, T, 1>(a, [](C x) { return C(special::bessel_i(0, x, false)); });
+      case UnaryOp::kI0e: return map<T, T, 1>(a, [](C x) { return C(special::bessel_i(0, x, true)); });
+      case UnaryOp::kI1: return map<T, T, 1>(a, [](C x) { return C(special::bessel_i(1, x, false)); });
+      case UnaryOp::kI1e: return map<T, T, 1>(a, [](C x) { return C(special::bessel_i(1, x, true)); });
       case UnaryOp::kDigamma: return map<T, T, 1>(a, [](C x) { return C(special::digamma(x)); });
       case UnaryOp::kErfinv:
         return map<T, T, 1>(a, [](C x) {

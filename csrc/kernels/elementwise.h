@@ -79,6 +79,7 @@ enum class UnaryOp : uint8_t {
   kLog1p, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
   kSigmoid, kErf, kErfc, kFloor, kCeil, kRound, kTrunc, kRelu, kSilu, kGeluErf, kGeluTanh,
   kLgamma, kDigamma, kErfinv,  // in double (kernels/special_functions.h)
+  kI0, kI0e, kI1, kI1e,        // modified Bessel functions, likewise
   kFrac, kSinc, kEntr,         // x - trunc(x); sin(pi x) / (pi x); -x log x
   kBitwiseNot, kLogicalNot, kIsNan, kIsInf, kIsFinite, kSignbit,
   kConj, kAngle,  // complex only: conj_physical, and angle (a real output, as kAbs of complex)

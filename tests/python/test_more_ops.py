@@ -3,7 +3,9 @@ hypot, fmax / fmin, heaviside, frac, sinc, signbit, entr, xlog1py, round to deci
 hard shrinkage, PReLU, integer rounding, rsub of two tensors), masked_fill with a device value,
 the 2-D NLL loss of segmentation models, and composed ops (equal, nansum, aminmax,
 count_nonzero, isin, repeat_interleave, unique_consecutive, channel_shuffle, linalg.cross, vdot,
-take)."""
+take, put_), and the modified Bessel functions."""
+
+import math
 
 import pytest
 import torch
@@ -251,3 +253,42 @@ def test_cross_gradients(no_fallback):
     assert_same(out, cpu_out)
     for device_grad, cpu_grad in zip(grads, cpu_grads):
         assert_same(device_grad, cpu_grad)
+
+
+BESSEL = {"i0": torch.i0, "i0e": torch.special.i0e, "i1": torch.special.i1, "i1e": torch.special.i1e}
+
+
+@pytest.mark.parametrize("name", list(BESSEL))
+def test_modified_bessel_functions_match_cpu_in_double(name, no_fallback):
+    # Both sides of the switch from the power series to the asymptotic one at |x| = 30.
+    fn = BESSEL[name]
+    x = torch.cat([torch.linspace(-120, 120, 4801, dtype=torch.float64),
+                   torch.tensor([0.0, -0.0, 1e-300, 29.999999, 30.000001, -30.5, 700.0, 705.0, float("nan")], dtype=torch.float64)])
+    got, expected = fn(x.to("neuron")).cpu(), fn(x)
+    assert torch.equal(got.isnan(), expected.isnan())
+    torch.testing.assert_close(got, expected, rtol=1e-13, atol=0, equal_nan=True)
+    zeros = expected == 0
+    assert torch.equal(got[zeros].signbit(), expected[zeros].signbit())
+    # Rounded from double in float32: within an ulp of the double value, where CPU PyTorch's
+    # float formulas are off by up to 1e-6 (i1(-8) among them).
+    x32 = x[:4801].float()
+    torch.testing.assert_close(fn(x32.to("neuron")).cpu(), fn(x32.double()).float(), rtol=1.2e-7, atol=0)
+    # The limits at infinity (CPU PyTorch's formulas give NaN for the unscaled ones there).
+    ends = fn(torch.tensor([float("inf"), -float("inf")], dtype=torch.float64, device="neuron")).cpu().tolist()
+    assert ends == {"i0": [math.inf, math.inf], "i0e": [0.0, 0.0], "i1": [math.inf, -math.inf], "i1e": [0.0, -0.0]}[name]
+
+
+def test_modified_bessel_gradients_and_kaiser_window(no_fallback):
+    (cpu_out, cpu_grads), (out, grads) = forward_backward(
+        lambda t: torch.i0(t) + torch.special.i0e(t) + torch.special.i1(t) * torch.special.i1e(t),
+        torch.linspace(-40, 40, 257, dtype=torch.float64))
+    assert_same(out, cpu_out)
+    torch.testing.assert_close(grads[0].cpu(), cpu_grads[0], rtol=1e-12, atol=0)
+    # kaiser_window (torchaudio's resampling filters) ran through a CPU kernel stub with no entry
+    # for other devices, an internal assert on neuron.
+    for args in ((256, True, 5.0), (255, False, 12.0), (64, False), (64,), (1,), (0,)):
+        for dtype, tol in ((torch.float64, 1e-13), (torch.float32, 1e-6)):
+            window = torch.kaiser_window(*args, dtype=dtype, device="neuron")
+            torch.testing.assert_close(window.cpu(), torch.kaiser_window(*args, dtype=dtype), rtol=tol, atol=tol)
+    with pytest.raises(RuntimeError, match="kaiser_window expects floating point dtypes"):
+        torch.kaiser_window(8, dtype=torch.long, device="neuron")
