@@ -193,7 +193,7 @@ inline double erfinv(double y) {
 // (torch.i0, special.i0e, special.i1, special.i1e). Up to |x| = 30 the power series
 // (x/2)^n sum_k (x^2/4)^k / (k! (k+n)!), whose terms are all of one sign; beyond, the asymptotic
 // series e^|x| / sqrt(2 pi |x|) sum_k (-1)^k prod_{j<=k} (4n^2 - (2j-1)^2) / (k! (8|x|)^k), cut at
-// its first term under 1e-17 (by k = 25 from 30 on, long before it diverges near k = 2|x|).
+// its first term under 1e-17 (by k = 17 from 30 on, long before it diverges near k = 2|x|).
 inline double bessel_i(int order, double x, bool scaled) {
   if (std::isnan(x)) return x;
   const double a = std::fabs(x);
