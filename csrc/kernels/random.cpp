@@ -522,14 +522,19 @@ double scaled_incomplete_gamma(double a, double a0, double x, bool upper) {
   return scale * h;
 }
 
+// d f / d alpha at alpha by a central difference. The incomplete gamma and beta functions vary
+// over alpha on a scale of alpha below 1 and of sqrt(alpha) above; the step is 1e-5 of that.
+template <typename F>
+double slope_in_alpha(double alpha, F f) {
+  const double h = 1e-5 * (alpha < 1.0 ? alpha : std::sqrt(alpha));
+  return (f(alpha + h) - f(alpha - h)) / (2.0 * h);
+}
+
 double gamma_sample_grad(double alpha, double x) {
   if (x == 0.0 && alpha > 0.0) return 0.0;
   if (!(alpha > 0.0) || !(x > 0.0) || std::isinf(alpha) || std::isinf(x)) return std::numeric_limits<double>::quiet_NaN();
-  // P varies over alpha on a scale of alpha below 1 and of sqrt(alpha) above.
-  const double h = 1e-5 * (alpha < 1.0 ? alpha : std::sqrt(alpha));
   const bool upper = x >= alpha + 1.0;  // the smaller of P and 1 - P, computed directly
-  const double slope = (scaled_incomplete_gamma(alpha + h, alpha, x, upper) -
-                        scaled_incomplete_gamma(alpha - h, alpha, x, upper)) / (2.0 * h);
+  const double slope = slope_in_alpha(alpha, [&](double a) { return scaled_incomplete_gamma(a, alpha, x, upper); });
   return (upper ? x : -x) * slope;
 }
 
@@ -565,10 +570,9 @@ double dirichlet_component_grad(double x, double alpha, double total) {
   const double beta = total - alpha;
   if (x == 0.0 && alpha > 0.0 && beta > 0.0) return 0.0;
   if (!(alpha > 0.0) || !(beta > 0.0) || !(x > 0.0) || !(x <= 1.0)) return std::numeric_limits<double>::quiet_NaN();
-  const double h = 1e-5 * (alpha < 1.0 ? alpha : std::sqrt(alpha));
   const bool upper = x >= (alpha + 1.0) / (total + 2.0);
-  const double slope = (scaled_incomplete_beta(alpha + h, alpha, beta, x, upper) -
-                        scaled_incomplete_beta(alpha - h, alpha, beta, x, upper)) / (2.0 * h);
+  const double slope =
+      slope_in_alpha(alpha, [&](double a) { return scaled_incomplete_beta(a, alpha, beta, x, upper); });
   return upper ? slope : -slope;
 }
 
