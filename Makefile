@@ -7,7 +7,7 @@ TORCH_VERSION := 2.13.0
 TRANSFORMERS_VERSION := 5.24.0
 export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all build demo test test-cpp test-python test-sanitize bench conformance sweep clean
+.PHONY: all build demo test test-cpp test-python test-levels test-sanitize bench conformance sweep clean
 
 all: build
 
@@ -40,28 +40,39 @@ build: $(VENV)/.stamp-install
 	@$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v -E "^(running|copying)|SetuptoolsDeprecationWarning|^\s*!!|^\s*\*+|setup.py install|^$$" || true
 	@test -f torchneuron/_C*.so || (echo "build failed: torchneuron/_C*.so missing" && exit 1)
 
+# The kernel library is built per instruction-set level; its tests run at every level this CPU has.
+CPU_LEVELS = $$(./build/torchneuron_cpu_levels)
+
 test-cpp: build
-	@echo "== C++ runtime tests"
+	@echo "== C++ runtime and compiler tests"
 	@./build/runtime_tests --gtest_brief=1
+	@for level in $(CPU_LEVELS); do \
+	  echo "== C++ kernel tests, kernel library at $$level"; \
+	  LD_LIBRARY_PATH=build/lib/$$level TORCHNEURON_EXPECT_CPU_CAPABILITY=$$level \
+	    ./build/kernel_tests --gtest_brief=1 || exit 1; \
+	done
 
-# The conformance CI subset (a fixed list of OpInfos) runs here and fails on regressions;
-# the model sweep runs its 5-model CI subset.
-test-python: build
-	@echo "== Python tests (with the conformance CI subset)"
-	@TORCHNEURON_CONFORMANCE_CI=1 $(PY) -m pytest -q tests/python
-	@echo "== model sweep, CI subset"
-	@$(PY) -m torchneuron.sweep --ci --jobs 2 --output build/sweep-ci.json --markdown build/sweep-ci.md
+# The conformance subset and the training tests again at each level below the CPU's highest, with
+# CPU PyTorch (the reference) held to the same level.
+LEVEL_TESTS := tests/python/test_conformance.py tests/python/test_training.py tests/python/test_cpu_capability.py
+test-levels: build
+	@for level in $$(./build/torchneuron_cpu_levels | tail -n +2); do \
+	  echo "== Python tests at TORCHNEURON_CPU_CAPABILITY=$$level"; \
+	  TORCHNEURON_CPU_CAPABILITY=$$level ATEN_CPU_CAPABILITY=$$level TORCHNEURON_CONFORMANCE_CI=1 \
+	    $(PY) -m pytest -q $(LEVEL_TESTS) || exit 1; \
+	done
 
-test: test-cpp test-sanitize test-python
+test: test-cpp test-sanitize test-python test-levels
 
-# AddressSanitizer + UBSan, then ThreadSanitizer, over the torch-free runtime tests.
+# AddressSanitizer + UBSan over the runtime, the compiler and the kernel library (its default
+# level), then ThreadSanitizer over the same.
 test-sanitize: $(VENV)/.stamp-deps
 	@for san in address thread; do \
-	  echo "== runtime tests under $$san sanitizer"; \
+	  echo "== C++ tests under $$san sanitizer"; \
 	  cmake -S . -B build-$$san -G Ninja -DTORCHNEURON_BUILD_PYTHON=OFF \
-	    -DTORCHNEURON_SANITIZE=$$san -DCMAKE_BUILD_TYPE=Debug >/dev/null && \
+	    -DTORCHNEURON_SANITIZE=$$san -DTORCHNEURON_CPU_LEVELS=default -DCMAKE_BUILD_TYPE=Debug >/dev/null && \
 	  cmake --build build-$$san >/dev/null && \
-	  ./build-$$san/runtime_tests --gtest_brief=1 || exit 1; \
+	  ./build-$$san/runtime_tests --gtest_brief=1 && ./build-$$san/kernel_tests --gtest_brief=1 || exit 1; \
 	done
 
 demo: build

@@ -27,10 +27,14 @@ class CMakeBuild(build_ext):
             raise RuntimeError(f"CMake finished but produced no _C extension in {build_dir}")
         source = os.path.join(build_dir, built[0])
         target = self.get_ext_fullpath(ext.name)
-        # Editable installs import from the source tree, so the module always lands there too.
-        for path in {os.path.abspath(target), os.path.join(ROOT, "torchneuron", built[0])}:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            shutil.copyfile(source, path)
+        # Editable installs import from the source tree, so the module always lands there too,
+        # with lib/: the runtime and one kernel library per instruction-set level.
+        for package_dir in {os.path.dirname(os.path.abspath(target)), os.path.join(ROOT, "torchneuron")}:
+            os.makedirs(package_dir, exist_ok=True)
+            shutil.copyfile(source, os.path.join(package_dir, built[0]))
+            lib_dir = os.path.join(package_dir, "lib")
+            shutil.rmtree(lib_dir, ignore_errors=True)
+            shutil.copytree(os.path.join(build_dir, "lib"), lib_dir)
 
 
 setup(ext_modules=[Extension("torchneuron._C", sources=[])], cmdclass={"build_ext": CMakeBuild})

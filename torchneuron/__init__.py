@@ -34,6 +34,10 @@ def _check_environment():
 
 _check_environment()
 
+from torchneuron import _cpu_dispatch  # noqa: E402
+
+_cpu_dispatch.load()  # before _C, which runs whichever kernel library is loaded first
+
 from torchneuron import _C  # noqa: E402  (registers the C++ device, allocator and operators)
 from torchneuron import _dynamo_interface, neuron  # noqa: E402
 
@@ -52,6 +56,11 @@ def _register():
 
 
 _register()
+
+
+def cpu_capability():
+    """Returns the instruction-set level the native kernels run at: 'avx512', 'avx2' or 'default'."""
+    return _cpu_dispatch.loaded_level()
 
 
 def fallback_report():

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/cpu_features.h"
+
 namespace torchneuron::compiler {
 namespace {
 
@@ -73,7 +75,14 @@ std::string quoted(const std::string& text) { return "'" + text + "'"; }
 
 }  // namespace
 
-std::string compile_flags() { return "-std=c++20 -O3 -march=native -ffp-contract=off -fno-trapping-math -fno-math-errno -fopenmp-simd -shared -fPIC"; }
+// Generated code targets this machine at the process's instruction-set level (the kernel
+// library's, lowered by TORCHNEURON_CPU_CAPABILITY) and tunes for it: the level is part of the
+// flags and so of the cache key, and a shared cache never hands a machine code it cannot run.
+std::string compile_flags() {
+  const char* march = runtime::march_for_cpu_capability(runtime::selected_cpu_capability());
+  return std::string("-std=c++20 -O3 -march=") + march +
+         " -mtune=native -ffp-contract=off -fno-trapping-math -fno-math-errno -fopenmp-simd -shared -fPIC";
+}
 
 Artifact build_artifact(const std::string& source, const std::string& cache_dir) {
   const std::string key = hash_key(std::string(kCompilerVersion) + "\n" + compile_flags() + "\n" + compiler_identity() +

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numbers>
 
+#include "kernels/cpu_capability.h"
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
 
@@ -18,10 +19,12 @@ namespace {
 using cd = std::complex<double>;
 
 // Lines transformed together: every butterfly runs over kLanes lines at once (split real and
-// imaginary parts, lane innermost), one AVX-512 register of them: 16 float or 8 double lines.
-// complex64 and float32 transform in float, as CPU PyTorch's pocketfft does; float64 in double.
+// imaginary parts, lane innermost), one vector register of them at this library copy's level
+// (AVX-512: 16 float or 8 double lines; AVX2: 8 or 4). Each line's arithmetic is the same
+// whatever the lane count. complex64 and float32 transform in float, as CPU PyTorch's pocketfft
+// does; float64 in double.
 template <typename T>
-constexpr int64_t kLanesOf = static_cast<int64_t>(64 / sizeof(T));
+constexpr int64_t kLanesOf = static_cast<int64_t>(kVectorBytes / sizeof(T));
 
 // Prime factors above this take Bluestein's transform: Cooley-Tukey's butterfly for a factor p
 // costs p^2 per group of p outputs.
@@ -32,11 +35,11 @@ template <typename T>
 struct VecOf;
 template <>
 struct VecOf<float> {
-  typedef float type __attribute__((vector_size(64)));
+  typedef float type __attribute__((vector_size(kVectorBytes)));
 };
 template <>
 struct VecOf<double> {
-  typedef double type __attribute__((vector_size(64)));
+  typedef double type __attribute__((vector_size(kVectorBytes)));
 };
 template <typename T>
 using Vec = typename VecOf<T>::type;

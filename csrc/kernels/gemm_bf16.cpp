@@ -11,9 +11,11 @@
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
 
-// The kernel needs a compiler that knows AVX512-BF16 (GCC 11+, Clang 12+); the functions carry
-// their own target attribute, so the rest of the library may be built for any x86-64.
-#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
+// The kernel needs a compiler that knows AVX512-BF16 (GCC 11+, Clang 12+) and is built into the
+// avx512 copy of the library only, so that a lower level (forced or not) never runs it; its
+// functions add AVX512-BF16 by their own target attribute, checked on the CPU at run time.
+#if defined(__x86_64__) && defined(__AVX512F__) && \
+    ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
 #define TORCHNEURON_BF16_GEMM 1
 // GCC 12 flags the "undefined" source operand inside the unmasked AVX-512 intrinsics.
 #pragma GCC diagnostic push
@@ -351,7 +353,7 @@ bool bf16_gemm_suits(const GemmArgs& g) {
   return (g.a.col_stride == 1 || g.a.row_stride == 1) && (g.b.col_stride == 1 || g.b.row_stride == 1);
 }
 
-#else  // no AVX512-BF16 compiler support
+#else  // not the avx512 copy, or no AVX512-BF16 compiler support
 
 bool bf16_gemm_available() { return false; }
 bool bf16_gemm_suits(const GemmArgs&) { return false; }

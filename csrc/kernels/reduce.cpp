@@ -288,8 +288,32 @@ int64_t offset_of(int64_t linear, int ndim, const int64_t* sizes, const int64_t*
   return offset * static_cast<int64_t>(item);
 }
 
-template <typename T, typename Out, ReduceOp kOp>
-void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dims) {
+template <typename T>
+using ReduceAcc = Acc<T>;  // floating.h's Acc is visible outside this namespace too
+
+// Where a reduction writes its results: inline for an output of the input's dtype (the common
+// case), else through a store picked at run time, once per output element. The folds are then
+// instantiated per input dtype, not per (input, output) pair: the 500 pairs took this file six
+// minutes to compile for each instruction-set level.
+template <typename Out>
+struct TypedStore {
+  size_t size() const { return sizeof(Out); }
+  template <typename A>
+  void operator()(char* p, A value) const {
+    store_out<Out>(p, value);
+  }
+};
+
+template <typename A>
+struct ErasedStore {
+  void (*store)(char*, A);
+  size_t item;
+  size_t size() const { return item; }
+  void operator()(char* p, A value) const { store(p, value); }
+};
+
+template <typename T, ReduceOp kOp, typename Store>
+void reduce_typed(const Store& store_out_value, const StridedView& out, const StridedView& in, int reduced_dims) {
   using A = Acc<T>;
   using R = Reducer<A, kOp>;
   constexpr ReduceOp op = kOp;
@@ -321,7 +345,7 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
     });
     A acc = R::identity();
     for (A value : partial) acc = R::combine(acc, value);
-    store_out<Out>(out_base, finish(acc));
+    store_out_value(out_base, finish(acc));
     return;
   }
   if (kept >= 1 && out.ndim == kept && in.strides[kept - 1] == 1 && shape.ndim > 0 &&
@@ -337,7 +361,7 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
         const int64_t outer = task / blocks, block = task % blocks;
         const int64_t begin = block * kColumns, width = std::min(kColumns, columns - begin);
         const char* outer_in = in_base + offset_of(outer, kept - 1, in.sizes.data(), in.strides.data(), sizeof(T));
-        char* outer_out = out_base + offset_of(outer, kept - 1, out.sizes.data(), out.strides.data(), sizeof(Out));
+        char* outer_out = out_base + offset_of(outer, kept - 1, out.sizes.data(), out.strides.data(), store_out_value.size());
         A acc[kColumns];
         for (int64_t j = 0; j < kColumns; ++j) acc[j] = R::identity();
         const int last = shape.ndim - 1;
@@ -379,8 +403,8 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
             }
           }
         }
-        const int64_t out_step = out.strides[kept - 1] * static_cast<int64_t>(sizeof(Out));
-        for (int64_t j = 0; j < width; ++j) store_out<Out>(outer_out + (begin + j) * out_step, finish(acc[j]));
+        const int64_t out_step = out.strides[kept - 1] * static_cast<int64_t>(store_out_value.size());
+        for (int64_t j = 0; j < width; ++j) store_out_value(outer_out + (begin + j) * out_step, finish(acc[j]));
       }
     });
     return;
@@ -394,9 +418,9 @@ void reduce_typed(const StridedView& out, const StridedView& in, int reduced_dim
                             ? in_base + i * in.strides[0] * static_cast<int64_t>(sizeof(T))
                             : in_base + offset_of(i, kept, in.sizes.data(), in.strides.data(), sizeof(T));
       char* dst = kept == 1 && out.ndim == 1
-                      ? out_base + i * out.strides[0] * static_cast<int64_t>(sizeof(Out))
-                      : out_base + offset_of(i, out.ndim, out.sizes.data(), out.strides.data(), sizeof(Out));
-      store_out<Out>(dst, finish(fold<T, R>(src, shape, 0, shape.numel)));
+                      ? out_base + i * out.strides[0] * static_cast<int64_t>(store_out_value.size())
+                      : out_base + offset_of(i, out.ndim, out.sizes.data(), out.strides.data(), store_out_value.size());
+      store_out_value(dst, finish(fold<T, R>(src, shape, 0, shape.numel)));
     }
   });
 }
@@ -458,38 +482,49 @@ void reduce(ReduceOp op, const StridedView& out_view, const StridedView& in_view
   StridedView out = out_view, in = in_view;
   const int reduced_dims = merge_reduced_dims(in, reduced_dims_in);
   merge_kept_dims(out, in, reduced_dims);
+  // The output's store: inline when it has the input's dtype, else picked here.
+  auto reduce_into = [&](auto in_tag, auto dispatch_out, auto reduce_op) {
+    using T = decltype(in_tag);
+    if (out.dtype == in.dtype) return reduce_op(in_tag, TypedStore<T>{});
+    ErasedStore<ReduceAcc<T>> store{nullptr, element_size(out.dtype)};
+    dispatch_out([&](auto out_tag) { store.store = &store_out<decltype(out_tag), ReduceAcc<T>>; });
+    reduce_op(in_tag, store);
+  };
   if (op >= ReduceOp::kNorm0) {
     // Norms take floating dtypes only (reduce_supported); dispatching just those keeps the
     // instantiations, and this file's compile time, in check.
     dispatch_floating(in.dtype, "vector norm", [&](auto in_tag) {
-      using T = decltype(in_tag);
-      dispatch_floating(out.dtype, "vector norm", [&](auto out_tag) {
-        using Out = decltype(out_tag);
-        switch (op) {
-          case ReduceOp::kNorm0: return reduce_typed<T, Out, ReduceOp::kNorm0>(out, in, reduced_dims);
-          case ReduceOp::kNorm1: return reduce_typed<T, Out, ReduceOp::kNorm1>(out, in, reduced_dims);
-          case ReduceOp::kNorm2: return reduce_typed<T, Out, ReduceOp::kNorm2>(out, in, reduced_dims);
-          case ReduceOp::kNormInf: return reduce_typed<T, Out, ReduceOp::kNormInf>(out, in, reduced_dims);
-          case ReduceOp::kNormNegInf: return reduce_typed<T, Out, ReduceOp::kNormNegInf>(out, in, reduced_dims);
-          default: return;
-        }
-      });
+      reduce_into(
+          in_tag, [&](auto f) { dispatch_floating(out.dtype, "vector norm", f); },
+          [&](auto tag, const auto& store) {
+            using T = decltype(tag);
+            switch (op) {
+              case ReduceOp::kNorm0: return reduce_typed<T, ReduceOp::kNorm0>(store, out, in, reduced_dims);
+              case ReduceOp::kNorm1: return reduce_typed<T, ReduceOp::kNorm1>(store, out, in, reduced_dims);
+              case ReduceOp::kNorm2: return reduce_typed<T, ReduceOp::kNorm2>(store, out, in, reduced_dims);
+              case ReduceOp::kNormInf: return reduce_typed<T, ReduceOp::kNormInf>(store, out, in, reduced_dims);
+              case ReduceOp::kNormNegInf:
+                return reduce_typed<T, ReduceOp::kNormNegInf>(store, out, in, reduced_dims);
+              default: return;
+            }
+          });
     });
     return;
   }
   dispatch_real_dtype(in.dtype, "reduction", [&](auto in_tag) {
-    using T = decltype(in_tag);
-    dispatch_real_dtype(out.dtype, "reduction", [&](auto out_tag) {
-      using Out = decltype(out_tag);
-      switch (op) {
-        case ReduceOp::kSum: return reduce_typed<T, Out, ReduceOp::kSum>(out, in, reduced_dims);
-        case ReduceOp::kMean: return reduce_typed<T, Out, ReduceOp::kMean>(out, in, reduced_dims);
-        case ReduceOp::kProd: return reduce_typed<T, Out, ReduceOp::kProd>(out, in, reduced_dims);
-        case ReduceOp::kMax: return reduce_typed<T, Out, ReduceOp::kMax>(out, in, reduced_dims);
-        case ReduceOp::kMin: return reduce_typed<T, Out, ReduceOp::kMin>(out, in, reduced_dims);
-        default: return;
-      }
-    });
+    reduce_into(
+        in_tag, [&](auto f) { dispatch_real_dtype(out.dtype, "reduction", f); },
+        [&](auto tag, const auto& store) {
+          using T = decltype(tag);
+          switch (op) {
+            case ReduceOp::kSum: return reduce_typed<T, ReduceOp::kSum>(store, out, in, reduced_dims);
+            case ReduceOp::kMean: return reduce_typed<T, ReduceOp::kMean>(store, out, in, reduced_dims);
+            case ReduceOp::kProd: return reduce_typed<T, ReduceOp::kProd>(store, out, in, reduced_dims);
+            case ReduceOp::kMax: return reduce_typed<T, ReduceOp::kMax>(store, out, in, reduced_dims);
+            case ReduceOp::kMin: return reduce_typed<T, ReduceOp::kMin>(store, out, in, reduced_dims);
+            default: return;
+          }
+        });
   });
 }
 

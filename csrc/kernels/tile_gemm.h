@@ -10,20 +10,17 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu_capability.h"
+
 namespace torchneuron::kernels {
 
 namespace tile_gemm_detail {
 
-// One vector register: 64 bytes with AVX-512, else 32. On AVX2 (16 registers) tiles of 64-byte
-// vectors spilled their accumulators, and convolutions ran 1.3-1.5x slower than CPU PyTorch's.
-// A tile's rows leave registers for the B vectors and the A broadcast.
-#if defined(__AVX512F__)
-constexpr int64_t kVectorBytes = 64;
-constexpr int64_t kTileRows = 8;
-#else
-constexpr int64_t kVectorBytes = 32;
-constexpr int64_t kTileRows = 6;
-#endif
+// One vector register at this library copy's level (kVectorBytes). On AVX2 (16 registers)
+// tiles of 64-byte vectors spilled their accumulators, and convolutions ran 1.3-1.5x slower than
+// CPU PyTorch's. A tile's rows leave registers for the B vectors and the A broadcast; the tile
+// shape changes only the order of independent sums, never one element's.
+constexpr int64_t kTileRows = kVectorBytes == 64 ? 8 : 6;
 
 // One register of A as a GCC / Clang vector type.
 template <typename A>

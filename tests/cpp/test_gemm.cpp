@@ -130,7 +130,7 @@ TEST(GemmBFloat16, DispatchMatchesDoubleReference) {
 }
 
 TEST(GemmBFloat16, KernelMatchesDoubleReferenceForAllShapes) {
-  if (!k::bf16_gemm_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  if (!k::bf16_gemm_available()) GTEST_SKIP() << "no AVX512-BF16 kernel: not the avx512 library, or no AVX512-BF16 on this CPU";
   check_all([](const k::GemmArgs& g) {
     ASSERT_TRUE(k::bf16_gemm_suits(g));
     k::bf16_gemm(g, g.a.data, g.b.data, g.c.data);
