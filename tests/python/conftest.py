@@ -83,3 +83,13 @@ def no_fallback():
     torchneuron.reset_fallback_report()
     yield
     assert torchneuron.fallback_report() == {}
+
+
+@pytest.fixture
+def fresh_compiler(tmp_path, monkeypatch):
+    """Each test compiles into its own cache directory with fresh Dynamo state and counters."""
+    monkeypatch.setenv("TORCHNEURON_CACHE_DIR", str(tmp_path / "cache"))
+    torch._dynamo.reset()
+    torchneuron.reset_compile_stats()
+    yield
+    torch._dynamo.reset()

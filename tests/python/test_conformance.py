@@ -1,4 +1,4 @@
-"""Tests for the OpInfo conformance tool (torchneuron/conformance.py)."""
+"""Tests for the OpInfo conformance tool (torchneuron/conformance/)."""
 
 import json
 import os

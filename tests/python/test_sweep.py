@@ -1,4 +1,4 @@
-"""Tests for the transformers model sweep (torchneuron/sweep.py)."""
+"""Tests for the transformers model sweep (torchneuron/sweep/)."""
 
 import json
 import os
@@ -107,7 +107,7 @@ def test_unknown_model_type_is_skipped_with_reason():
 
 def test_model_that_fails_to_build_is_recorded():
     pytest.importorskip("transformers")
-    with mock.patch.object(sweep, "tiny_config", side_effect=ValueError("bad config")):
+    with mock.patch.object(sweep.models, "tiny_config", side_effect=ValueError("bad config")):
         row = sweep.run_model("bert")
     assert row["status"] == "skipped"
     assert row["reasons"]["load"].endswith("ValueError: bad config")

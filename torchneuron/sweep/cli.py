@@ -1,0 +1,112 @@
+"""Model sweep: every Hugging Face `transformers` architecture, tiny and random, on CPU and `neuron`.
+
+Usage:
+    python -m torchneuron.sweep --ci          # 5 models; exits 1 unless all pass eager and compiled
+    python -m torchneuron.sweep --jobs 2 --timeout 120 --output sweep.json --markdown sweep.md
+    python -m torchneuron.sweep --models bert,gpt2 --limit 10
+
+One entry per model type in transformers' auto mappings: the base model class (AutoModel), or the
+first task head when a type has no base model. Its config class is built with defaults and then
+shrunk (few layers, hidden size 32, small vocabulary, 32x32 images; nested sub-configs too), the
+model is built on the CPU with a fixed seed and put in eval() mode (load), a deep copy is moved to
+`neuron`, and both run forward on the same inputs (forward) and a backward step from the sum of the
+floating outputs (backward). Outputs and parameter gradients are compared with the CPU as the
+reference (atol = rtol = 1e-4, float32). `compile` runs torch.compile(backend="neuron") forward
+under no_grad; `compile_backward` runs it with autograd and compares the gradients of the same
+loss. `fallback` lists the ATen ops that fell back to the CPU during the
+neuron run (copy, forward, backward), with calls.
+
+Every model runs in a spawned worker (conformance.run_tasks), so a hang (`--timeout` seconds per
+model) or a crash is recorded as an error and the run goes on. Column statuses are pass | mismatch
+| error | skipped | n/a; every skip carries its reason in `reasons`. Nothing is downloaded:
+HF_HUB_OFFLINE=1 is set.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from torchneuron.conformance.workers import run_tasks
+
+from .models import _set_offline, architectures
+from .report import markdown, totals
+from .run import ATOL, RTOL, SweepRunner
+
+
+CI_MODELS = ("bert", "gpt2", "llama", "vit", "wav2vec2")
+
+
+def _progress():
+    """Returns an on_result callback that prints a progress line to stderr."""
+    tty, counts = sys.stderr.isatty(), {}
+
+    def show(row, done, total):
+        """Prints one progress line."""
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+        width = len(str(total))
+        line = (f"[{done:>{width}}/{total}] {row['model'][:28]:<28} {row['status']:<8} "
+                + " ".join(f"{s}={counts.get(s, 0)}" for s in ("pass", "mismatch", "error",
+                                                               "skipped")))
+        sys.stderr.write(("\r" + line + "\x1b[K") if tty else line + "\n")
+        sys.stderr.flush()
+    return show
+
+
+def parse_args(argv=None):
+    """Parses the command line."""
+    p = argparse.ArgumentParser(prog="python -m torchneuron.sweep", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", help="comma-separated model types (e.g. bert,gpt2)")
+    p.add_argument("--ci", action="store_true", help=f"run the CI subset: {','.join(CI_MODELS)}")
+    p.add_argument("--limit", type=int, help="run only the first N model types")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per model")
+    p.add_argument("--output", default="sweep.json", help="JSON report path")
+    p.add_argument("--markdown", default="sweep.md", help="Markdown report path")
+    return p.parse_args(argv)
+
+
+def select(names, wanted=None, limit=None):
+    """Returns the model types to run: `wanted` in order (unknown ones kept, they record a skip)."""
+    keys = list(wanted) if wanted else list(names)
+    return keys[:limit] if limit else keys
+
+
+def main(argv=None):
+    """Command-line entry point; returns the process exit code."""
+    args = parse_args(argv)
+    _set_offline()
+    import transformers
+    wanted = list(CI_MODELS) if args.ci else []
+    wanted += [m.strip() for m in (args.models or "").split(",") if m.strip()]
+    models = select(architectures(), wanted, args.limit)
+    start = time.monotonic()
+    rows = run_tasks(models, args.jobs, args.timeout, runner=SweepRunner(),
+                     on_result=_progress())
+    elapsed = time.monotonic() - start
+    sys.stderr.write("\n")
+    report = {"totals": totals(rows), "elapsed_s": round(elapsed, 1),
+              "transformers": transformers.__version__, "tolerance": {"atol": ATOL, "rtol": RTOL},
+              "models": rows}
+    with open(args.output, "w") as f:
+        json.dump(report, f, indent=1)
+    with open(args.markdown, "w") as f:
+        f.write(markdown(rows, elapsed, transformers.__version__))
+    t = report["totals"]
+    print(f"sweep: {t['models']} models in {elapsed:.1f} s: built={t['built']} "
+          f"forward_pass={t['forward_pass']} backward_pass={t['backward_pass']} "
+          f"compile_pass={t['compile_pass']} compile_backward_pass={t['compile_backward_pass']} "
+          f"graphs_compiled={t['graphs_compiled']} graphs_eager={t['graphs_eager']} "
+          f"mismatch={t['mismatch']} error={t['error']} skipped={t['skipped']} "
+          f"-> {args.output}, {args.markdown}")
+    if args.ci:
+        checked = ("forward", "backward", "compile", "compile_backward")
+        failing = [f"{r['model']} ({', '.join(c for c in checked if r[c] not in ('pass', 'n/a'))})"
+                   for r in rows if any(r[c] not in ("pass", "n/a") for c in checked)]
+        failing += [f"{r['model']} ({r['graphs_eager']} graphs given back to run eagerly: "
+                    f"{r['reasons'].get('graphs_eager', '')})" for r in rows if r["graphs_eager"]]
+        if failing:
+            print(f"sweep CI: no longer passing: {'; '.join(failing)}")
+            return 1
+    return 0

@@ -1,0 +1,86 @@
+"""The sweep's report: totals, the most common reasons and fallback ops, and the Markdown table
+with one row per model."""
+
+from .run import ATOL, COLUMNS
+
+
+def totals(rows):
+    """Returns the sweep's counts: built, forward/backward pass, mismatches, errors, skipped."""
+    count = (lambda col, status: sum(r[col] == status for r in rows))
+    return {"models": len(rows), "built": count("load", "pass"),
+            "forward_pass": count("forward", "pass"), "backward_pass": count("backward", "pass"),
+            "compile_pass": count("compile", "pass"),
+            "compile_backward_pass": count("compile_backward", "pass"),
+            "graphs_compiled": sum(r.get("graphs_compiled", 0) for r in rows),
+            "graphs_eager": sum(r.get("graphs_eager", 0) for r in rows),
+            "models_with_eager_graphs": sum(r.get("graphs_eager", 0) > 0 for r in rows),
+            "mismatch": sum(r["status"] == "mismatch" for r in rows),
+            "error": sum(r["status"] == "error" for r in rows),
+            "skipped": sum(r["status"] == "skipped" for r in rows),
+            "pass": sum(r["status"] == "pass" for r in rows)}
+
+
+def top_reasons(rows, n=10):
+    """Returns [(reason, models)] for the most common non-pass reasons (first column per model)."""
+    agg = {}
+    for r in rows:
+        for column in COLUMNS:
+            if r[column] in ("error", "mismatch", "skipped") and column in r["reasons"]:
+                reason = r["reasons"][column][:120]
+                agg[reason] = agg.get(reason, 0) + 1
+                break
+    return sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def top_fallbacks(rows, n=20):
+    """Returns [(aten op, models using it, calls)] for the n most used fallback ops."""
+    agg = {}
+    for r in rows:
+        for name, calls in r["fallback"].items():
+            k, c = agg.get(name, (0, 0))
+            agg[name] = (k + 1, c + calls)
+    return sorted(((k, m, c) for k, (m, c) in agg.items()), key=lambda t: (-t[1], -t[2], t[0]))[:n]
+
+
+def _cell(row, column):
+    """Returns a Markdown cell: the status, plus the reason for anything not passing."""
+    status, reason = row[column], row["reasons"].get(column, "")
+    if status == "n/a":
+        text = f"n/a ({reason})" if reason else status
+    else:
+        text = f"{status}: {reason[:80]}" if reason and status != "pass" else status
+    return text.replace("|", "\\|")
+
+
+def markdown(rows, elapsed=None, version=None):
+    """Returns the Markdown report: totals, top reasons and fallbacks, one row per model."""
+    t = totals(rows)
+    lines = ["# torchneuron transformers sweep", ""]
+    if version:
+        lines += [f"transformers {version}; tolerance atol = rtol = {ATOL:g} (float32)", ""]
+    if elapsed is not None:
+        lines += [f"Run time: {elapsed:.1f} s", ""]
+    lines += ["| models | built | forward pass | backward pass | compile pass | compile backward pass "
+              "| mismatch | error | skipped |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+              f"| {t['models']} | {t['built']} | {t['forward_pass']} | {t['backward_pass']} "
+              f"| {t['compile_pass']} | {t['compile_backward_pass']} | {t['mismatch']} | {t['error']} "
+              f"| {t['skipped']} |", "",
+              f"Compiled graphs: {t['graphs_compiled']}; given back to run eagerly: {t['graphs_eager']} "
+              f"(in {t['models_with_eager_graphs']} models; the reason is under `graphs_eager` in "
+              "each row's reasons).",
+              "", "## Most common reasons", "", "| reason | models |", "| --- | --- |"]
+    lines += [f"| {r.replace('|', chr(92) + '|')} | {k} |" for r, k in top_reasons(rows)]
+    lines += ["", "## Most used fallback ops", "", "| aten op | models | calls |",
+              "| --- | --- | --- |"]
+    lines += [f"| `{name}` | {m} | {c} |" for name, m, c in top_fallbacks(rows)]
+    lines += ["", "## Models", "", "| model | load | forward | backward | compile | compile backward "
+              "| fallbacks (op names) | max error | time (s) |", "| --- | --- | --- | --- | --- | --- "
+              "| --- | --- | --- |"]
+    for r in rows:
+        ops = [n.replace("aten::", "") for n in r["fallback"]]
+        shown = ", ".join(ops[:8]) + (f", +{len(ops) - 8} more" if len(ops) > 8 else "")
+        errs = [e for e in (r["forward_max_err"], r["backward_max_err"]) if e is not None]
+        err = f"{max(errs):.2g}" if errs else ""
+        cells = " | ".join(_cell(r, c) for c in COLUMNS)
+        lines.append(f"| {r['model']} | {cells} | {len(ops)}: {shown} | {err} | {r['time_s']} |")
+    return "\n".join(lines) + "\n"
