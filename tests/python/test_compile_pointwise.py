@@ -11,9 +11,13 @@ import torchneuron
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
-def pointwise_chain(x, y):
+def pointwise_chain_b(x, y):
     a = torch.sin(x) * 2 + y
-    b = torch.where(a > 0, a, a * 0.1) - x.exp()
+    return torch.where(a > 0, a, a * 0.1) - x.exp()
+
+
+def pointwise_chain(x, y):
+    b = pointwise_chain_b(x, y)
     return b.sum(), torch.sigmoid(b) * 3, (b > 1).logical_not()
 
 
@@ -35,8 +39,15 @@ def test_fused_kernel_matches_eager(dtype, emulate_precision_casts, monkeypatch,
     else:
         expected = [e.to(dtype) if e.is_floating_point() else e for e in pointwise_chain(x.cpu().float(), y.cpu().float())]
     got = torch.compile(pointwise_chain, backend="neuron")(x, y)
+    # b > 1 may flip where b is within its rounding of 1: CPU's sin and exp round differently at
+    # each instruction-set level, and a bfloat16 b rounds before the comparison.
+    b = pointwise_chain_b(x.cpu().double(), y.cpu().double())
+    decided = (b - 1).abs() > (2 ** -7 if dtype == torch.bfloat16 else 1e-5)
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
+        if e.dtype == torch.bool:
+            assert decided.float().mean() > 0.9
+            g, e = g.cpu()[decided], e.cpu()[decided]
         tolerance = dict(atol=0.0, rtol=2 ** -8) if e.dim() == 0 and dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(g.cpu(), e.cpu(), **tolerance)
     stats = torchneuron.compile_stats()

@@ -169,11 +169,31 @@ def test_float64_reference_decides_when_cpu_is_the_inaccurate_one(tmp_path, monk
     assert entry["status"] == "pass" and entry["float64_arbitrated"] == 1
     md = conformance.markdown([entry])
     assert "passed on a float64 reference" in md and "fake_cpu_float32_off float32" in md
-    # The real case: a one-element layer norm's weight gradient is 0, CPU float32 gives 2.4e-5.
+    # The real case: a one-element layer norm's weight gradient is exactly 0. CPU float32's
+    # vectorized kernels (AVX2, AVX-512) give about 2.4e-5; its baseline kernel gives 0, and then
+    # there is nothing to arbitrate, so the expectation follows what CPU computes at this level.
     from torch.testing._internal.common_methods_invocations import op_db
     layer_norm = next(op for op in op_db if op.name == "nn.functional.layer_norm")
     entry = conformance.run_entry(layer_norm, "float32")
-    assert entry["status"] == "pass" and entry["float64_arbitrated"] >= 1, entry
+    assert entry["status"] == "pass", entry
+    if _cpu_one_element_layer_norm_weight_grad_is_off(layer_norm):
+        assert entry["float64_arbitrated"] >= 1, entry
+
+
+def _cpu_one_element_layer_norm_weight_grad_is_off(layer_norm):
+    """Whether CPU float32 gives a one-element layer norm's weight a gradient beyond the
+    tolerance, for any of the samples run_entry runs (the exact gradient is 0)."""
+    torch.manual_seed(0)
+    samples = layer_norm.sample_inputs("cpu", torch.float32, requires_grad=True)
+    for sample in list(samples)[:conformance.MAX_SAMPLES]:
+        shape, weight = sample.args[0], sample.args[1] if len(sample.args) > 1 else None
+        if weight is None or weight.numel() != 1 or tuple(shape) != (1,):
+            continue
+        out = torch.nn.functional.layer_norm(sample.input, shape, *sample.args[1:], **sample.kwargs)
+        (grad,) = torch.autograd.grad(out.sum(), weight)
+        if grad.abs().max() > 1e-5:
+            return True
+    return False
 
 
 def test_float64_reference_passes_a_device_result_no_less_accurate_than_cpu():
