@@ -21,8 +21,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "aten/cpu_fallback.h"
-#include "aten/generator.h"
+#include "aten/fallback/cpu_fallback.h"
+#include "aten/device/generator.h"
 #include "runtime/device.h"
 #include "runtime/event.h"
 #include "runtime/errors.h"

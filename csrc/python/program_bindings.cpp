@@ -8,7 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "aten/compiled_program.h"
+#include "aten/compiled/compiled_program.h"
 
 namespace py = pybind11;
 namespace ta = torchneuron::aten;
@@ -17,7 +17,7 @@ namespace torchneuron::python {
 
 namespace {
 
-// Encoded arguments (see torchneuron/compiler/program.py): ("value", id), ("number", id) (a
+// Encoded arguments (see torchneuron/compiler/native_program.py): ("value", id), ("number", id) (a
 // size where the schema takes a tensor), ("default",), ("literal", object) or
 // ("list", [("value", id) or object, ...]).
 std::string tag_of(const py::handle& encoded) { return py::cast<std::string>(encoded[py::int_(0)]); }

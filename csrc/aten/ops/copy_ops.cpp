@@ -1,0 +1,192 @@
+// Copies between host and device and between devices, and reading a scalar back.
+// Host-to-device copies of small or converted data are staged and stay asynchronous; large
+// copies from user memory and every device-to-host copy wait, and so raise pending faults.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/conj_physical.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+
+#include "aten/ops/native_ops.h"
+#include "aten/device/neuron_tensor.h"
+#include "kernels/copy.h"
+
+namespace torchneuron::aten {
+namespace {
+
+constexpr int64_t kStagingLimitBytes = 1 << 20;
+
+bool is_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+runtime::HardwareQueue& queue_of(const at::Tensor& t) {
+  return runtime_call([&]() -> runtime::HardwareQueue& { return runtime::device(t.device().index()).queue(); });
+}
+
+// A device-side copy converts between the dtypes the kernels compute on; a dtype they only
+// store (unsigned 16/32/64-bit, float8, complex32) moves as bits, to the same dtype.
+void check_copy_dtypes(const at::Tensor& dst, const at::Tensor& src) {
+  TORCH_CHECK(!src.is_conj() && !src.is_neg(),
+              "neuron copy: the source is a lazily conjugated or negated view; call "
+              ".resolve_conj() / .resolve_neg() on it first.");
+  const bool converts = has_kernel_dtype(dst.scalar_type()) && has_kernel_dtype(src.scalar_type());
+  const bool as_bits = dst.scalar_type() == src.scalar_type() && copies_as_bits(src.scalar_type());
+  TORCH_CHECK(converts || as_bits, "neuron copy: dtype ", src.scalar_type(), " -> ", dst.scalar_type(),
+              " is not supported on neuron.");
+}
+
+// Waits for command `seq` on `queue` and raises the device's pending fault, if any.
+void wait_and_raise(runtime::HardwareQueue& queue, uint64_t seq) {
+  runtime_call([&] {
+    queue.wait_for(seq);
+    queue.raise_pending_fault();
+  });
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  // Convert and broadcast on the host, where ATen does it; the device gets dst's dtype.
+  at::Tensor staged = src.resolve_conj().resolve_neg().to(dst.scalar_type()).expand(dst.sizes());
+  if (!staged.is_contiguous()) staged = staged.contiguous();
+  bool owned = !staged.is_alias_of(src);
+  const bool pinned_async = non_blocking && !owned && src.is_pinned();
+  if (!owned && !pinned_async && staged.nbytes() <= static_cast<size_t>(kStagingLimitBytes)) {
+    staged = staged.clone();
+    owned = true;
+  }
+  const kernels::StridedView to = bits_view(dst);
+  const kernels::StridedView from = bits_view(staged);
+  // The command holds `staged` when it is ours or pinned, so the memory outlives the copy.
+  at::Tensor keep_alive = (owned || pinned_async) ? staged : at::Tensor();
+  const uint64_t seq = enqueue_copy(dst, "aten::copy_ (host to device)", {&src},
+                               [to, from, keep_alive] { kernels::copy(to, from); });
+  if (!owned && !pinned_async) wait_and_raise(queue_of(dst), seq);
+}
+
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  check_copy_dtypes(src, src);
+  const bool direct = dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes() &&
+                      dst.is_contiguous() && !dst.is_conj() && !dst.is_neg() &&
+                      at::has_internal_overlap(dst) != at::MemOverlap::Yes;
+  at::Tensor landing = direct ? dst : at::empty(src.sizes(), src.options().device(c10::kCPU));
+  const kernels::StridedView to = bits_view(landing);
+  const kernels::StridedView from = bits_view(src);
+  const bool pinned_async = non_blocking && direct && dst.is_pinned();
+  at::Tensor keep_alive = pinned_async ? dst : at::Tensor();
+  const uint64_t seq = enqueue_copy(src, "aten::copy_ (device to host)", {&src},
+                               [to, from, keep_alive] { kernels::copy(to, from); });
+  if (pinned_async) return;  // the caller synchronizes before reading, as with CUDA
+  wait_and_raise(queue_of(src), seq);
+  if (!direct) dst.copy_(landing);
+}
+
+void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
+  if (dst.scalar_type() != src_in.scalar_type() &&
+      (!has_kernel_dtype(dst.scalar_type()) || !has_kernel_dtype(src_in.scalar_type())) &&
+      copies_as_bits(dst.scalar_type()) && copies_as_bits(src_in.scalar_type())) {
+    // A conversion the kernels cannot do (to or from a stored-only dtype): CPU PyTorch does it.
+    at::Tensor host = at::empty(src_in.sizes(), src_in.options().device(c10::kCPU));
+    copy_device_to_host(host, src_in, false);
+    dst.copy_(host);
+    return;
+  }
+  check_copy_dtypes(dst, src_in);
+  at::assert_no_internal_overlap(dst);
+  at::Tensor src = src_in.expand(dst.sizes());
+  if (dst.device() == src.device() &&
+      at::get_overlap_status(dst, src) == at::MemOverlapStatus::Partial) {
+    src = src.clone();  // read everything before writing any of it
+  }
+  if (src.is_complex() && !dst.is_complex()) {
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  }
+  const kernels::StridedView to = bits_view(dst);
+  const kernels::StridedView from = bits_view(src);
+  if (dst.device() == src.device()) {
+    enqueue(dst, "aten::copy_", {&src, &dst}, [to, from] { kernels::copy(to, from); });
+    return;
+  }
+  // Across devices: the source queue first waits for the destination's pending work, does the
+  // copy, and later work on the destination waits for it. Both queues stay asynchronous.
+  runtime::HardwareQueue& src_queue = queue_of(src);
+  runtime::HardwareQueue& dst_queue = queue_of(dst);
+  const int src_index = src.device().index();
+  const int dst_index = dst.device().index();
+  runtime_call([&] {
+    src_queue.submit_wait(runtime::current_stream(src_index), dst_queue, dst_queue.last_submitted());
+  });
+  const uint64_t seq = enqueue_copy(src, "aten::copy_ (device to device)", {&src, &dst},
+                               [to, from] { kernels::copy(to, from); });
+  runtime_call([&] { dst_queue.submit_wait(runtime::current_stream(dst_index), src_queue, seq); });
+}
+
+}  // namespace
+
+namespace {
+
+// A copy between neuron tensors either of which is a lazily conjugated view (the math-bit
+// fallbacks resolve a .conj() operand this way): the raw data is copied, then conjugated in place
+// when the two sides' bits differ.
+void copy_conjugating_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  const at::Tensor raw_src = src.is_conj() ? src.conj() : src;  // clears the bit, same memory
+  at::Tensor raw_dst = dst.is_conj() ? dst.conj() : dst;
+  copy_device_to_device(raw_dst, raw_src);
+  if (src.is_conj() != dst.is_conj() && raw_dst.is_complex()) at::conj_physical_out(raw_dst, raw_dst);
+}
+
+// A lazily conjugated or negated neuron source: its raw bits go to the host, the lazy bit is
+// put back on the host copy, and the ordinary copy from there resolves it (complex data is rare
+// on neuron and takes this synchronous route).
+void copy_lazy_view_via_host(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor raw = src.is_conj() ? src.conj() : src;  // clears the bit, same memory
+  raw = raw.is_neg() ? raw._neg_view() : raw;
+  at::Tensor host = at::empty(raw.sizes(), raw.options().device(c10::kCPU));
+  copy_device_to_host(host, raw, false);
+  if (src.is_conj()) host = host.conj();
+  if (src.is_neg()) host = host._neg_view();
+  dst.copy_(host);
+}
+
+}  // namespace
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined");
+  TORCH_CHECK(self.layout() == c10::kStrided && dst.layout() == c10::kStrided,
+              "neuron copy supports strided tensors only, got ", self.layout(), " -> ", dst.layout());
+  if (dst.numel() == 0) return dst;
+  TORCH_CHECK(is_neuron(self) || self.device().is_cpu(), "neuron copy: unsupported source device ",
+              self.device());
+  TORCH_CHECK(is_neuron(dst) || dst.device().is_cpu(), "neuron copy: unsupported destination device ",
+              dst.device());
+  if (is_neuron(self) && is_neuron(dst) && (self.is_conj() || dst.is_conj()) && !self.is_neg() && !dst.is_neg()) {
+    copy_conjugating_on_device(dst, self);
+  } else if (is_neuron(self) && (self.is_conj() || self.is_neg())) {
+    copy_lazy_view_via_host(dst, self);
+  } else if (is_neuron(dst) && is_neuron(self)) {
+    copy_device_to_device(dst, self);
+  } else if (is_neuron(dst)) {
+    check_copy_dtypes(dst, dst);
+    copy_host_to_device(dst, self, non_blocking);
+  } else {
+    copy_device_to_host(dst, self, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    if (is_neuron(dst)) {
+      resize_(dst, self.sizes(), std::nullopt);
+    } else {
+      dst.resize_(self.sizes());
+    }
+  }
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  copy_device_to_host(host, self.reshape({}), false);
+  return host.item();
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,159 @@
+#include "aten/ops/elementwise_launch.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/ScalarOps.h>
+
+#include <cstring>
+
+#include "kernels/activation.h"
+
+namespace torchneuron::aten {
+
+using kernels::BinaryOp;
+using kernels::OpScalar;
+using kernels::TernaryOp;
+using kernels::UnaryOp;
+
+namespace {
+
+// Writes a host scalar into `bytes` as `dtype`; TensorIterator leaves CPU scalars unpromoted.
+void store_scalar(const c10::Scalar& value, c10::ScalarType dtype, unsigned char* bytes) {
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "store_scalar", [&] {
+    const scalar_t typed = value.to<scalar_t>();
+    std::memcpy(bytes, &typed, sizeof(scalar_t));
+  });
+}
+
+// The value of a CPU scalar tensor, read from its memory (Tensor::item() goes through the
+// dispatcher, which costs more than a small op's whole launch).
+c10::Scalar host_scalar_value(const at::TensorBase& tensor) {
+  c10::Scalar value;
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, tensor.scalar_type(), "host_scalar_value", [&] {
+    value = c10::Scalar(*static_cast<const scalar_t*>(tensor.const_data_ptr()));
+  });
+  return value;
+}
+
+kernels::DType real_dtype(kernels::DType complex) {
+  return complex == kernels::DType::kComplex128 ? kernels::DType::kFloat64 : kernels::DType::kFloat32;
+}
+
+}  // namespace
+
+bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype,
+             bool allow_complex) {
+  const int ndim = iter.ndim();
+  const int ntensors = iter.ntensors();
+  if (ndim > kernels::kMaxDims || ntensors > kernels::kMaxOperands) return false;
+  args.ndim = ndim;
+  args.num_operands = ntensors;
+  const at::IntArrayRef shape = iter.shape();  // innermost first
+  for (int d = 0; d < ndim; ++d) args.sizes[d] = shape[ndim - 1 - d];
+  for (int k = 0; k < ntensors; ++k) {
+    const bool host_scalar = iter.device(k).type() != c10::DeviceType::PrivateUse1 && iter.is_cpu_scalar(k);
+    const c10::ScalarType dtype = host_scalar && scalar_dtype != c10::ScalarType::Undefined ? scalar_dtype : iter.dtype(k);
+    if (!has_kernel_dtype(dtype) || (!allow_complex && (c10::isComplexType(dtype) || c10::isComplexType(iter.dtype(k))))) {
+      return false;
+    }
+    args.dtypes[k] = to_kernel_dtype(dtype);
+    const at::IntArrayRef strides = iter.strides(k);
+    for (int d = 0; d < ndim; ++d) args.strides[k][d] = strides[ndim - 1 - d];
+    if (iter.device(k).type() == c10::DeviceType::PrivateUse1) {
+      args.data[k] = static_cast<char*>(iter.data_ptr(k));
+    } else if (host_scalar) {
+      // The host scalar is read now; its memory may be gone when the kernel runs.
+      args.is_scalar[k] = true;
+      store_scalar(host_scalar_value(iter.tensor_base(k)), dtype, args.scalar_bytes[k].data());
+      for (int d = 0; d < ndim; ++d) args.strides[k][d] = 0;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+OpScalar to_op_scalar(const c10::Scalar& value) {
+  OpScalar scalar;
+  scalar.real = value.toDouble();
+  scalar.integer = value.isFloatingPoint() ? static_cast<int64_t>(scalar.real) : value.toLong();
+  return scalar;
+}
+
+bool launch_unary(at::TensorIteratorBase& iter, UnaryOp op, const char* name, bool bool_output) {
+  kernels::ElementwiseArgs args;
+  if (!to_args(iter, args, c10::ScalarType::Undefined, true)) return false;
+  const bool to_real = kernels::is_complex(args.dtypes[1]) && kernels::complex_to_real(op);
+  const kernels::DType input = bool_output || to_real ? args.dtypes[1] : args.dtypes[0];
+  const kernels::DType output = bool_output ? kernels::DType::kBool : to_real ? real_dtype(input) : input;
+  if (!kernels::unary_supported(op, input)) return false;
+  launch(iter, name, args, [op, input, output](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, input, output, 1, [op](const kernels::ElementwiseArgs& b) { kernels::unary(op, b); });
+  });
+  return true;
+}
+
+namespace {
+
+// CPU PyTorch multiplies and divides a half-precision tensor by a Python scalar in float,
+// without rounding the scalar to the tensor's dtype first (add and sub do round it).
+bool launch_half_scaling(at::TensorIteratorBase& iter, BinaryOp op, const char* name, const kernels::ElementwiseArgs& args,
+                         kernels::DType dtype) {
+  if ((op != BinaryOp::kMul && op != BinaryOp::kDiv) ||
+      (dtype != kernels::DType::kBFloat16 && dtype != kernels::DType::kFloat16)) {
+    return false;
+  }
+  const int scalar = args.is_scalar[2] ? 2 : (op == BinaryOp::kMul && args.is_scalar[1] ? 1 : -1);
+  if (scalar < 0 || args.is_scalar[3 - scalar]) return false;
+  const double value = host_scalar_value(iter.tensor_base(scalar)).toDouble();
+  kernels::ElementwiseArgs unary = args;
+  unary.num_operands = 2;
+  const int tensor = 3 - scalar;
+  unary.data[1] = args.data[tensor];
+  unary.strides[1] = args.strides[tensor];
+  unary.dtypes[1] = args.dtypes[tensor];
+  unary.is_scalar[1] = false;
+  const kernels::ActivationOp kind = op == BinaryOp::kMul ? kernels::ActivationOp::kScale : kernels::ActivationOp::kDivideBy;
+  launch(iter, name, unary, [kind, value, dtype](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, 1, [&](const kernels::ElementwiseArgs& b) {
+      kernels::activation(kind, b, kernels::ActivationParams{value});
+    });
+  });
+  return true;
+}
+
+}  // namespace
+
+bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, bool bool_output, OpScalar alpha) {
+  kernels::ElementwiseArgs args;
+  if (!has_kernel_dtype(iter.common_dtype()) || !to_args(iter, args, iter.common_dtype(), true)) return false;
+  const kernels::DType input = to_kernel_dtype(iter.common_dtype());
+  const kernels::DType output = bool_output ? kernels::DType::kBool : input;
+  if (!kernels::binary_supported(op, input)) return false;
+  if (!bool_output && launch_half_scaling(iter, op, name, args, input)) return true;
+  launch(iter, name, args, [op, alpha, input, output](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, input, output, 1, [op, alpha](const kernels::ElementwiseArgs& b) { kernels::binary(op, b, alpha); });
+  });
+  return true;
+}
+
+bool launch_ternary(at::TensorIteratorBase& iter, TernaryOp op, const char* name, OpScalar alpha) {
+  kernels::ElementwiseArgs args;
+  const bool where = op == TernaryOp::kWhere;
+  if (!to_args(iter, args, iter.dtype(0), where)) return false;
+  if (where && args.dtypes[1] != kernels::DType::kBool) return false;
+  const kernels::DType dtype = args.dtypes[0];
+  if (!kernels::ternary_supported(op, dtype)) return false;
+  launch(iter, name, args, [op, alpha, dtype, where](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, where ? 2 : 1,
+                         [op, alpha](const kernels::ElementwiseArgs& b) { kernels::ternary(op, b, alpha); });
+  });
+  return true;
+}
+
+at::Tensor wrapped(const c10::Scalar& value) {
+  at::Tensor tensor = c10::scalar_to_tensor(value);
+  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return tensor;
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,507 @@
+// Selection operators on neuron: argmax / argmin, max / min along a dim with indices, sort,
+// topk, searchsorted / bucketize, and unique, kthvalue, median and nanmedian (composed from
+// sort). The host resolves the dim and allocates; csrc/kernels/select runs on the queue over a
+// contiguous copy of the input.
+#include <ATen/ScalarOps.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/_unique2_ops.h>
+#include <ATen/ops/argmin_ops.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/masked_select.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/min_ops.h>
+#include <ATen/ops/sort_ops.h>
+#include <ATen/ops/topk_ops.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/floor_divide.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/kthvalue_ops.h>
+#include <ATen/ops/median_ops.h>
+#include <ATen/ops/nanmedian_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/searchsorted_ops.h>
+#include <ATen/ops/sort.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "aten/fallback/cpu_fallback.h"
+#include "aten/device/neuron_tensor.h"
+#include "kernels/select.h"
+
+namespace torchneuron::aten {
+namespace select {
+namespace {
+
+bool kernel_can_take(const at::Tensor& t) { return has_kernel_dtype(t.scalar_type()) && !t.is_complex(); }
+
+kernels::SoftmaxShape line_shape(const at::Tensor& t, int64_t dim) {
+  kernels::SoftmaxShape shape;
+  for (int64_t d = 0; d < dim; ++d) shape.outer *= t.size(d);
+  shape.dim = t.dim() == 0 ? 1 : t.size(dim);
+  for (int64_t d = dim + 1; d < t.dim(); ++d) shape.inner *= t.size(d);
+  return shape;
+}
+
+std::vector<int64_t> sizes_with(const at::Tensor& t, int64_t dim, int64_t size, bool drop) {
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  if (t.dim() == 0) return sizes;
+  if (drop) {
+    sizes.erase(sizes.begin() + dim);
+  } else {
+    sizes[dim] = size;
+  }
+  return sizes;
+}
+
+// Writes a functional result into out= tensors.
+void write_out(const at::Tensor& value, const at::Tensor& out) {
+  at::native::resize_output(out, value.sizes());
+  out.copy_(value);
+}
+
+// values may be undefined (argmax / argmin).
+void launch_extremum(const char* name, bool is_max, const at::Tensor& self, int64_t dim, at::Tensor& values,
+                     at::Tensor& indices) {
+  const at::Tensor input = self.contiguous();
+  if (indices.numel() == 0) return;
+  const kernels::SoftmaxShape shape = line_shape(input, dim);
+  const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+  const void* pi = input.data_ptr();
+  void* pv = values.defined() ? values.data_ptr() : nullptr;
+  int64_t* px = indices.data_ptr<int64_t>();
+  enqueue(indices, name, {&input}, [=] { kernels::arg_extremum(dtype, is_max, shape, pi, pv, px); });
+}
+
+void check_reducible(const char* name, const at::Tensor& self, int64_t dim) {
+  TORCH_CHECK(self.dim() == 0 || self.size(dim) != 0, name, "(): Expected reduction dim ", dim,
+              " to have non-zero size.");
+}
+
+}  // namespace
+
+// ---- argmax / argmin -------------------------------------------------------------------------
+
+at::Tensor arg_extremum(const char* name, bool is_max, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  at::Tensor input = self;
+  int64_t d = 0;
+  if (dim.has_value()) {
+    d = at::maybe_wrap_dim(*dim, self.dim());
+    check_reducible(name + 6, self, d);  // the name without "aten::"
+  } else {
+    TORCH_CHECK(self.numel() > 0, name + 6, "(): Expected reduction dim to be specified for input.numel() == 0.");
+    input = self.reshape({-1});
+  }
+  std::vector<int64_t> sizes = dim.has_value() ? sizes_with(self, d, 1, !keepdim)
+                                               : (keepdim ? std::vector<int64_t>(self.dim(), 1) : std::vector<int64_t>{});
+  at::Tensor indices = at::empty(sizes, self.options().dtype(at::kLong));
+  at::Tensor no_values;
+  launch_extremum(name, is_max, input, d, no_values, indices);
+  return indices;
+}
+
+at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(argmax)>::call(self, dim, keepdim);
+  }
+  return arg_extremum("aten::argmax", true, self, dim, keepdim);
+}
+
+at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(argmin)>::call(self, dim, keepdim);
+  }
+  return arg_extremum("aten::argmin", false, self, dim, keepdim);
+}
+
+at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  write_out(select::argmax(self, dim, keepdim), out);
+  return out;
+}
+
+at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  write_out(select::argmin(self, dim, keepdim), out);
+  return out;
+}
+
+// ---- max / min along a dim -------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> extremum_dim(const char* name, bool is_max, const at::Tensor& self, int64_t dim,
+                                                bool keepdim) {
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  check_reducible(name + 6, self, d);
+  const std::vector<int64_t> sizes = sizes_with(self, d, 1, !keepdim);
+  at::Tensor values = at::empty(sizes, self.options());
+  at::Tensor indices = at::empty(sizes, self.options().dtype(at::kLong));
+  launch_extremum(name, is_max, self, d, values, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(max, dim)>::call(self, dim, keepdim);
+  }
+  return extremum_dim("aten::max", true, self, dim, keepdim);
+}
+
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(min, dim)>::call(self, dim, keepdim);
+  }
+  return extremum_dim("aten::min", false, self, dim, keepdim);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                                 at::Tensor& indices) {
+  auto [v, i] = select::max_dim(self, dim, keepdim);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                                 at::Tensor& indices) {
+  auto [v, i] = select::min_dim(self, dim, keepdim);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+// ---- sort / topk -----------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> sort(const at::Tensor& self, std::optional<bool> stable, int64_t dim, bool descending) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sort, stable)>::call(self, stable, dim, descending);
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const at::Tensor input = self.contiguous();
+  at::Tensor values = at::empty(self.sizes(), self.options());
+  at::Tensor indices = at::empty(self.sizes(), self.options().dtype(at::kLong));
+  if (input.numel() > 0) {
+    const kernels::SoftmaxShape shape = line_shape(input, d);
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* pv = values.data_ptr();
+    int64_t* px = indices.data_ptr<int64_t>();
+    const bool is_stable = stable.value_or(false);
+    enqueue(values, "aten::sort", {&input}, [=] { kernels::sort(dtype, shape, is_stable, descending, pi, pv, px); });
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                              bool descending, at::Tensor& values, at::Tensor& indices) {
+  auto [v, i] = select::sort(self, stable, dim, descending);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(topk)>::call(self, k, dim, largest, sorted);
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+  const int64_t size = self.dim() == 0 ? 1 : self.size(d);
+  TORCH_CHECK(k >= 0 && k <= size, "selected index k out of range");
+  const at::Tensor input = self.contiguous();
+  const std::vector<int64_t> sizes = sizes_with(self, d, k, false);
+  at::Tensor values = at::empty(sizes, self.options());
+  at::Tensor indices = at::empty(sizes, self.options().dtype(at::kLong));
+  if (values.numel() > 0) {
+    const kernels::SoftmaxShape shape = line_shape(input, d);
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* pv = values.data_ptr();
+    int64_t* px = indices.data_ptr<int64_t>();
+    enqueue(values, "aten::topk", {&input}, [=] { kernels::topk(dtype, shape, k, largest, pi, pv, px); });
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
+                                              at::Tensor& values, at::Tensor& indices) {
+  auto [v, i] = select::topk(self, k, dim, largest, sorted);
+  write_out(v, values);
+  write_out(i, indices);
+  return {values, indices};
+}
+
+// ---- unique: sort, mark where values change, compact ----------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bool sorted, bool return_inverse,
+                                                     bool return_counts) {
+  if (!kernel_can_take(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_unique2)>::call(self, sorted, return_inverse,
+                                                                                       return_counts);
+  }
+  const auto long_options = self.options().dtype(at::kLong);
+  const int64_t n = self.numel();
+  at::Tensor inverse = at::empty(return_inverse ? self.sizes() : at::IntArrayRef{0}, long_options);
+  at::Tensor counts = at::empty({0}, long_options);
+  if (n == 0) return {at::empty({0}, self.options()), inverse, counts};
+  auto [ordered, order] = select::sort(self.reshape({-1}), /*stable=*/true, 0, /*descending=*/false);
+  at::Tensor starts_group = at::ones({n}, self.options().dtype(at::kBool));
+  if (n > 1) starts_group.narrow(0, 1, n - 1).copy_(at::ne(ordered.narrow(0, 1, n - 1), ordered.narrow(0, 0, n - 1)));
+  const at::Tensor values = at::masked_select(ordered, starts_group);
+  if (return_inverse) {
+    const at::Tensor group = at::cumsum(starts_group, 0).sub_(1);
+    at::Tensor flat_inverse = at::empty({n}, long_options);
+    flat_inverse.index_put_({order}, group);
+    inverse = flat_inverse.view(self.sizes());
+  }
+  if (return_counts) {
+    const at::Tensor starts = at::nonzero(starts_group).squeeze(1);
+    const at::Tensor ends = at::cat({starts.narrow(0, 1, starts.numel() - 1), at::full({1}, n, long_options)});
+    counts = at::sub(ends, starts);
+  }
+  return {values, inverse, counts};
+}
+
+// ---- order statistics (kthvalue, median, nanmedian), composed from a stable sort ---------------
+// Among equal values, which one's index is returned is unspecified in PyTorch (CPU's
+// nth_element picks one); here it is the one a stable sort puts at the position.
+
+namespace {
+
+enum class OrderStatistic { kKth, kMedian, kNanMedian };
+
+std::tuple<at::Tensor, at::Tensor> order_statistic(const char* op, OrderStatistic kind, const at::Tensor& self, int64_t k,
+                                                   int64_t dim, bool keepdim) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
+  if (kind == OrderStatistic::kKth) {
+    TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", dim);
+  } else {
+    TORCH_CHECK(n > 0, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
+  }
+  if (self.dim() == 0) return {self.clone(), at::zeros({}, self.options().dtype(at::kLong))};
+  std::vector<int64_t> reduced(self.sizes().begin(), self.sizes().end());
+  reduced[dim] = 1;
+  if (self.numel() == 0) {
+    at::Tensor values = at::empty(reduced, self.options()), indices = at::empty(reduced, self.options().dtype(at::kLong));
+    return keepdim ? std::tuple{values, indices} : std::tuple{values.squeeze(dim), indices.squeeze(dim)};
+  }
+  auto [sorted, order] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
+  at::Tensor position;  // [.., 1, ..] int64: where the statistic sits in each sorted line
+  if (kind == OrderStatistic::kKth || !at::isFloatingType(self.scalar_type())) {
+    const int64_t at_position = kind == OrderStatistic::kKth ? k - 1 : (n - 1) / 2;
+    position = at::full(reduced, at_position, self.options().dtype(at::kLong));
+  } else {
+    // NaNs sort last, in their original order. median: the first NaN where a line has one;
+    // nanmedian: the lower median of the numbers (the first NaN of an all-NaN line).
+    const at::Tensor nans = at::sum(at::isnan(self), {dim}, /*keepdim=*/true, at::kLong);
+    const at::Tensor numbers = at::rsub(nans, n);
+    if (kind == OrderStatistic::kMedian) {
+      position = at::where(at::gt(nans, 0), numbers, at::full(reduced, (n - 1) / 2, nans.options()));
+    } else {
+      position = at::clamp_min(at::floor_divide(at::sub(numbers, 1), 2), 0);
+    }
+  }
+  at::Tensor values = at::gather(sorted, dim, position), indices = at::gather(order, dim, position);
+  if (!keepdim) {
+    values = values.squeeze(dim);
+    indices = indices.squeeze(dim);
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> write_pair(const std::tuple<at::Tensor, at::Tensor>& result, at::Tensor& values,
+                                                at::Tensor& indices) {
+  at::native::resize_output(values, std::get<0>(result).sizes());
+  at::native::resize_output(indices, std::get<1>(result).sizes());
+  values.copy_(std::get<0>(result));
+  indices.copy_(std::get<1>(result));
+  return {values, indices};
+}
+
+bool sortable(const at::Tensor& t) { return kernel_can_take(t) && t.scalar_type() != at::kBool; }
+
+}  // namespace
+
+std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim, bool keepdim,
+                                                  at::Tensor& values, at::Tensor& indices) {
+  if (!sortable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(kthvalue, values)>::call(self, k, dim, keepdim,
+                                                                                              values, indices);
+  }
+  return write_pair(order_statistic("kthvalue", OrderStatistic::kKth, self, k, dim, keepdim), values, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                                    at::Tensor& indices) {
+  if (!sortable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(median, dim_values)>::call(self, dim, keepdim,
+                                                                                                 values, indices);
+  }
+  return write_pair(order_statistic("median", OrderStatistic::kMedian, self, 0, dim, keepdim), values, indices);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                       at::Tensor& values, at::Tensor& indices) {
+  if (!sortable(self)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(nanmedian, dim_values)>::call(self, dim, keepdim,
+                                                                                                    values, indices);
+  }
+  return write_pair(order_statistic("nanmedian", OrderStatistic::kNanMedian, self, 0, dim, keepdim), values, indices);
+}
+
+// The whole tensor's median (the value only).
+at::Tensor median(const at::Tensor& self) {
+  if (!sortable(self) || self.numel() == 0) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(median)>::call(self);
+  }
+  return std::get<0>(order_statistic("median", OrderStatistic::kMedian, self.reshape({-1}), 0, 0, false));
+}
+
+at::Tensor nanmedian(const at::Tensor& self) {
+  if (!sortable(self) || self.numel() == 0) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(nanmedian)>::call(self);
+  }
+  return std::get<0>(order_statistic("nanmedian", OrderStatistic::kNanMedian, self.reshape({-1}), 0, 0, false));
+}
+
+// ---- searchsorted / bucketize ------------------------------------------------------------------
+
+namespace {
+
+at::Tensor search(const at::Tensor& boundaries, const at::Tensor& values, bool out_int32, bool right,
+                  std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter_arg) {
+  TORCH_CHECK(!side.has_value() || *side == "left" || *side == "right",
+              "torch.searchsorted(): side can only be 'left' or 'right' but got ", *side);
+  TORCH_CHECK(!side.has_value() || !right || *side == "right", "torch.searchsorted(): side and right can't be set to "
+              "opposites, got side of ", *side, " while right was True");
+  right = right || (side.has_value() && *side == "right");
+  TORCH_CHECK(boundaries.dim() > 0, "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
+  const bool shared = boundaries.dim() == 1;
+  TORCH_CHECK(shared || (boundaries.dim() == values.dim() &&
+                         boundaries.sizes().slice(0, boundaries.dim() - 1) == values.sizes().slice(0, values.dim() - 1)),
+              "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
+              "tensor and input value tensor must match, but we got boundaries tensor ", boundaries.sizes(),
+              " and input value tensor ", values.sizes());
+  at::Tensor sorter;
+  if (sorter_arg.has_value() && sorter_arg->defined()) {
+    TORCH_CHECK(sorter_arg->scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype ",
+                sorter_arg->scalar_type());
+    TORCH_CHECK(sorter_arg->sizes() == boundaries.sizes(), "torch.searchsorted(): boundary and sorter must have the same "
+                "size, but got boundary tensor ", boundaries.sizes(), "and got sorter tensor ", sorter_arg->sizes());
+    check_same_device("aten::searchsorted", boundaries.device(), {&*sorter_arg});
+    sorter = sorter_arg->contiguous();
+  }
+  check_same_device("aten::searchsorted", boundaries.device(), {&values});
+  const c10::ScalarType common = at::result_type(boundaries, values);
+  const at::Tensor seq = boundaries.to(common).contiguous(), vals = values.to(common).contiguous();
+  at::Tensor out = at::empty(values.sizes(), values.options().dtype(out_int32 ? at::kInt : at::kLong));
+  kernels::SearchShape shape;
+  shape.shared = shared;
+  shape.length = boundaries.size(-1);
+  shape.per_row = shared ? values.numel() : (values.dim() == 0 ? 1 : values.size(-1));
+  shape.rows = shared || shape.per_row == 0 ? 1 : values.numel() / shape.per_row;
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(common);
+    const void* ps = seq.data_ptr();
+    const void* pv = vals.data_ptr();
+    const int64_t* po = sorter.defined() ? sorter.const_data_ptr<int64_t>() : nullptr;
+    void* pout = out.data_ptr();
+    enqueue(out, "aten::searchsorted", {&seq, &vals, &sorter},
+            [=] { kernels::searchsorted(dtype, shape, ps, po, pv, right, out_int32, pout); });
+  }
+  return out;
+}
+
+bool searchable(const at::Tensor& boundaries, const at::Tensor& values) {
+  return sortable(boundaries) && sortable(values);
+}
+
+at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+}  // namespace
+
+at::Tensor searchsorted(const at::Tensor& boundaries, const at::Tensor& values, bool out_int32, bool right,
+                        std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  if (!searchable(boundaries, values)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(searchsorted, Tensor)>::call(
+        boundaries, values, out_int32, right, side, sorter);
+  }
+  return search(boundaries, values, out_int32, right, side, sorter);
+}
+
+at::Tensor& searchsorted_out(const at::Tensor& boundaries, const at::Tensor& values, bool out_int32, bool right,
+                             std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter, at::Tensor& out) {
+  return write_out(select::searchsorted(boundaries, values, out_int32, right, side, sorter), out);
+}
+
+at::Tensor searchsorted_scalar(const at::Tensor& boundaries, const at::Scalar& value, bool out_int32, bool right,
+                               std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  return select::searchsorted(boundaries, at::scalar_to_tensor(value, boundaries.device()), out_int32, right, side, sorter);
+}
+
+at::Tensor& searchsorted_scalar_out(const at::Tensor& boundaries, const at::Scalar& value, bool out_int32, bool right,
+                                    std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                                    at::Tensor& out) {
+  return write_out(select::searchsorted_scalar(boundaries, value, out_int32, right, side, sorter), out);
+}
+
+at::Tensor bucketize(const at::Tensor& values, const at::Tensor& boundaries, bool out_int32, bool right) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
+  return select::searchsorted(boundaries, values, out_int32, right, std::nullopt, std::nullopt);
+}
+
+at::Tensor& bucketize_out(const at::Tensor& values, const at::Tensor& boundaries, bool out_int32, bool right, at::Tensor& out) {
+  return write_out(select::bucketize(values, boundaries, out_int32, right), out);
+}
+
+at::Tensor bucketize_scalar(const at::Scalar& value, const at::Tensor& boundaries, bool out_int32, bool right) {
+  return select::bucketize(at::scalar_to_tensor(value, boundaries.device()), boundaries, out_int32, right);
+}
+
+}  // namespace select
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("argmax", TORCH_FN(select::argmax));
+  m.impl("argmax.out", TORCH_FN(select::argmax_out));
+  m.impl("argmin", TORCH_FN(select::argmin));
+  m.impl("argmin.out", TORCH_FN(select::argmin_out));
+  m.impl("max.dim", TORCH_FN(select::max_dim));
+  m.impl("max.dim_max", TORCH_FN(select::max_dim_out));
+  m.impl("min.dim", TORCH_FN(select::min_dim));
+  m.impl("min.dim_min", TORCH_FN(select::min_dim_out));
+  m.impl("sort.stable", TORCH_FN(select::sort));
+  m.impl("sort.values_stable", TORCH_FN(select::sort_out));
+  m.impl("topk", TORCH_FN(select::topk));
+  m.impl("topk.values", TORCH_FN(select::topk_out));
+  m.impl("_unique2", TORCH_FN(select::unique));
+  m.impl("kthvalue.values", TORCH_FN(select::kthvalue_out));
+  m.impl("median.dim_values", TORCH_FN(select::median_dim_out));
+  m.impl("median", TORCH_FN(select::median));
+  m.impl("nanmedian.dim_values", TORCH_FN(select::nanmedian_dim_out));
+  m.impl("nanmedian", TORCH_FN(select::nanmedian));
+  m.impl("searchsorted.Tensor", TORCH_FN(select::searchsorted));
+  m.impl("searchsorted.Tensor_out", TORCH_FN(select::searchsorted_out));
+  m.impl("searchsorted.Scalar", TORCH_FN(select::searchsorted_scalar));
+  m.impl("searchsorted.Scalar_out", TORCH_FN(select::searchsorted_scalar_out));
+  m.impl("bucketize.Tensor", TORCH_FN(select::bucketize));
+  m.impl("bucketize.Tensor_out", TORCH_FN(select::bucketize_out));
+  m.impl("bucketize.Scalar", TORCH_FN(select::bucketize_scalar));
+}
+
+}  // namespace torchneuron::aten

@@ -1,0 +1,452 @@
+// Shape-building operators on neuron: eye, linspace and roll composed on the host from native
+// ops; cat (one copy command for every part) and arange (csrc/kernels/nn); constant, reflection
+// and replication padding (1-D to 3-D) and the latter two's backward ops through the pad
+// kernels, tril / triu through the triangle kernel (csrc/kernels/copy); Tensor.unfold's
+// backward (csrc/kernels/patches).
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/constant_pad_nd_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/unfold_backward_ops.h>
+#include <ATen/ops/where.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "aten/fallback/cpu_fallback.h"
+#include "aten/device/neuron_tensor.h"
+#include "kernels/copy.h"
+#include "kernels/floating.h"
+#include "kernels/nn.h"
+#include "kernels/patches.h"
+
+namespace torchneuron::aten {
+namespace shapes {
+
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  out.resize_({n, m});
+  out.zero_();
+  if (n > 0 && m > 0) out.diagonal().fill_(1);
+  return out;
+}
+
+at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
+
+// CPU PyTorch's formula: the first half counts up from start, the second half down from end.
+at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::native::resize_output(out, {steps});
+  if (steps == 0) return out;
+  if (steps == 1) return out.fill_(start);
+  const bool wide = out.scalar_type() == at::kDouble || at::isIntegralType(out.scalar_type(), true);
+  const auto compute = out.options().dtype(wide ? at::kDouble : at::kFloat);
+  const double lo = start.toDouble(), hi = end.toDouble();
+  const double step = (hi - lo) / static_cast<double>(steps - 1);
+  const at::Tensor index = at::arange(steps, compute);
+  const at::Tensor rising = at::mul(index, step).add_(lo);
+  const at::Tensor falling = at::mul(at::rsub(index, static_cast<double>(steps - 1)), -step).add_(hi);
+  out.copy_(at::where(at::lt(index, static_cast<double>(steps / 2)), rising, falling));
+  return out;
+}
+
+at::Tensor roll(const at::Tensor& self, c10::IntArrayRef shifts, c10::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty()) {
+    TORCH_CHECK(shifts.size() == 1, "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size());
+    return shapes::roll(self.flatten(), shifts, {0}).view(self.sizes());
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size());
+  at::Tensor result = self;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t dim = at::maybe_wrap_dim(dims[i], self.dim());
+    const int64_t size = self.size(dim);
+    if (size == 0) continue;
+    const int64_t shift = ((shifts[i] % size) + size) % size;
+    if (shift == 0) continue;
+    result = at::cat({result.narrow(dim, size - shift, shift), result.narrow(dim, 0, size - shift)}, dim);
+  }
+  return result.is_same(self) ? self.clone() : result;
+}
+
+// ---- cat, arange ----------------------------------------------------------------------------
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& result) {
+  const auto inputs = tensors.materialize();
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  // Legacy rule: 1-D empty tensors are skipped whatever the other shapes are.
+  const at::Tensor* reference = nullptr;
+  for (const auto& t : inputs) {
+    if (!(t.get().dim() == 1 && t.get().numel() == 0)) {
+      reference = &t.get();
+      break;
+    }
+  }
+  if (reference == nullptr) {
+    at::native::resize_output(result, {0});
+    return result;
+  }
+  const int64_t wrapped = at::maybe_wrap_dim(dim, reference->dim());
+  std::vector<int64_t> shape(reference->sizes().begin(), reference->sizes().end());
+  int64_t total = 0;
+  for (const auto& t : inputs) {
+    const at::Tensor& tensor = t.get();
+    if (tensor.dim() == 1 && tensor.numel() == 0) continue;
+    TORCH_CHECK(tensor.dim() == reference->dim(), "Tensors must have same number of dimensions: got ",
+                reference->dim(), " and ", tensor.dim());
+    for (int64_t d = 0; d < tensor.dim(); ++d) {
+      TORCH_CHECK(d == wrapped || tensor.size(d) == reference->size(d), "Sizes of tensors must match except in dimension ",
+                  wrapped, ". Expected size ", reference->size(d), " but got size ", tensor.size(d),
+                  " for tensor number ", &t - inputs.data(), " in the list.");
+    }
+    TORCH_CHECK(tensor.device() == result.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+                result.device(), " and ", tensor.device(), "!");
+    TORCH_CHECK_TYPE(c10::canCast(tensor.scalar_type(), result.scalar_type()),
+                "torch.cat(): input types can't be cast to the desired output type ", result.scalar_type());
+    total += tensor.size(wrapped);
+  }
+  shape[wrapped] = total;
+  at::native::resize_output(result, shape);
+  bool one_command = has_kernel_dtype(result.scalar_type()) && result.dim() <= kernels::kMaxDims;
+  for (const auto& t : inputs) {
+    const at::Tensor& tensor = t.get();
+    one_command = one_command && has_kernel_dtype(tensor.scalar_type());
+  }
+  int64_t offset = 0;
+  if (!one_command) {
+    for (const auto& t : inputs) {
+      const at::Tensor& tensor = t.get();
+      if (tensor.dim() == 1 && tensor.numel() == 0) continue;
+      result.narrow(wrapped, offset, tensor.size(wrapped)).copy_(tensor);
+      offset += tensor.size(wrapped);
+    }
+    return result;
+  }
+  // Every part is copied by one queue command: a stack of many small tensors (clip_grad_norm_
+  // stacks one norm per parameter) costs one launch, not one per part.
+  std::vector<std::pair<kernels::StridedView, kernels::StridedView>> parts;
+  const kernels::StridedView whole = strided_view(result);
+  const int64_t item = static_cast<int64_t>(result.element_size());
+  for (const auto& t : inputs) {
+    const at::Tensor& tensor = t.get();
+    if (tensor.dim() == 1 && tensor.numel() == 0) continue;
+    kernels::StridedView dst = whole;
+    dst.data = static_cast<char*>(whole.data) + offset * whole.strides[wrapped] * item;
+    dst.sizes[wrapped] = tensor.size(wrapped);
+    offset += tensor.size(wrapped);
+    if (tensor.numel() > 0) parts.emplace_back(dst, strided_view(tensor));
+  }
+  if (!parts.empty()) {
+    enqueue(result, "aten::cat", {&inputs[0].get()}, [parts = std::move(parts)] {
+      for (const auto& [dst, src] : parts) kernels::copy(dst, src);
+    });
+  }
+  return result;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  const auto inputs = tensors.materialize();
+  TORCH_CHECK(!inputs.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  c10::ScalarType dtype = inputs[0].get().scalar_type();
+  for (const auto& t : inputs) dtype = c10::promoteTypes(dtype, t.get().scalar_type());
+  at::Tensor result = at::empty({0}, inputs[0].get().options().dtype(dtype));
+  return cat_out(tensors, dim, result);
+}
+
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& result) {
+  const double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+  TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
+  if (!has_kernel_dtype(result.scalar_type()) || c10::isComplexType(result.scalar_type()) ||
+      result.scalar_type() == c10::kBool) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(arange, start_out)>::call(start, end, step, result);
+  }
+  const auto count = static_cast<int64_t>(std::ceil((e - s) / st));
+  at::native::resize_output(result, {count});
+  at::Tensor out = result.is_contiguous() ? result : at::empty({count}, result.options());
+  if (count > 0) {
+    const kernels::DType dtype = to_kernel_dtype(out.scalar_type());
+    const int64_t int_start = start.isFloatingPoint() ? static_cast<int64_t>(s) : start.toLong();
+    const int64_t int_step = step.isFloatingPoint() ? static_cast<int64_t>(st) : step.toLong();
+    void* po = out.data_ptr();
+    enqueue(out, "aten::arange", {&out}, [=] { kernels::arange(dtype, count, s, st, int_start, int_step, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+// ---- padding -------------------------------------------------------------------------------
+
+namespace {
+
+enum class PadMode { kReflect, kReplicate };
+
+// The first padded dim of self and the kernel's plan for padding its last `spatial` dims by
+// `padding` (pairs, the last dim's first), checked as CPU PyTorch checks them.
+kernels::PadPlan plan_padding(const char* op, PadMode mode, const at::Tensor& self, c10::IntArrayRef padding, int64_t spatial) {
+  TORCH_CHECK(static_cast<int64_t>(padding.size()) == 2 * spatial, op, ": padding size is expected to be ", 2 * spatial,
+              ", but got: ", padding.size());
+  TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, op, ": Expected ", spatial + 1, "D or ",
+              spatial + 2, "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: ",
+              self.sizes());
+  kernels::PadPlan plan;
+  const int64_t first = self.dim() - spatial;
+  for (int64_t d = 0; d < first; ++d) plan.planes *= self.size(d);
+  for (int64_t dim = first; dim < self.dim(); ++dim) {
+    const int64_t k = self.dim() - 1 - dim;  // padding's pair for this dim
+    const int64_t size = self.size(dim), before = padding[2 * k], after = padding[2 * k + 1];
+    if (mode == PadMode::kReflect) {
+      TORCH_CHECK(before < size && after < size, op, ": Padding size should be less than the corresponding input dimension, but got: padding (",
+                  before, ", ", after, ") at dimension ", dim, " of input ", self.sizes());
+    } else {
+      TORCH_CHECK(size > 0, op, ": input dimension ", dim, " must be non-empty to replicate, got ", self.sizes());
+    }
+    const int64_t out_size = size + before + after;
+    TORCH_CHECK(out_size > 0, op, ": input (", self.sizes(), ") is too small for the padding; the output size at dimension ",
+                dim, " would be ", out_size);
+    std::vector<int64_t> source(out_size);
+    for (int64_t o = 0; o < out_size; ++o) {
+      int64_t i = o - before;
+      if (mode == PadMode::kReflect) {
+        if (i < 0) i = -i;
+        if (i >= size) i = 2 * (size - 1) - i;
+      } else {
+        i = std::min(std::max<int64_t>(i, 0), size - 1);
+      }
+      source[o] = i;
+    }
+    plan.in.push_back(size);
+    plan.out.push_back(out_size);
+    plan.before.push_back(before);
+    plan.source.push_back(std::move(source));
+  }
+  return plan;
+}
+
+std::vector<int64_t> padded_shape(const at::Tensor& self, const kernels::PadPlan& plan) {
+  std::vector<int64_t> shape = self.sizes().vec();
+  const size_t first = shape.size() - plan.out.size();
+  for (size_t a = 0; a < plan.out.size(); ++a) shape[first + a] = plan.out[a];
+  return shape;
+}
+
+at::Tensor run_pad(const char* op, const at::Tensor& self, const kernels::PadPlan& plan, kernels::FillValue value) {
+  const at::Tensor input = self.contiguous();
+  at::Tensor out = at::empty(padded_shape(self, plan), input.options());
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const void* pi = input.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, op, {&input}, [=] { kernels::pad(dtype, plan, value, pi, po); });
+  }
+  return out;
+}
+
+at::Tensor pad(const char* op, PadMode mode, const at::Tensor& self, c10::IntArrayRef padding, int64_t spatial) {
+  TORCH_CHECK(has_kernel_dtype(self.scalar_type()), op, ": not implemented on neuron for ", self.scalar_type());
+  return run_pad(op, self, plan_padding(op, mode, self, padding, spatial), {});
+}
+
+at::Tensor pad_backward(const char* op, PadMode mode, const at::Tensor& grad, const at::Tensor& self,
+                        c10::IntArrayRef padding, int64_t spatial) {
+  const kernels::PadPlan plan = plan_padding(op, mode, self, padding, spatial);
+  TORCH_CHECK(grad.sizes() == c10::IntArrayRef(padded_shape(self, plan)), op, ": expected grad_output of size ",
+              c10::IntArrayRef(padded_shape(self, plan)), ", got ", grad.sizes());
+  TORCH_CHECK(has_kernel_dtype(grad.scalar_type()) && kernels::is_floating_dtype(to_kernel_dtype(grad.scalar_type())), op,
+              ": expected a floating-point gradient, got ", grad.scalar_type());
+  const at::Tensor g = grad.contiguous();
+  at::Tensor result = at::empty(self.sizes(), g.options());
+  if (result.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(g.scalar_type());
+    const void* pg = g.data_ptr();
+    void* pr = result.data_ptr();
+    enqueue(result, op, {&g}, [=] { kernels::pad_backward(dtype, plan, pg, pr); });
+  }
+  return result;
+}
+
+at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
+  at::native::resize_output(out, value.sizes());
+  return out.copy_(value);
+}
+
+}  // namespace
+
+// F.pad's constant mode: pads (or, with negative padding, crops) the last pad.size() / 2 dims.
+at::Tensor constant_pad_nd(const at::Tensor& self, c10::IntArrayRef pad, const c10::Scalar& value) {
+  TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ", pad.size());
+  const int64_t spatial = static_cast<int64_t>(pad.size()) / 2;
+  TORCH_CHECK(spatial <= self.dim(), "Length of pad should be no more than twice the number of dimensions of the input. ",
+              "Pad length is ", pad.size(), " while the input has ", self.dim(), " dimensions.");
+  if (spatial == 0 || !has_kernel_dtype(self.scalar_type()) || value.isComplex()) {
+    return at::native::constant_pad_nd(self, pad, value);  // composed of fill and copy
+  }
+  kernels::PadPlan plan;
+  const int64_t first = self.dim() - spatial;
+  for (int64_t d = 0; d < first; ++d) plan.planes *= self.size(d);
+  for (int64_t dim = first; dim < self.dim(); ++dim) {
+    const int64_t k = self.dim() - 1 - dim;
+    const int64_t size = self.size(dim), before = pad[2 * k], after = pad[2 * k + 1];
+    const int64_t out_size = size + before + after;
+    TORCH_CHECK(out_size >= 0, "The input size ", size, ", plus negative padding ", before, " and ", after,
+                " resulted in a negative output size, which is invalid. Check dimension ", dim, " of your input.");
+    std::vector<int64_t> source(out_size);
+    for (int64_t o = 0; o < out_size; ++o) source[o] = o - before >= 0 && o - before < size ? o - before : -1;
+    plan.in.push_back(size);
+    plan.out.push_back(out_size);
+    plan.before.push_back(before);
+    plan.source.push_back(std::move(source));
+  }
+  return run_pad("aten::constant_pad_nd", self, plan, fill_value(value));
+}
+
+// Tensor.unfold's backward: the kernel gathers, for each position, the window elements that
+// copied it.
+at::Tensor unfold_backward(const at::Tensor& grad_in, c10::IntArrayRef input_sizes, int64_t dim, int64_t size,
+                           int64_t step) {
+  const bool floating = has_kernel_dtype(grad_in.scalar_type()) && kernels::is_floating_dtype(to_kernel_dtype(grad_in.scalar_type()));
+  if (!floating || input_sizes.empty()) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(unfold_backward)>::call(grad_in, input_sizes, dim,
+                                                                                              size, step);
+  }
+  dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
+  TORCH_CHECK(size > 0 && step > 0 && input_sizes[dim] >= size, "aten::unfold_backward: expected 0 < size <= ",
+              input_sizes[dim], " and step > 0, got size ", size, " and step ", step);
+  kernels::UnfoldShape shape;
+  shape.length = input_sizes[dim];
+  shape.windows = (shape.length - size) / step + 1;
+  shape.size = size;
+  shape.step = step;
+  std::vector<int64_t> expected(input_sizes.begin(), input_sizes.end());
+  expected[dim] = shape.windows;
+  expected.push_back(size);
+  TORCH_CHECK(grad_in.sizes() == c10::IntArrayRef(expected), "aten::unfold_backward: expected grad_in of sizes ",
+              c10::IntArrayRef(expected), ", got ", grad_in.sizes());
+  for (int64_t d = 0; d < dim; ++d) shape.outer *= input_sizes[d];
+  for (size_t d = dim + 1; d < input_sizes.size(); ++d) shape.inner *= input_sizes[d];
+  const at::Tensor g = grad_in.contiguous();
+  at::Tensor grad = at::empty(input_sizes, g.options());
+  if (grad.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(g.scalar_type());
+    const void* pg = g.data_ptr();
+    void* out = grad.data_ptr();
+    enqueue(grad, "aten::unfold_backward", {&g}, [=] { kernels::unfold_backward(dtype, shape, pg, out); });
+  }
+  return grad;
+}
+
+at::Tensor& unfold_backward_out(const at::Tensor& grad_in, c10::IntArrayRef input_sizes, int64_t dim, int64_t size,
+                                int64_t step, at::Tensor& out) {
+  return write_out(shapes::unfold_backward(grad_in, input_sizes, dim, size, step), out);
+}
+
+#define NEURON_PAD(name, MODE, SPATIAL)                                                                          \
+  at::Tensor name(const at::Tensor& self, c10::IntArrayRef padding) {                                            \
+    return pad("aten::" #name, MODE, self, padding, SPATIAL);                                                     \
+  }                                                                                                              \
+  at::Tensor& name##_out(const at::Tensor& self, c10::IntArrayRef padding, at::Tensor& out) {                   \
+    return write_out(shapes::name(self, padding), out);                                                          \
+  }                                                                                                              \
+  at::Tensor name##_backward(const at::Tensor& grad, const at::Tensor& self, c10::IntArrayRef padding) {         \
+    return pad_backward("aten::" #name "_backward", MODE, grad, self, padding, SPATIAL);                          \
+  }                                                                                                              \
+  at::Tensor& name##_backward_out(const at::Tensor& grad, const at::Tensor& self, c10::IntArrayRef padding,      \
+                                  at::Tensor& grad_input) {                                                      \
+    return write_out(shapes::name##_backward(grad, self, padding), grad_input);                                  \
+  }
+
+NEURON_PAD(reflection_pad1d, PadMode::kReflect, 1)
+NEURON_PAD(reflection_pad2d, PadMode::kReflect, 2)
+NEURON_PAD(reflection_pad3d, PadMode::kReflect, 3)
+NEURON_PAD(replication_pad1d, PadMode::kReplicate, 1)
+NEURON_PAD(replication_pad2d, PadMode::kReplicate, 2)
+NEURON_PAD(replication_pad3d, PadMode::kReplicate, 3)
+#undef NEURON_PAD
+
+// tril / triu: elements with column - row > diagonal (tril) or < diagonal (triu) of the last
+// two dims zeroed, by the triangle kernel (in place when result is self and contiguous).
+at::Tensor& triangle_out(const at::Tensor& self, int64_t diagonal, bool lower, at::Tensor& result) {
+  const char* name = lower ? "aten::tril" : "aten::triu";
+  TORCH_CHECK(self.dim() >= 2, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+  TORCH_CHECK(has_kernel_dtype(self.scalar_type()), name, ": not implemented on neuron for ", self.scalar_type());
+  const at::Tensor input = self.contiguous();
+  if (!result.is_same(self)) at::native::resize_output(result, self.sizes());
+  at::Tensor out = result.is_contiguous() ? result : at::empty(self.sizes(), input.options());
+  const int64_t rows = self.size(-2), cols = self.size(-1);
+  if (out.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(input.scalar_type());
+    const int64_t batch = out.numel() / (rows * cols);
+    const void* pi = input.data_ptr();
+    void* po = out.data_ptr();
+    enqueue(out, name, {&input}, [=] { kernels::triangle(dtype, batch, rows, cols, diagonal, lower, pi, po); });
+  }
+  if (!out.is_same(result)) result.copy_(out);
+  return result;
+}
+
+at::Tensor& tril_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
+  return triangle_out(self, diagonal, true, result);
+}
+
+at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& result) {
+  return triangle_out(self, diagonal, false, result);
+}
+
+at::Tensor tril(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor result = at::empty({0}, self.options());
+  return tril_out(self, diagonal, result);
+}
+
+at::Tensor triu(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor result = at::empty({0}, self.options());
+  return triu_out(self, diagonal, result);
+}
+
+at::Tensor& tril_inplace(at::Tensor& self, int64_t diagonal) { return tril_out(self, diagonal, self); }
+at::Tensor& triu_inplace(at::Tensor& self, int64_t diagonal) { return triu_out(self, diagonal, self); }
+
+}  // namespace shapes
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("eye.out", TORCH_FN(shapes::eye_out));
+  m.impl("eye.m_out", TORCH_FN(shapes::eye_m_out));
+  m.impl("linspace.out", TORCH_FN(shapes::linspace_out));
+  m.impl("roll", TORCH_FN(shapes::roll));
+  m.impl("cat", TORCH_FN(shapes::cat));
+  m.impl("cat.out", TORCH_FN(shapes::cat_out));
+  m.impl("arange.start_out", TORCH_FN(shapes::arange_out));
+  m.impl("constant_pad_nd", TORCH_FN(shapes::constant_pad_nd));
+  m.impl("tril", TORCH_FN(shapes::tril));
+  m.impl("tril.out", TORCH_FN(shapes::tril_out));
+  m.impl("tril_", TORCH_FN(shapes::tril_inplace));
+  m.impl("triu", TORCH_FN(shapes::triu));
+  m.impl("triu.out", TORCH_FN(shapes::triu_out));
+  m.impl("triu_", TORCH_FN(shapes::triu_inplace));
+  m.impl("unfold_backward", TORCH_FN(shapes::unfold_backward));
+  m.impl("unfold_backward.out", TORCH_FN(shapes::unfold_backward_out));
+#define REGISTER_PAD(name)                                              \
+  m.impl(#name, TORCH_FN(shapes::name));                                \
+  m.impl(#name ".out", TORCH_FN(shapes::name##_out));                   \
+  m.impl(#name "_backward", TORCH_FN(shapes::name##_backward));         \
+  m.impl(#name "_backward.grad_input", TORCH_FN(shapes::name##_backward_out));
+  REGISTER_PAD(reflection_pad1d)
+  REGISTER_PAD(reflection_pad2d)
+  REGISTER_PAD(reflection_pad3d)
+  REGISTER_PAD(replication_pad1d)
+  REGISTER_PAD(replication_pad2d)
+  REGISTER_PAD(replication_pad3d)
+#undef REGISTER_PAD
+}
+
+}  // namespace torchneuron::aten
