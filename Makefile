@@ -36,8 +36,17 @@ $(VENV)/.stamp-install: $(VENV)/.stamp-deps setup.py pyproject.toml
 	@$(PIP) install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
 	@touch $@
 
-build: $(VENV)/.stamp-install
-	@$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v -E "^(running|copying)|SetuptoolsDeprecationWarning|^\s*!!|^\s*\*+|setup.py install|^$$" || true
+# The kernel library's instruction-set levels (see docs/build.md): every level this machine can
+# run, except for the demo, which needs only the highest.
+LEVELS ?= supported
+demo: LEVELS = highest
+
+# The build runs first, with its progress shown; the editable install after it finds it done.
+build: $(VENV)/.stamp-deps
+	@echo "== building torchneuron, kernel library levels: $(LEVELS) (a fresh build takes minutes: see README)"
+	@set -o pipefail; TORCHNEURON_CPU_LEVELS=$(LEVELS) $(PY) setup.py -q build_ext --inplace 2>&1 | \
+	  { grep -v -E "^(running|copying)|SetuptoolsDeprecationWarning|^\s*!!|^\s*\*+|setup.py install|^$$" || true; }
+	@$(MAKE) -s $(VENV)/.stamp-install
 	@test -f torchneuron/_C*.so || (echo "build failed: torchneuron/_C*.so missing" && exit 1)
 
 # The kernel library is built per instruction-set level; its tests run at every level this CPU has.
@@ -51,6 +60,14 @@ test-cpp: build
 	  LD_LIBRARY_PATH=build/lib/$$level TORCHNEURON_EXPECT_CPU_CAPABILITY=$$level \
 	    ./build/kernel_tests --gtest_brief=1 || exit 1; \
 	done
+
+# The whole pytest suite, with the conformance CI subset (a fixed list of OpInfos) failing on
+# regressions; then the model sweep's 5-model CI subset.
+test-python: build
+	@echo "== Python tests (with the conformance CI subset)"
+	@TORCHNEURON_CONFORMANCE_CI=1 $(PY) -m pytest -q tests/python
+	@echo "== model sweep, CI subset"
+	@$(PY) -m torchneuron.sweep --ci --jobs 2 --output build/sweep-ci.json --markdown build/sweep-ci.md
 
 # The conformance subset and the training tests again at each level below the CPU's highest, with
 # CPU PyTorch (the reference) held to the same level.
@@ -86,7 +103,8 @@ sweep: build
 
 bench: build
 	@$(PY) bench/bench_runtime.py
-	@$(PY) bench/bench_kernels.py
+	@$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) install -q --disable-pip-version-check matplotlib
+	@$(PY) bench/bench_levels.py
 	@$(PY) bench/bench_compile.py
 
 clean:

@@ -11,15 +11,33 @@ from setuptools.command.build_ext import build_ext
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
+def configured_levels(build_dir):
+    """TORCHNEURON_CPU_LEVELS as the build directory's CMake cache has it."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as cache:
+            for line in cache:
+                if line.startswith("TORCHNEURON_CPU_LEVELS:"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 class CMakeBuild(build_ext):
     """Configures and builds the CMake project, then places _C next to the Python package."""
 
     def build_extension(self, ext):
         build_dir = os.path.join(ROOT, "build")
-        if not os.path.exists(os.path.join(build_dir, "build.ninja")):
+        # TORCHNEURON_CPU_LEVELS (all, supported, highest or level names) reconfigures when it
+        # changes; unset, a configured build keeps its levels and a new one builds "supported".
+        levels = os.environ.get("TORCHNEURON_CPU_LEVELS", "")
+        configured = configured_levels(build_dir)
+        if levels == "highest" and configured in ("supported", "all"):
+            levels = configured  # those include the highest: no need to drop the others
+        if not os.path.exists(os.path.join(build_dir, "build.ninja")) or (levels and levels != configured):
             subprocess.check_call(
-                ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja",
-                 f"-DPython3_EXECUTABLE={sys.executable}", "-DCMAKE_BUILD_TYPE=Release"])
+                ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", f"-DPython3_EXECUTABLE={sys.executable}",
+                 "-DCMAKE_BUILD_TYPE=Release", f"-DTORCHNEURON_CPU_LEVELS={levels or 'supported'}"])
         jobs = os.environ.get("TORCHNEURON_BUILD_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", build_dir, "-j", jobs])
         built = [f for f in os.listdir(build_dir) if f.startswith("_C.") and f.endswith(".so")]

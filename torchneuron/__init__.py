@@ -108,6 +108,7 @@ def reset_compile_stats():
 
 __all__ = [
     "compile_stats",
+    "cpu_capability",
     "fallback_mode",
     "fallback_report",
     "native_ops",
