@@ -45,7 +45,7 @@ demo: LEVELS = highest
 build: $(VENV)/.stamp-deps
 	@echo "== building torchneuron, kernel library levels: $(LEVELS) (a fresh build takes minutes: see README)"
 	@set -o pipefail; TORCHNEURON_CPU_LEVELS=$(LEVELS) $(PY) setup.py -q build_ext --inplace 2>&1 | \
-	  { grep -v -E "^(running|copying)|SetuptoolsDeprecationWarning|^\s*!!|^\s*\*+|setup.py install|^$$" || true; }
+	  { grep --line-buffered -v -E "^(running|copying)|SetuptoolsDeprecationWarning|^\s*!!|^\s*\*+|setup.py install|^$$" || true; }
 	@$(MAKE) -s $(VENV)/.stamp-install
 	@test -f torchneuron/_C*.so || (echo "build failed: torchneuron/_C*.so missing" && exit 1)
 

@@ -1,8 +1,10 @@
 """Kernel-family benchmarks: neuron vs CPU PyTorch on the same inputs in one run, printed as
 throughput ratios (neuron / CPU; above 1 means neuron is faster), plus a tiny-GPT step."""
 
+import argparse
 import copy
 import itertools
+import json
 import os
 import sys
 import time
@@ -193,8 +195,16 @@ def gpt_case(device, model, batch):
 
 
 def main():
-    """Prints the kernel-family table."""
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    """Prints the kernel-family table; --json PATH also writes its rows."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", help="write [name, cpu seconds, neuron seconds] rows here")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, kernel library level "
+          f"{torchneuron.cpu_capability()}, ATen level {torch.backends.cpu.get_cpu_capability()}")
+    held = [f"{name}={os.environ[name]}" for name in ("OPENBLAS_CORETYPE", "MKL_ENABLE_INSTRUCTIONS")
+            if name in os.environ]
+    if held:
+        print("BLAS libraries held to: " + ", ".join(held))
     cpu_inputs, neuron_inputs = case_inputs("cpu"), case_inputs("neuron")
     rows = []
     for name, fn in CASES:
@@ -215,6 +225,10 @@ def main():
         print(f"{name:<48}{cpu * 1e3:>10.3f}{neuron * 1e3:>11.3f}{cpu / neuron:>11.2f}x")
     report = torchneuron.fallback_report()
     print(f"\nfallback calls during the benchmark: {sum(report.values())} ({', '.join(sorted(report)) or 'none'})")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"level": torchneuron.cpu_capability(), "aten_level": torch.backends.cpu.get_cpu_capability(),
+                       "rows": rows}, out)
 
 
 if __name__ == "__main__":

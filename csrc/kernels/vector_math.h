@@ -9,26 +9,50 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 namespace torchneuron::kernels {
+
+// a * b + c, rounded once: the polynomials' fused multiply-adds, written out because the library
+// is built with -ffp-contract=off (so that generated code, which includes this text, rounds the
+// same) and unfused they cost twice the instructions. The x86-64 baseline has no FMA
+// instructions, and there std::fma is a library call that does not vectorize (exp ran 40x
+// slower than with AVX2); there the product, exact in double, is added in double and rounded to
+// float. That rounds twice, so the baseline level may differ from the others in the last bit
+// where the double sum falls exactly halfway between two floats (about one inexact sum in 2^29).
+inline float fused(float a, float b, float c) {
+#if defined(__x86_64__) && !defined(__FMA__)
+  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c));
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+// floor(x) for |x| < 2^31: one instruction with SSE4.1, else truncation corrected by one where
+// it rounded up (the same result, where std::floor would be a library call).
+inline float floor_small(float x) {
+#if defined(__x86_64__) && !defined(__SSE4_1__)
+  const float truncated = static_cast<float>(static_cast<int32_t>(x));
+  return truncated > x ? truncated - 1.0f : truncated;
+#else
+  return std::floor(x);
+#endif
+}
 
 // exp(x) = 2^n exp(r): n the integer nearest x / ln 2, r = x - n ln 2 (ln 2 in two parts, so
 // that r is exact) and exp(r) a polynomial. Returns exp(r); n is set.
 inline float exp_reduced(float x, float& n) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  n = std::floor(x * kLog2e + 0.5f);
-  // Fused multiply-adds written out: the library is built with -ffp-contract=off (so that
-  // generated code, which includes this text, rounds the same), and unfused, the reduction and
-  // the polynomial cost twice the instructions.
-  const float r = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
+  n = floor_small(x * kLog2e + 0.5f);
+  const float r = fused(-n, kLn2Lo, fused(-n, kLn2Hi, x));
   float p = 1.9875691500e-4f;
-  p = std::fma(p, r, 1.3981999507e-3f);
-  p = std::fma(p, r, 8.3334519073e-3f);
-  p = std::fma(p, r, 4.1665795894e-2f);
-  p = std::fma(p, r, 1.6666665459e-1f);
-  p = std::fma(p, r, 5.0000001201e-1f);
-  return std::fma(p * r, r, r) + 1.0f;
+  p = fused(p, r, 1.3981999507e-3f);
+  p = fused(p, r, 8.3334519073e-3f);
+  p = fused(p, r, 4.1665795894e-2f);
+  p = fused(p, r, 1.6666665459e-1f);
+  p = fused(p, r, 5.0000001201e-1f);
+  return fused(p * r, r, r) + 1.0f;
 }
 
 inline float vector_exp(float x) {
@@ -109,16 +133,16 @@ inline float vector_log(float x) {
   const float f = m - 1.0f;
   const float z = f * f;
   float q = -7.660818845e-02f;
-  q = std::fma(q, f, 1.278633028e-01f);
-  q = std::fma(q, f, -1.316160560e-01f);
-  q = std::fma(q, f, 1.419787705e-01f);
-  q = std::fma(q, f, -1.662275195e-01f);
-  q = std::fma(q, f, 2.000141293e-01f);
-  q = std::fma(q, f, -2.500084639e-01f);
-  q = std::fma(q, f, 3.333332837e-01f);
+  q = fused(q, f, 1.278633028e-01f);
+  q = fused(q, f, -1.316160560e-01f);
+  q = fused(q, f, 1.419787705e-01f);
+  q = fused(q, f, -1.662275195e-01f);
+  q = fused(q, f, 2.000141293e-01f);
+  q = fused(q, f, -2.500084639e-01f);
+  q = fused(q, f, 3.333332837e-01f);
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  const float tail = std::fma(z * f, q, std::fma(ef, kLn2Lo, -0.5f * z));
-  float result = std::fma(ef, kLn2Hi, f + tail);
+  const float tail = fused(z * f, q, fused(ef, kLn2Lo, -0.5f * z));
+  float result = fused(ef, kLn2Hi, f + tail);
   constexpr float kInf = std::numeric_limits<float>::infinity();
   result = x == kInf ? x : result;
   result = x == 0.0f ? -kInf : result;
@@ -189,14 +213,14 @@ inline float vector_tanh(float x) {
   const float a = std::fabs(x);
   const float t = a * a;
   float p = 0.00022977318957497633f;
-  p = std::fma(p, t, -0.0011457643162798765f);
-  p = std::fma(p, t, 0.0034336535754469887f);
-  p = std::fma(p, t, -0.0088142034148112f);
-  p = std::fma(p, t, 0.021860444953595858f);
-  p = std::fma(p, t, -0.053967317554936806f);
-  p = std::fma(p, t, 0.1333332858831354f);
-  p = std::fma(p, t, -0.3333333325005565f);
-  const float small = std::fma(a * t, p, a);
+  p = fused(p, t, -0.0011457643162798765f);
+  p = fused(p, t, 0.0034336535754469887f);
+  p = fused(p, t, -0.0088142034148112f);
+  p = fused(p, t, 0.021860444953595858f);
+  p = fused(p, t, -0.053967317554936806f);
+  p = fused(p, t, 0.1333332858831354f);
+  p = fused(p, t, -0.3333333325005565f);
+  const float small = fused(a * t, p, a);
   const float e = vector_exp(2.0f * (a < 10.0f ? a : 10.0f));  // float tanh is 1 from 9.01 on
   const float large = 1.0f - 2.0f / (e + 1.0f);
   const float result = std::copysign(a < 0.75f ? small : large, x);
@@ -215,23 +239,23 @@ inline float vector_tanh(float x) {
 inline float vector_normal_cdf(float x, float& gauss) {
   const float w = std::fabs(x * 0.70710678118654752440f);
   const float t = w * w;
-  const float t_low = std::fma(w, w, -t);  // t + t_low == w * w exactly
+  const float t_low = fused(w, w, -t);  // t + t_low == w * w exactly
   const float w_fit = w < 16.0f ? w : 16.0f;  // from 10.2 on exp(-t) is 0; and no inf / inf
   const float v = w_fit / (w_fit + 2.0f);
   float h = 1.558975985e-02f;
-  h = std::fma(h, v, -4.125875954e-02f);
-  h = std::fma(h, v, 1.404325369e-02f);
-  h = std::fma(h, v, 1.935146697e-02f);
-  h = std::fma(h, v, 3.569480961e-02f);
-  h = std::fma(h, v, 7.071476171e-03f);
-  h = std::fma(h, v, -1.564815950e-01f);
-  h = std::fma(h, v, -1.372358643e-01f);
-  h = std::fma(h, v, 8.716098347e-01f);
-  h = std::fma(h, v, -1.128378865e+00f);
-  h = std::fma(h, v, 4.999999986e-01f);
+  h = fused(h, v, -4.125875954e-02f);
+  h = fused(h, v, 1.404325369e-02f);
+  h = fused(h, v, 1.935146697e-02f);
+  h = fused(h, v, 3.569480961e-02f);
+  h = fused(h, v, 7.071476171e-03f);
+  h = fused(h, v, -1.564815950e-01f);
+  h = fused(h, v, -1.372358643e-01f);
+  h = fused(h, v, 8.716098347e-01f);
+  h = fused(h, v, -1.128378865e+00f);
+  h = fused(h, v, 4.999999986e-01f);
   const float e = vector_exp_nonpositive(-t);
   // exp(-t - t_low) to first order; where t overflows t_low is not finite, and e is 0.
-  gauss = e > 0.0f ? std::fma(-t_low, e, e) : 0.0f;
+  gauss = e > 0.0f ? fused(-t_low, e, e) : 0.0f;
   const float half_erfc = gauss * h;
   const float cdf = x > 0.0f ? 1.0f - half_erfc : half_erfc;
   return x != x ? x : cdf;
@@ -368,38 +392,64 @@ inline double lane_sum_of(int64_t n, Term&& term) {
   return total;
 }
 
-// Maximum of n floats; NaN if any is NaN. 64 lanes, then 16, as in lane_sum. A lane that meets
-// a NaN keeps it (a second mask array for NaNs cost as much as the maxima themselves). The lanes
-// are four vectors of GCC's vector extension and the fold's narrow levels shuffles of one: as
-// scalars, the fold cost more than the maxima of a 96-element row (log_softmax over 1024 such
-// rows ran at 0.3x CPU PyTorch's speed). The last elements blend bit patterns, since GCC branched
-// on each comparison and random data mispredicted half of them.
+// One native vector of floats at the level this text is compiled for: GCC's vector types wider
+// than the machine's registers are lowered element by element where they select (lane_max
+// over 64-byte vectors ran 26x slower with AVX2 than with AVX-512).
+#if defined(__AVX512F__)
+constexpr int kNativeLanes = 16;
+#elif defined(__AVX__)
+constexpr int kNativeLanes = 8;
+#else
+constexpr int kNativeLanes = 4;
+#endif
+typedef float NativeFloats __attribute__((vector_size(kNativeLanes * sizeof(float))));
+typedef int32_t NativeMask __attribute__((vector_size(kNativeLanes * sizeof(float))));
+
+// The shuffle that pairs lane l with lane l ^ kWidth, within one native vector.
+template <int kWidth, int... kLane>
+inline NativeMask xor_lanes(std::integer_sequence<int, kLane...>) {
+  return NativeMask{(kLane ^ kWidth)...};
+}
+
+// Maximum of n floats; NaN if any is NaN. 64 lanes, then 16, as in lane_sum, folded as the tree
+// of a 64-lane fold (lane l meets lane l + 32, then l + 16, ..., 1), so that the result, signed
+// zeros included, is the same at every level: a level only changes how many native vectors
+// hold the 16 lanes. A lane that meets a NaN keeps it (a second mask array for NaNs cost as much
+// as the maxima themselves). The fold's narrow levels are shuffles of one vector: as scalars, the
+// fold cost more than the maxima of a 96-element row. The last elements blend bit patterns, since
+// GCC branched on each comparison and random data mispredicted half of them.
 inline float lane_max(const float* x, int64_t n) {
-  typedef float Vec __attribute__((vector_size(kShortLanes * sizeof(float))));
-  typedef int32_t Mask __attribute__((vector_size(kShortLanes * sizeof(float))));
-  // References, not vector values, in and out: without AVX-512 those would change the ABI.
+  constexpr int kParts = kShortLanes / kNativeLanes;  // native vectors per 16 lanes
+  using Vec = NativeFloats;
+  // References, not vector values, in and out: a vector argument's ABI depends on the level.
   auto take_larger = [](Vec& m, const Vec& v) { m = (v > m) | (v != v) ? v : m; };
   auto take_larger_at = [x, &take_larger](Vec& m, int64_t at) {
     Vec v;
     std::memcpy(&v, x + at, sizeof(v));
     take_larger(m, v);
   };
-  Vec lanes[4];
+  Vec lanes[4 * kParts];  // lanes[k] holds lanes k * kNativeLanes onwards of the 64
   for (Vec& lane : lanes) lane = Vec{} - std::numeric_limits<float>::infinity();
   int64_t i = 0;
   for (; i + 4 * kShortLanes <= n; i += 4 * kShortLanes) {
-    for (int l = 0; l < 4; ++l) take_larger_at(lanes[l], i + l * kShortLanes);
+    for (int k = 0; k < 4 * kParts; ++k) take_larger_at(lanes[k], i + k * kNativeLanes);
   }
-  for (; i + kShortLanes <= n; i += kShortLanes) take_larger_at(lanes[0], i);
-  // Lane l meets lane l + 32, then l + 16, 8, 4, 2 and 1: the tree of a 64-lane fold.
-  take_larger(lanes[0], lanes[2]);
-  take_larger(lanes[1], lanes[3]);
-  take_larger(lanes[0], lanes[1]);
+  for (; i + kShortLanes <= n; i += kShortLanes) {
+    for (int k = 0; k < kParts; ++k) take_larger_at(lanes[k], i + k * kNativeLanes);
+  }
+  // Lane l meets l + 32 and l + 16: whole native vectors.
+  for (int k = 0; k < 2 * kParts; ++k) take_larger(lanes[k], lanes[k + 2 * kParts]);
+  for (int k = 0; k < kParts; ++k) take_larger(lanes[k], lanes[k + kParts]);
+  // Then l + 8, 4, 2, 1: between native vectors while the distance spans one, then shuffles.
+  if constexpr (kParts >= 4) take_larger(lanes[1], lanes[3]);
+  if constexpr (kParts >= 4) take_larger(lanes[0], lanes[2]);
+  if constexpr (kParts >= 2) take_larger(lanes[0], lanes[1]);
   Vec& m = lanes[0];
-  take_larger(m, __builtin_shuffle(m, Mask{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
-  take_larger(m, __builtin_shuffle(m, Mask{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));
-  take_larger(m, __builtin_shuffle(m, Mask{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
-  take_larger(m, __builtin_shuffle(m, Mask{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}));
+  constexpr auto kLanes = std::make_integer_sequence<int, kNativeLanes>{};
+  if constexpr (kNativeLanes > 8) take_larger(m, __builtin_shuffle(m, xor_lanes<8>(kLanes)));
+  if constexpr (kNativeLanes > 4) take_larger(m, __builtin_shuffle(m, xor_lanes<4>(kLanes)));
+  take_larger(m, __builtin_shuffle(m, xor_lanes<2>(kLanes)));
+  take_larger(m, __builtin_shuffle(m, xor_lanes<1>(kLanes)));
   float result = m[0];
   auto blend = [](float r, float v) {
     const uint32_t take = 0u - static_cast<uint32_t>((v > r) | (v != v));
