@@ -32,6 +32,23 @@ def _available():
     return [level for level in LEVELS if os.path.exists(os.path.join(_LIB_DIR, level, "libtorchneuron_kernels.so"))]
 
 
+def _built_level_for(level, built):
+    """The highest built level at or below `level` (a package built with fewer levels than this
+    CPU has runs at the best one it holds), with a warning; ImportError when there is none."""
+    below = [b for b in built if LEVELS.index(b) <= LEVELS.index(level)]
+    if not below:
+        raise ImportError(
+            f"torchneuron was built without a kernel library this CPU can run (it supports up to {level}; "
+            f"built: {', '.join(built) or 'none'}); rebuild with `make build`."
+        )
+    warnings.warn(
+        f"torchneuron was built without the {level} kernel library; running at {below[-1]} "
+        "(build with TORCHNEURON_CPU_LEVELS=supported or all for this CPU's own).",
+        stacklevel=3,
+    )
+    return below[-1]
+
+
 def check_request(requested, highest):
     """Rejects a TORCHNEURON_CPU_CAPABILITY that names no level; warns when it is above the CPU's."""
     if not requested:
@@ -55,10 +72,9 @@ def load():
         check_request(os.environ.get("TORCHNEURON_CPU_CAPABILITY", ""), runtime.torchneuron_highest_cpu_capability().decode())
         level = runtime.torchneuron_selected_cpu_capability().decode()
         if level not in _available():
-            raise ImportError(
-                f"torchneuron was built without the {level} kernel library (built: {', '.join(_available()) or 'none'}); "
-                "rebuild with `make build`."
-            )
+            level = _built_level_for(level, _available())
+            # The runtime reads the variable too: generated code then targets the loaded level.
+            os.environ["TORCHNEURON_CPU_CAPABILITY"] = level
         _kernels = ctypes.CDLL(os.path.join(_LIB_DIR, level, "libtorchneuron_kernels.so"))
         _kernels.torchneuron_kernels_cpu_capability.restype = ctypes.c_char_p
     return loaded_level()

@@ -42,6 +42,15 @@ def test_unknown_level_is_refused_by_name(run_python):
     assert "default, avx2, avx512" in result.stderr
 
 
+def test_a_package_without_the_cpus_level_runs_the_best_level_it_has():
+    with pytest.warns(UserWarning, match="built without the avx512 kernel library; running at avx2"):
+        assert _cpu_dispatch._built_level_for("avx512", ["default", "avx2"]) == "avx2"
+    with pytest.warns(UserWarning, match="running at default"):
+        assert _cpu_dispatch._built_level_for("avx2", ["default", "avx512"]) == "default"
+    with pytest.raises(ImportError, match="supports up to default; built: avx2"):
+        _cpu_dispatch._built_level_for("default", ["avx2"])
+
+
 @pytest.mark.skipif(HIGHEST == "avx512", reason="this CPU has every level")
 def test_level_above_the_cpu_warns_and_runs_the_highest(run_python):
     code = ("import warnings\nwarnings.simplefilter('always')\n"
