@@ -28,8 +28,9 @@ inline float fused(float a, float b, float c) {
 #endif
 }
 
-// floor(x) for |x| < 2^31: one instruction with SSE4.1, else truncation corrected by one where
-// it rounded up (the same result, where std::floor would be a library call).
+// floor(x) for finite |x| < 2^31: one instruction with SSE4.1, else truncation corrected by one
+// where it rounded up (the same result, but +0 for -0, where std::floor would be a library call;
+// exp_reduced's argument x / ln 2 + 0.5 is never -0).
 inline float floor_small(float x) {
 #if defined(__x86_64__) && !defined(__SSE4_1__)
   const float truncated = static_cast<float>(static_cast<int32_t>(x));
