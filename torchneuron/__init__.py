@@ -53,6 +53,9 @@ def _register():
         [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep]
     )
     _dynamo_interface.register_when_dynamo_loads()
+    from torchneuron import distributed
+
+    distributed.register()
 
 
 _register()

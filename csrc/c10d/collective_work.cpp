@@ -1,0 +1,204 @@
+// Posting, waiting and error reporting of one collective (see collective_work.h).
+#include "c10d/collective_work.h"
+
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+
+#include "aten/device/neuron_tensor.h"
+#include "runtime/device.h"
+
+namespace torchneuron::c10d_backend {
+
+void CollectiveState::run_post() {
+  InnerWorks works;
+  std::exception_ptr error;
+  try {
+    works = post();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inner_ = std::move(works);
+    error_ = error;
+  }
+  posted_.store(true, std::memory_order_release);
+  attach_future();
+}
+
+bool CollectiveState::completed() {
+  if (!posted()) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (error_) return true;
+  for (auto& work : inner_) {
+    if (!work->isCompleted()) return false;
+  }
+  return true;
+}
+
+std::exception_ptr CollectiveState::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+int CollectiveState::source_rank() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(!inner_.empty(), description, " has not been posted yet; wait() for it first");
+  return inner_.front()->sourceRank();
+}
+
+namespace {
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+void CollectiveState::fail(const std::string& why) {
+  std::string message = description + " failed: " + why;
+  if (diagnose_peers) message += diagnose_peers();
+  C10_THROW_ERROR(DistBackendError, message);
+}
+
+void CollectiveState::wait_transport(std::chrono::milliseconds timeout) {
+  if (!posted()) {
+    fail("it was never run: an earlier device error stopped the queue before it (synchronize to see it)");
+  }
+  InnerWorks works;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_) fail(message_of(error_));
+    works = inner_;
+  }
+  for (auto& work : works) {
+    try {
+      work->wait(timeout);
+    } catch (...) {
+      auto error = std::current_exception();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = error;
+      }
+      fail(message_of(error));
+    }
+  }
+  // Transports without futures (point-to-point) complete ours here.
+  auto done = future();
+  if (!done->completed()) {
+    try {
+      done->markCompleted(c10::IValue(results));
+    } catch (const c10::Error&) {
+      // a callback completed it in between
+    }
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CollectiveState::future() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  }
+  return future_;
+}
+
+// Completes the future when every inner work is done. Runs once, right after the post.
+void CollectiveState::attach_future() {
+  auto done = future();
+  InnerWorks works;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    works = inner_;
+    error = error_;
+  }
+  if (error) {
+    std::string message = description + " failed: " + message_of(error);
+    done->setErrorIfNeeded(std::make_exception_ptr(c10::DistBackendError(
+        c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message)));
+    return;
+  }
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> inner_futures;
+  for (auto& work : works) {
+    try {
+      inner_futures.push_back(work->getFuture());
+    } catch (const c10::Error&) {
+      return;  // no future (point-to-point): wait_transport completes ours
+    }
+  }
+  if (inner_futures.empty()) {
+    done->markCompleted(c10::IValue(results));
+    return;
+  }
+  auto remaining = std::make_shared<std::atomic<size_t>>(inner_futures.size());
+  for (auto& inner : inner_futures) {
+    // The callback owns the state until the transport is done: the tensors stay alive.
+    inner->addCallback([this, keep = shared_from_this(), remaining, done](c10::ivalue::Future& f) {
+      if (f.hasError()) {
+        std::string message = description + " failed: " + f.tryRetrieveErrorMessage();
+        done->setErrorIfNeeded(std::make_exception_ptr(c10::DistBackendError(
+            c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message)));
+        return;
+      }
+      if (remaining->fetch_sub(1) == 1 && !done->completed()) done->markCompleted(c10::IValue(results));
+    });
+  }
+}
+
+NeuronWork::NeuronWork(int rank, c10d::OpType type, std::shared_ptr<CollectiveState> state, bool host_wait)
+    : c10d::Work(rank, type), state_(std::move(state)), host_wait_(host_wait) {}
+
+bool NeuronWork::isCompleted() { return state_->completed(); }
+
+bool NeuronWork::isSuccess() const { return state_->posted() && !state_->error(); }
+
+std::exception_ptr NeuronWork::exception() const { return state_->error(); }
+
+std::vector<at::Tensor> NeuronWork::result() { return state_->results; }
+
+int NeuronWork::sourceRank() const { return state_->source_rank(); }
+
+void NeuronWork::enqueue_stream_wait(std::chrono::milliseconds timeout) {
+  const int index = state_->device_index;
+  runtime::LaunchInfo info = runtime::LaunchInfo::named("c10d::wait");
+  info.site = runtime::capture_launch_site();
+  aten::runtime_call([&] {
+    runtime::device(index).queue().submit(runtime::current_stream(index), info,
+                                          [state = state_, timeout] { state->wait_transport(timeout); });
+  });
+}
+
+void NeuronWork::copy_back_once() {
+  std::call_once(copied_back_, [&] {
+    for (auto& [user, staged] : state_->copy_back) user.copy_(staged);
+  });
+}
+
+bool NeuronWork::wait(std::chrono::milliseconds timeout) {
+  if (host_wait_) {
+    aten::runtime_call([&] { runtime::device(state_->device_index).queue().wait_for(state_->post_seq); });
+    state_->wait_transport(timeout);
+  } else {
+    // A failure the host already knows of is raised now; later ones at the next synchronization.
+    if (state_->completed() && state_->error()) state_->wait_transport(timeout);
+    enqueue_stream_wait(timeout);
+  }
+  copy_back_once();
+  return true;
+}
+
+void NeuronWork::synchronize() { wait(); }
+
+void NeuronWork::blockCurrentStream() { enqueue_stream_wait(kNoTimeout); }
+
+c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() { return state_->future(); }
+
+}  // namespace torchneuron::c10d_backend
