@@ -28,6 +28,7 @@ void CollectiveState::run_post() {
 
 bool CollectiveState::completed() {
   if (!posted()) return false;
+  if (transport_done_.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(mutex_);
   if (error_) return true;
   for (auto& work : inner_) {
@@ -73,12 +74,14 @@ void CollectiveState::wait_transport(std::chrono::milliseconds timeout) {
   if (!posted()) {
     fail("it was never run: an earlier device error stopped the queue before it (synchronize to see it)");
   }
+  std::lock_guard<std::mutex> waiting(wait_mutex_);
   InnerWorks works;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (error_) fail(message_of(error_));
     works = inner_;
   }
+  if (transport_done_.load(std::memory_order_acquire)) return;
   for (auto& work : works) {
     try {
       work->wait(timeout);
@@ -91,6 +94,7 @@ void CollectiveState::wait_transport(std::chrono::milliseconds timeout) {
       fail(message_of(error));
     }
   }
+  transport_done_.store(true, std::memory_order_release);
   // Transports without futures (point-to-point) complete ours here.
   auto done = future();
   if (!done->completed()) {

@@ -51,6 +51,9 @@ struct CollectiveState : std::enable_shared_from_this<CollectiveState> {
   void attach_future();
 
   std::atomic<bool> posted_{false};
+  // Waits are serialized and done once: a Gloo send waited for twice waits for a second send.
+  std::mutex wait_mutex_;
+  std::atomic<bool> transport_done_{false};
   mutable std::mutex mutex_;
   InnerWorks inner_;
   std::exception_ptr error_;

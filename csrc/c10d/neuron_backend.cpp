@@ -4,7 +4,9 @@
 
 #include <ATen/Functions.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include "c10d/collective_launch.h"
@@ -35,8 +37,14 @@ Transport transport_of(c10d::Backend& transport) {
 }  // namespace
 
 NeuronBackend::NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> transport,
-                             c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), transport_(std::move(transport)), store_(std::move(store)), timeout_(timeout) {
+                             c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout,
+                             std::vector<uint64_t> global_ranks, TransportFactory transport_factory)
+    : c10d::Backend(rank, size),
+      transport_(std::move(transport)),
+      store_(std::move(store)),
+      timeout_(timeout),
+      global_ranks_(std::move(global_ranks)),
+      transport_factory_(std::move(transport_factory)) {
   start_heartbeat();
 }
 
@@ -49,10 +57,26 @@ c10::intrusive_ptr<c10d::Backend::Options> NeuronBackend::getBackendOptions() {
 c10::intrusive_ptr<c10d::Backend> NeuronBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
                                                        const std::vector<int>& ranks,
                                                        const c10::intrusive_ptr<Options>& opts) {
-  auto inner = transport_->split(store, ranks, transport_->getBackendOptions());
-  if (!inner) return nullptr;
-  return c10::make_intrusive<NeuronBackend>(inner->getRank(), inner->getSize(), inner, store,
-                                            opts ? opts->timeout : timeout_);
+  // A new transport on a store of the child's own: ProcessGroup::splitGroup hands every child
+  // group of one split the same store, and Gloo's own split rendezvouses on its parent's keys,
+  // so two groups of two ranks would meet as one.
+  const uint64_t split_number = ++splits_;
+  const auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  if (me == ranks.end()) return nullptr;
+  std::vector<uint64_t> global_ranks;
+  for (int rank : ranks) {
+    TORCH_CHECK(rank >= 0 && rank < getSize(), "split: rank ", rank, " is not in a group of ", getSize());
+    global_ranks.push_back(global_ranks_.empty() ? static_cast<uint64_t>(rank) : global_ranks_[rank]);
+  }
+  const int rank = static_cast<int>(me - ranks.begin());
+  const int size = static_cast<int>(ranks.size());
+  const auto timeout = opts ? opts->timeout : timeout_;
+  std::string prefix = c10::str("neuron_split/", split_number, "/ranks");
+  for (uint64_t global : global_ranks) prefix += c10::str("_", global);
+  auto child_store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  auto inner = transport_factory_(child_store, rank, size, timeout, global_ranks);
+  return c10::make_intrusive<NeuronBackend>(rank, size, inner, child_store, timeout, global_ranks,
+                                            transport_factory_);
 }
 
 void NeuronBackend::setTimeout(std::chrono::milliseconds timeout) {

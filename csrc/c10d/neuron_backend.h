@@ -21,10 +21,15 @@
 
 namespace torchneuron::c10d_backend {
 
+// Builds the transport of a group: (store, group rank, group size, timeout, global ranks).
+using TransportFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+    const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds, const std::vector<uint64_t>&)>;
+
 class NeuronBackend final : public c10d::Backend {
  public:
   NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> transport,
-                c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout);
+                c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout,
+                std::vector<uint64_t> global_ranks, TransportFactory transport_factory);
   ~NeuronBackend() override;
 
   const std::string getBackendName() const override { return "neuron"; }
@@ -34,6 +39,7 @@ class NeuronBackend final : public c10d::Backend {
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
   void setTimeout(std::chrono::milliseconds timeout) override;
+  uint64_t split_count() const { return splits_; }
   void setSequenceNumberForGroup() override { transport_->setSequenceNumberForGroup(); }
   uint64_t getSequenceNumberForGroup() override { return transport_->getSequenceNumberForGroup(); }
 
@@ -106,7 +112,10 @@ class NeuronBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> transport_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
+  const std::vector<uint64_t> global_ranks_;  // of this group's ranks, in group order
+  const TransportFactory transport_factory_;
   std::atomic<uint64_t> collectives_{0};
+  std::atomic<uint64_t> splits_{0};
   std::mutex in_flight_mutex_;
   std::deque<std::shared_ptr<CollectiveState>> in_flight_;
   // Each rank publishes (collectives launched, time) to the store every second, so that a

@@ -6,6 +6,8 @@ Gloo process group built from the same store (TCP between machines; GLOO_SOCKET_
 honoured), on host aliases of the device buffers. See docs/distributed.md.
 """
 
+from datetime import timedelta
+
 import torch
 import torch.distributed as dist
 
@@ -14,18 +16,23 @@ from torchneuron import _C
 BACKEND_NAME = "neuron"
 
 
+def _create_transport(store, rank, size, timeout_s, global_ranks):
+    """The Gloo group that moves a neuron group's bytes; configured as torch configures its own."""
+    transport = dist.ProcessGroupGloo(store, rank, size, timedelta(seconds=timeout_s))
+    transport.options.global_ranks_in_group = list(global_ranks)
+    return transport
+
+
 def _create_backend(backend_options, _extra_options=None):
     """Builds the backend of one process group: a Gloo transport, wrapped by the neuron backend."""
-    timeout = backend_options.timeout
-    transport = dist.ProcessGroupGloo(
-        backend_options.store, backend_options.group_rank, backend_options.group_size, timeout
-    )
+    timeout_s = backend_options.timeout.total_seconds()
+    rank, size = backend_options.group_rank, backend_options.group_size
+    # The default group's list is empty: it holds every rank.
+    global_ranks = list(backend_options.global_ranks_in_group) or list(range(size))
+    transport = _create_transport(backend_options.store, rank, size, timeout_s, global_ranks)
+    transport.options.group_name = backend_options.group_id
     backend = _C._c10d.create_backend(
-        transport,
-        backend_options.store,
-        backend_options.group_rank,
-        backend_options.group_size,
-        timeout.total_seconds(),
+        transport, backend_options.store, rank, size, timeout_s, global_ranks, _create_transport
     )
     # Gloo's sequence numbers, agreed through the store as torch does for its own Gloo groups.
     backend._set_sequence_number_for_group()
