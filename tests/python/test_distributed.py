@@ -46,3 +46,7 @@ def run_ok(script, nproc, *args, **kwargs):
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_every_collective_matches_gloo_on_cpu(nproc):
     run_ok("collectives.py", nproc)
+
+
+def test_ddp_trains_like_ddp_on_cpu():
+    run_ok("ddp.py", 2)
