@@ -50,3 +50,7 @@ def test_every_collective_matches_gloo_on_cpu(nproc):
 
 def test_ddp_trains_like_ddp_on_cpu():
     run_ok("ddp.py", 2)
+
+
+def test_fsdp2_trains_like_fsdp2_on_cpu():
+    run_ok("fsdp.py", 2)
