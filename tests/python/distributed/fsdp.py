@@ -42,10 +42,10 @@ def loss_of(model, tokens):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1))
 
 
-def train(model, device_type, steps=batches):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+def train(model, device_type, make_optimizer=lambda params: torch.optim.AdamW(params, lr=1e-2)):
+    optimizer = make_optimizer(model.parameters())
     losses, norms = [], []
-    for tokens in steps:
+    for tokens in batches:
         loss = loss_of(model, tokens.to(device_type))
         loss.backward()
         norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5).full_tensor().item())
@@ -59,20 +59,17 @@ def full_parameters(model):
     return [p.full_tensor().detach().cpu().float() for p in model.parameters()]
 
 
-def compare(name, tolerance=dict(rtol=1e-3, atol=2e-4), parameter_tolerance=None, **options):
+def compare(name, tolerance=dict(rtol=1e-3, atol=2e-4), make_optimizer=None, **options):
     neuron_model, cpu_model = sharded_gpt("neuron", **options), sharded_gpt("cpu", **options)
-    neuron_losses, neuron_norms, _ = train(neuron_model, "neuron")
-    cpu_losses, cpu_norms, _ = train(cpu_model, "cpu")
+    optimizer = dict(make_optimizer=make_optimizer) if make_optimizer else {}
+    neuron_losses, neuron_norms, _ = train(neuron_model, "neuron", **optimizer)
+    cpu_losses, cpu_norms, _ = train(cpu_model, "cpu", **optimizer)
 
     def body():
         torch.testing.assert_close(neuron_losses, cpu_losses, **tolerance)
         torch.testing.assert_close(neuron_norms, cpu_norms, **tolerance)
         for got, expected in zip(full_parameters(neuron_model), full_parameters(cpu_model)):
-            if parameter_tolerance is None:
-                torch.testing.assert_close(got, expected, **tolerance)
-            else:
-                distance = (got - expected).norm() / expected.norm().clamp_min(1e-6)
-                assert distance < parameter_tolerance, f"parameters {distance:.4f} apart (relative norm)"
+            torch.testing.assert_close(got, expected, **tolerance)
         assert neuron_losses[-2:].mean() < neuron_losses[:2].mean(), f"did not train: {neuron_losses}"
 
     check(name, body)
@@ -80,11 +77,10 @@ def compare(name, tolerance=dict(rtol=1e-3, atol=2e-4), parameter_tolerance=None
 
 compare("FSDP2 tiny GPT per block, reshard_after_forward=True, clipped")
 compare("FSDP2 reshard_after_forward=False", reshard_after_forward=False)
-compare("FSDP2 MixedPrecisionPolicy(bfloat16 params, float32 reduce)",
-        tolerance=dict(rtol=2e-2, atol=2e-2),
-        # A bfloat16 gradient near zero can flip sign between two correct runs, and AdamW then
-        # moves that one weight a full step the other way: parameters compare by relative norm.
-        parameter_tolerance=2e-2,
+# SGD here: in bfloat16 the rounding of two correct runs differs, and AdamW would turn a
+# near-zero gradient's rounding noise into a full step (the key bias's true gradient is zero).
+compare("FSDP2 MixedPrecisionPolicy(bfloat16 params, float32 reduce)", tolerance=dict(rtol=2e-2, atol=2e-3),
+        make_optimizer=lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.5),
         mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))
 
 # A distributed checkpoint: save the trained shards, load them into a fresh model, and check that
