@@ -54,3 +54,8 @@ def test_ddp_trains_like_ddp_on_cpu():
 
 def test_fsdp2_trains_like_fsdp2_on_cpu():
     run_ok("fsdp.py", 2)
+
+
+@pytest.mark.parametrize("nproc", [2, 4])  # 4 ranks add the 2-D FSDP x TP mesh
+def test_dtensor_and_tensor_parallel_match_one_cpu_process(nproc):
+    run_ok("tensor_parallel.py", nproc)
