@@ -59,3 +59,7 @@ def test_fsdp2_trains_like_fsdp2_on_cpu():
 @pytest.mark.parametrize("nproc", [2, 4])  # 4 ranks add the 2-D FSDP x TP mesh
 def test_dtensor_and_tensor_parallel_match_one_cpu_process(nproc):
     run_ok("tensor_parallel.py", nproc)
+
+
+def test_pipeline_schedules_match_one_cpu_process():
+    run_ok("pipeline.py", 2)
