@@ -175,8 +175,13 @@ void NeuronWork::enqueue_stream_wait(std::chrono::milliseconds timeout) {
   runtime::LaunchInfo info = runtime::LaunchInfo::named("c10d::wait");
   info.site = runtime::capture_launch_site();
   aten::runtime_call([&] {
-    runtime::device(index).queue().submit(runtime::current_stream(index), info,
-                                          [state = state_, timeout] { state->wait_transport(timeout); });
+    runtime::device(index).queue().submit(runtime::current_stream(index), info, [state = state_, timeout] {
+      try {
+        state->wait_transport(timeout);
+      } catch (const c10::Error& e) {
+        throw std::runtime_error(e.what_without_backtrace());  // the queue reports what()
+      }
+    });
   });
 }
 

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "c10d/collective_launch.h"
@@ -17,6 +18,7 @@ namespace {
 
 using c10d::OpType;
 using Transport = c10::intrusive_ptr<c10d::Backend>;
+constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -127,7 +129,7 @@ void NeuronBackend::start_heartbeat() {
         // the store is gone (shutdown); a failure report will say so
       }
       lock.lock();
-      heartbeat_stop_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+      heartbeat_stop_.wait_for(lock, kHeartbeatPeriod, [this] { return stopping_; });
     }
   });
 }
@@ -143,31 +145,40 @@ void NeuronBackend::stop_heartbeat() {
 
 std::string NeuronBackend::diagnose_peers(uint64_t sequence_number) {
   if (!store_) return "";
-  std::ostringstream report;
-  const int64_t now = now_ms();
-  for (int peer = 0; peer < getSize(); ++peer) {
-    if (peer == getRank()) continue;
+  // Two readings of every peer's heartbeat, more than a heartbeat period apart: a peer whose
+  // reading did not move is gone; one that moves but launched fewer collectives stopped short.
+  auto read = [&](int peer) -> std::optional<std::pair<uint64_t, int64_t>> {
     const std::string key = c10::str("neuron_heartbeat/", peer);
-    try {
-      if (!store_->check({key})) {
-        report << "; rank " << peer << " never started";
-        continue;
-      }
-      auto bytes = store_->get(key);
-      std::istringstream value(std::string(bytes.begin(), bytes.end()));
-      uint64_t launched = 0;
-      int64_t time_ms = 0;
-      value >> launched >> time_ms;
-      const double silent_s = static_cast<double>(now - time_ms) / 1000.0;
-      if (silent_s > 3.0) {
-        report << "; rank " << peer << " is gone (no heartbeat for " << silent_s << " s)";
-      } else if (launched < sequence_number) {
-        report << "; rank " << peer << " is alive but has launched only " << launched
-               << " collectives on this group (this was #" << sequence_number << ")";
-      }
-    } catch (const std::exception& e) {
-      report << "; rank " << peer << ": state unknown (" << e.what() << ")";
+    if (!store_->check({key})) return std::nullopt;
+    auto bytes = store_->get(key);
+    std::istringstream value(std::string(bytes.begin(), bytes.end()));
+    uint64_t launched = 0;
+    int64_t time_ms = 0;
+    value >> launched >> time_ms;
+    return std::make_pair(launched, time_ms);
+  };
+  std::ostringstream report;
+  try {
+    std::vector<std::optional<std::pair<uint64_t, int64_t>>> before(getSize());
+    for (int peer = 0; peer < getSize(); ++peer) {
+      if (peer != getRank()) before[peer] = read(peer);
     }
+    std::this_thread::sleep_for(kHeartbeatPeriod * 3);
+    for (int peer = 0; peer < getSize(); ++peer) {
+      if (peer == getRank()) continue;
+      auto after = read(peer);
+      if (!after) {
+        report << "; rank " << peer << " never started";
+      } else if (before[peer] && after->second == before[peer]->second) {
+        report << "; rank " << peer << " is gone (no heartbeat for "
+               << static_cast<double>(now_ms() - after->second) / 1000.0 << " s)";
+      } else if (after->first < sequence_number) {
+        report << "; rank " << peer << " is alive but has launched only " << after->first
+               << " collectives on this group (this one is #" << sequence_number << ")";
+      }
+    }
+  } catch (const std::exception& e) {
+    report << "; the peers' state is unknown (" << e.what() << ")";
   }
   return report.str();
 }

@@ -118,7 +118,7 @@ class NeuronBackend final : public c10d::Backend {
   std::atomic<uint64_t> splits_{0};
   std::mutex in_flight_mutex_;
   std::deque<std::shared_ptr<CollectiveState>> in_flight_;
-  // Each rank publishes (collectives launched, time) to the store every second, so that a
+  // Each rank publishes (collectives launched, time) to the store twice a second, so that a
   // failure can say which peer died or stopped calling collectives.
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;

@@ -2,9 +2,12 @@
 against the same run on CPU tensors through Gloo and exits non-zero on any mismatch."""
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,73 @@ def test_dtensor_and_tensor_parallel_match_one_cpu_process(nproc):
 
 def test_pipeline_schedules_match_one_cpu_process():
     run_ok("pipeline.py", 2)
+
+
+
+def launch_ranks(script, *args, nproc=2, timeout=90):
+    """Starts `nproc` ranks as plain processes (env:// rendezvous, no torchrun agent to kill the
+    survivors), so each rank's own reaction to a fault can be read. Returns [(exit code, output)]."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc),
+            "TORCHNEURON_NUM_DEVICES": str(max(nproc, 2)), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    ranks = [subprocess.Popen([sys.executable, str(WORKERS / script), *args], cwd=WORKERS,
+                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+             for r in range(nproc)]
+    deadline = time.monotonic() + timeout
+    results = []
+    for process in ranks:
+        try:
+            output, _ = process.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other in ranks:
+                os.killpg(other.pid, signal.SIGKILL)
+            pytest.fail(f"{script} {args}: a rank ran past {timeout} s")
+        results.append((process.returncode, output))
+    return results
+
+
+def fault_report(output):
+    match = re.search(r"FAULT ([0-9.]+) (.*)", output)
+    assert match, f"no error was raised:\n{output[-4000:]}"
+    assert "DEVICE OK True" in output, f"the device did not recover after the error:\n{output[-4000:]}"
+    return float(match.group(1)), match.group(2)
+
+
+TIMEOUT_S = 6  # the group timeout in faults.py
+
+
+def test_a_killed_rank_is_an_error_on_the_others_naming_collective_group_and_peer():
+    (code, output), _ = launch_ranks("faults.py", "killed")
+    seconds, message = fault_report(output)
+    assert code != 0 and seconds < TIMEOUT_S + 5, output
+    for expected in ("allreduce", "group '0' (rank 0 of 2)", "rank 1 is gone"):
+        assert expected in message, message
+
+
+def test_a_stalled_rank_is_an_error_within_the_group_timeout():
+    (code, output), _ = launch_ranks("faults.py", "stalled")
+    seconds, message = fault_report(output)
+    assert code != 0 and TIMEOUT_S - 1 < seconds < TIMEOUT_S + 5, output
+    for expected in ("allreduce", "Timed out", "rank 1 is alive but has launched only 1 collectives"):
+        assert expected in message, message
+
+
+def test_a_mismatched_collective_is_an_error_not_a_wrong_result():
+    results = launch_ranks("faults.py", "mismatch")
+    for code, output in results:
+        assert "NO ERROR" not in output, output
+        assert code != 0, output
+    # Gloo's transport thread aborts the rank that receives more bytes than it posted for; the
+    # other raises.
+    assert any("FAULT" in output for _, output in results), results
+    assert any("collective mismatch" in output for _, output in results), results
+
+
+def test_torchrun_exits_non_zero_when_a_rank_dies():
+    start = time.monotonic()
+    code, output = torchrun("faults.py", 2, "killed", timeout=90)
+    assert code != 0, output
+    assert time.monotonic() - start < 60, output
