@@ -106,6 +106,7 @@ bench: build
 	@$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) install -q --disable-pip-version-check matplotlib
 	@$(PY) bench/bench_levels.py
 	@$(PY) bench/bench_compile.py
+	@$(PY) bench/bench_collectives.py
 
 clean:
 	rm -rf build build-address build-thread torchneuron/_C*.so
