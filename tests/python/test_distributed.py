@@ -136,3 +136,59 @@ def test_torchrun_exits_non_zero_when_a_rank_dies():
     code, output = torchrun("faults.py", 2, "killed", timeout=90)
     assert code != 0, output
     assert time.monotonic() - start < 60, output
+
+
+def _ip(*args, check=True):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+@pytest.fixture
+def two_hosts():
+    """Two network namespaces joined by a veth pair: (namespace, address, interface) per host."""
+    if os.geteuid() != 0 or subprocess.run(["which", "ip"], capture_output=True).returncode != 0:
+        pytest.skip("needs root and iproute2 to make network namespaces")
+    tag = os.getpid() % 100000
+    hosts = [(f"tn{tag}a", "10.77.0.1", f"tnv{tag}a"), (f"tn{tag}b", "10.77.0.2", f"tnv{tag}b")]
+    try:
+        for namespace, _, _ in hosts:
+            _ip("netns", "add", namespace)
+            _ip("-n", namespace, "link", "set", "lo", "up")
+        _ip("link", "add", hosts[0][2], "type", "veth", "peer", "name", hosts[1][2])
+        for namespace, address, interface in hosts:
+            _ip("link", "set", interface, "netns", namespace)
+            _ip("-n", namespace, "addr", "add", f"{address}/24", "dev", interface)
+            _ip("-n", namespace, "link", "set", interface, "up")
+        yield hosts
+    finally:
+        for namespace, _, _ in hosts:
+            _ip("netns", "del", namespace, check=False)  # takes its end of the veth pair along
+
+
+def test_ddp_across_two_hosts_with_torchrun_nnodes_2(two_hosts):
+    """torchrun --nnodes 2 with c10d rendezvous on the first host; Gloo's TCP between the hosts
+    over the interface GLOO_SOCKET_IFNAME names; DDP checked against DDP on CPU."""
+    endpoint = f"{two_hosts[0][1]}:29531"
+    nodes = []
+    for node_rank, (namespace, address, interface) in enumerate(two_hosts):
+        env = {**os.environ, "GLOO_SOCKET_IFNAME": interface, "TORCHNEURON_NUM_DEVICES": "1",
+               "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "WORKER_DEADLINE_S": "150"}
+        command = ["ip", "netns", "exec", namespace, sys.executable, "-m", "torch.distributed.run",
+                   "--nnodes=2", "--nproc-per-node=1", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
+                   f"--rdzv-endpoint={endpoint}", "--rdzv-id=neuron-multinode",
+                   # Both "hosts" share one hostname, which resolves to 127.0.0.1: each says which
+                   # address is its own, and the first serves the rendezvous store.
+                   f"--local-addr={address}", f"--rdzv-conf=is_host={'true' if node_rank == 0 else 'false'}",
+                   str(WORKERS / "ddp.py")]
+        nodes.append(subprocess.Popen(command, cwd=WORKERS, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, start_new_session=True))
+    outputs = []
+    for node in nodes:
+        try:
+            output, _ = node.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            for other in nodes:
+                os.killpg(other.pid, signal.SIGKILL)
+            pytest.fail("the two-host job ran past 180 s")
+        outputs.append(output)
+        assert node.returncode == 0, output[-6000:]
+    assert sum(output.count("checks passed, 0 failed") for output in outputs) == 2, outputs
