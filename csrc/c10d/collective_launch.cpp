@@ -104,11 +104,9 @@ c10::intrusive_ptr<c10d::Work> CollectiveLaunch::submit(std::function<InnerWorks
   const uint64_t number = backend_.next_sequence_number();
   state_->device_index = device_index_;
   state_->description = c10::str(op_, " #", number, " on ", backend_.group_label(), " (", bytes_, " bytes)");
-  // Weak: the backend keeps the state until it is done, and the state must not keep the backend.
-  auto backend = c10::weak_intrusive_ptr<NeuronBackend>(c10::intrusive_ptr<NeuronBackend>::reclaim_copy(&backend_));
-  state_->diagnose_peers = [backend, number]() -> std::string {
-    auto alive = backend.lock();
-    return alive ? alive->diagnose_peers(number) : std::string();
+  // The store, not the backend: a state can outlive its backend on a transport's thread.
+  state_->diagnose_peers = [store = backend_.store(), rank = backend_.getRank(), size = backend_.getSize(), number] {
+    return diagnose_peers(store, rank, size, number);
   };
   state_->post = std::move(post);
   state_->results = std::move(results);

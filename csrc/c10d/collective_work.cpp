@@ -95,14 +95,17 @@ void CollectiveState::wait_transport(std::chrono::milliseconds timeout) {
     }
   }
   transport_done_.store(true, std::memory_order_release);
-  // Transports without futures (point-to-point) complete ours here.
+  complete_future();  // for transports without futures (point-to-point)
+}
+
+void CollectiveState::complete_future(const std::string& error) {
+  if (future_done_.exchange(true)) return;
   auto done = future();
-  if (!done->completed()) {
-    try {
-      done->markCompleted(c10::IValue(results));
-    } catch (const c10::Error&) {
-      // a callback completed it in between
-    }
+  if (error.empty()) {
+    done->markCompleted(c10::IValue(results));
+  } else {
+    done->setError(std::make_exception_ptr(c10::DistBackendError(
+        c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, description + " failed: " + error)));
   }
 }
 
@@ -116,7 +119,6 @@ c10::intrusive_ptr<c10::ivalue::Future> CollectiveState::future() {
 
 // Completes the future when every inner work is done. Runs once, right after the post.
 void CollectiveState::attach_future() {
-  auto done = future();
   InnerWorks works;
   std::exception_ptr error;
   {
@@ -125,9 +127,7 @@ void CollectiveState::attach_future() {
     error = error_;
   }
   if (error) {
-    std::string message = description + " failed: " + message_of(error);
-    done->setErrorIfNeeded(std::make_exception_ptr(c10::DistBackendError(
-        c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message)));
+    complete_future(message_of(error));
     return;
   }
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> inner_futures;
@@ -139,20 +139,22 @@ void CollectiveState::attach_future() {
     }
   }
   if (inner_futures.empty()) {
-    done->markCompleted(c10::IValue(results));
+    complete_future();
     return;
   }
   auto remaining = std::make_shared<std::atomic<size_t>>(inner_futures.size());
   for (auto& inner : inner_futures) {
-    // The callback owns the state until the transport is done: the tensors stay alive.
-    inner->addCallback([this, keep = shared_from_this(), remaining, done](c10::ivalue::Future& f) {
-      if (f.hasError()) {
-        std::string message = description + " failed: " + f.tryRetrieveErrorMessage();
-        done->setErrorIfNeeded(std::make_exception_ptr(c10::DistBackendError(
-            c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message)));
-        return;
+    // The callback owns the state until the transport is done: the tensors stay alive. It runs
+    // on the transport's thread and must not throw there.
+    inner->addCallback([keep = shared_from_this(), remaining](c10::ivalue::Future& f) noexcept {
+      try {
+        if (f.hasError()) {
+          keep->complete_future(f.tryRetrieveErrorMessage());
+        } else if (remaining->fetch_sub(1) == 1) {
+          keep->complete_future();
+        }
+      } catch (...) {
       }
-      if (remaining->fetch_sub(1) == 1 && !done->completed()) done->markCompleted(c10::IValue(results));
     });
   }
 }

@@ -49,11 +49,15 @@ struct CollectiveState : std::enable_shared_from_this<CollectiveState> {
  private:
   [[noreturn]] void fail(const std::string& why);
   void attach_future();
+  // Completes the future once, whichever of the transport's callbacks and the waiters gets
+  // there first: with `results`, or with the error.
+  void complete_future(const std::string& error = "");
 
   std::atomic<bool> posted_{false};
   // Waits are serialized and done once: a Gloo send waited for twice waits for a second send.
   std::mutex wait_mutex_;
   std::atomic<bool> transport_done_{false};
+  std::atomic<bool> future_done_{false};
   mutable std::mutex mutex_;
   InnerWorks inner_;
   std::exception_ptr error_;

@@ -40,13 +40,16 @@ Transport transport_of(c10d::Backend& transport) {
 
 NeuronBackend::NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> transport,
                              c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout,
-                             std::vector<uint64_t> global_ranks, TransportFactory transport_factory)
+                             std::vector<uint64_t> global_ranks, TransportFactory transport_factory,
+                             std::string machine_id)
     : c10d::Backend(rank, size),
       transport_(std::move(transport)),
       store_(std::move(store)),
       timeout_(timeout),
       global_ranks_(std::move(global_ranks)),
-      transport_factory_(std::move(transport_factory)) {
+      transport_factory_(std::move(transport_factory)),
+      machine_id_(std::move(machine_id)),
+      shared_memory_(SharedMemoryTransport::connect(store_, rank, size, machine_id_)) {
   start_heartbeat();
 }
 
@@ -78,7 +81,7 @@ c10::intrusive_ptr<c10d::Backend> NeuronBackend::split(const c10::intrusive_ptr<
   auto child_store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
   auto inner = transport_factory_(child_store, rank, size, timeout, global_ranks);
   return c10::make_intrusive<NeuronBackend>(rank, size, inner, child_store, timeout, global_ranks,
-                                            transport_factory_);
+                                            transport_factory_, machine_id_);
 }
 
 void NeuronBackend::setTimeout(std::chrono::milliseconds timeout) {
@@ -143,14 +146,15 @@ void NeuronBackend::stop_heartbeat() {
   if (heartbeat_.joinable()) heartbeat_.join();
 }
 
-std::string NeuronBackend::diagnose_peers(uint64_t sequence_number) {
-  if (!store_) return "";
+std::string diagnose_peers(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                           uint64_t sequence_number) {
+  if (!store) return "";
   // Two readings of every peer's heartbeat, more than a heartbeat period apart: a peer whose
   // reading did not move is gone; one that moves but launched fewer collectives stopped short.
   auto read = [&](int peer) -> std::optional<std::pair<uint64_t, int64_t>> {
     const std::string key = c10::str("neuron_heartbeat/", peer);
-    if (!store_->check({key})) return std::nullopt;
-    auto bytes = store_->get(key);
+    if (!store->check({key})) return std::nullopt;
+    auto bytes = store->get(key);
     std::istringstream value(std::string(bytes.begin(), bytes.end()));
     uint64_t launched = 0;
     int64_t time_ms = 0;
@@ -159,13 +163,13 @@ std::string NeuronBackend::diagnose_peers(uint64_t sequence_number) {
   };
   std::ostringstream report;
   try {
-    std::vector<std::optional<std::pair<uint64_t, int64_t>>> before(getSize());
-    for (int peer = 0; peer < getSize(); ++peer) {
-      if (peer != getRank()) before[peer] = read(peer);
+    std::vector<std::optional<std::pair<uint64_t, int64_t>>> before(size);
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank) before[peer] = read(peer);
     }
     std::this_thread::sleep_for(kHeartbeatPeriod * 3);
-    for (int peer = 0; peer < getSize(); ++peer) {
-      if (peer == getRank()) continue;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
       auto after = read(peer);
       if (!after) {
         report << "; rank " << peer << " never started";
@@ -177,6 +181,8 @@ std::string NeuronBackend::diagnose_peers(uint64_t sequence_number) {
                << " collectives on this group (this one is #" << sequence_number << ")";
       }
     }
+  } catch (const c10::Error& e) {
+    report << "; the peers' state is unknown (" << e.what_without_backtrace() << ")";
   } catch (const std::exception& e) {
     report << "; the peers' state is unknown (" << e.what() << ")";
   }
@@ -185,11 +191,58 @@ std::string NeuronBackend::diagnose_peers(uint64_t sequence_number) {
 
 // ---- collectives ----
 
+namespace {
+
+std::optional<collectives::ElementType> element_type(c10::ScalarType type) {
+  using collectives::ElementType;
+  switch (type) {
+    case c10::kFloat: return ElementType::kFloat32;
+    case c10::kDouble: return ElementType::kFloat64;
+    case c10::kHalf: return ElementType::kFloat16;
+    case c10::kBFloat16: return ElementType::kBFloat16;
+    case c10::kChar: return ElementType::kInt8;
+    case c10::kByte: return ElementType::kUInt8;
+    case c10::kInt: return ElementType::kInt32;
+    case c10::kLong: return ElementType::kInt64;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<collectives::Reduction> reduction(const c10d::ReduceOp& op) {
+  using collectives::Reduction;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return Reduction::kSum;
+    case c10d::ReduceOp::PRODUCT: return Reduction::kProduct;
+    case c10d::ReduceOp::MIN: return Reduction::kMin;
+    case c10d::ReduceOp::MAX: return Reduction::kMax;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool NeuronBackend::shared_memory_takes(const at::Tensor& tensor, const c10d::ReduceOp* op) const {
+  return shared_memory_ && element_type(tensor.scalar_type()) && (op == nullptr || reduction(*op));
+}
+
+std::chrono::milliseconds NeuronBackend::timeout_or_default(std::chrono::milliseconds timeout) const {
+  return timeout == c10d::kUnsetTimeout ? timeout_ : timeout;
+}
+
 c10::intrusive_ptr<c10d::Work> NeuronBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
   CollectiveLaunch launch(*this, "c10d::broadcast", OpType::BROADCAST);
   const at::Tensor& tensor = single(tensors, "broadcast");
   std::vector<at::Tensor> alias{launch.inout(tensor)};
+  if (shared_memory_takes(tensor)) {
+    const auto timeout = timeout_or_default(opts.timeout);
+    const int root = static_cast<int>(opts.rootRank);
+    return launch.submit([shm = shared_memory_.get(), a = alias[0], timeout, root] {
+      return InnerWorks{shm->run([a, timeout, root](collectives::SharedMemoryGroup& group) {
+        group.broadcast(a.data_ptr(), a.nbytes(), root, timeout);
+      })};
+    }, {tensor});
+  }
   return launch.submit([t = transport_of(*transport_), alias, opts]() mutable {
     return InnerWorks{t->broadcast(alias, opts)};
   }, {tensor});
@@ -202,6 +255,16 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
   c10d::AllreduceOptions inner = opts;
   inner.reduceOp = launch.prescale(tensor, opts.reduceOp, /*in_place=*/true);
   std::vector<at::Tensor> alias{launch.inout(tensor)};
+  if (shared_memory_takes(tensor, &inner.reduceOp)) {
+    const auto timeout = timeout_or_default(opts.timeout);
+    const auto type = *element_type(tensor.scalar_type());
+    const auto op = *reduction(inner.reduceOp);
+    return launch.submit([shm = shared_memory_.get(), a = alias[0], timeout, type, op] {
+      return InnerWorks{shm->run([a, timeout, type, op](collectives::SharedMemoryGroup& group) {
+        group.allreduce(a.data_ptr(), static_cast<size_t>(a.numel()), type, op, timeout);
+      })};
+    }, {tensor});
+  }
   return launch.submit([t = transport_of(*transport_), alias, inner]() mutable {
     return InnerWorks{t->allreduce(alias, inner)};
   }, {tensor});
@@ -261,6 +324,16 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(at::Tensor& output
               input.numel());
   at::Tensor in = launch.input(input);
   at::Tensor out = launch.output(output);
+  if (shared_memory_takes(input) && input.scalar_type() == output.scalar_type()) {
+    const auto timeout = timeout_or_default(opts.timeout);
+    return launch.submit([shm = shared_memory_.get(), in, out, timeout, size = getSize()] {
+      return InnerWorks{shm->run([in, out, timeout, size](collectives::SharedMemoryGroup& group) {
+        std::vector<void*> pieces;
+        for (int r = 0; r < size; ++r) pieces.push_back(static_cast<char*>(out.data_ptr()) + r * in.nbytes());
+        group.allgather(in.data_ptr(), pieces.data(), in.nbytes(), timeout);
+      })};
+    }, {output});
+  }
   return launch.submit([t = transport_of(*transport_), out, in, opts]() mutable {
     return InnerWorks{t->_allgather_base(out, in, opts)};
   }, {output});
@@ -369,6 +442,16 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter_flat(const at::Tens
   at::Tensor in = launch.input(input);
   at::Tensor out = launch.output(output);
   if (!(user_output.is_contiguous() && output.data_ptr() == user_output.data_ptr())) launch.copy_back(user_output, output.view(user_output.sizes()));
+  if (shared_memory_takes(input, &inner.reduceOp) && input.scalar_type() == output.scalar_type()) {
+    const auto timeout = timeout_or_default(opts.timeout);
+    const auto type = *element_type(input.scalar_type());
+    const auto op = *reduction(inner.reduceOp);
+    return launch.submit([shm = shared_memory_.get(), in, out, timeout, type, op] {
+      return InnerWorks{shm->run([in, out, timeout, type, op](collectives::SharedMemoryGroup& group) {
+        group.reduce_scatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(out.numel()), type, op, timeout);
+      })};
+    }, {user_output});
+  }
   return launch.submit([t = transport_of(*transport_), out, in, inner]() mutable {
     return InnerWorks{t->_reduce_scatter_base(out, in, inner)};
   }, {user_output});

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "c10d/collective_work.h"
+#include "c10d/shared_memory_transport.h"
 
 namespace torchneuron::c10d_backend {
 
@@ -25,11 +26,16 @@ namespace torchneuron::c10d_backend {
 using TransportFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
     const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds, const std::vector<uint64_t>&)>;
 
+// A failure message's tail: which peers of a group look gone or behind, from the heartbeats
+// their backends write to the group's store.
+std::string diagnose_peers(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                           uint64_t sequence_number);
+
 class NeuronBackend final : public c10d::Backend {
  public:
   NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> transport,
                 c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout,
-                std::vector<uint64_t> global_ranks, TransportFactory transport_factory);
+                std::vector<uint64_t> global_ranks, TransportFactory transport_factory, std::string machine_id);
   ~NeuronBackend() override;
 
   const std::string getBackendName() const override { return "neuron"; }
@@ -97,14 +103,16 @@ class NeuronBackend final : public c10d::Backend {
   std::string group_label() const;
   // Keeps a launched collective (and so its tensors) until its transport is done.
   void track(std::shared_ptr<CollectiveState> state);
-  // A failure message's tail: which peers look gone or behind, from their heartbeats.
-  std::string diagnose_peers(uint64_t sequence_number);
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
 
  private:
   // Reduce-scatter of contiguous flat tensors; the result lands in `user_output` after the wait.
   c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(const at::Tensor& output, at::Tensor input,
                                                      const c10d::ReduceScatterOptions& opts,
                                                      const at::Tensor& user_output);
+  // The shared-memory transport's element type and reduction for a tensor and op, if it has them.
+  bool shared_memory_takes(const at::Tensor& tensor, const c10d::ReduceOp* op = nullptr) const;
+  std::chrono::milliseconds timeout_or_default(std::chrono::milliseconds timeout) const;
   void wait_in_flight();
   void start_heartbeat();
   void stop_heartbeat();
@@ -114,6 +122,9 @@ class NeuronBackend final : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   const std::vector<uint64_t> global_ranks_;  // of this group's ranks, in group order
   const TransportFactory transport_factory_;
+  const std::string machine_id_;  // ranks with the same id share memory; "" turns that off
+  // Inside one machine: the shared-memory transport for the collectives it has (else null).
+  std::unique_ptr<SharedMemoryTransport> shared_memory_;
   std::atomic<uint64_t> collectives_{0};
   std::atomic<uint64_t> splits_{0};
   std::mutex in_flight_mutex_;

@@ -29,7 +29,7 @@ void register_c10d(py::module_& parent) {
   m.def(
       "create_backend",
       [](py::object transport, py::object store, int rank, int size, double timeout_s,
-         std::vector<uint64_t> global_ranks, py::object transport_factory) {
+         std::vector<uint64_t> global_ranks, py::object transport_factory, std::string machine_id) {
         auto* inner = transport.cast<c10d::Backend*>();
         auto* shared_store = store.cast<c10d::Store*>();
         TORCH_CHECK(inner != nullptr && shared_store != nullptr, "create_backend: no transport or store");
@@ -46,12 +46,13 @@ void register_c10d(py::module_& parent) {
             rank, size, c10::intrusive_ptr<c10d::Backend>::reclaim_copy(inner),
             c10::intrusive_ptr<c10d::Store>::reclaim_copy(shared_store),
             std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), std::move(global_ranks),
-            std::move(make_transport));
+            std::move(make_transport), std::move(machine_id));
       },
       py::arg("transport"), py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_s"),
-      py::arg("global_ranks"), py::arg("transport_factory"),
+      py::arg("global_ranks"), py::arg("transport_factory"), py::arg("machine_id"),
       "The neuron backend over `transport` (a torch.distributed Backend for CPU tensors); "
-      "`transport_factory(store, rank, size, timeout_s, global_ranks)` makes those of split groups.");
+      "`transport_factory(store, rank, size, timeout_s, global_ranks)` makes those of split groups; ranks "
+      "with the same non-empty `machine_id` share memory.");
 }
 
 }  // namespace torchneuron::python

@@ -46,9 +46,15 @@ def run_ok(script, nproc, *args, **kwargs):
     return output
 
 
+# Inside one machine collectives take the shared-memory transport unless it is turned off; the
+# Gloo path must pass the same tests.
+TRANSPORTS = {"shared-memory": {}, "gloo": {"TORCHNEURON_SHM_COLLECTIVES": "0"}}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("nproc", [2, 4])
-def test_every_collective_matches_gloo_on_cpu(nproc):
-    run_ok("collectives.py", nproc)
+def test_every_collective_matches_gloo_on_cpu(nproc, transport):
+    run_ok("collectives.py", nproc, env=TRANSPORTS[transport])
 
 
 def test_ddp_trains_like_ddp_on_cpu():
@@ -69,14 +75,15 @@ def test_pipeline_schedules_match_one_cpu_process():
 
 
 
-def launch_ranks(script, *args, nproc=2, timeout=90):
+def launch_ranks(script, *args, nproc=2, timeout=90, env=None):
     """Starts `nproc` ranks as plain processes (env:// rendezvous, no torchrun agent to kill the
     survivors), so each rank's own reaction to a fault can be read. Returns [(exit code, output)]."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc),
-            "TORCHNEURON_NUM_DEVICES": str(max(nproc, 2)), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+            "TORCHNEURON_NUM_DEVICES": str(max(nproc, 2)), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
+            **(env or {})}
     ranks = [subprocess.Popen([sys.executable, str(WORKERS / script), *args], cwd=WORKERS,
                               env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -104,31 +111,37 @@ def fault_report(output):
 TIMEOUT_S = 6  # the group timeout in faults.py
 
 
-def test_a_killed_rank_is_an_error_on_the_others_naming_collective_group_and_peer():
-    (code, output), _ = launch_ranks("faults.py", "killed")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_killed_rank_is_an_error_on_the_others_naming_collective_group_and_peer(transport):
+    (code, output), _ = launch_ranks("faults.py", "killed", env=TRANSPORTS[transport])
     seconds, message = fault_report(output)
     assert code != 0 and seconds < TIMEOUT_S + 5, output
     for expected in ("allreduce", "group '0' (rank 0 of 2)", "rank 1 is gone"):
         assert expected in message, message
 
 
-def test_a_stalled_rank_is_an_error_within_the_group_timeout():
-    (code, output), _ = launch_ranks("faults.py", "stalled")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_stalled_rank_is_an_error_within_the_group_timeout(transport):
+    (code, output), _ = launch_ranks("faults.py", "stalled", env=TRANSPORTS[transport])
     seconds, message = fault_report(output)
     assert code != 0 and TIMEOUT_S - 1 < seconds < TIMEOUT_S + 5, output
     for expected in ("allreduce", "Timed out", "rank 1 is alive but has launched only 1 collectives"):
         assert expected in message, message
 
 
-def test_a_mismatched_collective_is_an_error_not_a_wrong_result():
-    results = launch_ranks("faults.py", "mismatch")
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_mismatched_collective_is_an_error_not_a_wrong_result(transport):
+    results = launch_ranks("faults.py", "mismatch", env=TRANSPORTS[transport])
     for code, output in results:
         assert "NO ERROR" not in output, output
         assert code != 0, output
-    # Gloo's transport thread aborts the rank that receives more bytes than it posted for; the
-    # other raises.
-    assert any("FAULT" in output for _, output in results), results
-    assert any("collective mismatch" in output for _, output in results), results
+    if transport == "shared-memory":  # every rank raises, naming both calls
+        for _, output in results:
+            assert "FAULT" in output and "collective mismatch" in output, output
+            assert "allreduce (1000, 0, 0)" in output and "allreduce (1500, 0, 0)" in output, output
+    else:  # Gloo's transport thread aborts the rank that receives more than it posted for
+        assert any("FAULT" in output for _, output in results), results
+        assert any("collective mismatch" in output for _, output in results), results
 
 
 def test_torchrun_exits_non_zero_when_a_rank_dies():

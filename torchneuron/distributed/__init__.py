@@ -6,6 +6,8 @@ Gloo process group built from the same store (TCP between machines; GLOO_SOCKET_
 honoured), on host aliases of the device buffers. See docs/distributed.md.
 """
 
+import os
+import socket
 from datetime import timedelta
 
 import torch
@@ -23,6 +25,21 @@ def _create_transport(store, rank, size, timeout_s, global_ranks):
     return transport
 
 
+def _machine_id():
+    """Equal for processes that can share memory: one boot of one machine, one network and IPC
+    namespace (so two "hosts" made of network namespaces still talk over the network). Empty
+    when TORCHNEURON_SHM_COLLECTIVES=0 turns the shared-memory transport off."""
+    if os.environ.get("TORCHNEURON_SHM_COLLECTIVES", "1") == "0":
+        return ""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            parts = [socket.gethostname(), boot.read().strip()]
+        parts += [os.readlink(f"/proc/self/ns/{kind}") for kind in ("net", "ipc")]
+    except OSError:
+        return ""  # not Linux: Gloo only
+    return "|".join(parts)
+
+
 def _create_backend(backend_options, _extra_options=None):
     """Builds the backend of one process group: a Gloo transport, wrapped by the neuron backend."""
     timeout_s = backend_options.timeout.total_seconds()
@@ -32,7 +49,8 @@ def _create_backend(backend_options, _extra_options=None):
     transport = _create_transport(backend_options.store, rank, size, timeout_s, global_ranks)
     transport.options.group_name = backend_options.group_id
     backend = _C._c10d.create_backend(
-        transport, backend_options.store, rank, size, timeout_s, global_ranks, _create_transport
+        transport, backend_options.store, rank, size, timeout_s, global_ranks, _create_transport,
+        _machine_id(),
     )
     # Gloo's sequence numbers, agreed through the store as torch does for its own Gloo groups.
     backend._set_sequence_number_for_group()

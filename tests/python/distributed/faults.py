@@ -28,7 +28,7 @@ if rank == 1 and mode == "killed":
     time.sleep(0.5)     # rank 0 is inside its all_reduce by now
     os.kill(os.getpid(), signal.SIGKILL)
 if rank == 1 and mode == "stalled":
-    time.sleep(4 * TIMEOUT_S)
+    time.sleep(2 * TIMEOUT_S + 2)
     sys.exit(0)
 
 start = time.monotonic()
