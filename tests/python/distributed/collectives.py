@@ -258,5 +258,17 @@ if rank % 2 == 0:
     dist.all_reduce(x, group=evens)
     compare("new_group (even ranks)", x, torch.full((3,), float(sum(r + 1 for r in range(world) if r % 2 == 0))))
 
+# destroy_process_group and abort on sub-groups return, and the default group still works. (A
+# collective on the destroyed group itself is not an error with Gloo on CPU either.)
+for end in (dist.destroy_process_group, dist.distributed_c10d._abort_process_group):
+    sub = dist.new_group(list(range(world)), backend="neuron")
+    x = torch.ones(2, device=device)
+    dist.all_reduce(x, group=sub)
+    compare(f"a sub-group before {end.__name__}", x, torch.full((2,), float(world)))
+    end(sub)
+x = torch.ones(2, device=device)
+dist.all_reduce(x)
+compare("the default group after a sub-group's destroy and abort", x, torch.full((2,), float(world)))
+
 report()
 dist.destroy_process_group()
