@@ -118,7 +118,7 @@ struct alignas(64) RankState {
 };
 
 struct SharedMemoryGroup::Header {
-  uint64_t magic;
+  std::atomic<uint64_t> magic;  // written last: the rest of the header is ready when it is set
   uint64_t size;
   uint64_t slot_bytes;
   RankState ranks[kMaxRanks];
@@ -156,8 +156,7 @@ SharedMemoryGroup SharedMemoryGroup::create(const std::string& name, int rank, i
   auto* header = new (base) Header();
   header->size = static_cast<uint64_t>(size);
   header->slot_bytes = slot_bytes;
-  std::atomic_thread_fence(std::memory_order_release);
-  header->magic = kMagic;
+  header->magic.store(kMagic, std::memory_order_release);
   return SharedMemoryGroup(base, bytes, rank, size, slot_bytes);
 }
 
@@ -167,7 +166,7 @@ SharedMemoryGroup SharedMemoryGroup::open(const std::string& name, int rank, int
   const size_t bytes = segment_bytes(size, slot_bytes);
   void* base = map_segment(fd, bytes, name);
   auto* header = static_cast<Header*>(base);
-  if (header->magic != kMagic || header->size != static_cast<uint64_t>(size) || header->slot_bytes != slot_bytes) {
+  if (header->magic.load(std::memory_order_acquire) != kMagic || header->size != static_cast<uint64_t>(size) || header->slot_bytes != slot_bytes) {
     munmap(base, bytes);
     throw CollectiveError("shared memory '" + name + "' does not match this group");
   }
