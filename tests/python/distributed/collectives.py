@@ -191,8 +191,11 @@ for request in requests:
 g = torch.Generator().manual_seed(1501 * 101 + prv)
 compare("isend non-contiguous / irecv", received, torch.randn((4, 3), generator=g).t())
 
-# barrier, object collectives
+# barrier, object collectives, sequence numbers (which torch 2.13 could not read on this group)
 dist.barrier()
+sequence_numbers = [None] * world
+dist.all_gather_object(sequence_numbers, dist.distributed_c10d._get_default_group()._get_sequence_number_for_group())
+check("the group's sequence number agrees on every rank", lambda: equal(len(set(sequence_numbers)), 1))
 objects = [{"step": 3, "name": "neuron"}, [1, 2]] if rank == 0 else [None, None]
 dist.broadcast_object_list(objects, src=0, device=device)
 check("broadcast_object_list", lambda: equal(objects, [{"step": 3, "name": "neuron"}, [1, 2]]))
