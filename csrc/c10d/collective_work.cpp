@@ -100,6 +100,12 @@ void CollectiveState::wait_transport(std::chrono::milliseconds timeout) {
 
 void CollectiveState::complete_future(const std::string& error) {
   if (future_done_.exchange(true)) return;
+  {
+    // The transport is done with the buffers: the allocator may reuse them once nobody else
+    // holds them (the state itself may live on until the group's next collective).
+    std::lock_guard<std::mutex> lock(mutex_);
+    keep_alive.clear();
+  }
   auto done = future();
   if (error.empty()) {
     done->markCompleted(c10::IValue(results));

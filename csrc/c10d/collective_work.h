@@ -27,7 +27,8 @@ struct CollectiveState : std::enable_shared_from_this<CollectiveState> {
   std::function<std::string()> diagnose_peers;  // said after a failure: which rank is missing
   int device_index = 0;
   uint64_t post_seq = 0;  // the queue position of the post command
-  // The device tensors the transport reads or writes through host aliases: alive until done.
+  // The device tensors the transport reads or writes through host aliases: alive until done
+  // (filled at launch, cleared when the transport completes).
   std::vector<at::Tensor> keep_alive;
   std::vector<at::Tensor> results;  // Work.result() and the future's value
   // Contiguous stand-ins for non-contiguous arguments: copied back after the wait.
