@@ -117,6 +117,7 @@ c10::intrusive_ptr<c10d::Work> CollectiveLaunch::submit(std::function<InnerWorks
     return runtime::device(index).queue().submit(runtime::current_stream(index), info,
                                                  [state = state_] { state->run_post(); });
   });
+  state_->note_command(state_->post_seq);
   backend_.track(state_);
   auto work = c10::make_intrusive<NeuronWork>(backend_.getRank(), type_, state_, host_wait);
   work->set_sequence_number(number);

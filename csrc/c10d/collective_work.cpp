@@ -37,6 +37,17 @@ bool CollectiveState::completed() {
   return true;
 }
 
+void CollectiveState::note_command(uint64_t seq) {
+  uint64_t seen = last_command_seq.load();
+  while (seen < seq && !last_command_seq.compare_exchange_weak(seen, seq)) {
+  }
+}
+
+bool CollectiveState::releasable() {
+  return completed() && future_done_.load() &&
+         runtime::device(device_index).queue().is_complete(last_command_seq.load());
+}
+
 std::exception_ptr CollectiveState::error() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return error_;
@@ -150,10 +161,12 @@ void CollectiveState::attach_future() {
   }
   auto remaining = std::make_shared<std::atomic<size_t>>(inner_futures.size());
   for (auto& inner : inner_futures) {
-    // The callback owns the state until the transport is done: the tensors stay alive. It runs
-    // on the transport's thread and must not throw there.
-    inner->addCallback([keep = shared_from_this(), remaining](c10::ivalue::Future& f) noexcept {
+    // The backend keeps the state until its future is complete; the callback runs on the
+    // transport's thread, must not throw there, and must not hold the last reference.
+    inner->addCallback([weak = weak_from_this(), remaining](c10::ivalue::Future& f) noexcept {
       try {
+        auto keep = weak.lock();
+        if (!keep) return;
         if (f.hasError()) {
           keep->complete_future(f.tryRetrieveErrorMessage());
         } else if (remaining->fetch_sub(1) == 1) {
@@ -183,13 +196,14 @@ void NeuronWork::enqueue_stream_wait(std::chrono::milliseconds timeout) {
   runtime::LaunchInfo info = runtime::LaunchInfo::named("c10d::wait");
   info.site = runtime::capture_launch_site();
   aten::runtime_call([&] {
-    runtime::device(index).queue().submit(runtime::current_stream(index), info, [state = state_, timeout] {
+    const uint64_t seq = runtime::device(index).queue().submit(runtime::current_stream(index), info, [state = state_, timeout] {
       try {
         state->wait_transport(timeout);
       } catch (const c10::Error& e) {
         throw std::runtime_error(e.what_without_backtrace());  // the queue reports what()
       }
     });
+    state_->note_command(seq);
   });
 }
 

@@ -27,6 +27,14 @@ struct CollectiveState : std::enable_shared_from_this<CollectiveState> {
   std::function<std::string()> diagnose_peers;  // said after a failure: which rank is missing
   int device_index = 0;
   uint64_t post_seq = 0;  // the queue position of the post command
+  // The last queue command that holds this state (the post or a stream-side wait). The backend
+  // drops its reference, the last one, only once that command has run: the tensors then die
+  // on the host thread, never on a queue or transport thread (their Python objects need the GIL,
+  // which a thread cannot take while the interpreter shuts down).
+  std::atomic<uint64_t> last_command_seq{0};
+  void note_command(uint64_t seq);
+  // Done, future completed, and no queue command holds it any more.
+  bool releasable();
   // The device tensors the transport reads or writes through host aliases: alive until done
   // (filled at launch, cleared when the transport completes).
   std::vector<at::Tensor> keep_alive;

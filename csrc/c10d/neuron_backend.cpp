@@ -53,7 +53,10 @@ NeuronBackend::NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backen
   start_heartbeat();
 }
 
-NeuronBackend::~NeuronBackend() { stop_heartbeat(); }
+NeuronBackend::~NeuronBackend() {
+  stop_heartbeat();
+  drain_queues();
+}
 
 c10::intrusive_ptr<c10d::Backend::Options> NeuronBackend::getBackendOptions() {
   return c10::make_intrusive<Options>("neuron", timeout_);
@@ -96,7 +99,8 @@ std::string NeuronBackend::group_label() const {
 
 void NeuronBackend::track(std::shared_ptr<CollectiveState> state) {
   std::lock_guard<std::mutex> lock(in_flight_mutex_);
-  while (!in_flight_.empty() && in_flight_.front()->completed()) in_flight_.pop_front();
+  devices_used_ |= uint64_t{1} << state->device_index;
+  while (!in_flight_.empty() && in_flight_.front()->releasable()) in_flight_.pop_front();
   in_flight_.push_back(std::move(state));
 }
 
@@ -112,6 +116,18 @@ void NeuronBackend::wait_in_flight() {
       state->wait_transport(timeout_);
     } catch (const std::exception&) {
       // already reported to whoever waits on it
+    }
+  }
+  drain_queues();
+}
+
+void NeuronBackend::drain_queues() {
+  // Every queue command that holds a collective's state (a stream-side wait may come after the
+  // state left in_flight_) finishes before this thread drops the states (see releasable).
+  for (int index = 0; index < runtime::kMaxDevices; ++index) {
+    if (devices_used_ & (uint64_t{1} << index)) {
+      auto& queue = runtime::device(index).queue();
+      queue.wait_for(queue.last_submitted());
     }
   }
 }

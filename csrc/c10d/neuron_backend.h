@@ -114,6 +114,7 @@ class NeuronBackend final : public c10d::Backend {
   bool shared_memory_takes(const at::Tensor& tensor, const c10d::ReduceOp* op = nullptr) const;
   std::chrono::milliseconds timeout_or_default(std::chrono::milliseconds timeout) const;
   void wait_in_flight();
+  void drain_queues();
   void start_heartbeat();
   void stop_heartbeat();
 
@@ -129,6 +130,7 @@ class NeuronBackend final : public c10d::Backend {
   std::atomic<uint64_t> splits_{0};
   std::mutex in_flight_mutex_;
   std::deque<std::shared_ptr<CollectiveState>> in_flight_;
+  std::atomic<uint64_t> devices_used_{0};  // bit d: a collective ran on neuron:d
   // Each rank publishes (collectives launched, time) to the store twice a second, so that a
   // failure can say which peer died or stopped calling collectives.
   std::thread heartbeat_;
