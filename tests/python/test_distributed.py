@@ -61,6 +61,12 @@ def test_ddp_trains_like_ddp_on_cpu():
     run_ok("ddp.py", 2)
 
 
+def test_the_ddp_example_runs_and_ends_with_the_same_weights_on_every_rank():
+    code, output = torchrun(WORKERS.parent.parent.parent / "examples" / "train_ddp.py", 2, timeout=180)
+    assert code == 0, output[-6000:]
+    assert "weights identical on all 2 ranks: True" in output, output[-6000:]
+
+
 def test_fsdp2_trains_like_fsdp2_on_cpu():
     run_ok("fsdp.py", 2)
 
