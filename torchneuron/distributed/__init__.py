@@ -1,9 +1,10 @@
 """The torch.distributed backend `neuron`: collectives on neuron tensors, in device queue order.
 
 Registered when torchneuron loads, so `dist.init_process_group("neuron")`, `init_process_group()`
-and `init_process_group("cpu:gloo,neuron:neuron")` work under torchrun. The bytes move through a
-Gloo process group built from the same store (TCP between machines; GLOO_SOCKET_IFNAME is
-honoured), on host aliases of the device buffers. See docs/distributed.md.
+and `init_process_group("cpu:gloo,neuron:neuron")` work under torchrun. Inside one machine the
+bytes of the main collectives move through shared memory; everything else, and every group that
+spans machines, goes through a Gloo process group built from the same store (TCP;
+GLOO_SOCKET_IFNAME is honoured). See docs/distributed.md.
 """
 
 import os
