@@ -8,7 +8,6 @@ Run directly: it starts itself under torchrun (--standalone), once per configura
 import os
 import subprocess
 import sys
-import time
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,18 +33,13 @@ def bus_factor(op, world):
 
 
 def timed(run, synchronize, calls):
-    """Seconds per call, best of 3 rounds of `calls` calls (a fixed count: every rank must make
-    the same collectives)."""
+    """Seconds per call, best of 3 rounds of `calls` calls after a warm-up (a fixed count, not
+    one sized by the clock: every rank must make the same collectives)."""
+    from bench_kernels import best_of_calls
+
     run()
     synchronize()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(calls):
-            run()
-        synchronize()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
+    return best_of_calls(run, synchronize, calls, repeats=3)
 
 
 def collectives_worker():

@@ -35,6 +35,11 @@ def seconds_per_call(fn, device, repeats=5, min_time=0.2):
         if time.perf_counter() - start >= min_time / 4 or calls >= 1 << 16:
             break
         calls *= 2
+    return best_of_calls(fn, sync, calls, repeats)
+
+
+def best_of_calls(fn, sync, calls, repeats):
+    """Seconds per call: the best of `repeats` rounds of `calls` calls, each round synchronized."""
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
