@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -279,9 +280,7 @@ std::string kept(const Graph& graph, const Node& node, const std::string& value)
   return round ? rounded(dtype, value) : value;
 }
 
-namespace {
-
-std::string expand(const std::string& pattern, const std::vector<std::string>& operands, const std::string& type) {
+std::string expand_template(const std::string& pattern, const std::vector<std::string>& operands, const std::string& type) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '{' && i + 2 < pattern.size() && pattern[i + 2] == '}') {
@@ -294,6 +293,8 @@ std::string expand(const std::string& pattern, const std::vector<std::string>& o
   }
   return out;
 }
+
+namespace {
 
 // Whether operand k of a pointwise op is compared (its value decides a boolean).
 bool compares_operand(const std::string& op, size_t k) {
@@ -328,7 +329,7 @@ std::string node_line(const Graph& graph, const Node& node, const std::string& i
   }
   const Value& out = graph.values()[node.outputs[0]];
   return indent + "const " + compute_type(out.dtype) + " v" + std::to_string(out.id) + " = " +
-         kept(graph, node, std::string(compute_type(out.dtype)) + "(" + expand(t.expression, operands, type) + ")") + ";\n";
+         kept(graph, node, std::string(compute_type(out.dtype)) + "(" + expand_template(t.expression, operands, type) + ")") + ";\n";
 }
 
 // `loop` (a unit-stride loop over `index` reading operand k, for k in `flags`, as
@@ -366,6 +367,16 @@ using codegen_detail::reduction_kernel_source;
 bool supports_pointwise(const std::string& op, int arity) {
   const auto it = templates().find(op);
   return it != templates().end() && it->second.arity == arity;
+}
+
+std::string generated_prelude() { return std::string(kVectorMathSource) + kPrelude; }
+
+std::string pointwise_expression(const std::string& op, const std::vector<std::string>& operands, const std::string& type) {
+  const Template& t = templates().at(op);
+  if (static_cast<int>(operands.size()) != t.arity) {
+    throw std::out_of_range("pointwise op " + op + " takes " + std::to_string(t.arity) + " operands");
+  }
+  return codegen_detail::expand_template(t.expression, operands, type);
 }
 
 std::string generate_source(const Graph& graph, const Program& program) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compiler/ir.h"
 #include "compiler/passes.h"
@@ -28,5 +29,13 @@ using KernelEntry = void (*)(char* const*, const int64_t*, const int64_t*, int, 
 using ReductionEntry = void (*)(char* const*, const int64_t*, const int64_t*, int, int, int64_t, int64_t);
 
 std::string generate_source(const Graph& graph, const Program& program);
+
+// What every generated source starts with: the vector math and the prelude (half-precision
+// loads and stores, tn_* helpers). Tile programs (tile_program.h) share it.
+std::string generated_prelude();
+
+// The C++ expression of pointwise `op` over `operands` (expressions of C++ type `type`).
+// Throws std::out_of_range for an op the generator lacks.
+std::string pointwise_expression(const std::string& op, const std::vector<std::string>& operands, const std::string& type);
 
 }  // namespace torchneuron::compiler

@@ -15,6 +15,8 @@ const char* compute_type(DType dtype);
 const char* storage_type(DType dtype);
 std::string load_expression(DType dtype, const std::string& element);
 std::string store_expression(DType dtype, const std::string& value);
+std::string expand_template(const std::string& pattern, const std::vector<std::string>& operands,
+                            const std::string& type);
 std::string kept(const Graph& graph, const Node& node, const std::string& value);
 std::string node_line(const Graph& graph, const Node& node, const std::string& indent);
 std::string unswitch_broadcasts(const std::string& loop, const std::vector<int>& flags, const std::string& index,

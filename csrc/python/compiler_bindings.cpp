@@ -3,10 +3,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
+
 #include "compiler/artifact.h"
 #include "compiler/codegen.h"
 #include "compiler/ir.h"
 #include "compiler/passes.h"
+#include "compiler/tile_program.h"
 
 namespace py = pybind11;
 namespace cc = torchneuron::compiler;
@@ -14,6 +17,72 @@ namespace cc = torchneuron::compiler;
 namespace torchneuron::python {
 
 void register_program(py::module_& compiler);  // program_bindings.cpp
+
+namespace {
+
+// An access as the NKI tracer writes it: (buffer, offset, sizes, strides, lower, upper).
+cc::TileAccess to_access(const py::handle& item) {
+  const auto t = item.cast<py::tuple>();
+  return cc::TileAccess{t[0].cast<int>(), t[1].cast<std::string>(), t[2].cast<std::vector<int64_t>>(),
+                        t[3].cast<std::vector<int64_t>>(), t[4].cast<std::vector<std::string>>(),
+                        t[5].cast<std::vector<std::string>>()};
+}
+
+cc::TileOpKind to_kind(const std::string& kind) {
+  static const std::map<std::string, cc::TileOpKind> kinds{
+      {"pointwise", cc::TileOpKind::kPointwise}, {"reduce", cc::TileOpKind::kReduce},
+      {"matmul", cc::TileOpKind::kMatmul},       {"scan", cc::TileOpKind::kScan},
+      {"max8", cc::TileOpKind::kMax8},           {"find_index8", cc::TileOpKind::kFindIndex8},
+      {"print", cc::TileOpKind::kPrint}};
+  const auto it = kinds.find(kind);
+  if (it == kinds.end()) throw py::value_error("tile program: unknown op kind " + kind);
+  return it->second;
+}
+
+void register_tile_program(py::module_& m) {
+  py::class_<cc::TileProgram>(m, "TileProgram")
+      .def(py::init<>())
+      .def("add_buffer", [](cc::TileProgram& p, const std::string& name, const std::string& space, const std::string& dtype,
+                            int64_t elements, int argument) {
+        const cc::MemorySpace s = space == "hbm" ? cc::MemorySpace::kHbm : space == "psum" ? cc::MemorySpace::kPsum
+                                                                                            : cc::MemorySpace::kSbuf;
+        return p.add_buffer(name, s, cc::parse_dtype(dtype), elements, argument);
+      })
+      .def("begin_loop", &cc::TileProgram::begin_loop)
+      .def("end_loop", &cc::TileProgram::end_loop)
+      .def("set_grid", &cc::TileProgram::set_grid)
+      // op: kind, destination (an access, or None), sources, expression [(op, arguments, source,
+      // literal, dim, text)], and the optional reduce_op, reduce_dims, scale, accumulate, initial, label.
+      .def("add", [](cc::TileProgram& p, const py::dict& op) {
+        cc::TileOp parsed;
+        parsed.kind = to_kind(op["kind"].cast<std::string>());
+        if (!op["destination"].is_none()) parsed.destination = to_access(op["destination"]);
+        for (const py::handle s : op["sources"].cast<py::list>()) parsed.sources.push_back(to_access(s));
+        for (const py::handle n : op["expression"].cast<py::list>()) {
+          const auto t = n.cast<py::tuple>();
+          parsed.expression.push_back(cc::ExpressionNode{t[0].cast<std::string>(), t[1].cast<std::vector<int>>(),
+                                                         t[2].cast<int>(), t[3].cast<double>(), t[4].cast<int>(),
+                                                         t[5].cast<std::string>()});
+        }
+        if (op.contains("reduce_op")) parsed.reduce_op = op["reduce_op"].cast<std::string>();
+        if (op.contains("reduce_dims")) parsed.reduce_dims = op["reduce_dims"].cast<std::vector<int>>();
+        if (op.contains("scale")) parsed.scale = op["scale"].cast<double>();
+        if (op.contains("accumulate")) parsed.accumulate = op["accumulate"].cast<bool>();
+        if (op.contains("initial")) parsed.initial = op["initial"].cast<double>();
+        if (op.contains("label")) parsed.label = op["label"].cast<std::string>();
+        try {
+          p.add(std::move(parsed));
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+      })
+      .def_property_readonly("scratch_floats", &cc::TileProgram::scratch_floats)
+      .def_property_readonly("programs", &cc::TileProgram::programs)
+      .def("source", &cc::generate_tile_source)
+      .def("__str__", &cc::TileProgram::to_string);
+}
+
+}  // namespace
 
 void register_compiler(py::module_& parent) {
   py::module_ m = parent.def_submodule("_compiler", "The neuron graph compiler.");
@@ -97,6 +166,7 @@ void register_compiler(py::module_& parent) {
     return py::make_tuple(artifact.path, artifact.cache_hit, artifact.seconds);
   });
   m.def("compile_flags", &cc::compile_flags);
+  register_tile_program(m);
 }
 
 }  // namespace torchneuron::python

@@ -1,0 +1,356 @@
+// Code generation for tile programs: each op becomes a loop nest over its tile with the sizes and
+// strides as literals (so the compiler unrolls and vectorizes the unit-stride inner loop), loops
+// become C++ loops, and on-chip buffers are slices of one scratch array of floats.
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include "compiler/codegen.h"
+#include "compiler/codegen_common.h"
+#include "compiler/tile_program.h"
+
+namespace torchneuron::compiler {
+namespace {
+
+using codegen_detail::load_expression;
+using codegen_detail::storage_type;
+using codegen_detail::store_expression;
+
+std::string number(double value) {
+  if (std::isnan(value)) return "std::numeric_limits<float>::quiet_NaN()";
+  if (std::isinf(value)) return value > 0 ? "std::numeric_limits<float>::infinity()" : "-std::numeric_limits<float>::infinity()";
+  std::ostringstream text;
+  text.precision(9);
+  text << value;
+  return "float(" + text.str() + ")";
+}
+
+class TileEmitter {
+ public:
+  explicit TileEmitter(const TileProgram& program) : program_(program) {}
+
+  std::string function(const std::string& symbol) {
+    out_ << "extern \"C\" void " << symbol << "(char* const* tensors, int64_t begin, int64_t end) {\n";
+    out_ << "  std::vector<float> scratch_store(" << program_.scratch_floats() + 16
+         << ", std::numeric_limits<float>::quiet_NaN());\n";
+    out_ << "  float* const scratch = scratch_store.data() + (16 - reinterpret_cast<uintptr_t>(scratch_store.data()) / 4 % 16) % 16;\n";
+    out_ << "  (void)scratch;\n";
+    const auto& buffers = program_.buffers();
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      if (buffers[b].space == MemorySpace::kHbm) {
+        out_ << "  " << storage_type(buffers[b].dtype) << "* const h" << b << " = reinterpret_cast<"
+             << storage_type(buffers[b].dtype) << "*>(tensors[" << buffers[b].argument << "]);\n";
+      } else {
+        out_ << "  float* const s" << b << " = scratch + " << buffers[b].scratch_offset << ";\n";
+      }
+      out_ << "  (void)" << (buffers[b].space == MemorySpace::kHbm ? "h" : "s") << b << ";\n";
+    }
+    const auto& grid = program_.grid();
+    out_ << "  for (int64_t program = begin; program < end; ++program) {\n";
+    int64_t inner = 1;
+    for (int d = static_cast<int>(grid.size()) - 1; d >= 0; --d) {
+      out_ << "    const int64_t p" << d << " = program / " << inner << " % " << grid[d] << ";\n";
+      out_ << "    (void)p" << d << ";\n";
+      inner *= grid[d];
+    }
+    indent_ = "    ";
+    for (const TileOp& op : program_.ops()) emit(op);
+    out_ << "  }\n}\n";
+    return out_.str();
+  }
+
+ private:
+  void line(const std::string& text) { out_ << indent_ << text << "\n"; }
+  void open(const std::string& text) {
+    line(text + " {");
+    indent_ += "  ";
+  }
+  void close() {
+    indent_.resize(indent_.size() - 2);
+    line("}");
+  }
+
+  const TileBuffer& buffer(const TileAccess& a) const { return program_.buffers()[a.buffer]; }
+
+  // The element index of access `name` (whose offset is the local o_<name>) at the tile index t.
+  std::string element(const TileAccess& a, const std::string& name, const std::vector<std::string>& index) const {
+    std::string text = "o_" + name;
+    for (size_t d = 0; d < a.sizes.size(); ++d) {
+      if (a.strides[d] == 0 || a.sizes[d] == 1) continue;
+      text += " + " + index[d] + (a.strides[d] == 1 ? "" : " * " + std::to_string(a.strides[d]));
+    }
+    return text;
+  }
+
+  std::string pointer(const TileAccess& a) const {
+    return (buffer(a).space == MemorySpace::kHbm ? "h" : "s") + std::to_string(a.buffer);
+  }
+
+  std::string load(const TileAccess& a, const std::string& name, const std::vector<std::string>& index) const {
+    const std::string at = pointer(a) + "[" + element(a, name, index) + "]";
+    return buffer(a).space == MemorySpace::kHbm ? "float(" + load_expression(buffer(a).dtype, at) + ")" : at;
+  }
+
+  // A float value as the destination holds it: stored in its dtype in HBM, rounded to it on chip.
+  std::string store(const TileAccess& a, const std::string& name, const std::vector<std::string>& index,
+                    const std::string& value) const {
+    const std::string at = pointer(a) + "[" + element(a, name, index) + "]";
+    const DType dtype = buffer(a).dtype;
+    if (buffer(a).space == MemorySpace::kHbm) return at + " = " + store_expression(dtype, value) + ";";
+    if (dtype == DType::kBFloat16) return at + " = tn_round_bf16(" + value + ");";
+    if (dtype == DType::kFloat16) return at + " = tn_round_f16(" + value + ");";
+    if (dtype == DType::kBool) return at + " = float((" + value + ") != 0.0f);";
+    if (dtype != DType::kFloat32 && dtype != DType::kFloat64) return at + " = std::trunc(" + value + ");";
+    return at + " = " + value + ";";
+  }
+
+  void declare_offsets(const TileOp& op) {
+    if (op.kind != TileOpKind::kPrint) line("const int64_t o_d = " + op.destination.offset + ";");
+    for (size_t k = 0; k < op.sources.size(); ++k) line("const int64_t o_" + std::to_string(k) + " = " + op.sources[k].offset + ";");
+  }
+
+  static std::vector<std::string> tile_index(size_t rank) {
+    std::vector<std::string> index;
+    for (size_t d = 0; d < rank; ++d) index.push_back("t" + std::to_string(d));
+    return index;
+  }
+
+  // Opens the loops over dims [first, last) of `bounds`' tile; returns how many it opened.
+  int open_loops(const TileAccess& bounds, size_t first, size_t last, const std::string& innermost_pragma) {
+    int opened = 0;
+    for (size_t d = first; d < last; ++d) {
+      const std::string t = "t" + std::to_string(d);
+      std::string lo = "0", hi = std::to_string(bounds.sizes[d]);
+      if (!bounds.lower.empty() && !bounds.lower[d].empty()) lo = "std::max<int64_t>(0, " + bounds.lower[d] + ")";
+      if (!bounds.upper.empty() && !bounds.upper[d].empty()) hi = "std::min<int64_t>(" + hi + ", " + bounds.upper[d] + ")";
+      if (d + 1 == last && !innermost_pragma.empty()) line(innermost_pragma);
+      open("for (int64_t " + t + " = " + lo + "; " + t + " < " + hi + "; ++" + t + ")");
+      ++opened;
+    }
+    return opened;
+  }
+
+  // Statements computing the op's expression at the tile index; returns the value's name.
+  std::string expression(const TileOp& op, const std::vector<std::string>& index, const std::string& carry = "") {
+    for (size_t n = 0; n < op.expression.size(); ++n) {
+      const ExpressionNode& node = op.expression[n];
+      std::string value;
+      if (node.op == "source") {
+        value = load(op.sources[node.source], std::to_string(node.source), index);
+      } else if (node.op == "literal") {
+        value = number(node.literal);
+      } else if (node.op == "index") {
+        value = "float(" + index.at(node.dim) + ")";
+      } else if (node.op == "expression") {
+        value = "float(" + node.text + ")";
+      } else if (node.op == "carry") {
+        value = carry;
+      } else {
+        std::vector<std::string> arguments;
+        for (int a : node.arguments) arguments.push_back("y" + std::to_string(a));
+        value = "float(" + pointwise_expression(node.op, arguments, "float") + ")";
+      }
+      line("const float y" + std::to_string(n) + " = " + value + ";");
+    }
+    return "y" + std::to_string(op.expression.size() - 1);
+  }
+
+  void emit(const TileOp& op) {
+    switch (op.kind) {
+      case TileOpKind::kLoop:
+        open("for (int64_t i" + std::to_string(op.loop_var) + " = 0; i" + std::to_string(op.loop_var) + " < (" +
+             op.extent + "); ++i" + std::to_string(op.loop_var) + ")");
+        return;
+      case TileOpKind::kEndLoop: close(); return;
+      default: break;
+    }
+    open("");
+    declare_offsets(op);
+    switch (op.kind) {
+      case TileOpKind::kPointwise: pointwise(op); break;
+      case TileOpKind::kReduce: reduce(op); break;
+      case TileOpKind::kMatmul: matmul(op); break;
+      case TileOpKind::kScan: scan(op); break;
+      case TileOpKind::kMax8: max8(op); break;
+      case TileOpKind::kFindIndex8: find_index8(op); break;
+      case TileOpKind::kPrint: print(op); break;
+      default: break;
+    }
+    close();
+  }
+
+  void pointwise(const TileOp& op) {
+    const size_t rank = op.destination.sizes.size();
+    const auto index = tile_index(rank);
+    const int opened = open_loops(op.destination, 0, rank, "#pragma omp simd");
+    const std::string value = expression(op, index);
+    line(store(op.destination, "d", index, value));
+    for (int k = 0; k < opened; ++k) close();
+  }
+
+  static std::string combine(const std::string& reduce_op, const std::string& acc, const std::string& value) {
+    if (reduce_op == "add") return acc + " + " + value;
+    if (reduce_op == "max") return "(" + acc + " > " + value + " ? " + acc + " : " + value + ")";
+    return "(" + acc + " < " + value + " ? " + acc + " : " + value + ")";
+  }
+
+  static std::string identity(const std::string& reduce_op) {
+    if (reduce_op == "add") return "0.0f";
+    return reduce_op == "max" ? "-std::numeric_limits<float>::infinity()" : "std::numeric_limits<float>::infinity()";
+  }
+
+  void reduce(const TileOp& op) {
+    const TileAccess& source = op.sources[0];
+    const size_t rank = source.sizes.size();
+    std::vector<bool> folded(rank, false);
+    for (int d : op.reduce_dims) folded[d] = true;
+    size_t first_folded = rank;
+    while (first_folded > 0 && folded[first_folded - 1]) --first_folded;
+    bool suffix = true;
+    for (size_t d = 0; d < first_folded; ++d) suffix = suffix && !folded[d];
+    auto index = tile_index(rank);
+    std::vector<std::string> kept_index = index;
+    for (size_t d = 0; d < rank; ++d) if (folded[d]) kept_index[d] = "0";
+    const std::string at = pointer(op.destination) + "[" + element(op.destination, "d", kept_index) + "]";
+    const std::string scaled = op.scale == 1.0 ? "acc" : "acc * " + number(op.scale);
+    if (suffix) {
+      int opened = open_loops(source, 0, first_folded, "");
+      line("float acc = " + identity(op.reduce_op) + ";");
+      const char* pragma = op.reduce_op == "add" ? "#pragma omp simd reduction(+:acc)"
+                           : op.reduce_op == "max" ? "#pragma omp simd reduction(max:acc)" : "#pragma omp simd reduction(min:acc)";
+      const int inner = open_loops(source, first_folded, rank, pragma);
+      const std::string value = expression(op, index);
+      line("acc = " + combine(op.reduce_op, "acc", value) + ";");
+      for (int k = 0; k < inner; ++k) close();
+      const std::string result = op.accumulate ? "float(" + load(op.destination, "d", kept_index) + ") + " + scaled : scaled;
+      line(store(op.destination, "d", kept_index, result));
+      for (int k = 0; k < opened; ++k) close();
+      return;
+    }
+    // Folded dims in the middle: accumulate in the destination (held as float on chip).
+    if (!op.accumulate) {
+      TileAccess init = op.destination;
+      init.lower.clear();
+      init.upper.clear();
+      const int opened = open_loops(init, 0, rank, "");
+      line(store(op.destination, "d", index, identity(op.reduce_op)));
+      for (int k = 0; k < opened; ++k) close();
+    }
+    const int opened = open_loops(source, 0, rank, "");
+    const std::string value = expression(op, index);
+    const std::string scaled_value = op.scale == 1.0 ? value : value + " * " + number(op.scale);
+    line(store(op.destination, "d", kept_index, combine(op.reduce_op, "float(" + load(op.destination, "d", kept_index) + ")", scaled_value)));
+    for (int k = 0; k < opened; ++k) close();
+  }
+
+  void matmul(const TileOp& op) {
+    const TileAccess &stationary = op.sources[0], &moving = op.sources[1], &dst = op.destination;
+    const int64_t k_size = stationary.sizes[0], m_size = stationary.sizes[1], n_size = moving.sizes[1];
+    const std::string d = pointer(dst), s = pointer(stationary), m = pointer(moving);
+    const std::string ds0 = std::to_string(dst.strides[0]), ds1 = std::to_string(dst.strides[1]);
+    const std::string ss0 = std::to_string(stationary.strides[0]), ss1 = std::to_string(stationary.strides[1]);
+    const std::string ms0 = std::to_string(moving.strides[0]), ms1 = std::to_string(moving.strides[1]);
+    const bool hbm = buffer(stationary).space == MemorySpace::kHbm || buffer(moving).space == MemorySpace::kHbm ||
+                     buffer(dst).space == MemorySpace::kHbm;
+    if (hbm) throw std::invalid_argument("tile program: matmul operands must be on chip");
+    open("for (int64_t m = 0; m < " + std::to_string(m_size) + "; ++m)");
+    line("float* const row = " + d + " + o_d + m * " + ds0 + ";");
+    if (!op.accumulate) {
+      line("#pragma omp simd");
+      line("for (int64_t n = 0; n < " + std::to_string(n_size) + "; ++n) row[n * " + ds1 + "] = 0.0f;");
+    }
+    open("for (int64_t k = 0; k < " + std::to_string(k_size) + "; ++k)");
+    line("const float a = " + s + "[o_0 + k * " + ss0 + " + m * " + ss1 + "];");
+    line("const float* const b = " + m + " + o_1 + k * " + ms0 + ";");
+    line("#pragma omp simd");
+    line("for (int64_t n = 0; n < " + std::to_string(n_size) + "; ++n) row[n * " + ds1 + "] += a * b[n * " + ms1 + "];");
+    close();
+    close();
+  }
+
+  void scan(const TileOp& op) {
+    const auto index = tile_index(2);
+    const int outer = open_loops(op.destination, 0, 1, "");
+    line("float carry = " + number(op.initial) + ";");
+    const int inner = open_loops(op.destination, 1, 2, "");
+    line("carry = " + expression(op, index, "carry") + ";");
+    line(store(op.destination, "d", index, "carry"));
+    for (int k = 0; k < inner + outer; ++k) close();
+  }
+
+  void max8(const TileOp& op) {
+    const auto index = tile_index(2);
+    const int outer = open_loops(op.destination, 0, 1, "");
+    line("float best[8];");
+    line("for (int j = 0; j < 8; ++j) best[j] = -std::numeric_limits<float>::infinity();");
+    const int inner = open_loops(op.sources[0], 1, 2, "");
+    line("float v = " + load(op.sources[0], "0", index) + ";");
+    open("if (v > best[7])");
+    line("int j = 7;");
+    line("for (; j > 0 && best[j - 1] < v; --j) best[j] = best[j - 1];");
+    line("best[j] = v;");
+    close();
+    for (int k = 0; k < inner; ++k) close();
+    open("for (int64_t t1 = 0; t1 < 8; ++t1)");
+    line(store(op.destination, "d", index, "best[t1]"));
+    close();
+    for (int k = 0; k < outer; ++k) close();
+  }
+
+  void find_index8(const TileOp& op) {
+    const auto index = tile_index(2);
+    const std::string f = std::to_string(op.sources[0].sizes[1]);
+    const int outer = open_loops(op.destination, 0, 1, "");
+    line("int64_t chosen[8];");
+    open("for (int64_t t1 = 0; t1 < 8; ++t1)");
+    line("const float want = " + load(op.sources[1], "1", index) + ";");
+    line("int64_t found = -1;");
+    open("for (int64_t f = 0; f < " + f + " && found < 0; ++f)");
+    line("bool taken = false;");
+    line("for (int64_t j = 0; j < t1; ++j) taken = taken || chosen[j] == f;");
+    line("if (!taken && " + load(op.sources[0], "0", {"t0", "f"}) + " == want) found = f;");
+    close();
+    line("chosen[t1] = found;");
+    line(store(op.destination, "d", index, "float(found)"));
+    close();
+    for (int k = 0; k < outer; ++k) close();
+  }
+
+  void print(const TileOp& op) {
+    const TileAccess& a = op.sources[0];
+    const size_t rank = a.sizes.size();
+    const auto index = tile_index(rank);
+    std::string label;
+    for (char c : op.label) label += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    line("std::printf(\"%s\\n\", \"" + label + "\");");
+    TileAccess rows = a;
+    const int opened = open_loops(rows, 0, rank == 0 ? 0 : rank - 1, "");
+    if (rank > 0) {
+      open("for (int64_t t" + std::to_string(rank - 1) + " = 0; t" + std::to_string(rank - 1) + " < " +
+           std::to_string(a.sizes[rank - 1]) + "; ++t" + std::to_string(rank - 1) + ")");
+      line("std::printf(\"%g \", double(" + load(a, "0", index) + "));");
+      close();
+    }
+    line("std::printf(\"\\n\");");
+    for (int k = 0; k < opened; ++k) close();
+    line("std::fflush(stdout);");
+  }
+
+  const TileProgram& program_;
+  std::ostringstream out_;
+  std::string indent_;
+};
+
+}  // namespace
+
+std::string generate_tile_source(const TileProgram& program, const std::string& symbol) {
+  std::ostringstream src;
+  src << "// Generated by the torchneuron compiler from an NKI kernel.\n#include <cstdio>\n" << generated_prelude();
+  src << "\n// Tile program:\n";
+  std::istringstream text(program.to_string());
+  for (std::string text_line; std::getline(text, text_line);) src << "//   " << text_line << "\n";
+  src << "\n" << TileEmitter(program).function(symbol);
+  return src.str();
+}
+
+}  // namespace torchneuron::compiler
