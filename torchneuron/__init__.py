@@ -61,6 +61,19 @@ def _register():
 _register()
 
 
+def nki_op(name, *, mutates_args=(), device_types=None, schema=None):
+    """Makes a function that calls NKI kernels a torch.library custom op (see torchneuron.nki)."""
+    from torchneuron.nki import nki_op as make
+
+    return make(name, mutates_args=mutates_args, device_types=device_types, schema=schema)
+
+
+if os.environ.get("TORCHNEURON_NKI_MODULES", "0") not in ("", "0"):
+    from torchneuron import nki as _nki
+
+    _nki.install()
+
+
 def cpu_capability():
     """Returns the instruction-set level the native kernels run at: 'avx512', 'avx2' or 'default'."""
     return _cpu_dispatch.loaded_level()
@@ -115,6 +128,7 @@ __all__ = [
     "fallback_mode",
     "fallback_report",
     "native_ops",
+    "nki_op",
     "reset_compile_stats",
     "reset_fallback_report",
     "set_fallback_mode",

@@ -1,0 +1,451 @@
+"""The executors of NKI kernels: a Recorder that traces one call into the compiler's tile program
+(csrc/compiler/tile_program.h), and an Interpreter that runs each instruction at once on CPU
+torch tensors. Both take the same ops, checked against the hardware's rules first."""
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+
+from ._expr import Index, bounds, cpp, is_symbolic
+from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
+                      Tile, check_deferred, check_on_chip_shape)
+
+_state = threading.local()
+
+
+def current():
+    """The executor running the kernel on this thread."""
+    ctx = getattr(_state, "ctx", None)
+    if ctx is None:
+        raise NKIError("NKI language functions run inside a kernel: decorate it with @nki.jit and call it")
+    return ctx
+
+
+class activate:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __enter__(self):
+        self.saved = getattr(_state, "ctx", None)
+        _state.ctx = self.ctx
+        return self.ctx
+
+    def __exit__(self, *exc):
+        _state.ctx = self.saved
+
+
+@dataclass
+class Op:
+    kind: str  # pointwise, reduce, matmul, scan, max8, find_index8, print
+    dst: Tile | None
+    sources: list
+    expression: list = field(default_factory=list)  # (op, args, source, literal, dim, text)
+    mask: Mask | None = None
+    dma: bool = False  # a DMA (load, store, copy) may touch HBM
+    name: str = ""  # the NKI call, for error messages
+    reduce_op: str = ""
+    reduce_dims: tuple = ()
+    scale: float = 1.0
+    accumulate: bool = False
+    initial: float = 0.0
+    label: str = ""
+
+
+class Expression:
+    """Builds an op's expression as a list of nodes; each method returns a node number."""
+
+    def __init__(self):
+        self.nodes = []
+
+    def _add(self, op, args=(), source=-1, literal=0.0, dim=-1, text=""):
+        self.nodes.append((op, list(args), source, float(literal), dim, text))
+        return len(self.nodes) - 1
+
+    def source(self, k):
+        return self._add("source", source=k)
+
+    def literal(self, value):
+        return self._add("literal", literal=value)
+
+    def index(self, dim):
+        return self._add("index", dim=dim)
+
+    def integer(self, value):
+        """A loop variable or program id expression (or int) as a value."""
+        if is_symbolic(value):
+            return self._add("expression", text=cpp(value))
+        return self.literal(int(value))
+
+    def carry(self):
+        return self._add("carry")
+
+    def op(self, name, *args):
+        return self._add(name, args)
+
+
+def _engine_check(op: Op) -> None:
+    tiles = ([op.dst] if op.dst is not None else []) + list(op.sources)
+    if not op.dma:
+        for t in tiles:
+            if not t.buffer.on_chip:
+                raise NKIError(f"NKI {op.name}: '{t.name}' is in {t.buffer.name}; compute engines read and write "
+                               "SBUF or PSUM only: load it first (nl.load / nisa.dma_copy)")
+    for t in tiles:
+        if t.buffer.on_chip and t.sizes and t.sizes[0] > PARTITION_MAX:
+            raise NKIError(f"NKI {op.name}: '{t.name}' spans {t.sizes[0]} partitions; the limit is {PARTITION_MAX}")
+    if op.kind == "matmul":
+        stationary, moving = op.sources
+        for role, t in (("stationary", stationary), ("moving", moving)):
+            if t.buffer.name != "sbuf":
+                raise NKIError(f"NKI {op.name}: the {role} operand '{t.name}' is in {t.buffer.name}; matmul operands "
+                               "must be in SBUF")
+        if op.dst.buffer.name != "psum":
+            raise NKIError(f"NKI {op.name}: the result '{op.dst.name}' is in {op.dst.buffer.name}; matmul writes PSUM")
+        k, m = stationary.sizes
+        n = moving.sizes[1]
+        if k > PARTITION_MAX:
+            raise NKIError(f"NKI {op.name}: contraction (partition) size {k} exceeds {PARTITION_MAX}")
+        if m > 128:
+            raise NKIError(f"NKI {op.name}: stationary free size {m} exceeds 128 (nl.tile_size.gemm_stationary_fmax)")
+        if n > 512:
+            raise NKIError(f"NKI {op.name}: moving free size {n} exceeds 512 (nl.tile_size.gemm_moving_fmax)")
+    if op.kind == "reduce" and 0 in op.reduce_dims:
+        raise NKIError(f"NKI {op.name}: cannot reduce along the partition axis (axis 0); transpose the tile first "
+                       "(nisa.nc_transpose) or reduce along the free axes")
+    for t in tiles:
+        if t.checks:
+            check_deferred(t, op.mask)
+
+
+class Executor:
+    """What both executors share: allocation bookkeeping and the rules."""
+
+    interpreting = False
+
+    def __init__(self, grid):
+        self.grid = tuple(grid)
+        self.names = 0
+        self.written = set()  # buffers an op wrote
+
+    def name(self, given):
+        self.names += 1
+        return given or f"tile{self.names}"
+
+    def num_programs(self, axis):
+        if axis is None:
+            return math.prod(self.grid)
+        if axis >= len(self.grid):
+            return 1
+        return self.grid[axis]
+
+    def emit(self, op: Op) -> None:
+        _engine_check(op)
+        if op.dst is not None:
+            self.written.add(op.dst._buffer)
+        self.run(op)
+
+
+# The compiler's side ------------------------------------------------------------------------------
+
+def _on_chip_rounding(nki_dtype) -> str:
+    """The compiler dtype whose rounding an on-chip tile of `nki_dtype` applies on write."""
+    if nki_dtype.name in ("float32", "bfloat16", "float16", "bool", "int8", "uint8", "int32", "int64"):
+        return nki_dtype.name
+    return "float32" if nki_dtype.is_float else "int32"
+
+
+class Recorder(Executor):
+    """Traces a kernel into a TileProgram: loops stay loops, indices stay symbolic."""
+
+    def __init__(self, grid, program):
+        super().__init__(grid)
+        self.program = program
+        self.sbuf_bytes = self.psum_bytes = 0
+        self.hbm_buffers = []  # in argument order
+        self.loop_depth = 0
+        program.set_grid(list(self.grid) or [1])
+
+    def program_id(self, axis):
+        if axis >= len(self.grid):
+            return 0
+        return Index.variable(f"p{axis}", self.grid[axis] - 1)
+
+    def add_hbm(self, buffer: Buffer) -> None:
+        buffer.argument = len(self.hbm_buffers)
+        self.hbm_buffers.append(buffer)
+        buffer.id = self.program.add_buffer(buffer.name, "hbm", buffer.dtype.name, buffer.elements, buffer.argument)
+
+    def allocate(self, buffer: Buffer) -> None:
+        if not buffer.space.on_chip:
+            self.add_hbm(buffer)
+            return
+        check_on_chip_shape(buffer.shape, buffer.space, buffer.dtype, buffer.name)
+        per_partition = math.prod(buffer.shape[1:]) * buffer.dtype.itemsize
+        if buffer.space.name == "sbuf":
+            self.sbuf_bytes += per_partition
+            if self.sbuf_bytes > SBUF_BYTES_PER_PARTITION:
+                raise NKIError(f"NKI: SBUF capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: the kernel's "
+                               f"tiles take {self.sbuf_bytes} bytes per partition, the core has "
+                               f"{SBUF_BYTES_PER_PARTITION} (24 MiB over 128 partitions)")
+        else:
+            self.psum_bytes += per_partition
+            if self.psum_bytes > PSUM_BYTES_PER_PARTITION:
+                raise NKIError(f"NKI: PSUM capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: the kernel's "
+                               f"PSUM tiles take {self.psum_bytes} bytes per partition, the core has "
+                               f"{PSUM_BYTES_PER_PARTITION} (2 MiB over 128 partitions)")
+        buffer.id = self.program.add_buffer(buffer.name, buffer.space.name, _on_chip_rounding(buffer.dtype),
+                                             buffer.elements, -1)
+
+    def loop(self, extent):
+        lo, hi = bounds(extent)
+        var = self.program.begin_loop(cpp(extent))
+        self.loop_depth += 1
+        return Index.variable(f"i{var}", hi - 1)
+
+    def end_loop(self):
+        self.loop_depth -= 1
+        self.program.end_loop()
+
+    @staticmethod
+    def _access(tile: Tile, mask: Mask | None):
+        lower, upper = [], []
+        if mask is not None and mask.bounds:
+            for axis in range(len(tile.sizes)):
+                lo, hi = mask.bounds.get(axis, (None, None))
+                lower.append("" if lo is None else cpp(lo))
+                upper.append("" if hi is None else cpp(hi))
+        return (tile._buffer.id, cpp(tile.offset), list(tile.sizes), list(tile.strides), lower, upper)
+
+    def run(self, op: Op) -> None:
+        bounded = op.sources[0] if op.kind in ("reduce", "max8") else op.dst
+        dst = None if op.dst is None else self._access(op.dst, op.mask if bounded is op.dst else None)
+        sources = [self._access(s, op.mask if s is bounded else None) for s in op.sources]
+        spec = dict(kind=op.kind, destination=dst, sources=sources, expression=op.expression, accumulate=op.accumulate,
+                    scale=float(op.scale), initial=float(op.initial), label=op.label)
+        if op.reduce_op:
+            spec.update(reduce_op=op.reduce_op, reduce_dims=list(op.reduce_dims))
+        self.program.add(spec)
+
+
+# The interpreter's side ---------------------------------------------------------------------------
+
+_INT_MARKER = -0x5A5A5A5A
+
+
+def empty_storage(buffer: Buffer) -> torch.Tensor:
+    """New memory as the device hands it out: NaN, or a marker for integers, so unwritten reads show."""
+    from ._kernel import torch_dtype
+    if buffer.space.on_chip:
+        return torch.full((buffer.elements,), float("nan"), dtype=torch.float32)
+    dtype = torch_dtype(buffer.dtype)
+    fill = float("nan") if dtype.is_floating_point else (_INT_MARKER if dtype in (torch.int32, torch.int64) else 0)
+    return torch.full((buffer.elements,), fill, dtype=dtype)
+
+
+def round_to(values: torch.Tensor, nki_dtype) -> torch.Tensor:
+    """Float values as a tile of `nki_dtype` holds them (engines compute in fp32, round on write)."""
+    name = nki_dtype.name
+    if name == "bfloat16":
+        return values.to(torch.bfloat16).float()
+    if name == "float16":
+        return values.to(torch.float16).float()
+    if name == "bool":
+        return (values != 0).float()
+    if not nki_dtype.is_float:
+        return torch.trunc(values)
+    return values
+
+
+def _erf_gelu(x):
+    return torch.nn.functional.gelu(x)
+
+
+_TORCH_OPS = {
+    "identity": lambda x: x, "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "maximum": torch.maximum, "minimum": torch.minimum, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "relu": torch.relu, "gelu": _erf_gelu, "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "silu": torch.nn.functional.silu, "abs": torch.abs, "neg": torch.neg, "sign": torch.sign, "sin": torch.sin,
+    "cos": torch.cos, "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "pow": torch.pow,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "logical_and": lambda a, b: (a != 0) & (b != 0), "logical_or": lambda a, b: (a != 0) | (b != 0),
+    "logical_not": lambda a: a == 0, "where": lambda c, a, b: torch.where(c != 0, a, b),
+    "log1p": torch.log1p, "expm1": torch.expm1, "tan": torch.tan, "round": torch.round, "trunc": torch.trunc,
+    "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max,
+}
+
+
+class Interpreter(Executor):
+    """Runs a kernel op by op on CPU torch tensors, one program id at a time; HBM buffers a
+    kernel allocates are shared by all its programs (matched by allocation order)."""
+
+    interpreting = True
+
+    def __init__(self, grid):
+        super().__init__(grid)
+        self.pid = (0,) * max(1, len(self.grid))
+        self.arguments = 0
+        self.kernel_hbm = []  # allocated by the kernel, in order
+        self.hbm_seen = 0
+        self.live = {"sbuf": 0, "psum": 0}
+
+    def start_program(self, pid):
+        self.pid = pid
+        self.hbm_seen = 0
+
+    def program_id(self, axis):
+        return self.pid[axis] if axis < len(self.pid) else 0
+
+    def add_hbm(self, buffer: Buffer) -> None:
+        buffer.argument = self.arguments
+        self.arguments += 1
+
+    def allocate(self, buffer: Buffer) -> None:
+        if not buffer.space.on_chip:
+            if self.hbm_seen < len(self.kernel_hbm):  # the same output in a later program
+                shared = self.kernel_hbm[self.hbm_seen]
+                buffer.storage, buffer.argument = shared.storage, shared.argument
+            else:
+                buffer.storage = empty_storage(buffer)
+                self.add_hbm(buffer)
+                self.kernel_hbm.append(buffer)
+            self.hbm_seen += 1
+            return
+        check_on_chip_shape(buffer.shape, buffer.space, buffer.dtype, buffer.name)
+        space = buffer.space.name
+        per_partition = math.prod(buffer.shape[1:]) * buffer.dtype.itemsize
+        limit = SBUF_BYTES_PER_PARTITION if space == "sbuf" else PSUM_BYTES_PER_PARTITION
+        if self.live[space] + per_partition > limit:
+            raise NKIError(f"NKI: {space.upper()} capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: "
+                           f"{self.live[space] + per_partition} bytes per partition live, the core has {limit}")
+        self.live[space] += per_partition
+        weakref.finalize(buffer, self._release, space, per_partition)
+        buffer.storage = empty_storage(buffer)
+
+    def _release(self, space, size):
+        self.live[space] -= size
+
+    def loop(self, extent):
+        raise AssertionError("the interpreter iterates ranges in Python")
+
+    @staticmethod
+    def view(tile: Tile, limits=None) -> torch.Tensor:
+        """The tile's elements, cut to `limits` ({axis: (lower, upper)}, a mask's bounds)."""
+        storage = tile._buffer.storage
+        view = torch.as_strided(storage, tile.sizes, tile.strides, int(tile.offset))
+        if limits:
+            for axis, (lo, hi) in limits.items():
+                lo = 0 if lo is None else max(0, int(lo))
+                hi = tile.sizes[axis] if hi is None else min(tile.sizes[axis], int(hi))
+                view = view.narrow(axis, lo, max(0, hi - lo))
+        return view
+
+    def _check_view(self, tile: Tile) -> None:
+        lo = int(tile.offset) + sum((s - 1) * st for s, st in zip(tile.sizes, tile.strides) if st < 0 and s)
+        hi = int(tile.offset) + sum((s - 1) * st for s, st in zip(tile.sizes, tile.strides) if st > 0 and s)
+        if any(s == 0 for s in tile.sizes):
+            return
+        if lo < 0 or hi >= tile._buffer.elements:
+            raise NKIError(f"NKI: out-of-bounds access on '{tile.name}': elements {lo}..{hi} of {tile._buffer.elements}")
+
+    def store(self, tile: Tile, values: torch.Tensor, limits=None) -> None:
+        target = self.view(tile, limits)
+        if tile.buffer.on_chip:
+            target.copy_(round_to(values, tile.dtype).expand_as(target))
+        else:
+            target.copy_(values.expand_as(target).to(target.dtype))
+
+    def evaluate(self, op: Op, loads, carry=None):
+        values = []
+        shape = loads[0].shape if loads else None
+        for name, args, source, literal, dim, text in op.expression:
+            if name == "source":
+                values.append(loads[source])
+            elif name == "literal":
+                values.append(torch.tensor(literal, dtype=torch.float32))
+            elif name == "index":
+                size = shape[dim]
+                lo = 0
+                limits = op.mask.bounds if op.mask is not None else {}
+                if dim in limits and limits[dim][0] is not None:
+                    lo = max(0, int(limits[dim][0]))
+                view_shape = [1] * len(shape)
+                view_shape[dim] = size
+                values.append(torch.arange(lo, lo + size, dtype=torch.float32).reshape(view_shape))
+            elif name == "expression":
+                raise AssertionError("the interpreter has no symbolic values")
+            elif name == "carry":
+                values.append(carry)
+            else:
+                values.append(_TORCH_OPS[name](*[values[a] for a in args]).float())
+        return values[-1]
+
+    def run(self, op: Op) -> None:
+        for t in ([op.dst] if op.dst is not None else []) + list(op.sources):
+            self._check_view(t)
+        getattr(self, "_" + op.kind)(op)
+
+    def _pointwise(self, op: Op) -> None:
+        limits = op.mask.bounds if op.mask is not None else None
+        loads = [self.view(s, limits).float() for s in op.sources]
+        dst_shape = self.view(op.dst, limits).shape
+        value = self.evaluate(op, loads or [torch.empty(dst_shape)])
+        self.store(op.dst, value.expand(dst_shape), limits)
+
+    def _reduce(self, op: Op) -> None:
+        limits = op.mask.bounds if op.mask is not None else None
+        loads = [self.view(s, limits).float() for s in op.sources]
+        value = self.evaluate(op, loads)
+        dims = list(op.reduce_dims)
+        if op.reduce_op == "add":
+            result = value.sum(dim=dims, keepdim=True)
+        elif op.reduce_op == "max":
+            result = value.amax(dim=dims, keepdim=True)
+        else:
+            result = value.amin(dim=dims, keepdim=True)
+        result = result * op.scale
+        kept = {a: b for a, b in (limits or {}).items() if a not in dims}
+        if op.accumulate:
+            result = result + self.view(op.dst, kept).float()
+        self.store(op.dst, result, kept)
+
+    def _matmul(self, op: Op) -> None:
+        stationary, moving = (self.view(s).float() for s in op.sources)
+        product = stationary.t().double() @ moving.double()  # fp32 accumulation, to within rounding
+        if op.accumulate:
+            product = product + self.view(op.dst).double()
+        self.store(op.dst, product.float())
+
+    def _scan(self, op: Op) -> None:
+        a, b = (self.view(s).float() for s in op.sources)
+        out = torch.empty_like(a)
+        carry = torch.full((a.shape[0],), op.initial, dtype=torch.float32)
+        for f in range(a.shape[1]):
+            carry = self.evaluate(op, [a[:, f], b[:, f]], carry)
+            out[:, f] = carry
+        self.store(op.dst, out)
+
+    def _max8(self, op: Op) -> None:
+        data = self.view(op.sources[0], op.mask.bounds if op.mask is not None else None).float()
+        self.store(op.dst, torch.topk(data, 8, dim=1).values)
+
+    def _find_index8(self, op: Op) -> None:
+        data = self.view(op.sources[0]).float()
+        wanted = self.view(op.sources[1]).float()
+        out = torch.full(wanted.shape, -1.0)
+        for p in range(data.shape[0]):
+            taken = set()
+            for k in range(8):
+                matches = (data[p] == wanted[p, k]).nonzero().flatten().tolist()
+                choice = next((m for m in matches if m not in taken), -1)
+                taken.add(choice)
+                out[p, k] = choice
+        self.store(op.dst, out)
+
+    def _print(self, op: Op) -> None:
+        print(op.label)
+        print(self.view(op.sources[0]).float())

@@ -1,0 +1,124 @@
+"""Symbolic integers of a traced kernel: program ids and loop variables, and the affine (or
+floor-divided) expressions kernels build from them, with their C++ text and value range."""
+from __future__ import annotations
+
+
+class KernelTraceError(TypeError):
+    """A kernel did something that cannot be compiled (Python control flow on a loop variable)."""
+
+
+class Index:
+    """An integer expression over loop variables and program ids: terms {name: coefficient} plus
+    a constant when affine; otherwise C++ text. lo and hi bound its value (inclusive)."""
+
+    __slots__ = ("terms", "const", "text", "lo", "hi")
+
+    def __init__(self, terms=None, const=0, text=None, lo=0, hi=0):
+        self.terms = terms  # None: not affine
+        self.const = const
+        self.text = text
+        self.lo, self.hi = lo, hi
+
+    @staticmethod
+    def variable(name: str, extent_hi: int) -> "Index":
+        return Index({name: 1}, 0, None, 0, max(0, extent_hi))
+
+    def cpp(self) -> str:
+        if self.terms is None:
+            return self.text
+        parts = [(f"{name}" if c == 1 else f"{name} * {c}") for name, c in self.terms.items() if c != 0]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return "(" + " + ".join(parts) + ")"
+
+    def __repr__(self):
+        return f"Index({self.cpp()} in [{self.lo}, {self.hi}])"
+
+    # Arithmetic -----------------------------------------------------------------------------
+    def __add__(self, other):
+        if isinstance(other, Index):
+            if self.terms is not None and other.terms is not None:
+                terms = dict(self.terms)
+                for name, c in other.terms.items():
+                    terms[name] = terms.get(name, 0) + c
+                return Index(terms, self.const + other.const, None, self.lo + other.lo, self.hi + other.hi)
+            return Index(None, 0, f"({cpp(self)} + {cpp(other)})", self.lo + other.lo, self.hi + other.hi)
+        if isinstance(other, int):
+            if self.terms is not None:
+                return Index(dict(self.terms), self.const + other, None, self.lo + other, self.hi + other)
+            return Index(None, 0, f"({self.text} + {other})", self.lo + other, self.hi + other)
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return self * -1
+
+    def __sub__(self, other):
+        return self + (-other)
+
+    def __rsub__(self, other):
+        return (-self) + other
+
+    def __mul__(self, other):
+        if isinstance(other, int):
+            lo, hi = sorted((self.lo * other, self.hi * other))
+            if self.terms is not None:
+                return Index({n: c * other for n, c in self.terms.items()}, self.const * other, None, lo, hi)
+            return Index(None, 0, f"({self.text} * {other})", lo, hi)
+        if isinstance(other, Index):
+            raise KernelTraceError("a product of two loop variables is not an affine index; use static_range "
+                                   "for one of the loops")
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        if isinstance(other, int) and other > 0:
+            if self.lo < 0:
+                raise KernelTraceError(f"floor division of an index that may be negative: {self!r}")
+            return Index(None, 0, f"({self.cpp()} / {other})", self.lo // other, self.hi // other)
+        raise KernelTraceError("a loop variable can only be divided by a positive integer constant")
+
+    def __mod__(self, other):
+        if isinstance(other, int) and other > 0:
+            if self.lo < 0:
+                raise KernelTraceError(f"modulo of an index that may be negative: {self!r}")
+            if self.hi < other:
+                return self
+            return Index(None, 0, f"({self.cpp()} % {other})", 0, other - 1)
+        raise KernelTraceError("a loop variable can only be taken modulo a positive integer constant")
+
+    def __bool__(self):
+        raise KernelTraceError(
+            "a kernel's Python control flow depends on a loop variable or program id, which is symbolic when "
+            "the kernel is compiled; use nl.static_range for that loop, a mask=, nisa.affine_select or nl.where "
+            "(or run with TORCHNEURON_NKI_INTERPRET=1)")
+
+    def __index__(self):
+        raise KernelTraceError("a loop variable or program id was used where Python needs a concrete integer "
+                               "(range(), a list index); use nl.static_range or nl.ds(start, size)")
+
+    def __int__(self):
+        return self.__index__()
+
+    def __hash__(self):
+        return hash((self.cpp(), self.lo, self.hi))
+
+    def __eq__(self, other):
+        raise KernelTraceError("comparing a loop variable or program id is Python control flow, which is "
+                               "symbolic when the kernel is compiled; use a mask= or nl.static_range")
+
+
+def cpp(x) -> str:
+    """C++ text of an int or Index."""
+    return x.cpp() if isinstance(x, Index) else str(int(x))
+
+
+def bounds(x) -> tuple[int, int]:
+    """(lowest, highest) value of an int or Index."""
+    return (x.lo, x.hi) if isinstance(x, Index) else (int(x), int(x))
+
+
+def is_symbolic(x) -> bool:
+    return isinstance(x, Index)

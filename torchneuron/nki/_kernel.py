@@ -1,0 +1,309 @@
+"""@nki.jit: a kernel traced once per (shapes, dtypes, other arguments, grid) into a tile program,
+compiled and run as one command on the device queue; or, with TORCHNEURON_NKI_INTERPRET=1, run
+instruction by instruction in Python."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import inspect
+import itertools
+import math
+import os
+import re
+import threading
+
+import numpy as np
+import torch
+
+from ._context import Interpreter, Recorder, activate, empty_storage
+from ._tensor import SPACES, Buffer, NKIError, Tile, to_dtype
+
+_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+                 "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,
+                 "int64": torch.int64, "bool": torch.bool, "uint32": torch.int32, "uint16": torch.int32,
+                 "int16": torch.int32}
+
+
+def torch_dtype(nki_dtype) -> torch.dtype:
+    """The torch dtype an HBM tensor of `nki_dtype` is stored as (unsigned 16/32-bit as int32)."""
+    try:
+        return _TORCH_DTYPES[nki_dtype.name]
+    except KeyError:
+        raise NKIError(f"NKI: HBM tensors of {nki_dtype.name} are not supported; use float32, bfloat16, float16, "
+                       "or an integer type") from None
+
+
+def _storage_name(nki_dtype) -> str:
+    return str(torch_dtype(nki_dtype)).replace("torch.", "")
+
+
+def interpreting() -> bool:
+    """Whether kernels run in the Python interpreter (TORCHNEURON_NKI_INTERPRET=1)."""
+    return os.environ.get("TORCHNEURON_NKI_INTERPRET", "0") not in ("", "0")
+
+
+def _is_tensor(value) -> bool:
+    return isinstance(value, (torch.Tensor, np.ndarray))
+
+
+def _is_fake(value) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(value, FakeTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta")
+
+
+def _key_of(value):
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), str(value.dtype))
+    if isinstance(value, np.ndarray):
+        return ("tensor", tuple(value.shape), str(torch.from_numpy(np.zeros(0, value.dtype)).dtype))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_key_of(v) for v in value)
+    if isinstance(value, (int, float, bool, str, type(None))):
+        return (type(value).__name__, value)
+    return (type(value).__name__, repr(value))
+
+
+class _Compiled:
+    """A traced kernel: its entry point, grid size and HBM tensors (inputs by position, or new)."""
+
+    def __init__(self, source, symbol, programs, hbm, outputs, written_inputs):
+        self.source, self.symbol, self.programs, self.hbm, self.outputs = source, symbol, programs, hbm, outputs
+        self.written_inputs = written_inputs
+        self.entry = self.library = None
+
+    def load(self) -> int:
+        """The entry point, compiling the source (or finding it in the artifact cache) once."""
+        if self.entry is None:
+            from .. import compiler
+            self.library = compiler._load_artifact(self.source)
+            self.entry = ctypes.cast(getattr(self.library, self.symbol), ctypes.c_void_p).value
+        return self.entry
+
+
+def _flatten_outputs(result):
+    if result is None:
+        return [], None
+    if isinstance(result, Tile):
+        return [result], 0
+    if isinstance(result, (tuple, list)):
+        tiles = []
+        structure = []
+        for item in result:
+            if not isinstance(item, Tile):
+                raise NKIError(f"NKI: a kernel returns tensors, got {item!r}")
+            tiles.append(item)
+            structure.append(len(tiles) - 1)
+        return tiles, tuple(structure)
+    raise NKIError(f"NKI: a kernel returns tensors, got {result!r}")
+
+
+def _check_output(tile: Tile) -> None:
+    if tile.buffer.name not in ("shared_hbm", "hbm"):
+        raise NKIError(f"NKI: kernel output '{tile.name}' is in {tile.buffer.name}; allocate outputs in device memory with "
+                       f"nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and store into them")
+    if tile.shape != tile._buffer.shape or not tile.is_contiguous():
+        raise NKIError(f"NKI: a kernel returns whole tensors; '{tile.name}' is returned as a view")
+
+
+class Kernel:
+    """An NKI kernel: call it with tensors, or launch it on a grid with kernel[g0, g1](...)."""
+
+    def __init__(self, fn, grid=(), mode=None, cache=None):
+        self.fn, self.grid, self.mode = fn, tuple(grid), mode
+        self._cache = {} if cache is None else cache
+        self._lock = threading.Lock()
+        self.traces = 0
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, grid):
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        if len(grid) == 1 and isinstance(grid[0], (tuple, list)):
+            grid = tuple(grid[0])
+        grid = tuple(int(g) for g in grid)
+        if len(grid) > 3 or any(g < 1 for g in grid):
+            raise NKIError(f"NKI: a launch grid has 1 to 3 positive dims, got {grid}")
+        launcher = Kernel(self.fn, grid, self.mode, self._cache)
+        launcher._parent = self
+        return launcher
+
+    def _owner(self):
+        return getattr(self, "_parent", self)
+
+    def __call__(self, *args, **kwargs):
+        numpy_io = any(isinstance(v, np.ndarray) for v in itertools.chain(args, kwargs.values()))
+        if (self.mode == "interpret" or (self.mode is None and interpreting())) and not any(
+                _is_fake(v) for v in itertools.chain(args, kwargs.values())):
+            return self._interpret(args, kwargs, numpy_io)
+        return self._run_compiled(args, kwargs, numpy_io)
+
+    # Arguments ----------------------------------------------------------------------------------
+    def _bound(self, args, kwargs):
+        try:
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"NKI kernel {self.fn.__name__}: {error}") from None
+        bound.apply_defaults()
+        return bound
+
+    @staticmethod
+    def _device_of(values):
+        devices = {v.device for v in values if isinstance(v, torch.Tensor)}
+        if any(d.type != "neuron" for d in devices):
+            raise NKIError("NKI kernels take neuron tensors (or NumPy arrays); got a tensor on "
+                           f"{sorted(str(d) for d in devices if d.type != 'neuron')[0]}: move it with .to('neuron')")
+        if len(devices) > 1:
+            raise NKIError(f"NKI kernels take tensors on one device, got {sorted(map(str, devices))}")
+        return devices.pop() if devices else torch.device("neuron", torch.neuron.current_device())
+
+    def _wrap(self, bound, executor, storages=None):
+        """The kernel's arguments with every tensor replaced by an HBM tile of a new Buffer."""
+        wrapped, position = {}, 0
+        for name, value in bound.arguments.items():
+            if _is_tensor(value):
+                buf = Buffer(name, SPACES["shared_hbm"], to_dtype(value.dtype), tuple(value.shape))
+                executor.add_hbm(buf)
+                if storages is not None:
+                    buf.storage = storages[position]
+                position += 1
+                strides, step = [], 1
+                for s in reversed(buf.shape):
+                    strides.append(step)
+                    step *= s
+                wrapped[name] = Tile(buf, 0, buf.shape, list(reversed(strides)))
+            else:
+                wrapped[name] = value
+        return wrapped
+
+    # Compiled ------------------------------------------------------------------------------------
+    def _trace(self, bound):
+        from .. import _C
+        program = _C._compiler.TileProgram()
+        recorder = Recorder(self.grid, program)
+        with activate(recorder):
+            wrapped = self._wrap(bound, recorder)
+            result = self.fn(**wrapped)
+        tiles, structure = _flatten_outputs(result)
+        for t in tiles:
+            _check_output(t)
+        inputs = sum(1 for v in bound.arguments.values() if _is_tensor(v))
+        hbm = []
+        for buf in recorder.hbm_buffers:
+            if buf.argument < inputs:
+                hbm.append(("input", buf.argument))
+            else:
+                hbm.append(("new", buf.shape, torch_dtype(buf.dtype)))
+        for buf in recorder.hbm_buffers:
+            name = _storage_name(buf.dtype)
+            if name not in ("float32", "bfloat16", "float16", "float64", "int8", "uint8", "int32", "int64", "bool"):
+                raise NKIError(f"NKI: tensor '{buf.name}' of {buf.dtype.name} is not supported in device memory")
+        outputs = [t._buffer.argument for t in tiles]
+        written = sorted({b.argument for b in recorder.written if not b.space.on_chip and b.argument < inputs})
+        symbol = "nki_" + re.sub(r"\W", "_", self.fn.__name__)
+        self._owner().traces += 1
+        return _Compiled(program.source(symbol), symbol, program.programs, hbm, (outputs, structure), written)
+
+    def _compiled_for(self, bound):
+        key = (self.grid, tuple((n, _key_of(v)) for n, v in bound.arguments.items()))
+        owner = self._owner()
+        with owner._lock:
+            compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._trace(bound)
+            with owner._lock:
+                self._cache[key] = compiled
+        return compiled
+
+    def _run_compiled(self, args, kwargs, numpy_io):
+        bound = self._bound(args, kwargs)
+        values = [v for v in bound.arguments.values() if _is_tensor(v)]
+        if any(_is_fake(v) for v in values):
+            return self._fake_outputs(bound, values)
+        device = self._device_of(values) if not numpy_io or any(isinstance(v, torch.Tensor) for v in values) else \
+            torch.device("neuron", torch.neuron.current_device())
+        compiled = self._compiled_for(bound)
+        inputs = [torch.from_numpy(np.ascontiguousarray(v)).to(device) if isinstance(v, np.ndarray) else v
+                  for v in values]
+        contiguous = [t.contiguous() for t in inputs]
+        tensors = []
+        for spec in compiled.hbm:
+            if spec[0] == "input":
+                tensors.append(contiguous[spec[1]])
+            else:
+                fill = float("nan") if spec[2].is_floating_point else (-0x5A5A5A5A if spec[2] in (torch.int32, torch.int64) else 0)
+                tensors.append(torch.full(spec[1], fill, dtype=spec[2], device=device))
+        torch.ops.torchneuron.launch_tile_program(compiled.load(), tensors, compiled.programs)
+        for k in compiled.written_inputs:
+            if contiguous[k] is not inputs[k]:
+                inputs[k].copy_(contiguous[k])
+            if isinstance(values[k], np.ndarray):
+                values[k][...] = inputs[k].cpu().numpy()
+        outputs, structure = compiled.outputs
+        results = [tensors[a] for a in outputs]
+        return _shape_results(results, structure, numpy_io)
+
+    def _fake_outputs(self, bound, values):
+        """Outputs of the traced shapes, for fake tensors (a custom op's fake implementation)."""
+        compiled = self._compiled_for(bound)
+        device = values[0].device
+        outputs, structure = compiled.outputs
+        results = [torch.empty(compiled.hbm[a][1], dtype=compiled.hbm[a][2], device=device)
+                   if compiled.hbm[a][0] == "new" else values[compiled.hbm[a][1]] for a in outputs]
+        return _shape_results(results, structure, False)
+
+    # Interpreted ---------------------------------------------------------------------------------
+    def _interpret(self, args, kwargs, numpy_io):
+        bound = self._bound(args, kwargs)
+        values = [v for v in bound.arguments.values() if _is_tensor(v)]
+        device = None if numpy_io and not any(isinstance(v, torch.Tensor) for v in values) else self._device_of(values)
+        host = [torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v.detach().cpu()
+                for v in values]
+        storages = [h.contiguous().reshape(-1).clone() for h in host]
+        interpreter = Interpreter(self.grid)
+        result = None
+        for pid in itertools.product(*(range(g) for g in (self.grid or (1,)))):
+            interpreter.start_program(pid)
+            with activate(interpreter):
+                result = self.fn(**self._wrap(bound, interpreter, storages))
+        tiles, structure = _flatten_outputs(result)
+        for t in tiles:
+            _check_output(t)
+        written = {b.name for b in interpreter.written if not b.space.on_chip}
+        for name_, value, storage in zip([n for n, v in bound.arguments.items() if _is_tensor(v)], values, storages):
+            if name_ in written:
+                restored = storage.reshape(value.shape)
+                if isinstance(value, np.ndarray):
+                    value[...] = restored.numpy()
+                else:
+                    value.copy_(restored.to(value.device))
+        results = []
+        for t in tiles:
+            tensor = t._buffer.storage.reshape(t._buffer.shape)
+            results.append(tensor if device is None else tensor.to(device))
+        return _shape_results(results, structure, numpy_io)
+
+
+def _shape_results(results, structure, numpy_io):
+    if numpy_io:
+        results = [r.cpu().numpy() if r.dtype != torch.bfloat16 else r.float().cpu().numpy() for r in results]
+    if structure is None:
+        return None
+    if structure == 0:
+        return results[0]
+    return tuple(results[i] for i in structure)
+
+
+def jit(fn=None, *, mode=None, **_unused):
+    """Makes `fn` an NKI kernel: traced and compiled per argument shapes (mode="interpret": run in Python)."""
+    if fn is None:
+        return lambda f: jit(f, mode=mode)
+    if isinstance(fn, Kernel):
+        return fn
+    return Kernel(fn, mode=mode if mode in ("interpret",) else None)
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """Runs a kernel in the interpreter on NumPy arrays (as neuronxcc.nki.simulate_kernel)."""
+    if not isinstance(kernel, Kernel):
+        kernel = Kernel(kernel)
+    interpreter_kernel = Kernel(kernel.fn, kernel.grid, "interpret")
+    return interpreter_kernel(*args, **kwargs)

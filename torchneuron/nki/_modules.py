@@ -1,0 +1,52 @@
+"""install(): makes `import nki` and `import neuronxcc.nki` resolve to torchneuron.nki, unless a
+real NKI installation provides them."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+import warnings
+
+_FAMILIES = {"nki": ["", ".language", ".isa", ".typing"],
+             "neuronxcc": ["", ".nki", ".nki.language", ".nki.isa", ".nki.typing"]}
+
+
+def _real_installation(top: str) -> bool:
+    """Whether `top` is importable and is not ours (PyPI's nki 0.0.1 placeholder raises ImportError)."""
+    module = sys.modules.get(top)
+    if module is not None:
+        return not getattr(module, "__torchneuron__", False)
+    if importlib.util.find_spec(top) is None:
+        return False
+    try:
+        importlib.import_module(top)
+    except ImportError:
+        return False
+    return True
+
+
+def install() -> list[str]:
+    """Registers the modules nki, nki.language, nki.isa, nki.typing, neuronxcc.nki and its
+    submodules as torchneuron's; returns the names it registered."""
+    from . import isa, language, typing
+    import torchneuron.nki as package
+    targets = {"": package, ".language": language, ".isa": isa, ".typing": typing}
+    registered = []
+    for top, suffixes in _FAMILIES.items():
+        if _real_installation(top):
+            warnings.warn(f"torchneuron.nki.install: a real '{top}' is installed ({sys.modules[top].__file__}); "
+                          f"torchneuron leaves it in place and does not provide '{top}'", stacklevel=2)
+            continue
+        for suffix in suffixes:
+            name = top + suffix
+            if top == "neuronxcc":
+                module = types.ModuleType("neuronxcc") if suffix == "" else targets[suffix.replace(".nki", "", 1)]
+                if suffix == "":
+                    module.__torchneuron__ = True
+                    module.nki = package
+            else:
+                module = targets[suffix]
+            sys.modules[name] = module
+            registered.append(name)
+    package.__torchneuron__ = True
+    return registered

@@ -1,0 +1,536 @@
+"""NKI tensors: dtypes, memory spaces, buffers and the strided views kernels slice, with the
+hardware's rules on shapes checked where a view is made or used."""
+from __future__ import annotations
+
+import math
+
+from ._expr import Index, KernelTraceError, bounds, is_symbolic
+
+PARTITION_MAX = 128
+SBUF_BYTES_PER_PARTITION = 192 * 1024  # 24 MiB over 128 partitions
+PSUM_BYTES_PER_PARTITION = 16 * 1024  # 2 MiB over 128 partitions
+PSUM_TILE_BYTES_PER_PARTITION = 2 * 1024  # one PSUM bank: 512 fp32
+
+
+class NKIError(ValueError):
+    """A kernel broke a rule of the Neuron Kernel Interface (the message names the rule)."""
+
+
+class dtype:
+    """An NKI dtype; compares equal to the torch and NumPy dtypes (and names) of the same type."""
+
+    def __init__(self, name: str, itemsize: int, is_float: bool):
+        self.name, self.itemsize, self.is_float = name, itemsize, is_float
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+    def __eq__(self, other):
+        try:
+            return to_dtype(other) is self
+        except (TypeError, KeyError):
+            return False
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+DTYPES = {d.name: d for d in [
+    dtype("float32", 4, True), dtype("bfloat16", 2, True), dtype("float16", 2, True), dtype("float64", 8, True),
+    dtype("int8", 1, False), dtype("uint8", 1, False), dtype("int16", 2, False), dtype("uint16", 2, False),
+    dtype("int32", 4, False), dtype("uint32", 4, False), dtype("int64", 8, False), dtype("bool", 1, False),
+    dtype("tfloat32", 4, True), dtype("float8_e4m3", 1, True), dtype("float8_e5m2", 1, True),
+]}
+_ALIASES = {"float": "float32", "half": "float16", "bool_": "bool", "fp32": "float32", "bf16": "bfloat16",
+            "float8_e4m3fn": "float8_e4m3"}
+
+
+def to_dtype(value) -> dtype:
+    """The NKI dtype of an nl dtype, a torch or NumPy dtype, or a name."""
+    if isinstance(value, dtype):
+        return value
+    name = getattr(value, "__name__", None) if isinstance(value, type) else None
+    if name is None:
+        name = str(value)
+    name = name.replace("torch.", "").replace("numpy.", "").replace("<class '", "").replace("'>", "")
+    name = name.replace("nl.", "")
+    name = _ALIASES.get(name, name)
+    if name not in DTYPES:
+        raise TypeError(f"NKI: unsupported dtype {value!r}")
+    return DTYPES[name]
+
+
+# The dtypes the compiled code stores in HBM (the compiler's DType names); others are refused.
+STORAGE_DTYPES = {"float32", "bfloat16", "float16", "float64", "int8", "uint8", "int32", "int64", "bool"}
+
+
+def promote(*dtypes: dtype) -> dtype:
+    """The result dtype of an op over tiles of these dtypes: the widest float, else the widest int."""
+    floats = [d for d in dtypes if d.is_float]
+    pool = floats or list(dtypes)
+    if floats and any(d.name == "float32" for d in floats):
+        return DTYPES["float32"]
+    return max(pool, key=lambda d: (d.itemsize, d.name != "bfloat16"))
+
+
+class MemorySpace:
+    """Where a tensor lives: nl.hbm / nl.shared_hbm / nl.private_hbm (device memory), nl.sbuf or
+    nl.psum (on chip)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def on_chip(self) -> bool:
+        return self.name in ("sbuf", "psum")
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+    def __call__(self, *args, **kwargs):  # nl.sbuf.view(...) style allocations are not modelled
+        raise NKIError(f"nl.{self.name} is a memory space; allocate with nl.ndarray(shape, dtype, buffer=nl.{self.name})")
+
+
+SPACES = {n: MemorySpace(n) for n in ("hbm", "shared_hbm", "private_hbm", "sbuf", "psum")}
+
+
+def to_space(value) -> MemorySpace:
+    if value is None:
+        return SPACES["sbuf"]
+    if isinstance(value, MemorySpace):
+        return value
+    if isinstance(value, str) and value in SPACES:
+        return SPACES[value]
+    raise NKIError(f"NKI: unknown memory space {value!r}; use nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm")
+
+
+class Buffer:
+    """One allocation: its name, memory space, dtype and shape; the executor's storage."""
+
+    def __init__(self, name: str, space: MemorySpace, dtype_: dtype, shape: tuple):
+        self.name, self.space, self.dtype, self.shape = name, space, dtype_, tuple(shape)
+        self.id = -1  # set by the executor
+        self.argument = -1  # HBM: the tensor's place among the kernel's tensors
+        self.storage = None  # interpreter: a flat torch tensor
+        self.elements = math.prod(self.shape)
+
+    def __repr__(self):
+        return f"{self.name} ({self.space.name} {self.dtype.name}{list(self.shape)})"
+
+
+def check_on_chip_shape(shape, space: MemorySpace, dtype_: dtype, name: str) -> None:
+    """The partition and per-partition size rules of SBUF and PSUM tiles."""
+    if not shape:
+        raise NKIError(f"NKI: on-chip tensor '{name}' needs a partition dimension (shape {tuple(shape)})")
+    if shape[0] > PARTITION_MAX:
+        raise NKIError(f"NKI: partition dimension {shape[0]} of '{name}' (shape {tuple(shape)}) exceeds the "
+                       f"{PARTITION_MAX} partitions of {space.name}; tile the first dimension by nl.tile_size.pmax")
+    per_partition = math.prod(shape[1:]) * dtype_.itemsize
+    if space.name == "psum" and per_partition > PSUM_TILE_BYTES_PER_PARTITION:
+        raise NKIError(f"NKI: PSUM tile '{name}' of shape {tuple(shape)} ({dtype_.name}) takes {per_partition} bytes per "
+                       f"partition; a PSUM tile holds at most {PSUM_TILE_BYTES_PER_PARTITION} (2 KiB, 512 fp32)")
+
+
+class DynSlice:
+    """nl.ds(start, size): a slice of `size` elements from `start` (which may be a loop variable)."""
+
+    def __init__(self, start, size, step=1):
+        if not isinstance(size, int) or size <= 0:
+            raise NKIError(f"nl.ds: the size must be a positive constant, got {size!r}")
+        self.start, self.size, self.step = start, size, step
+
+
+class ArangeIndex:
+    """Legacy advanced indexing: start + sum(coeffs[axis] * nl.arange(sizes[axis])) over result
+    axes of a tile of rank `ndim` (nl.arange(n)[:, None] is axis 0 of 2, [None, :] axis 1)."""
+
+    def __init__(self, size: int, axis: int, ndim: int, start=0, coeff=1):
+        self.coeffs, self.sizes, self.ndim, self.start = {axis: coeff}, {axis: size}, ndim, start
+
+    @classmethod
+    def _make(cls, coeffs, sizes, ndim, start):
+        made = cls.__new__(cls)
+        made.coeffs, made.sizes, made.ndim, made.start = dict(coeffs), dict(sizes), ndim, start
+        return made
+
+    @property
+    def size(self):
+        (size,) = self.sizes.values()
+        return size
+
+    def __getitem__(self, key):  # nl.arange(n)[:, None] / [None, :]
+        key = key if isinstance(key, tuple) else (key,)
+        axis = [k for k, item in enumerate(key) if isinstance(item, slice)]
+        if len(axis) != 1 or len(self.sizes) != 1 or any(item is not None and not isinstance(item, slice) for item in key):
+            raise NKIError("nl.arange(n)[...]: index with one ':' and Nones, such as [:, None]")
+        (coeff,) = self.coeffs.values()
+        return ArangeIndex(self.size, axis[0], len(key), self.start, coeff)
+
+    def __add__(self, other):
+        if isinstance(other, (int, Index)) and not isinstance(other, bool):
+            return self._make(self.coeffs, self.sizes, self.ndim, self.start + other)
+        if isinstance(other, ArangeIndex):
+            if other.ndim != self.ndim:
+                raise NKIError("NKI: adding nl.arange indices of different ranks")
+            coeffs, sizes = dict(self.coeffs), dict(self.sizes)
+            for axis, c in other.coeffs.items():
+                coeffs[axis] = coeffs.get(axis, 0) + c
+                sizes[axis] = other.sizes[axis]
+            return self._make(coeffs, sizes, self.ndim, self.start + other.start)
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return self * -1
+
+    def __sub__(self, other):
+        return self + (-other)
+
+    def __rsub__(self, other):
+        return (-self) + other
+
+    def __mul__(self, other):
+        if isinstance(other, int):
+            return self._make({a: c * other for a, c in self.coeffs.items()}, self.sizes, self.ndim, self.start * other)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def _compare(self, other, op):
+        return Mask([(self - other, op)])
+
+    def __lt__(self, other): return self._compare(other, "lt")
+    def __le__(self, other): return self._compare(other, "le")
+    def __gt__(self, other): return self._compare(other, "gt")
+    def __ge__(self, other): return self._compare(other, "ge")
+
+
+class Mask:
+    """A conjunction of predicates `affine OP 0` over an op's tile indices (comparisons of aranges).
+    As mask= it bounds each axis; nisa.affine_select evaluates it per element."""
+
+    def __init__(self, predicates):
+        self.predicates = list(predicates)
+
+    def __and__(self, other):
+        if not isinstance(other, Mask):
+            return NotImplemented
+        return Mask(self.predicates + other.predicates)
+
+    @property
+    def bounds(self):
+        """{axis: (lower, upper)} with lower <= t < upper, from single-axis predicates."""
+        result = {}
+        for affine, op in self.predicates:
+            if len([c for c in affine.coeffs.values() if c]) != 1:
+                raise NKIError("NKI: a mask= bounds each axis on its own (start + nl.arange(n) < bound); use "
+                               "nisa.affine_select for a predicate over several axes")
+            (axis, c), = [(a, c) for a, c in affine.coeffs.items() if c]
+            k = affine.start
+            if c not in (1, -1):
+                raise NKIError("NKI: a mask= compares start + nl.arange(n) (coefficient 1) with a bound")
+            lo = hi = None
+            if c == 1:  # t + k OP 0
+                hi = {"lt": -k, "le": -k + 1}.get(op)
+                lo = {"gt": -k + 1, "ge": -k}.get(op)
+            else:  # -t + k OP 0
+                lo = {"lt": k + 1, "le": k}.get(op)
+                hi = {"gt": k, "ge": k + 1}.get(op)
+            old_lo, old_hi = result.get(axis, (None, None))
+            result[axis] = (_combine(old_lo, lo, _pick_max), _combine(old_hi, hi, _pick_min))
+        return result
+
+
+def _pick_max(a, b):
+    return a if a >= b else b
+
+
+def _pick_min(a, b):
+    return a if a <= b else b
+
+
+def _combine(a, b, pick):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if not is_symbolic(a) and not is_symbolic(b):
+        return pick(a, b)
+    name = "std::max<int64_t>" if pick is _pick_max else "std::min<int64_t>"
+    from ._expr import cpp
+    (alo, ahi), (blo, bhi) = bounds(a), bounds(b)
+    return Index(None, 0, f"{name}({cpp(a)}, {cpp(b)})", pick(alo, blo), pick(ahi, bhi))
+
+
+class Tile:
+    """A strided view of a Buffer: element offset + sum(t[d] * strides[d]) for t < sizes. This is
+    the tensor a kernel sees (its arguments, nl.ndarray results and every op's result)."""
+
+    def __init__(self, buffer: Buffer, offset, sizes, strides, checks=()):
+        self._buffer, self.offset = buffer, offset
+        self.sizes, self.strides = list(sizes), list(strides)
+        # Deferred bounds checks of arange indexing: (dim, start, axis, coeff, size, limit); masks cut them.
+        self.checks = list(checks)
+
+    # What NKI code reads ---------------------------------------------------------------------
+    @property
+    def shape(self):
+        return tuple(self.sizes)
+
+    @property
+    def dtype(self):
+        return self._buffer.dtype
+
+    @property
+    def buffer(self):
+        return self._buffer.space
+
+    @property
+    def ndim(self):
+        return len(self.sizes)
+
+    @property
+    def name(self):
+        return self._buffer.name
+
+    def __repr__(self):
+        return f"<NKI tile {self._buffer.name} {self._buffer.space.name} {self.dtype.name}{list(self.sizes)}>"
+
+    def __len__(self):
+        return self.sizes[0]
+
+    # Views -------------------------------------------------------------------------------------
+    def __getitem__(self, key):
+        return index_tile(self, key)
+
+    def __setitem__(self, key, value):
+        from . import language
+        language.copy_into(index_tile(self, key), value)
+
+    def reshape(self, *shape):
+        shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            shape = tuple(math.prod(self.sizes) // known if s == -1 else s for s in shape)
+        if math.prod(shape) != math.prod(self.sizes):
+            raise NKIError(f"NKI: cannot reshape {self.name} of shape {self.shape} to {shape}")
+        if not self.is_contiguous():
+            raise NKIError(f"NKI: reshape needs a contiguous view; {self.name}{list(self.sizes)} has strides {self.strides}")
+        strides, step = [], 1
+        for s in reversed(shape):
+            strides.append(step)
+            step *= s
+        tile = Tile(self._buffer, self.offset, shape, list(reversed(strides)))
+        if tile.buffer.on_chip:
+            check_on_chip_shape(shape, tile.buffer, self.dtype, self.name)
+        return tile
+
+    def view(self, *args):
+        """tensor.view(shape) as reshape; a different dtype of the same size reinterprets nothing."""
+        if len(args) == 1 and not isinstance(args[0], (tuple, list, int)):
+            if to_dtype(args[0]) is self.dtype:
+                return self
+            raise NKIError(f"NKI: reinterpreting {self.name} ({self.dtype.name}) as {args[0]!r} is not supported")
+        return self.reshape(*args)
+
+    def ap(self, pattern, offset=0, **_unused):
+        """An access pattern: [[stride, size], ...] (partition first) from element `offset` of this tensor."""
+        sizes = [int(size) for _, size in pattern]
+        strides = [int(stride) for stride, _ in pattern]
+        tile = Tile(self._buffer, self.offset + offset, sizes, strides)
+        lo, hi = bounds(tile.offset)
+        top = hi + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
+        bottom = lo + sum((s - 1) * st for s, st in zip(sizes, strides) if st < 0)
+        if bottom < 0 or top >= self._buffer.elements:
+            raise NKIError(f"NKI: out-of-bounds access pattern on '{self.name}': elements {bottom}..{top} of "
+                           f"{self._buffer.elements}")
+        return tile
+
+    def is_contiguous(self) -> bool:
+        step = 1
+        for size, stride in zip(reversed(self.sizes), reversed(self.strides)):
+            if size != 1 and stride != step:
+                return False
+            step *= size
+        return True
+
+    def broadcast_to(self, shape):
+        from . import language
+        return language.broadcast_to(self, shape)
+
+    def expanded(self, shape) -> "Tile":
+        """This view with size-1 (or missing leading) dims repeated to `shape` (stride 0)."""
+        shape = list(shape)
+        if len(self.sizes) > len(shape):
+            raise NKIError(f"NKI: cannot broadcast {self.name}{list(self.sizes)} to {shape}")
+        pad = len(shape) - len(self.sizes)
+        sizes, strides = [1] * pad + self.sizes, [0] * pad + self.strides
+        for d, target in enumerate(shape):
+            if sizes[d] != target:
+                if sizes[d] != 1:
+                    raise NKIError(f"NKI: cannot broadcast {self.name}{list(self.sizes)} to {shape}: dim {d} is "
+                                   f"{sizes[d]}")
+                sizes[d], strides[d] = target, 0
+        return Tile(self._buffer, self.offset, sizes, strides, self.checks)
+
+    # Arithmetic sugar (legacy kernels write a + b on tiles) --------------------------------------
+    def _binary(self, op, other, reverse=False):
+        from . import language
+        return language.elementwise(op, other, self) if reverse else language.elementwise(op, self, other)
+
+    def __add__(self, o): return self._binary("add", o)
+    def __radd__(self, o): return self._binary("add", o, True)
+    def __sub__(self, o): return self._binary("sub", o)
+    def __rsub__(self, o): return self._binary("sub", o, True)
+    def __mul__(self, o): return self._binary("mul", o)
+    def __rmul__(self, o): return self._binary("mul", o, True)
+    def __truediv__(self, o): return self._binary("div", o)
+    def __rtruediv__(self, o): return self._binary("div", o, True)
+    def __pow__(self, o): return self._binary("pow", o)
+    def __neg__(self): return self._binary("mul", -1.0)
+    def __lt__(self, o): return self._binary("lt", o)
+    def __le__(self, o): return self._binary("le", o)
+    def __gt__(self, o): return self._binary("gt", o)
+    def __ge__(self, o): return self._binary("ge", o)
+
+    def __eq__(self, o):
+        return self._binary("eq", o)
+
+    def __ne__(self, o):
+        return self._binary("ne", o)
+
+    __hash__ = object.__hash__
+
+
+def _dim_error(tile: Tile, d: int, lo, hi, size) -> NKIError:
+    return NKIError(f"NKI: out-of-bounds access on '{tile.name}' ({tile.buffer.name} {tile.dtype.name}"
+                    f"{list(tile.sizes)}): dim {d} indices {lo}..{hi}, but its size is {size}")
+
+
+def _check_range(tile: Tile, d: int, start, size: int, limit: int) -> None:
+    lo, hi = bounds(start)
+    if lo < 0 or hi + size > limit:
+        raise _dim_error(tile, d, lo, hi + size - 1, limit)
+
+
+def index_tile(tile: Tile, key) -> Tile:
+    """tile[key] for ints, loop variables, slices, nl.ds, None, ... and legacy nl.arange indices."""
+    key = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, ArangeIndex) for k in key):
+        return _index_arange(tile, key)
+    if any(k is Ellipsis for k in key):
+        at = key.index(Ellipsis)
+        fill = len(tile.sizes) - (len(key) - 1 - sum(k is None for k in key))
+        key = key[:at] + (slice(None),) * fill + key[at + 1:]
+    used = sum(k is not None for k in key)
+    if used > len(tile.sizes):
+        raise NKIError(f"NKI: {used} indices for '{tile.name}' of rank {len(tile.sizes)}")
+    key = key + (slice(None),) * (len(tile.sizes) - used)
+    offset, sizes, strides, d = tile.offset, [], [], 0
+    for k in key:
+        if k is None:
+            sizes.append(1)
+            strides.append(0)
+            continue
+        size, stride = tile.sizes[d], tile.strides[d]
+        if isinstance(k, (int, Index)) and not isinstance(k, bool):
+            if isinstance(k, int) and k < 0:
+                k += size
+            _check_range(tile, d, k, 1, size)
+            offset = offset + k * stride
+        elif isinstance(k, DynSlice):
+            _check_range(tile, d, k.start, (k.size - 1) * k.step + 1, size)
+            offset = offset + k.start * stride
+            sizes.append(k.size)
+            strides.append(stride * k.step)
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            if not isinstance(step, int) or step <= 0:
+                raise NKIError(f"NKI: slice steps must be positive constants, got {k.step!r}")
+            start = 0 if k.start is None else k.start
+            stop = size if k.stop is None else k.stop
+            if isinstance(start, int) and start < 0:
+                start += size
+            if isinstance(stop, int) and stop < 0:
+                stop += size
+            extent = stop - start
+            if is_symbolic(extent):
+                if extent.terms is None or any(c != 0 for c in extent.terms.values()):
+                    raise NKIError(f"NKI: slice {start!r}:{stop!r} of '{tile.name}' has no constant size; use nl.ds(start, size)")
+                extent = extent.const
+            if not is_symbolic(start) and not is_symbolic(stop):
+                stop = min(stop, size)
+                extent = max(0, stop - start)
+            count = max(0, (extent + step - 1) // step)
+            _check_range(tile, d, start, (count - 1) * step + 1 if count else 0, size)
+            offset = offset + start * stride
+            sizes.append(count)
+            strides.append(stride * step)
+        else:
+            raise NKIError(f"NKI: cannot index '{tile.name}' with {k!r}")
+        d += 1
+    result = Tile(tile._buffer, offset, sizes, strides, tile.checks)
+    if result.buffer.on_chip and sizes and sizes[0] > PARTITION_MAX:
+        raise NKIError(f"NKI: a view of '{tile.name}' with {sizes[0]} partitions exceeds {PARTITION_MAX}")
+    return result
+
+
+def _index_arange(tile: Tile, key) -> Tile:
+    if len(key) != len(tile.sizes):
+        raise NKIError(f"NKI: index '{tile.name}' of rank {len(tile.sizes)} with one index per dimension when "
+                       "using nl.arange / nl.mgrid")
+    ndim = next(k.ndim for k in key if isinstance(k, ArangeIndex))
+    sizes, strides = [1] * ndim, [0] * ndim
+    offset, checks = tile.offset, list(tile.checks)
+    for d, k in enumerate(key):
+        if isinstance(k, ArangeIndex):
+            if k.ndim != ndim:
+                raise NKIError("NKI: nl.arange indices of one access must have the same rank ([:, None] with [None, :])")
+            for axis, coeff in k.coeffs.items():
+                if sizes[axis] != 1 and sizes[axis] != k.sizes[axis]:
+                    raise NKIError(f"NKI: two aranges of sizes {sizes[axis]} and {k.sizes[axis]} on one axis")
+                sizes[axis] = k.sizes[axis]
+                strides[axis] += coeff * tile.strides[d]
+            offset = offset + k.start * tile.strides[d]
+            checks.append((d, k.start, dict(k.coeffs), dict(k.sizes), tile.sizes[d]))
+        elif isinstance(k, (int, Index)):
+            _check_range(tile, d, k, 1, tile.sizes[d])
+            offset = offset + k * tile.strides[d]
+        else:
+            raise NKIError(f"NKI: mixing nl.arange with {k!r} in one index is not supported; use nl.arange for every dim")
+    return Tile(tile._buffer, offset, sizes, strides, checks)
+
+
+def check_deferred(tile: Tile, mask: Mask | None) -> None:
+    """Checks arange-indexed dims against their limits, within what the mask lets the op touch:
+    the highest index is start + sum(coeff * last), last = min(size, upper) - 1 per axis, bounded
+    by every choice of the two (affine terms cancel, so a tail mask proves its access in bounds)."""
+    import itertools
+    mask_bounds = mask.bounds if mask is not None else {}
+    for d, start, coeffs, sizes, limit in tile.checks:
+        options = []
+        for axis, coeff in coeffs.items():
+            lower, upper = mask_bounds.get(axis, (None, None))
+            last = [sizes[axis] - 1] + ([upper - 1] if upper is not None else [])
+            first = [0] + ([lower] if lower is not None else [])
+            options.append([(coeff, f, l) for f in first for l in last])
+        hi = lo = None
+        for choice in itertools.product(*options):
+            top = start + _builtin_sum(c * (l if c > 0 else f) for c, f, l in choice)
+            bottom = start + _builtin_sum(c * (f if c > 0 else l) for c, f, l in choice)
+            hi = bounds(top)[1] if hi is None else min(hi, bounds(top)[1])
+            lo = bounds(bottom)[0] if lo is None else max(lo, bounds(bottom)[0])
+        if hi is None or hi < lo:
+            continue  # nothing left to touch
+        if lo < 0 or hi >= limit:
+            raise NKIError(f"NKI: out-of-bounds access on '{tile.name}' ({tile.buffer.name} {tile.dtype.name}"
+                           f"{list(tile._buffer.shape)}): dim {d} indices {lo}..{hi}, but its size is {limit}"
+                           + ("" if mask is not None else "; mask the access with mask=(...)"))
+
+
+def _builtin_sum(values):
+    total = 0
+    for v in values:
+        total = total + v
+    return total

@@ -1,0 +1,412 @@
+"""nki.isa (nisa): the NeuronCore's instructions. The current surface takes the destination
+first (`nisa.tensor_copy(dst, src)`); the legacy one returns a new tile (`nisa.tensor_copy(src)`).
+Both are accepted: a call is current when it names dst= or starts with the destination."""
+from __future__ import annotations
+
+import math
+
+from . import language as nl
+from ._context import Expression, Op, current
+from ._tensor import ArangeIndex, Mask, NKIError, Tile, to_dtype
+
+# Engines, accepted and ignored: one software engine runs every instruction.
+engine = type("engine", (), {"unknown": 0, "tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4, "activation": 3,
+                             "dma": 5, "sync": 6})
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = 1, 2, 3, 4, 0
+
+
+def _bind(args, kwargs, names, fn):
+    if len(args) > len(names):
+        raise NKIError(f"nisa.{fn}: too many positional arguments ({len(args)})")
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        bound[key] = value
+    return bound
+
+
+def _call(fn, args, kwargs, names, current_style):
+    """(bound arguments, whether the call is current style with a dst)."""
+    new = "dst" in kwargs or current_style(args)
+    return _bind(args, kwargs, (["dst"] + names) if new else names, fn), new
+
+
+def _first_tile(args, n=1):
+    return len(args) >= n and all(isinstance(a, Tile) for a in args[:n])
+
+
+def _result(bound, new, shape, dtype, space=None):
+    if new:
+        return bound["dst"]
+    return nl.ndarray(shape, to_dtype(bound.get("dtype") or dtype), space or nl.sbuf)
+
+
+def _apply(expr: Expression, name: str, x: int) -> int:
+    if name == "square":
+        return expr.op("mul", x, x)
+    if name == "identity":
+        return x
+    return expr.op(name, x)
+
+
+def _scalar_operand(expr, sources, value, shape):
+    """A scalar, or a [P, 1] tile broadcast along the free axes."""
+    if isinstance(value, Tile):
+        sources.append(value.expanded(shape))
+        return expr.source(len(sources) - 1)
+    return expr.integer(value) if not isinstance(value, float) else expr.literal(value)
+
+
+def _emit_pointwise(dst, sources, expr, name, mask=None, dma=False):
+    current().emit(Op("pointwise", dst, sources, expr.nodes, mask=mask, dma=dma, name=f"nisa.{name}"))
+
+
+# Moving data --------------------------------------------------------------------------------------
+def dma_copy(*args, **kwargs):
+    """dst = src between any memories (HBM, SBUF)."""
+    b = _bind(args, kwargs, ["dst", "src", "mask"], "dma_copy")
+    nl.copy_into(b["dst"], b["src"], b.get("mask"), name="nisa.dma_copy")
+    return b["dst"]
+
+
+def dma_transpose(*args, **kwargs):
+    """dst [F, P] = src [P, F] transposed on the way (a 2-D DMA)."""
+    b, new = _call("dma_transpose", args, kwargs, ["src", "axes", "mask", "dtype"], lambda a: _first_tile(a, 2))
+    src = b["src"]
+    if len(src.shape) != 2:
+        raise NKIError(f"nisa.dma_transpose takes a 2-D source, got {src.shape}")
+    view = Tile(src._buffer, src.offset, src.sizes[::-1], src.strides[::-1], src.checks)
+    dst = _result(b, new, view.shape, src.dtype)
+    nl.copy_into(dst, view, b.get("mask"), name="nisa.dma_transpose")
+    return dst
+
+
+def tensor_copy(*args, **kwargs):
+    """dst = src on chip (rounded to dst's dtype)."""
+    b, new = _call("tensor_copy", args, kwargs, ["src", "mask", "dtype", "engine"], lambda a: _first_tile(a, 2))
+    dst = _result(b, new, b["src"].shape, b["src"].dtype)
+    nl.copy_into(dst, b["src"], b.get("mask"), name="nisa.tensor_copy")
+    return dst
+
+
+def memset(*args, **kwargs):
+    """Fills dst with a value (legacy: a new tile of `shape`)."""
+    b, new = _call("memset", args, kwargs, ["value", "dtype", "mask", "engine"], lambda a: _first_tile(a))
+    if not new:
+        b = _bind(args, kwargs, ["shape", "value", "dtype", "mask", "engine"], "memset")
+        dst = nl.ndarray(tuple(b["shape"]), b.get("dtype") or nl.float32, nl.sbuf)
+    else:
+        dst = b["dst"]
+    nl.memset_tile(dst, b["value"], b.get("mask"))
+    return dst
+
+
+# Matrix engine ------------------------------------------------------------------------------------
+def nc_matmul(*args, **kwargs):
+    """dst [M, N] (PSUM, fp32) = stationary [K, M]^T @ moving [K, N] (+ dst with accumulate=True)."""
+    b, new = _call("nc_matmul", args, kwargs, ["stationary", "moving", "is_stationary_onezero", "is_moving_onezero",
+                                               "is_transpose", "tile_position", "tile_size", "accumulate", "mask"],
+                   lambda a: _first_tile(a, 3))
+    stationary, moving = b["stationary"], b["moving"]
+    if len(stationary.shape) != 2 or len(moving.shape) != 2:
+        raise NKIError(f"nisa.nc_matmul takes 2-D tiles, got {stationary.shape} and {moving.shape}")
+    if stationary.shape[0] != moving.shape[0]:
+        raise NKIError(f"nisa.nc_matmul: stationary {stationary.shape} and moving {moving.shape} must share the "
+                       "partition (contraction) dim")
+    dst = _result(b, new, (stationary.shape[1], moving.shape[1]), nl.float32, nl.psum)
+    if tuple(dst.shape) != (stationary.shape[1], moving.shape[1]):
+        raise NKIError(f"nisa.nc_matmul: dst {dst.shape} must be [{stationary.shape[1]}, {moving.shape[1]}]")
+    current().emit(Op("matmul", dst, [stationary, moving], accumulate=bool(b.get("accumulate")), name="nisa.nc_matmul"))
+    return dst
+
+
+def nc_transpose(*args, **kwargs):
+    """dst [F, P] = data [P, F] (both at most 128)."""
+    b, new = _call("nc_transpose", args, kwargs, ["data", "mask", "dtype", "engine"], lambda a: _first_tile(a, 2))
+    data = b["data"]
+    if len(data.shape) != 2:
+        raise NKIError(f"nisa.nc_transpose takes a 2-D tile, got {data.shape}")
+    if data.shape[0] > 128 or data.shape[1] > 128:
+        raise NKIError(f"nisa.nc_transpose: tile {data.shape} exceeds 128 x 128")
+    view = Tile(data._buffer, data.offset, data.sizes[::-1], data.strides[::-1], data.checks)
+    dst = _result(b, new, view.shape, data.dtype)
+    nl.copy_into(dst, view, b.get("mask"), name="nisa.nc_transpose")
+    return dst
+
+
+# Scalar / vector engines --------------------------------------------------------------------------
+def _activation_expr(op, data, bias, scale, shape):
+    expr, sources = Expression(), [data]
+    x = expr.source(0)
+    if isinstance(scale, Tile) or scale != 1.0:
+        x = expr.op("mul", x, _scalar_operand(expr, sources, scale if isinstance(scale, Tile) else float(scale), shape))
+    if bias is not None:
+        x = expr.op("add", x, _scalar_operand(expr, sources, bias if isinstance(bias, Tile) else float(bias), shape))
+    _apply(expr, nl.op_name(op), x)
+    return expr, sources
+
+
+def activation(*args, **kwargs):
+    """dst = op(data * scale + bias), scale and bias scalars or [P, 1] tiles; reduce_res (with
+    reduce_op) gets the result summed along the free axes."""
+    b, new = _call("activation", args, kwargs, ["op", "data", "bias", "scale", "reduce_op", "reduce_res",
+                                                "reduce_cmd", "mask", "dtype"], lambda a: bool(a) and isinstance(a[0], Tile))
+    data = b["data"]
+    dst = _result(b, new, data.shape, data.dtype)
+    expr, sources = _activation_expr(b["op"], data, b.get("bias"), b.get("scale", 1.0), data.shape)
+    _emit_pointwise(dst, sources, expr, "activation", b.get("mask"))
+    if b.get("reduce_res") is not None:
+        _reduce_into(b["reduce_res"], b.get("reduce_op") or nl.add, data, sources, expr, "activation")
+    return dst
+
+
+def _reduce_into(res, op, data, sources, expr, name):
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(op))
+    if reduce_op is None:
+        raise NKIError(f"nisa.{name}: reduce_op must be add, max or min")
+    axes = tuple(range(1, len(data.shape)))
+    nl.reduce_tile(reduce_op, data, axes, out=res, expression=expr, sources=sources, name=f"nisa.{name}")
+
+
+def activation_reduce(*args, **kwargs):
+    """activation, with reduce_res = reduce_op of the result along the free axes."""
+    b, new = _call("activation_reduce", args, kwargs, ["op", "data", "reduce_op", "reduce_res", "bias", "scale",
+                                                       "mask", "dtype"], lambda a: bool(a) and isinstance(a[0], Tile))
+    data = b["data"]
+    dst = _result(b, new, data.shape, data.dtype)
+    expr, sources = _activation_expr(b["op"], data, b.get("bias"), b.get("scale", 1.0), data.shape)
+    _emit_pointwise(dst, sources, expr, "activation_reduce", b.get("mask"))
+    _reduce_into(b["reduce_res"], b.get("reduce_op") or nl.add, data, sources, expr, "activation_reduce")
+    return dst
+
+
+def tensor_reduce(*args, **kwargs):
+    """dst = op over `axis` (free axes only) of data; negate multiplies the result by -1."""
+    b, new = _call("tensor_reduce", args, kwargs, ["op", "data", "axis", "negate", "keepdims", "mask", "dtype"],
+                   lambda a: bool(a) and isinstance(a[0], Tile))
+    data = b["data"]
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(b["op"]))
+    if reduce_op is None:
+        raise NKIError("nisa.tensor_reduce: op must be an add, max or min")
+    axes = nl._axes(b["axis"], len(data.shape))
+    if 0 in axes:
+        raise NKIError("nisa.tensor_reduce: cannot reduce along the partition axis (axis 0); transpose the tile first "
+                       "(nisa.nc_transpose) or reduce along the free axes")
+    scale = -1.0 if b.get("negate") else 1.0
+    if new:
+        return nl.reduce_tile(reduce_op, data, axes, mask=b.get("mask"), scale=scale, out=b["dst"], name="nisa.tensor_reduce")
+    return nl.reduce_tile(reduce_op, data, axes, to_dtype(b.get("dtype") or data.dtype), bool(b.get("keepdims")),
+                          b.get("mask"), scale=scale, name="nisa.tensor_reduce")
+
+
+def tensor_tensor(*args, **kwargs):
+    """dst = op(data1, data2) elementwise."""
+    b, new = _call("tensor_tensor", args, kwargs, ["data1", "data2", "op", "mask", "dtype", "engine"],
+                   lambda a: _first_tile(a, 3))
+    name = nl.op_name(b["op"])
+    d1, d2 = b["data1"], b["data2"]
+    if new:
+        return nl.elementwise(name, d1, d2, mask=b.get("mask"), out=b["dst"])
+    return nl.elementwise(name, d1, d2, dtype=b.get("dtype"), mask=b.get("mask"))
+
+
+def _scalar_chain(expr, sources, x, shape, op, operand, reverse):
+    y = _scalar_operand(expr, sources, operand, shape)
+    name = nl.op_name(op)
+    if name == "square":
+        return expr.op("mul", x, x)
+    return expr.op(name, y, x) if reverse else expr.op(name, x, y)
+
+
+def tensor_scalar(*args, **kwargs):
+    """dst = (data op0 operand0) op1 operand1; operands scalars or [P, 1] tiles."""
+    b, new = _call("tensor_scalar", args, kwargs, ["data", "op0", "operand0", "reverse0", "op1", "operand1", "reverse1",
+                                                   "mask", "dtype", "engine"],
+                   lambda a: _first_tile(a, 2))
+    data = b["data"]
+    dst = _result(b, new, data.shape, data.dtype)
+    expr, sources = Expression(), [data]
+    x = _scalar_chain(expr, sources, expr.source(0), data.shape, b["op0"], b["operand0"], b.get("reverse0", False))
+    if b.get("op1") is not None:
+        _scalar_chain(expr, sources, x, data.shape, b["op1"], b["operand1"], b.get("reverse1", False))
+    _emit_pointwise(dst, sources, expr, "tensor_scalar", b.get("mask"))
+    return dst
+
+
+def scalar_tensor_tensor(*args, **kwargs):
+    """dst = (data op0 operand0) op1 operand1: operand0 a scalar or [P, 1] tile, operand1 a tile."""
+    b, new = _call("scalar_tensor_tensor", args, kwargs, ["data", "op0", "operand0", "op1", "operand1", "reverse0",
+                                                          "reverse1", "mask", "dtype"], lambda a: _first_tile(a, 2))
+    data, operand1 = b["data"], b["operand1"]
+    dst = _result(b, new, data.shape, data.dtype)
+    expr, sources = Expression(), [data]
+    x = _scalar_chain(expr, sources, expr.source(0), data.shape, b["op0"], b["operand0"], b.get("reverse0", False))
+    sources.append(operand1.expanded(data.shape))
+    y = expr.source(len(sources) - 1)
+    name = nl.op_name(b["op1"])
+    expr.op(name, y, x) if b.get("reverse1") else expr.op(name, x, y)
+    _emit_pointwise(dst, sources, expr, "scalar_tensor_tensor", b.get("mask"))
+    return dst
+
+
+def tensor_tensor_scan(*args, **kwargs):
+    """dst[:, i] = op1(op0(dst[:, i - 1], data0[:, i]), data1[:, i]), dst[:, -1] = initial (a scalar)."""
+    b, new = _call("tensor_tensor_scan", args, kwargs, ["data0", "data1", "initial", "op0", "op1", "reverse0",
+                                                        "reverse1", "mask", "dtype"], lambda a: _first_tile(a, 3))
+    data0, data1 = b["data0"], b["data1"]
+    if len(data0.shape) != 2 or data0.shape != data1.shape:
+        raise NKIError(f"nisa.tensor_tensor_scan takes two 2-D tiles of one shape, got {data0.shape} and {data1.shape}")
+    initial = b.get("initial", 0.0)
+    if isinstance(initial, Tile):
+        raise NKIError("nisa.tensor_tensor_scan: torchneuron takes a scalar initial value")
+    dst = _result(b, new, data0.shape, data0.dtype)
+    expr = Expression()
+    carry, a, c = expr.carry(), expr.source(0), expr.source(1)
+    first = expr.op(nl.op_name(b["op0"]), *((a, carry) if b.get("reverse0") else (carry, a)))
+    expr.op(nl.op_name(b["op1"]), *((c, first) if b.get("reverse1") else (first, c)))
+    current().emit(Op("scan", dst, [data0, data1], expr.nodes, initial=float(initial), name="nisa.tensor_tensor_scan"))
+    return dst
+
+
+def reciprocal(*args, **kwargs):
+    """dst = 1 / data."""
+    b, new = _call("reciprocal", args, kwargs, ["data", "mask", "dtype"], lambda a: _first_tile(a, 2))
+    if new:
+        return nl.elementwise("reciprocal", b["data"], mask=b.get("mask"), out=b["dst"])
+    return nl.elementwise("reciprocal", b["data"], dtype=b.get("dtype"), mask=b.get("mask"))
+
+
+def _affine_value(expr, affine):
+    value = expr.integer(affine.start)
+    for axis, coeff in affine.coeffs.items():
+        if coeff:
+            value = expr.op("add", value, expr.op("mul", expr.index(axis), expr.literal(coeff)))
+    return value
+
+
+def iota(*args, **kwargs):
+    """dst = an affine expression of the tile's indices (nl.arange / nl.mgrid terms)."""
+    b, new = _call("iota", args, kwargs, ["expr", "offset", "mask", "dtype"], lambda a: _first_tile(a))
+    affine = b["expr"]
+    if not isinstance(affine, ArangeIndex):
+        raise NKIError("nisa.iota takes an expression of nl.arange / nl.mgrid indices")
+    shape = [1] * affine.ndim
+    for axis, size in affine.sizes.items():
+        shape[axis] = size
+    dst = _result(b, new, tuple(shape), nl.int32)
+    expr = Expression()
+    value = _affine_value(expr, affine)
+    if b.get("offset") is not None:
+        expr.op("add", value, expr.integer(b["offset"]))
+    _emit_pointwise(dst, [], expr, "iota", b.get("mask"))
+    return dst
+
+
+def _predicate(expr, mask: Mask):
+    result = None
+    for affine, op in mask.predicates:
+        test = expr.op(op, _affine_value(expr, affine), expr.literal(0.0))
+        result = test if result is None else expr.op("logical_and", result, test)
+    return result
+
+
+def affine_select(*args, **kwargs):
+    """dst = on_true_tile where the affine predicate of the indices holds, else on_false_value."""
+    b, new = _call("affine_select", args, kwargs, ["pred", "on_true_tile", "on_false_value", "mask", "dtype"],
+                   lambda a: _first_tile(a))
+    on_true, pred = b["on_true_tile"], b["pred"]
+    if not isinstance(pred, Mask):
+        raise NKIError("nisa.affine_select: pred must compare nl.arange / nl.mgrid expressions (i_p >= i_f)")
+    dst = _result(b, new, on_true.shape, on_true.dtype)
+    expr, sources = Expression(), [on_true.expanded(dst.shape)]
+    test = _predicate(expr, pred)
+    expr.op("where", test, expr.source(0), expr.literal(float(b["on_false_value"])))
+    _emit_pointwise(dst, sources, expr, "affine_select", b.get("mask"))
+    return dst
+
+
+def select(*args, **kwargs):
+    """dst = on_true where pred (a tile) is non-zero, else on_false."""
+    b, new = _call("select", args, kwargs, ["pred", "on_true", "on_false", "mask", "dtype"], lambda a: _first_tile(a, 4))
+    if new:
+        return nl.elementwise("where", b["pred"], b["on_true"], b["on_false"], mask=b.get("mask"), out=b["dst"])
+    return nl.where(b["pred"], b["on_true"], b["on_false"], dtype=b.get("dtype"), mask=b.get("mask"))
+
+
+# Statistics and top-k ------------------------------------------------------------------------------
+def bn_stats(*args, **kwargs):
+    """Per-partition statistics of data [P, F] for bn_aggr: a [P, 6] tile (count, mean, variance, 0, 0, 0)."""
+    b, new = _call("bn_stats", args, kwargs, ["data", "mask", "dtype"], lambda a: _first_tile(a, 2))
+    data = b["data"]
+    if len(data.shape) != 2:
+        raise NKIError(f"nisa.bn_stats takes a 2-D tile, got {data.shape}")
+    dst = _result(b, new, (data.shape[0], 6), nl.float32)
+    count = data.shape[1]
+    nl.memset_tile(dst, 0.0)
+    nl.memset_tile(dst[:, 0:1], float(count))
+    nl.reduce_tile("add", data, (1,), out=dst[:, 1:2], scale=1.0 / count, name="nisa.bn_stats")
+    expr, sources = Expression(), [data, dst[:, 1:2].expanded(data.shape)]
+    diff = expr.op("sub", expr.source(0), expr.source(1))
+    expr.op("mul", diff, diff)
+    nl.reduce_tile("add", data, (1,), out=dst[:, 2:3], scale=1.0 / count, expression=expr, sources=sources,
+                   name="nisa.bn_stats")
+    return dst
+
+
+def bn_aggr(*args, **kwargs):
+    """Mean and variance [P, 2] from bn_stats results concatenated along the free axis [P, 6k]."""
+    b, new = _call("bn_aggr", args, kwargs, ["data", "mask", "dtype"], lambda a: _first_tile(a, 2))
+    data = b["data"]
+    if len(data.shape) != 2 or data.shape[1] % 6:
+        raise NKIError(f"nisa.bn_aggr takes bn_stats results [P, 6k], got {data.shape}")
+    dst = _result(b, new, (data.shape[0], 2), nl.float32)
+    counts, means, variances = data[:, 0::6], data[:, 1::6], data[:, 2::6]
+    total = nl.sum(counts, axis=1, keepdims=True, dtype=nl.float32)
+    weighted = nl.ndarray((data.shape[0], 1), nl.float32)
+    nl.reduce_tile("add", counts, (1,), out=weighted, expression=_product(), sources=[counts, means])
+    squares = nl.ndarray((data.shape[0], 1), nl.float32)
+    expr = Expression()
+    m = expr.source(1)
+    expr.op("mul", expr.source(0), expr.op("add", expr.source(2), expr.op("mul", m, m)))
+    nl.reduce_tile("add", counts, (1,), out=squares, expression=expr, sources=[counts, means, variances])
+    mean = nl.divide(weighted, total)
+    nl.copy_into(dst[:, 0:1], mean)
+    nl.copy_into(dst[:, 1:2], nl.subtract(nl.divide(squares, total), nl.multiply(mean, mean)))
+    return dst
+
+
+def _product():
+    expr = Expression()
+    expr.op("mul", expr.source(0), expr.source(1))
+    return expr
+
+
+def max8(*args, **kwargs):
+    """dst [P, 8] = the 8 largest values of each partition of src [P, F], descending."""
+    b, new = _call("max8", args, kwargs, ["src", "mask", "dtype"], lambda a: _first_tile(a, 2))
+    src = b["src"]
+    if len(src.shape) != 2 or src.shape[1] < 8:
+        raise NKIError(f"nisa.max8 takes a 2-D tile with at least 8 elements per partition, got {src.shape}")
+    dst = _result(b, new, (src.shape[0], 8), src.dtype)
+    current().emit(Op("max8", dst, [src], mask=b.get("mask"), name="nisa.max8"))
+    return dst
+
+
+def find_index8(*args, **kwargs):
+    """dst [P, 8] = the index in data [P, F] of each of vals [P, 8] (first unused match)."""
+    b, new = _call("find_index8", args, kwargs, ["data", "vals", "mask", "dtype"], lambda a: _first_tile(a, 3))
+    data, vals = b["data"], b["vals"]
+    if len(data.shape) != 2 or tuple(vals.shape) != (data.shape[0], 8):
+        raise NKIError(f"nisa.find_index8: data [P, F] and vals [P, 8], got {data.shape} and {vals.shape}")
+    dst = _result(b, new, (data.shape[0], 8), nl.uint32)
+    current().emit(Op("find_index8", dst, [data, vals], name="nisa.find_index8"))
+    return dst
+
+
+def get_nc_version():
+    """The NeuronCore generation torchneuron models."""
+    return nc_version.gen2
+
+
+nc_version = type("nc_version", (), {"gen2": 2, "gen3": 3})
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "math")]
