@@ -335,22 +335,21 @@ class Interpreter(Executor):
     @staticmethod
     def view(tile: Tile, limits=None) -> torch.Tensor:
         """The tile's elements, cut to `limits` ({axis: (lower, upper)}, a mask's bounds)."""
-        storage = tile._buffer.storage
-        view = torch.as_strided(storage, tile.sizes, tile.strides, int(tile.offset))
-        if limits:
-            for axis, (lo, hi) in limits.items():
-                lo = 0 if lo is None else max(0, int(lo))
-                hi = tile.sizes[axis] if hi is None else min(tile.sizes[axis], int(hi))
-                view = view.narrow(axis, lo, max(0, hi - lo))
-        return view
-
-    def _check_view(self, tile: Tile) -> None:
-        lo = int(tile.offset) + sum((s - 1) * st for s, st in zip(tile.sizes, tile.strides) if st < 0 and s)
-        hi = int(tile.offset) + sum((s - 1) * st for s, st in zip(tile.sizes, tile.strides) if st > 0 and s)
-        if any(s == 0 for s in tile.sizes):
-            return
-        if lo < 0 or hi >= tile._buffer.elements:
-            raise NKIError(f"NKI: out-of-bounds access on '{tile.name}': elements {lo}..{hi} of {tile._buffer.elements}")
+        offset, sizes = int(tile.offset), list(tile.sizes)
+        for axis, (lo, hi) in (limits or {}).items():
+            lo = 0 if lo is None else max(0, int(lo))
+            hi = tile.sizes[axis] if hi is None else min(tile.sizes[axis], int(hi))
+            offset += lo * tile.strides[axis]
+            sizes[axis] = max(0, hi - lo)
+        if all(sizes):
+            first = offset + sum((s - 1) * st for s, st in zip(sizes, tile.strides) if st < 0)
+            last = offset + sum((s - 1) * st for s, st in zip(sizes, tile.strides) if st > 0)
+            if first < 0 or last >= tile._buffer.elements:
+                raise NKIError(f"NKI: out-of-bounds access on '{tile.name}': elements {first}..{last} of "
+                               f"{tile._buffer.elements}")
+        else:
+            offset = 0
+        return torch.as_strided(tile._buffer.storage, sizes, tile.strides, offset)
 
     def store(self, tile: Tile, values: torch.Tensor, limits=None) -> None:
         target = self.view(tile, limits)
@@ -385,8 +384,6 @@ class Interpreter(Executor):
         return values[-1]
 
     def run(self, op: Op) -> None:
-        for t in ([op.dst] if op.dst is not None else []) + list(op.sources):
-            self._check_view(t)
         getattr(self, "_" + op.kind)(op)
 
     def _pointwise(self, op: Op) -> None:

@@ -7,6 +7,19 @@ class KernelTraceError(TypeError):
     """A kernel did something that cannot be compiled (Python control flow on a loop variable)."""
 
 
+_ranges = {}  # variable name -> its highest value, in the trace being built
+
+
+def _affine(terms, const) -> "Index":
+    """An affine Index with its exact range: each variable appears once, in [0, highest]."""
+    terms = {n: c for n, c in terms.items() if c != 0}
+    lo = hi = const
+    for name, c in terms.items():
+        top = c * _ranges.get(name, 0)
+        lo, hi = lo + min(0, top), hi + max(0, top)
+    return Index(terms, const, None, lo, hi)
+
+
 class Index:
     """An integer expression over loop variables and program ids: terms {name: coefficient} plus
     a constant when affine; otherwise C++ text. lo and hi bound its value (inclusive)."""
@@ -21,6 +34,7 @@ class Index:
 
     @staticmethod
     def variable(name: str, extent_hi: int) -> "Index":
+        _ranges[name] = max(0, extent_hi)
         return Index({name: 1}, 0, None, 0, max(0, extent_hi))
 
     def cpp(self) -> str:
@@ -41,11 +55,11 @@ class Index:
                 terms = dict(self.terms)
                 for name, c in other.terms.items():
                     terms[name] = terms.get(name, 0) + c
-                return Index(terms, self.const + other.const, None, self.lo + other.lo, self.hi + other.hi)
+                return _affine(terms, self.const + other.const)
             return Index(None, 0, f"({cpp(self)} + {cpp(other)})", self.lo + other.lo, self.hi + other.hi)
         if isinstance(other, int):
             if self.terms is not None:
-                return Index(dict(self.terms), self.const + other, None, self.lo + other, self.hi + other)
+                return _affine(self.terms, self.const + other)
             return Index(None, 0, f"({self.text} + {other})", self.lo + other, self.hi + other)
         return NotImplemented
 
@@ -64,7 +78,7 @@ class Index:
         if isinstance(other, int):
             lo, hi = sorted((self.lo * other, self.hi * other))
             if self.terms is not None:
-                return Index({n: c * other for n, c in self.terms.items()}, self.const * other, None, lo, hi)
+                return _affine({n: c * other for n, c in self.terms.items()}, self.const * other)
             return Index(None, 0, f"({self.text} * {other})", lo, hi)
         if isinstance(other, Index):
             raise KernelTraceError("a product of two loop variables is not an affine index; use static_range "
