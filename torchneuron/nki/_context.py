@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._expr import Index, bounds, cpp, is_symbolic
+from ._expr import _ranges as _expr_ranges
 from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
                       Tile, check_deferred, check_on_chip_shape)
 
@@ -164,6 +165,7 @@ class Recorder(Executor):
     def __init__(self, grid, program):
         super().__init__(grid)
         self.program = program
+        _expr_ranges.clear()
         self.sbuf_bytes = self.psum_bytes = 0
         self.hbm_buffers = []  # in argument order
         self.loop_depth = 0
@@ -172,7 +174,7 @@ class Recorder(Executor):
     def program_id(self, axis):
         if axis >= len(self.grid):
             return 0
-        return Index.variable(f"p{axis}", self.grid[axis] - 1)
+        return Index.variable(f"p{axis}", self.grid[axis] - 1)  # noqa
 
     def add_hbm(self, buffer: Buffer) -> None:
         buffer.argument = len(self.hbm_buffers)
@@ -201,10 +203,9 @@ class Recorder(Executor):
                                              buffer.elements, -1)
 
     def loop(self, extent):
-        lo, hi = bounds(extent)
         var = self.program.begin_loop(cpp(extent))
         self.loop_depth += 1
-        return Index.variable(f"i{var}", hi - 1)
+        return Index.variable(f"i{var}", extent - 1)
 
     def end_loop(self):
         self.loop_depth -= 1

@@ -2,22 +2,38 @@
 floor-divided) expressions kernels build from them, with their C++ text and value range."""
 from __future__ import annotations
 
+import itertools
+
 
 class KernelTraceError(TypeError):
     """A kernel did something that cannot be compiled (Python control flow on a loop variable)."""
 
 
-_ranges = {}  # variable name -> its highest value, in the trace being built
+# Variable name -> (creation order, its highest value as affine terms and constant), in the trace
+# being built. A loop's extent may depend on outer variables (range(j, n)): bounds substitute the
+# innermost variable's highest value first, so j + step over step < n - j is at most n - 1.
+_ranges = {}
+_order = itertools.count()
+
+
+def _extreme(terms, const, upper: bool) -> int:
+    terms = dict(terms)
+    while terms:
+        name = max(terms, key=lambda n: _ranges.get(n, (-1,))[0])
+        c = terms.pop(name)
+        if c == 0 or (c > 0) != upper:
+            continue  # this end of the variable's range is 0
+        _, top_terms, top_const = _ranges.get(name, (0, {}, 0))
+        for n, tc in top_terms.items():
+            terms[n] = terms.get(n, 0) + c * tc
+        const += c * top_const
+    return const
 
 
 def _affine(terms, const) -> "Index":
-    """An affine Index with its exact range: each variable appears once, in [0, highest]."""
+    """An affine Index with its exact range."""
     terms = {n: c for n, c in terms.items() if c != 0}
-    lo = hi = const
-    for name, c in terms.items():
-        top = c * _ranges.get(name, 0)
-        lo, hi = lo + min(0, top), hi + max(0, top)
-    return Index(terms, const, None, lo, hi)
+    return Index(terms, const, None, _extreme(terms, const, False), _extreme(terms, const, True))
 
 
 class Index:
@@ -33,9 +49,14 @@ class Index:
         self.lo, self.hi = lo, hi
 
     @staticmethod
-    def variable(name: str, extent_hi: int) -> "Index":
-        _ranges[name] = max(0, extent_hi)
-        return Index({name: 1}, 0, None, 0, max(0, extent_hi))
+    def variable(name: str, highest) -> "Index":
+        """A loop variable or program id running from 0 to `highest` (an int or affine Index)."""
+        if isinstance(highest, Index) and highest.terms is not None:
+            _ranges[name] = (next(_order), dict(highest.terms), highest.const)
+            return Index({name: 1}, 0, None, 0, max(0, highest.hi))
+        top = highest.hi if isinstance(highest, Index) else highest
+        _ranges[name] = (next(_order), {}, max(0, top))
+        return Index({name: 1}, 0, None, 0, max(0, top))
 
     def cpp(self) -> str:
         if self.terms is None:
