@@ -91,10 +91,12 @@ class TileProgram {
 };
 
 // The entry point of a generated tile program:
-//   void kernel(char* const* tensors, int64_t begin, int64_t end)
+//   void kernel(char* const* tensors, int64_t begin, int64_t end, int64_t* fault)
 // runs programs [begin, end) of the grid (row-major over its dims) with one scratch of on-chip
-// memory, filled with NaN first, for the whole range.
-using TileProgramEntry = void (*)(char* const*, int64_t, int64_t);
+// memory, filled with NaN first, for the whole range. A dynamic index (read from a tile at run
+// time: tn_checked(value, limit, fault)) out of [0, limit) sets *fault to 1 + the value's
+// distance past the range and is clamped, so the program finishes and the launcher raises.
+using TileProgramEntry = void (*)(char* const*, int64_t, int64_t, int64_t*);
 
 // The C++ source of `program` as the function `symbol`, with the prelude.
 std::string generate_tile_source(const TileProgram& program, const std::string& symbol);

@@ -136,6 +136,12 @@ class Executor:
         self.names += 1
         return given or f"tile{self.names}"
 
+    @staticmethod
+    def _check_index_tile(tile: Tile, where: str) -> None:
+        if not tile.buffer.on_chip or math.prod(tile.sizes) != 1:
+            raise NKIError(f"NKI: a tile used as an index ({where}) must be one element on chip, got '{tile.name}' "
+                           f"{tile.buffer.name}{list(tile.sizes)}")
+
     def num_programs(self, axis):
         if axis is None:
             return math.prod(self.grid)
@@ -175,6 +181,10 @@ class Recorder(Executor):
         if axis >= len(self.grid):
             return 0
         return Index.variable(f"p{axis}", self.grid[axis] - 1)  # noqa
+
+    def dynamic_index(self, tile: Tile, limit: int, where: str) -> Index:
+        self._check_index_tile(tile, where)
+        return Index(None, 0, f"tn_checked(s{tile._buffer.id}[{cpp(tile.offset)}], {limit}, fault)", 0, limit - 1)
 
     def add_hbm(self, buffer: Buffer) -> None:
         buffer.argument = len(self.hbm_buffers)
@@ -300,6 +310,13 @@ class Interpreter(Executor):
 
     def program_id(self, axis):
         return self.pid[axis] if axis < len(self.pid) else 0
+
+    def dynamic_index(self, tile: Tile, limit: int, where: str) -> int:
+        self._check_index_tile(tile, where)
+        value = int(tile._buffer.storage[int(tile.offset)])
+        if not 0 <= value < limit:
+            raise NKIError(f"NKI: dynamic index {value} out of range [0, {limit}) for {where}")
+        return value
 
     def add_hbm(self, buffer: Buffer) -> None:
         buffer.argument = self.arguments

@@ -434,6 +434,9 @@ def index_tile(tile: Tile, key) -> Tile:
             strides.append(0)
             continue
         size, stride = tile.sizes[d], tile.strides[d]
+        if isinstance(k, Tile):  # a dynamic index: the value of a one-element on-chip tile at run time
+            from ._context import current
+            k = current().dynamic_index(k, size, f"dim {d} of '{tile.name}'")
         if isinstance(k, (int, Index)) and not isinstance(k, bool):
             if isinstance(k, int) and k < 0:
                 k += size

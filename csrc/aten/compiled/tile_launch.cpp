@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <vector>
 
 #include "aten/device/neuron_tensor.h"
@@ -26,7 +27,14 @@ void launch_tile_program(int64_t entry, at::TensorList tensors, int64_t programs
   }
   const auto kernel = reinterpret_cast<compiler::TileProgramEntry>(static_cast<uintptr_t>(entry));
   enqueue(tensors[0], "torchneuron::nki_kernel", {}, [kernel, programs, data = std::move(data)] {
-    kernels::parallel_for(programs, 1, [&](int64_t begin, int64_t end) { kernel(data.data(), begin, end); });
+    std::atomic<int64_t> fault{0};
+    kernels::parallel_for(programs, 1, [&](int64_t begin, int64_t end) {
+      int64_t local = 0;
+      kernel(data.data(), begin, end, &local);
+      if (local != 0) fault.store(local);
+    });
+    TORCH_CHECK_INDEX(fault.load() == 0, "NKI kernel: a dynamic index read from a tile is out of range (by ",
+                      fault.load(), "); it was clamped and the kernel's outputs are not valid");
   });
 }
 
