@@ -88,6 +88,16 @@ class Expression:
         return self._add(name, args)
 
 
+def check_matmul_sizes(k: int, m: int, n: int, name: str) -> None:
+    """The matrix engine's limits: contraction and stationary free sizes 128, moving free size 512."""
+    if k > PARTITION_MAX:
+        raise NKIError(f"NKI {name}: contraction (partition) size {k} exceeds {PARTITION_MAX}")
+    if m > 128:
+        raise NKIError(f"NKI {name}: stationary free size {m} exceeds 128 (nl.tile_size.gemm_stationary_fmax)")
+    if n > 512:
+        raise NKIError(f"NKI {name}: moving free size {n} exceeds 512 (nl.tile_size.gemm_moving_fmax)")
+
+
 def _engine_check(op: Op) -> None:
     tiles = ([op.dst] if op.dst is not None else []) + list(op.sources)
     if not op.dma:
@@ -106,14 +116,7 @@ def _engine_check(op: Op) -> None:
                                "must be in SBUF")
         if op.dst.buffer.name != "psum":
             raise NKIError(f"NKI {op.name}: the result '{op.dst.name}' is in {op.dst.buffer.name}; matmul writes PSUM")
-        k, m = stationary.sizes
-        n = moving.sizes[1]
-        if k > PARTITION_MAX:
-            raise NKIError(f"NKI {op.name}: contraction (partition) size {k} exceeds {PARTITION_MAX}")
-        if m > 128:
-            raise NKIError(f"NKI {op.name}: stationary free size {m} exceeds 128 (nl.tile_size.gemm_stationary_fmax)")
-        if n > 512:
-            raise NKIError(f"NKI {op.name}: moving free size {n} exceeds 512 (nl.tile_size.gemm_moving_fmax)")
+        check_matmul_sizes(*stationary.sizes, moving.sizes[1], op.name)
     if op.kind == "reduce" and 0 in op.reduce_dims:
         raise NKIError(f"NKI {op.name}: cannot reduce along the partition axis (axis 0); transpose the tile first "
                        "(nisa.nc_transpose) or reduce along the free axes")

@@ -140,6 +140,13 @@ class Index:
     def __hash__(self):
         return hash((self.cpp(), self.lo, self.hi))
 
+    def _compare(self, other):
+        if isinstance(other, (int, Index)):
+            self.__bool__()
+        return NotImplemented  # an arange on the other side makes a mask
+
+    __lt__ = __le__ = __gt__ = __ge__ = _compare
+
     def __eq__(self, other):
         raise KernelTraceError("comparing a loop variable or program id is Python control flow, which is "
                                "symbolic when the kernel is compiled; use a mask= or nl.static_range")

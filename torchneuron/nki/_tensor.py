@@ -463,8 +463,7 @@ def index_tile(tile: Tile, key) -> Tile:
                     raise NKIError(f"NKI: slice {start!r}:{stop!r} of '{tile.name}' has no constant size; use nl.ds(start, size)")
                 extent = extent.const
             if not is_symbolic(start) and not is_symbolic(stop):
-                stop = min(stop, size)
-                extent = max(0, stop - start)
+                extent = max(0, stop - start)  # past the end is an error, not clamped as in NumPy
             count = max(0, (extent + step - 1) // step)
             _check_range(tile, d, start, (count - 1) * step + 1 if count else 0, size)
             offset = offset + start * stride

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from . import language as nl
-from ._context import Expression, Op, current
+from ._context import Expression, Op, check_matmul_sizes, current
 from ._tensor import ArangeIndex, Mask, NKIError, Tile, to_dtype
 
 # Engines, accepted and ignored: one software engine runs every instruction.
@@ -112,6 +112,7 @@ def nc_matmul(*args, **kwargs):
     if stationary.shape[0] != moving.shape[0]:
         raise NKIError(f"nisa.nc_matmul: stationary {stationary.shape} and moving {moving.shape} must share the "
                        "partition (contraction) dim")
+    check_matmul_sizes(stationary.shape[0], stationary.shape[1], moving.shape[1], "nisa.nc_matmul")
     dst = _result(b, new, (stationary.shape[1], moving.shape[1]), nl.float32, nl.psum)
     if tuple(dst.shape) != (stationary.shape[1], moving.shape[1]):
         raise NKIError(f"nisa.nc_matmul: dst {dst.shape} must be [{stationary.shape[1]}, {moving.shape[1]}]")

@@ -1,0 +1,179 @@
+"""The hardware's rules an NKI kernel must keep, each refused with an error that names it."""
+import pytest
+import torch
+
+from torchneuron import nki
+import torchneuron.nki.isa as nisa
+import torchneuron.nki.language as nl
+from torchneuron.nki import KernelTraceError, NKIError
+
+
+@pytest.fixture(params=["compiled", "interpret"])
+def mode(request, monkeypatch):
+    monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "1" if request.param == "interpret" else "0")
+    return request.param
+
+
+def run(body, *tensors):
+    kernel = nki.jit(body)
+    return kernel(*[t.to("neuron") for t in tensors])
+
+
+def test_partition_dim_over_128(mode):
+    def body(x):
+        nl.ndarray((129, 4), nl.float32)
+    with pytest.raises(NKIError, match="partition dimension 129 .* exceeds the 128 partitions"):
+        run(body, torch.zeros(1))
+
+
+def test_load_of_more_than_128_rows(mode):
+    def body(x):
+        nl.load(x)
+    with pytest.raises(NKIError, match="partition dimension 200"):
+        run(body, torch.zeros(200, 4))
+
+
+def test_psum_tile_over_2kib(mode):
+    def body(x):
+        nl.ndarray((128, 513), nl.float32, buffer=nl.psum)
+    with pytest.raises(NKIError, match="PSUM tile .* 2052 bytes per partition; a PSUM tile holds at most 2048"):
+        run(body, torch.zeros(1))
+
+
+@pytest.mark.parametrize("case,message", [
+    ("stationary", "stationary free size 200 exceeds 128"),
+    ("moving", "moving free size 600 exceeds 512"),
+    ("contraction", "partition dimension 129 .* exceeds the 128 partitions"),
+])
+def test_matmul_sizes(mode, case, message):
+    def body(x):
+        k, m, n = {"stationary": (64, 200, 64), "moving": (64, 64, 600), "contraction": (129, 64, 64)}[case]
+        a = nl.ndarray((k, m), nl.float32)
+        b = nl.ndarray((k, n), nl.float32)
+        out = nl.ndarray((m, n), nl.float32, buffer=nl.psum) if m <= 128 and n <= 512 else None
+        nisa.nc_matmul(out, a, b) if out is not None else nisa.nc_matmul(a, b)
+    with pytest.raises(NKIError, match=message):
+        run(body, torch.zeros(1))
+
+
+def test_matmul_operands_in_sbuf_and_result_in_psum(mode):
+    def operands_in_psum(x):
+        a = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
+        b = nl.zeros((64, 64), nl.float32)
+        nisa.nc_matmul(a, b)
+
+    def result_in_sbuf(x):
+        a = nl.zeros((64, 64), nl.float32)
+        out = nl.ndarray((64, 64), nl.float32)
+        nisa.nc_matmul(out, a, a)
+    with pytest.raises(NKIError, match="stationary operand .* is in psum; matmul operands must be in SBUF"):
+        run(operands_in_psum, torch.zeros(1))
+    with pytest.raises(NKIError, match="is in sbuf; matmul writes PSUM"):
+        run(result_in_sbuf, torch.zeros(1))
+
+
+def test_no_reduction_over_the_partition_axis(mode):
+    def body(x):
+        nisa.tensor_reduce(nl.add, nl.load(x), axis=0)
+    with pytest.raises(NKIError, match="cannot reduce along the partition axis"):
+        run(body, torch.zeros(16, 8))
+
+    def body_nl(x):
+        nl.sum(nl.load(x), axis=0)
+    with pytest.raises(NKIError, match="cannot reduce along the partition axis"):
+        run(body_nl, torch.zeros(16, 8))
+
+
+def test_sbuf_capacity(mode):
+    def body(x):
+        tiles = [nl.ndarray((128, 16384), nl.float32) for _ in range(4)]  # 4 x 64 KiB per partition
+        return tiles
+    with pytest.raises(NKIError, match="SBUF capacity exceeded .* the core has 196608"):
+        run(body, torch.zeros(1))
+
+
+def test_psum_capacity(mode):
+    def body(x):
+        banks = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]  # 8 banks of 2 KiB
+        return banks
+    with pytest.raises(NKIError, match="PSUM capacity exceeded"):
+        run(body, torch.zeros(1))
+
+
+def test_outputs_in_shared_hbm(mode):
+    def on_chip(x):
+        return nl.load(x)
+
+    def private(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.private_hbm)
+        nl.store(out, nl.load(x))
+        return out
+    with pytest.raises(NKIError, match="output .* is in sbuf; allocate outputs in device memory"):
+        run(on_chip, torch.zeros(4, 4))
+    with pytest.raises(NKIError, match="is in private_hbm"):
+        run(private, torch.zeros(4, 4))
+
+
+def test_out_of_bounds_names_tensor_dim_and_range(mode):
+    def slice_past_end(x):
+        nl.load(x[0:8, 4:12])
+    with pytest.raises(NKIError, match=r"out-of-bounds access on 'x' .* dim 1 indices 4\.\.11, but its size is 10"):
+        run(slice_past_end, torch.zeros(8, 10))
+
+    def loop_past_end(x):
+        for i in nl.affine_range(3):
+            nl.load(x[nl.ds(i * 64, 64), :])
+    with pytest.raises(NKIError, match=r"'x' .* dim 0 indices (0|128)\.\.191, but its size is 150"):
+        run(loop_past_end, torch.zeros(150, 4))
+
+    def unmasked_arange(x):
+        for i in nl.affine_range(2):
+            ip, jf = nl.mgrid[0:128, 0:4]
+            nl.load(x[i * 128 + ip, jf])
+    with pytest.raises(NKIError, match=r"dim 0 indices (0|128)\.\.255, but its size is 200.*mask"):
+        run(unmasked_arange, torch.zeros(200, 4))
+
+
+def test_engines_read_on_chip_memory_only(mode):
+    def body(x):
+        nl.exp(x)  # x is in HBM
+    with pytest.raises(NKIError, match="'x' is in shared_hbm; compute engines read and write SBUF or PSUM only"):
+        run(body, torch.zeros(4, 4))
+
+
+def test_python_control_flow_on_a_loop_variable_is_named(monkeypatch):
+    monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "0")
+
+    def body(x):
+        for i in nl.affine_range(4):
+            if i > 1:  # symbolic when compiled
+                nl.load(x)
+    with pytest.raises(KernelTraceError, match="control flow depends on a loop variable"):
+        run(body, torch.zeros(4, 4))
+
+
+def test_dynamic_index_out_of_range_is_a_device_fault():
+    @nki.jit
+    def gather_row(table, which):
+        out = nl.ndarray((1, table.shape[1]), table.dtype, buffer=nl.shared_hbm)
+        index = nl.load(which.reshape((1, 1)))
+        nl.store(out, nl.load(table[index, :].reshape((1, table.shape[1]))))
+        return out
+    table = torch.arange(20.0).reshape(5, 4).to("neuron")
+    assert torch.equal(gather_row(table, torch.tensor([3], dtype=torch.int32, device="neuron")).cpu(),
+                       torch.arange(12.0, 16.0).reshape(1, 4))
+    gather_row(table, torch.tensor([7], dtype=torch.int32, device="neuron"))
+    with pytest.raises(torch.AcceleratorError, match="dynamic index read from a tile is out of range"):
+        torch.neuron.synchronize()
+
+
+def test_bad_arguments():
+    @nki.jit
+    def kernel(x):
+        return x
+    with pytest.raises(NKIError, match="take neuron tensors .* got a tensor on cpu"):
+        kernel(torch.zeros(2))
+    with pytest.raises(TypeError, match="missing a required argument"):
+        kernel()
+    with pytest.raises(NKIError, match="grid has 1 to 3 positive dims"):
+        kernel[0](torch.zeros(2, device="neuron"))
