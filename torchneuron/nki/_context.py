@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import threading
-import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -306,10 +305,13 @@ class Interpreter(Executor):
         self.kernel_hbm = []  # allocated by the kernel, in order
         self.hbm_seen = 0
         self.live = {"sbuf": 0, "psum": 0}
+        self.scopes = [[]]
 
     def start_program(self, pid):
         self.pid = pid
         self.hbm_seen = 0
+        self.live = {"sbuf": 0, "psum": 0}
+        self.scopes = [[]]
 
     def program_id(self, axis):
         return self.pid[axis] if axis < len(self.pid) else 0
@@ -344,11 +346,17 @@ class Interpreter(Executor):
             raise NKIError(f"NKI: {space.upper()} capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: "
                            f"{self.live[space] + per_partition} bytes per partition live, the core has {limit}")
         self.live[space] += per_partition
-        weakref.finalize(buffer, self._release, space, per_partition)
+        self.scopes[-1].append((space, per_partition))
         buffer.storage = empty_storage(buffer)
 
-    def _release(self, space, size):
-        self.live[space] -= size
+    # A tile lives until the end of the loop iteration that allocated it, as the compiled program
+    # gives each allocation in a loop body one buffer.
+    def enter_scope(self):
+        self.scopes.append([])
+
+    def exit_scope(self):
+        for space, size in self.scopes.pop():
+            self.live[space] -= size
 
     def loop(self, extent):
         raise AssertionError("the interpreter iterates ranges in Python")

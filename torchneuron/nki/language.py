@@ -138,8 +138,15 @@ def _range(start, stop, step):
     if stop is None:
         start, stop = 0, start
     ctx = current()
-    if ctx.interpreting or (not is_symbolic(start) and not is_symbolic(stop) and stop - start <= 0):
-        yield from range(int(start), int(stop), step)
+    if ctx.interpreting:
+        for value in range(int(start), int(stop), step):
+            ctx.enter_scope()
+            try:
+                yield value
+            finally:
+                ctx.exit_scope()
+        return
+    if not is_symbolic(start) and not is_symbolic(stop) and stop - start <= 0:
         return
     extent = (stop - start + step - 1) // step if step != 1 else stop - start
     var = ctx.loop(extent)
