@@ -107,6 +107,7 @@ bench: build
 	@$(PY) bench/bench_levels.py
 	@$(PY) bench/bench_compile.py
 	@$(PY) bench/bench_collectives.py
+	@$(PY) bench/bench_nki.py
 
 clean:
 	rm -rf build build-address build-thread torchneuron/_C*.so

@@ -73,6 +73,11 @@ if os.environ.get("TORCHNEURON_NKI_MODULES", "0") not in ("", "0"):
 
     _nki.install()
 
+if os.environ.get("TORCHNEURON_NKI_ATTENTION", "0") not in ("", "0"):
+    from torchneuron.nki import library as _nki_library
+
+    _nki_library.use_nki_attention(True)
+
 
 def cpu_capability():
     """Returns the instruction-set level the native kernels run at: 'avx512', 'avx2' or 'default'."""

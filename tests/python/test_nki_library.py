@@ -193,3 +193,15 @@ def test_library_ops_under_autocast():
     assert h.dtype == torch.bfloat16 and out.dtype == torch.bfloat16
     ref = F.scaled_dot_product_attention(h.float().cpu(), h.float().cpu(), h.float().cpu())
     torch.testing.assert_close(out.cpu().float(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_attention_switch_from_the_environment(run_python):
+    code = ("import torch, torchneuron, torch.nn.functional as F\n"
+            "from torchneuron.nki import library\n"
+            "q = torch.randn(1, 2, 128, 64)\n"
+            "out = F.scaled_dot_product_attention(q.to('neuron'), q.to('neuron'), q.to('neuron'))\n"
+            "ok = torch.allclose(out.cpu(), F.scaled_dot_product_attention(q, q, q), atol=1e-5)\n"
+            "print(library.nki_attention_enabled(), ok)\n")
+    result = run_python(code, env={"TORCHNEURON_NKI_ATTENTION": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"]
