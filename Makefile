@@ -71,7 +71,8 @@ test-python: build
 
 # The conformance subset and the training tests again at each level below the CPU's highest, with
 # CPU PyTorch (the reference) held to the same level.
-LEVEL_TESTS := tests/python/test_conformance.py tests/python/test_training.py tests/python/test_cpu_capability.py
+LEVEL_TESTS := tests/python/test_conformance.py tests/python/test_training.py tests/python/test_cpu_capability.py \
+  tests/python/test_nki_kernels.py
 test-levels: build
 	@for level in $$(./build/torchneuron_cpu_levels | tail -n +2); do \
 	  echo "== Python tests at TORCHNEURON_CPU_CAPABILITY=$$level"; \
