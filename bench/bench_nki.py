@@ -17,7 +17,7 @@ from torchneuron import nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 from torchneuron.nki.library.attention import flash_attention_fwd
-from torchneuron.nki.library.rmsnorm import rms_norm_fwd
+from torchneuron.nki.library.rmsnorm import rms_norm_fwd, row_tiles
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_kernels import best_of_calls  # noqa: E402
@@ -25,18 +25,19 @@ from bench_kernels import best_of_calls  # noqa: E402
 
 @nki.jit
 def tiled_matmul(lhs_t, rhs):
-    """result = lhs_t^T @ rhs in 128 x 512 PSUM tiles, accumulating over K in steps of 128."""
+    """result = lhs_t^T @ rhs in 128 x 512 PSUM tiles, accumulating over K in steps of 128; one
+    program per 128 rows of the result (launch on a grid of M / 128)."""
     k_size, m_size = lhs_t.shape
     n_size = rhs.shape[1]
     result = nl.ndarray((m_size, n_size), lhs_t.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(m_size // 128):
-        for n in nl.affine_range(n_size // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(k_size // 128):
-                a = nl.load(lhs_t[nl.ds(k * 128, 128), nl.ds(m * 128, 128)])
-                b = nl.load(rhs[nl.ds(k * 128, 128), nl.ds(n * 512, 512)])
-                nisa.nc_matmul(acc, a, b, accumulate=True)
-            nl.store(result[nl.ds(m * 128, 128), nl.ds(n * 512, 512)], nl.copy(acc, dtype=result.dtype))
+    m = nl.program_id(0)
+    for n in nl.affine_range(n_size // 512):
+        acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(k_size // 128):
+            a = nl.load(lhs_t[nl.ds(k * 128, 128), nl.ds(m * 128, 128)])
+            b = nl.load(rhs[nl.ds(k * 128, 128), nl.ds(n * 512, 512)])
+            nisa.nc_matmul(acc, a, b, accumulate=True)
+        nl.store(result[nl.ds(m * 128, 128), nl.ds(n * 512, 512)], nl.copy(acc, dtype=result.dtype))
     return result
 
 
@@ -62,7 +63,7 @@ def rms_case(rows=4096, hidden=1024):
     g = torch.Generator().manual_seed(1)
     x, w = torch.randn(rows, hidden, generator=g), torch.randn(hidden, generator=g)
     dx, dw = x.to("neuron"), w.to("neuron")
-    return (f"RMSNorm fp32 [{rows},{hidden}]", lambda: rms_norm_fwd(dx, dw, 1e-6),
+    return (f"RMSNorm fp32 [{rows},{hidden}]", lambda: rms_norm_fwd[row_tiles(rows)](dx, dw, 1e-6),
             lambda: F.rms_norm(dx, (hidden,), dw, 1e-6), lambda: F.rms_norm(x, (hidden,), w, 1e-6))
 
 
@@ -70,7 +71,8 @@ def matmul_case(size=1024):
     g = torch.Generator().manual_seed(2)
     a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
     da, db = a.to("neuron"), b.to("neuron")
-    return (f"tiled matmul fp32 {size}^3", lambda: tiled_matmul(da, db), lambda: da.t() @ db, lambda: a.t() @ b)
+    return (f"tiled matmul fp32 {size}^3", lambda: tiled_matmul[size // 128](da, db), lambda: da.t() @ db,
+            lambda: a.t() @ b)
 
 
 def interpreted(fn):

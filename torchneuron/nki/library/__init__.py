@@ -26,7 +26,7 @@ from .attention import flash_attention_bwd, flash_attention_fwd
 from .cross_entropy import cross_entropy_bwd, cross_entropy_fwd
 from .moe import moe_blockwise_matmul as _moe_blockwise_kernel
 from .moe import moe_router_topk as _moe_topk_kernel
-from .rmsnorm import rms_norm_bwd, rms_norm_fwd
+from .rmsnorm import rms_norm_bwd, rms_norm_fwd, row_tiles
 from .rope import rope_fwd
 
 # Flash attention ------------------------------------------------------------------------------
@@ -119,7 +119,8 @@ def nki_attention_enabled() -> bool:
 
 @nki_op("torchneuron_nki::rms_norm", mutates_args=())
 def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
-    y, rstd = rms_norm_fwd(x.reshape(-1, x.shape[-1]).contiguous(), weight.contiguous(), eps)
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    y, rstd = rms_norm_fwd[row_tiles(rows.shape[0])](rows, weight.contiguous(), eps)
     return y.reshape(x.shape), rstd
 
 

@@ -9,14 +9,22 @@ from .._kernel import jit
 TILE = 128
 
 
+def row_tiles(rows: int) -> int:
+    """The grid of rms_norm_fwd: one program per 128 rows."""
+    return (rows + TILE - 1) // TILE
+
+
 @jit
 def rms_norm_fwd(x, weight, eps):
-    """y = x * rsqrt(mean(x^2) + eps) * weight, and that rsqrt per row (for the backward)."""
+    """y = x * rsqrt(mean(x^2) + eps) * weight, and that rsqrt per row (for the backward); launch
+    on a grid of row_tiles(rows) programs, each taking its 128 rows (or more tiles in turn)."""
     rows, hidden = x.shape
     y = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm, name="y")
     rstd = nl.ndarray((rows,), nl.float32, buffer=nl.shared_hbm, name="rstd")
     w = nl.load(weight.reshape((1, hidden)))
-    for i in nl.affine_range((rows + TILE - 1) // TILE):
+    programs = nl.num_programs(0)
+    for step in nl.affine_range((row_tiles(rows) + programs - 1) // programs):
+        i = step * programs + nl.program_id(0)
         ip, jf = nl.mgrid[0:TILE, 0:hidden]
         valid = i * TILE + ip < rows
         t = nl.load(x[i * TILE + ip, jf], mask=valid)
