@@ -96,3 +96,10 @@ def fresh_compiler(tmp_path, monkeypatch):
     torchneuron.reset_compile_stats()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture(params=["compiled", "interpret"])
+def nki_mode(request, monkeypatch):
+    """Runs the test once with NKI kernels compiled and once interpreted (TORCHNEURON_NKI_INTERPRET)."""
+    monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "1" if request.param == "interpret" else "0")
+    return request.param

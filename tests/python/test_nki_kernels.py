@@ -1,10 +1,8 @@
 """Whole kernels in the style of the public NKI tutorials (written by us), run unchanged through
 `import nki` / `import neuronxcc.nki` after install(); the trace cache; asynchronous launches."""
 import numpy as np
-import pytest
 import torch
 
-import torchneuron
 from torchneuron import nki
 
 nki.install()
@@ -14,11 +12,6 @@ import nki.language as nl  # noqa: E402
 import neuronxcc.nki as legacy_nki  # noqa: E402
 import neuronxcc.nki.language as legacy_nl  # noqa: E402
 
-
-@pytest.fixture(params=["compiled", "interpret"])
-def mode(request, monkeypatch):
-    monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "1" if request.param == "interpret" else "0")
-    return request.param
 
 
 def dev(t):
@@ -159,52 +152,52 @@ def mamba_scan(delta, u, a, b, c):
     return y
 
 
-def test_tensor_add_with_a_2d_grid(mode):
+def test_tensor_add_with_a_2d_grid(nki_mode):
     a, b = torch.randn(256, 1024), torch.randn(256, 1024)
     torch.testing.assert_close(tensor_add_2d_grid[2, 2](dev(a), dev(b)).cpu(), a + b)
 
 
-def test_tiled_matmul(mode):
+def test_tiled_matmul(nki_mode):
     lhs_t, rhs = torch.randn(256, 256), torch.randn(256, 1024)
     torch.testing.assert_close(tiled_matmul(dev(lhs_t), dev(rhs)).cpu(), lhs_t.t() @ rhs, rtol=1e-4, atol=1e-4)
 
 
-def test_tiled_matmul_bf16(mode):
+def test_tiled_matmul_bf16(nki_mode):
     lhs_t, rhs = torch.randn(128, 128, dtype=torch.bfloat16), torch.randn(128, 512, dtype=torch.bfloat16)
     out = tiled_matmul(dev(lhs_t), dev(rhs)).cpu()
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out, (lhs_t.float().t() @ rhs.float()).bfloat16())
 
 
-def test_transpose(mode):
+def test_transpose(nki_mode):
     x = torch.randn(256, 384)
     assert torch.equal(transpose_2d(dev(x)).cpu(), x.t())
 
 
-def test_average_pool(mode):
+def test_average_pool(nki_mode):
     x = torch.randn(16, 12, 20)
     ref = torch.nn.functional.avg_pool2d(x.unsqueeze(0), 2).squeeze(0)
     torch.testing.assert_close(average_pool_2d(dev(x), 2).cpu(), ref, rtol=1e-5, atol=1e-6)
 
 
-def test_fused_softmax(mode):
+def test_fused_softmax(nki_mode):
     x = torch.randn(300, 77)
     torch.testing.assert_close(fused_softmax(dev(x)).cpu(), x.softmax(1), rtol=1e-5, atol=1e-6)
 
 
-def test_layer_norm(mode):
+def test_layer_norm(nki_mode):
     x, g, b = torch.randn(256, 96), torch.randn(96), torch.randn(96)
     ref = torch.nn.functional.layer_norm(x, (96,), g, b, 1e-5)
     torch.testing.assert_close(layer_norm(dev(x), dev(g), dev(b), 1e-5).cpu(), ref, rtol=1e-4, atol=1e-4)
 
 
-def test_rms_norm(mode):
+def test_rms_norm(nki_mode):
     x, w = torch.randn(128, 200), torch.randn(200)
     ref = x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6) * w
     torch.testing.assert_close(rms_norm(dev(x), dev(w), 1e-6).cpu(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_mamba_scan(mode):
+def test_mamba_scan(nki_mode):
     channels, time, states = 32, 40, 4
     delta = torch.rand(channels, time) * 0.1
     u, a = torch.randn(channels, time), -torch.rand(channels, states)

@@ -8,11 +8,6 @@ import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 
 
-@pytest.fixture(params=["compiled", "interpret"])
-def mode(request, monkeypatch):
-    monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "1" if request.param == "interpret" else "0")
-    return request.param
-
 
 def dev(t):
     return t.to("neuron")
@@ -37,7 +32,7 @@ UNARY = [
 
 
 @pytest.mark.parametrize("fn,ref", UNARY, ids=[f.__name__ for f, _ in UNARY])
-def test_unary(mode, fn, ref):
+def test_unary(nki_mode, fn, ref):
     a = torch.rand(128, 48) * 3 + 0.1
     if fn in (nl.negative, nl.sign, nl.sin, nl.cos, nl.tanh, nl.relu, nl.abs, nl.gelu, nl.silu, nl.erf, nl.square):
         a = a - 1.5
@@ -54,7 +49,7 @@ BINARY = [
 
 
 @pytest.mark.parametrize("fn,ref", BINARY, ids=[f.__name__ for f, _ in BINARY])
-def test_binary_with_broadcast(mode, fn, ref):
+def test_binary_with_broadcast(nki_mode, fn, ref):
     @nki.jit
     def kernel(a, b):
         out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
@@ -66,7 +61,7 @@ def test_binary_with_broadcast(mode, fn, ref):
     torch.testing.assert_close(kernel(dev(a), dev(b)).cpu(), ref(a, b).float(), rtol=2e-5, atol=1e-6)
 
 
-def test_where_and_scalars(mode):
+def test_where_and_scalars(nki_mode):
     @nki.jit
     def kernel(a):
         out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
@@ -78,7 +73,7 @@ def test_where_and_scalars(mode):
 
 
 @pytest.mark.parametrize("op", ["sum", "max", "min", "mean"])
-def test_reductions_keepdims_and_axes(mode, op):
+def test_reductions_keepdims_and_axes(nki_mode, op):
     fn = getattr(nl, op)
 
     @nki.jit
@@ -97,7 +92,7 @@ def test_reductions_keepdims_and_axes(mode, op):
     torch.testing.assert_close(both.cpu(), ref(a, dim=(1, 2), keepdim=True), rtol=1e-5, atol=1e-5)
 
 
-def test_softmax_and_middle_axis_reduction(mode):
+def test_softmax_and_middle_axis_reduction(nki_mode):
     @nki.jit
     def kernel(a):
         out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
@@ -112,7 +107,7 @@ def test_softmax_and_middle_axis_reduction(mode):
     torch.testing.assert_close(mid.cpu(), a.sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
 
 
-def test_nc_matmul_accumulates_in_psum(mode):
+def test_nc_matmul_accumulates_in_psum(nki_mode):
     @nki.jit
     def zeroed(lhs_t, rhs):
         out = nl.ndarray((lhs_t.shape[1], rhs.shape[1]), nl.float32, buffer=nl.shared_hbm)
@@ -127,7 +122,7 @@ def test_nc_matmul_accumulates_in_psum(mode):
     torch.testing.assert_close(zeroed(dev(a), dev(b)).cpu(), a.t() @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_nc_matmul_overwrites_without_accumulate_and_legacy_returns(mode):
+def test_nc_matmul_overwrites_without_accumulate_and_legacy_returns(nki_mode):
     @nki.jit
     def kernel(a_t, b):
         out = nl.ndarray((a_t.shape[1], b.shape[1]), nl.float32, buffer=nl.shared_hbm)
@@ -141,7 +136,7 @@ def test_nc_matmul_overwrites_without_accumulate_and_legacy_returns(mode):
     torch.testing.assert_close(kernel(dev(a), dev(b)).cpu(), 2 * (a.t() @ b), rtol=1e-4, atol=1e-4)
 
 
-def test_nl_matmul_and_transposes(mode):
+def test_nl_matmul_and_transposes(nki_mode):
     @nki.jit
     def kernel(x, y):
         prod = nl.ndarray((x.shape[0], y.shape[1]), nl.float32, buffer=nl.shared_hbm)
@@ -162,7 +157,7 @@ def test_nl_matmul_and_transposes(mode):
         torch.testing.assert_close(t.cpu(), x.t())
 
 
-def test_activation_scale_bias_and_reduce(mode):
+def test_activation_scale_bias_and_reduce(nki_mode):
     @nki.jit
     def kernel(x, bias):
         out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
@@ -183,7 +178,7 @@ def test_activation_scale_bias_and_reduce(mode):
     torch.testing.assert_close(out.cpu(), expected + torch.tanh(2 * x), rtol=1e-5, atol=1e-5)
 
 
-def test_tensor_scalar_tensor_tensor_and_scalar_tensor_tensor(mode):
+def test_tensor_scalar_tensor_tensor_and_scalar_tensor_tensor(nki_mode):
     @nki.jit
     def kernel(x, y, col):
         a = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
@@ -203,7 +198,7 @@ def test_tensor_scalar_tensor_tensor_and_scalar_tensor_tensor(mode):
     torch.testing.assert_close(c.cpu(), x * col - y)
 
 
-def test_tensor_reduce_negate_and_dst(mode):
+def test_tensor_reduce_negate_and_dst(nki_mode):
     @nki.jit
     def kernel(x):
         out = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
@@ -215,7 +210,7 @@ def test_tensor_reduce_negate_and_dst(mode):
     torch.testing.assert_close(kernel(dev(x)).cpu(), -x.amax(1, keepdim=True))
 
 
-def test_tensor_tensor_scan(mode):
+def test_tensor_tensor_scan(nki_mode):
     @nki.jit
     def scan(a, b):
         out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
@@ -230,7 +225,7 @@ def test_tensor_tensor_scan(mode):
     torch.testing.assert_close(scan(dev(a), dev(b)).cpu(), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_iota_affine_select_and_memset(mode):
+def test_iota_affine_select_and_memset(nki_mode):
     @nki.jit
     def kernel(x):
         idx = nl.ndarray((64, 48), nl.int32, buffer=nl.shared_hbm)
@@ -248,7 +243,7 @@ def test_iota_affine_select_and_memset(mode):
     assert torch.equal(filled.cpu(), torch.full((64, 48), 2.5))
 
 
-def test_bn_stats_aggr_and_reciprocal(mode):
+def test_bn_stats_aggr_and_reciprocal(nki_mode):
     @nki.jit
     def kernel(x):
         out = nl.ndarray((x.shape[0], 2), nl.float32, buffer=nl.shared_hbm)
@@ -268,7 +263,7 @@ def test_bn_stats_aggr_and_reciprocal(mode):
     torch.testing.assert_close(inv.cpu(), 1 / x)
 
 
-def test_max8_find_index8(mode):
+def test_max8_find_index8(nki_mode):
     @nki.jit
     def kernel(x):
         vals = nl.ndarray((x.shape[0], 8), nl.float32, buffer=nl.shared_hbm)
@@ -285,7 +280,7 @@ def test_max8_find_index8(mode):
     assert torch.equal(idx.cpu().long(), ref.indices)
 
 
-def test_rounding_on_write_and_integer_tiles(mode):
+def test_rounding_on_write_and_integer_tiles(nki_mode):
     @nki.jit
     def kernel(x, ints):
         halves = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
@@ -304,7 +299,7 @@ def test_rounding_on_write_and_integer_tiles(mode):
     assert torch.equal(doubled.cpu(), ints * 2)
 
 
-def test_grid_program_ids_2d(mode):
+def test_grid_program_ids_2d(nki_mode):
     @nki.jit
     def kernel(a, b):
         out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
@@ -320,7 +315,7 @@ def test_grid_program_ids_2d(mode):
     torch.testing.assert_close(out, a + b + offsets)
 
 
-def test_sequential_static_ranges_views_and_ap(mode):
+def test_sequential_static_ranges_views_and_ap(nki_mode):
     @nki.jit
     def kernel(x):
         rows, cols = x.shape
@@ -344,7 +339,7 @@ def test_sequential_static_ranges_views_and_ap(mode):
     torch.testing.assert_close(doubled.cpu(), x * 2)
 
 
-def test_tail_masks_with_arange_indexing(mode):
+def test_tail_masks_with_arange_indexing(nki_mode):
     @nki.jit
     def kernel(x):
         rows, cols = x.shape
@@ -359,7 +354,7 @@ def test_tail_masks_with_arange_indexing(mode):
     torch.testing.assert_close(kernel(dev(x)).cpu(), torch.sigmoid(x))
 
 
-def test_unwritten_memory_reads_as_nan(mode):
+def test_unwritten_memory_reads_as_nan(nki_mode):
     @nki.jit
     def kernel(x):
         out = nl.ndarray((x.shape[0], 2 * x.shape[1]), nl.float32, buffer=nl.shared_hbm)
@@ -370,7 +365,7 @@ def test_unwritten_memory_reads_as_nan(mode):
     assert torch.isnan(out).all()
 
 
-def test_device_print(mode, capfd):
+def test_device_print(nki_mode, capfd):
     @nki.jit
     def kernel(x):
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
@@ -384,7 +379,7 @@ def test_device_print(mode, capfd):
     assert "tile of x" in printed and "4.25" in printed and "-2" in printed
 
 
-def test_numpy_in_numpy_out(mode):
+def test_numpy_in_numpy_out(nki_mode):
     @nki.jit
     def kernel(a, b):
         out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
@@ -397,7 +392,7 @@ def test_numpy_in_numpy_out(mode):
     np.testing.assert_allclose(out, a * b, rtol=1e-6)
 
 
-def test_kernel_writing_into_an_argument(mode):
+def test_kernel_writing_into_an_argument(nki_mode):
     @nki.jit
     def kernel(src, dst):
         nl.store(dst, nl.exp(nl.load(src)))

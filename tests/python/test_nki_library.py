@@ -1,18 +1,11 @@
 """The NKI kernel library against its PyTorch references on CPU: forward and gradients, as custom
 ops in eager, torch.compile and autograd code, and the SDPA switch."""
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from torchneuron.nki import library as L
 
-
-@pytest.fixture(params=["compiled", "interpret"])
-def mode(request, monkeypatch):
-    monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "1" if request.param == "interpret" else "0")
-    return request.param
 
 
 def leaf(t):
@@ -27,7 +20,7 @@ def grads_match(cpu_leaves, neuron_leaves, **tol):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads,kv_heads,dim", [(2, 2, 64), (4, 2, 128), (4, 1, 64)])
-def test_flash_attention_forward_and_backward(mode, causal, heads, kv_heads, dim):
+def test_flash_attention_forward_and_backward(nki_mode, causal, heads, kv_heads, dim):
     torch.manual_seed(0)
     q = torch.randn(2, heads, 256, dim, requires_grad=True)
     k = torch.randn(2, kv_heads, 256, dim, requires_grad=True)
@@ -61,7 +54,7 @@ def test_flash_attention_refuses_unsupported_shapes():
         L.flash_attention(q, kv, kv)
 
 
-def test_rms_norm(mode):
+def test_rms_norm(nki_mode):
     torch.manual_seed(2)
     x = torch.randn(3, 70, 96, requires_grad=True)
     w = torch.randn(96, requires_grad=True)
@@ -75,7 +68,7 @@ def test_rms_norm(mode):
     grads_match([x, w], [nx, nw], rtol=1e-4, atol=1e-4)
 
 
-def test_rope(mode):
+def test_rope(nki_mode):
     torch.manual_seed(3)
     x = torch.randn(2, 3, 200, 64, requires_grad=True)
     angles = torch.randn(200, 32)
@@ -92,7 +85,7 @@ def test_rope(mode):
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_cross_entropy(mode, reduction):
+def test_cross_entropy(nki_mode, reduction):
     torch.manual_seed(4)
     logits = torch.randn(150, 1100, requires_grad=True)
     target = torch.randint(0, 1100, (150,))
@@ -107,7 +100,7 @@ def test_cross_entropy(mode, reduction):
     grads_match([logits], [nl_], rtol=1e-5, atol=1e-6)
 
 
-def test_moe_router_topk_and_blockwise_matmul(mode):
+def test_moe_router_topk_and_blockwise_matmul(nki_mode):
     torch.manual_seed(5)
     logits = torch.randn(200, 16)
     weights, indices = L.moe_router_topk(logits.to("neuron"), 2)

@@ -8,32 +8,27 @@ import torchneuron.nki.language as nl
 from torchneuron.nki import KernelTraceError, NKIError
 
 
-@pytest.fixture(params=["compiled", "interpret"])
-def mode(request, monkeypatch):
-    monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "1" if request.param == "interpret" else "0")
-    return request.param
-
 
 def run(body, *tensors):
     kernel = nki.jit(body)
     return kernel(*[t.to("neuron") for t in tensors])
 
 
-def test_partition_dim_over_128(mode):
+def test_partition_dim_over_128(nki_mode):
     def body(x):
         nl.ndarray((129, 4), nl.float32)
     with pytest.raises(NKIError, match="partition dimension 129 .* exceeds the 128 partitions"):
         run(body, torch.zeros(1))
 
 
-def test_load_of_more_than_128_rows(mode):
+def test_load_of_more_than_128_rows(nki_mode):
     def body(x):
         nl.load(x)
     with pytest.raises(NKIError, match="partition dimension 200"):
         run(body, torch.zeros(200, 4))
 
 
-def test_psum_tile_over_2kib(mode):
+def test_psum_tile_over_2kib(nki_mode):
     def body(x):
         nl.ndarray((128, 513), nl.float32, buffer=nl.psum)
     with pytest.raises(NKIError, match="PSUM tile .* 2052 bytes per partition; a PSUM tile holds at most 2048"):
@@ -45,7 +40,7 @@ def test_psum_tile_over_2kib(mode):
     ("moving", "moving free size 600 exceeds 512"),
     ("contraction", "partition dimension 129 .* exceeds the 128 partitions"),
 ])
-def test_matmul_sizes(mode, case, message):
+def test_matmul_sizes(nki_mode, case, message):
     def body(x):
         k, m, n = {"stationary": (64, 200, 64), "moving": (64, 64, 600), "contraction": (129, 64, 64)}[case]
         a = nl.ndarray((k, m), nl.float32)
@@ -56,7 +51,7 @@ def test_matmul_sizes(mode, case, message):
         run(body, torch.zeros(1))
 
 
-def test_matmul_operands_in_sbuf_and_result_in_psum(mode):
+def test_matmul_operands_in_sbuf_and_result_in_psum(nki_mode):
     def operands_in_psum(x):
         a = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
         b = nl.zeros((64, 64), nl.float32)
@@ -72,7 +67,7 @@ def test_matmul_operands_in_sbuf_and_result_in_psum(mode):
         run(result_in_sbuf, torch.zeros(1))
 
 
-def test_no_reduction_over_the_partition_axis(mode):
+def test_no_reduction_over_the_partition_axis(nki_mode):
     def body(x):
         nisa.tensor_reduce(nl.add, nl.load(x), axis=0)
     with pytest.raises(NKIError, match="cannot reduce along the partition axis"):
@@ -84,7 +79,7 @@ def test_no_reduction_over_the_partition_axis(mode):
         run(body_nl, torch.zeros(16, 8))
 
 
-def test_sbuf_capacity(mode):
+def test_sbuf_capacity(nki_mode):
     def body(x):
         tiles = [nl.ndarray((128, 16384), nl.float32) for _ in range(4)]  # 4 x 64 KiB per partition
         return tiles
@@ -92,7 +87,7 @@ def test_sbuf_capacity(mode):
         run(body, torch.zeros(1))
 
 
-def test_psum_capacity(mode):
+def test_psum_capacity(nki_mode):
     def body(x):
         banks = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]  # 8 banks of 2 KiB
         return banks
@@ -100,7 +95,7 @@ def test_psum_capacity(mode):
         run(body, torch.zeros(1))
 
 
-def test_outputs_in_shared_hbm(mode):
+def test_outputs_in_shared_hbm(nki_mode):
     def on_chip(x):
         return nl.load(x)
 
@@ -114,7 +109,7 @@ def test_outputs_in_shared_hbm(mode):
         run(private, torch.zeros(4, 4))
 
 
-def test_out_of_bounds_names_tensor_dim_and_range(mode):
+def test_out_of_bounds_names_tensor_dim_and_range(nki_mode):
     def slice_past_end(x):
         nl.load(x[0:8, 4:12])
     with pytest.raises(NKIError, match=r"out-of-bounds access on 'x' .* dim 1 indices 4\.\.11, but its size is 10"):
@@ -134,7 +129,7 @@ def test_out_of_bounds_names_tensor_dim_and_range(mode):
         run(unmasked_arange, torch.zeros(200, 4))
 
 
-def test_engines_read_on_chip_memory_only(mode):
+def test_engines_read_on_chip_memory_only(nki_mode):
     def body(x):
         nl.exp(x)  # x is in HBM
     with pytest.raises(NKIError, match="'x' is in shared_hbm; compute engines read and write SBUF or PSUM only"):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._expr import Index, bounds, cpp, is_symbolic
+from ._expr import Index, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
 from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
                       Tile, check_deferred, check_on_chip_shape)

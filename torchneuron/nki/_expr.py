@@ -36,7 +36,20 @@ def _affine(terms, const) -> "Index":
     return Index(terms, const, None, _extreme(terms, const, False), _extreme(terms, const, True))
 
 
-class Index:
+class LinearOps:
+    """Negation and subtraction from __add__ and __mul__ (Index and nl.arange indices)."""
+
+    def __neg__(self):
+        return self * -1
+
+    def __sub__(self, other):
+        return self + (-other)
+
+    def __rsub__(self, other):
+        return (-self) + other
+
+
+class Index(LinearOps):
     """An integer expression over loop variables and program ids: terms {name: coefficient} plus
     a constant when affine; otherwise C++ text. lo and hi bound its value (inclusive)."""
 
@@ -85,15 +98,6 @@ class Index:
         return NotImplemented
 
     __radd__ = __add__
-
-    def __neg__(self):
-        return self * -1
-
-    def __sub__(self, other):
-        return self + (-other)
-
-    def __rsub__(self, other):
-        return (-self) + other
 
     def __mul__(self, other):
         if isinstance(other, int):

@@ -7,7 +7,6 @@ import ctypes
 import functools
 import inspect
 import itertools
-import math
 import os
 import re
 import threading
@@ -15,7 +14,7 @@ import threading
 import numpy as np
 import torch
 
-from ._context import Interpreter, Recorder, activate, empty_storage
+from ._context import Interpreter, Recorder, activate
 from ._tensor import SPACES, Buffer, NKIError, Tile, to_dtype
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,

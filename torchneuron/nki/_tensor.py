@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._expr import Index, KernelTraceError, bounds, is_symbolic
+from ._expr import Index, LinearOps, bounds, is_symbolic
 
 PARTITION_MAX = 128
 SBUF_BYTES_PER_PARTITION = 192 * 1024  # 24 MiB over 128 partitions
@@ -140,7 +140,7 @@ class DynSlice:
         self.start, self.size, self.step = start, size, step
 
 
-class ArangeIndex:
+class ArangeIndex(LinearOps):
     """Legacy advanced indexing: start + sum(coeffs[axis] * nl.arange(sizes[axis])) over result
     axes of a tile of rank `ndim` (nl.arange(n)[:, None] is axis 0 of 2, [None, :] axis 1)."""
 
@@ -180,15 +180,6 @@ class ArangeIndex:
         return NotImplemented
 
     __radd__ = __add__
-
-    def __neg__(self):
-        return self * -1
-
-    def __sub__(self, other):
-        return self + (-other)
-
-    def __rsub__(self, other):
-        return (-self) + other
 
     def __mul__(self, other):
         if isinstance(other, int):

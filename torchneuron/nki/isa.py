@@ -3,8 +3,6 @@ first (`nisa.tensor_copy(dst, src)`); the legacy one returns a new tile (`nisa.t
 Both are accepted: a call is current when it names dst= or starts with the destination."""
 from __future__ import annotations
 
-import math
-
 from . import language as nl
 from ._context import Expression, Op, check_matmul_sizes, current
 from ._tensor import ArangeIndex, Mask, NKIError, Tile, to_dtype
@@ -410,4 +408,6 @@ def get_nc_version():
 
 nc_version = type("nc_version", (), {"gen2": 2, "gen3": 3})
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "math")]
+__all__ = [n for n in dir() if not n.startswith("_") and n not in
+           ("annotations", "nl", "Expression", "Op", "check_matmul_sizes", "current", "ArangeIndex", "Mask", "NKIError",
+            "Tile", "to_dtype")]

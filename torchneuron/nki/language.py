@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from ._context import Expression, Op, current
 from ._expr import Index, is_symbolic
-from ._tensor import (DTYPES, SPACES, ArangeIndex, Buffer, DynSlice, Mask, NKIError, Tile, promote, to_dtype,
+from ._tensor import (DTYPES, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, Tile, promote, to_dtype,
                       to_space)
 
 # dtypes and memory spaces -------------------------------------------------------------------------
@@ -435,4 +435,7 @@ def op_name(op) -> str:
     raise NKIError(f"NKI: {op!r} is not an op the engines have")
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "math", "builtins", "SimpleNamespace")]
+_IMPORTED = {"annotations", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
+             "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
+             "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile"}
+__all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED]
