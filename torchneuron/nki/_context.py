@@ -176,13 +176,12 @@ class Recorder(Executor):
         _expr_ranges.clear()
         self.sbuf_bytes = self.psum_bytes = 0
         self.hbm_buffers = []  # in argument order
-        self.loop_depth = 0
         program.set_grid(list(self.grid) or [1])
 
     def program_id(self, axis):
         if axis >= len(self.grid):
             return 0
-        return Index.variable(f"p{axis}", self.grid[axis] - 1)  # noqa
+        return Index.variable(f"p{axis}", self.grid[axis] - 1)
 
     def dynamic_index(self, tile: Tile, limit: int, where: str) -> Index:
         self._check_index_tile(tile, where)
@@ -216,11 +215,9 @@ class Recorder(Executor):
 
     def loop(self, extent):
         var = self.program.begin_loop(cpp(extent))
-        self.loop_depth += 1
         return Index.variable(f"i{var}", extent - 1)
 
     def end_loop(self):
-        self.loop_depth -= 1
         self.program.end_loop()
 
     @staticmethod

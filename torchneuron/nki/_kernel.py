@@ -45,6 +45,10 @@ def _is_tensor(value) -> bool:
     return isinstance(value, (torch.Tensor, np.ndarray))
 
 
+# Traces share the variable ranges of _expr: one trace at a time per process.
+_trace_lock = threading.RLock()
+
+
 def _is_fake(value) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
     return isinstance(value, FakeTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta")
@@ -177,10 +181,11 @@ class Kernel:
     def _trace(self, bound):
         from .. import _C
         program = _C._compiler.TileProgram()
-        recorder = Recorder(self.grid, program)
-        with activate(recorder):
-            wrapped = self._wrap(bound, recorder)
-            result = self.fn(**wrapped)
+        with _trace_lock:
+            recorder = Recorder(self.grid, program)
+            with activate(recorder):
+                wrapped = self._wrap(bound, recorder)
+                result = self.fn(**wrapped)
         tiles, structure = _flatten_outputs(result)
         for t in tiles:
             _check_output(t)

@@ -2,6 +2,7 @@
 hardware's rules on shapes checked where a view is made or used."""
 from __future__ import annotations
 
+import itertools
 import math
 
 from ._expr import Index, LinearOps, bounds, is_symbolic
@@ -499,7 +500,6 @@ def check_deferred(tile: Tile, mask: Mask | None) -> None:
     """Checks arange-indexed dims against their limits, within what the mask lets the op touch:
     the highest index is start + sum(coeff * last), last = min(size, upper) - 1 per axis, bounded
     by every choice of the two (affine terms cancel, so a tail mask proves its access in bounds)."""
-    import itertools
     mask_bounds = mask.bounds if mask is not None else {}
     for d, start, coeffs, sizes, limit in tile.checks:
         options = []
