@@ -1,5 +1,7 @@
 #include "runtime/hardware_queue.h"
 
+#include "runtime/command_trace.h"
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -102,7 +104,12 @@ uint64_t HardwareQueue::submit(StreamId stream, const LaunchInfo& info, Kernel&&
     }
     next_seq_ = seq + 1;
     last_seq_by_stream_[stream] = seq;
-    new (slot(seq)) Command{seq, info, std::move(kernel)};
+    if (command_trace::enabled()) {
+      new (slot(seq)) Command{seq, info, std::move(kernel), stream, command_trace::current_correlation(),
+                              command_trace::now_ns(), command_trace::thread_id()};
+    } else {
+      new (slot(seq)) Command{seq, info, std::move(kernel), stream};
+    }
     // Sequentially consistent, as is the worker's sleeping flag: either the worker sees this
     // command before it sleeps or this thread sees it sleeping and wakes it.
     submitted_.store(seq, std::memory_order_seq_cst);
@@ -159,7 +166,9 @@ void HardwareQueue::run_worker() {
       // whether it runs.
       const bool skip = fault_pending_.load(std::memory_order_acquire) ||
                         seq <= skip_through_.load(std::memory_order_acquire);
-      if (!skip) {
+      if (command_trace::enabled()) {
+        run_traced(*command, skip);
+      } else if (!skip) {
         try {
           command->kernel();
         } catch (const std::exception& e) {
@@ -173,6 +182,31 @@ void HardwareQueue::run_worker() {
     }
     taken = available;
   }
+}
+
+void HardwareQueue::run_traced(Command& command, bool skip) {
+  CommandRecord record;
+  record.device = device_index_;
+  record.stream = command.stream;
+  record.seq = command.seq;
+  record.op = command.info.op;
+  record.site = command.info.site;
+  record.correlation = command.correlation;
+  record.submit_ns = command.submit_ns;
+  record.thread = command.thread;
+  record.skipped = skip;
+  record.start_ns = command_trace::now_ns();
+  if (!skip) {
+    try {
+      command.kernel();
+    } catch (const std::exception& e) {
+      record_fault(command, e.what());
+    } catch (...) {
+      record_fault(command, "unknown exception");
+    }
+  }
+  record.end_ns = command_trace::now_ns();
+  command_trace::record(record);
 }
 
 void HardwareQueue::publish_completed(uint64_t seq) {

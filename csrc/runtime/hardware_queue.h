@@ -98,7 +98,14 @@ class HardwareQueue {
     uint64_t seq;
     LaunchInfo info;
     Kernel kernel;
+    StreamId stream = kDefaultStream;
+    // While the command trace records: the launching host op's correlation id, the submit
+    // time and the submitting thread.
+    uint64_t correlation = 0;
+    int64_t submit_ns = 0;
+    int32_t thread = 0;
   };
+  void run_traced(Command& command, bool skip);
 
   Command* slot(uint64_t seq) const { return ring_ + (seq & ring_mask_); }
   void run_worker();
