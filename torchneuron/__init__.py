@@ -5,6 +5,7 @@ Importing it (or just `import torch`, through the `torch.backends` entry point) 
 """
 
 import os
+import sys
 
 
 def _autoload():
@@ -48,6 +49,11 @@ def _register():
         return
     torch.utils.rename_privateuse1_backend("neuron")
     torch._register_device_module("neuron", neuron)
+    from torchneuron import memory
+
+    neuron.memory = memory  # torch.neuron.memory, as torch.cuda.memory
+    sys.modules["torch.neuron.memory"] = memory
+    neuron.memory_snapshot = memory.memory_snapshot
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     _C._set_library_prefixes(
         [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep]

@@ -225,12 +225,14 @@ void register_exception_translators() {
 namespace torchneuron::python {
 void register_compiler(py::module_& parent);  // compiler_bindings.cpp
 void register_c10d(py::module_& parent);      // c10d_bindings.cpp
+void register_memory(py::module_& parent);    // memory_bindings.cpp
 }  // namespace torchneuron::python
 
 PYBIND11_MODULE(_C, m) {
   using namespace torchneuron;
   python::register_compiler(m);
   python::register_c10d(m);
+  python::register_memory(m);
   m.doc() = "torchneuron native extension: runtime control for the neuron device";
   python::register_exception_translators();
   rt::set_launch_site_provider(&python::python_launch_site);

@@ -1,5 +1,8 @@
 #include "runtime/caching_allocator.h"
 
+#include "runtime/hardware_queue.h"
+#include "runtime/memory_history.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +96,8 @@ void* CachingAllocator::allocate(size_t bytes, void** handle) {
   *handle = nullptr;
   if (bytes == 0) return nullptr;
   const size_t rounded = round_size(bytes);
+  // The launching line is read before the lock: reading it may take the GIL.
+  const char* site = memory_history::recording() ? capture_launch_site() : "";
   std::unique_lock<std::mutex> lock(mutex_);
   Block* block = find_free_block(rounded);
   if (block == nullptr) block = allocate_segment(rounded);
@@ -119,6 +124,10 @@ void* CachingAllocator::allocate(size_t bytes, void** handle) {
   update_stat(stats_.active_bytes, block->pool, static_cast<int64_t>(block->size));
   update_stat(stats_.requested_bytes, block->pool, static_cast<int64_t>(bytes));
   *handle = block;
+  if (memory_history::recording()) {
+    memory_history::record(device_index_, MemoryAction::kAlloc, reinterpret_cast<uintptr_t>(block->ptr), block->size,
+                           site);
+  }
   return block->ptr;
 }
 
@@ -150,6 +159,9 @@ CachingAllocator::Block* CachingAllocator::allocate_segment(size_t rounded) {
   const PoolKind pool = pool_kind_for(rounded);
   Block* block = new Block{this, base, size, 0, pool, rounded >= kMinLargeAlloc};
   segments_.emplace(base, Segment{block, size});
+  if (memory_history::recording()) {
+    memory_history::record(device_index_, MemoryAction::kSegmentAlloc, reinterpret_cast<uintptr_t>(base), size);
+  }
   update_stat(stats_.segment, pool, 1);
   update_stat(stats_.reserved_bytes, pool, static_cast<int64_t>(size));
   stats_.num_device_alloc += 1;
@@ -181,6 +193,12 @@ void CachingAllocator::release(void* handle) {
 }
 
 void CachingAllocator::free_block(Block* block) {
+  if (memory_history::recording()) {
+    // Frees complete at once: the queue runs in order, so later commands cannot see the block.
+    const auto address = reinterpret_cast<uintptr_t>(block->ptr);
+    memory_history::record(device_index_, MemoryAction::kFreeRequested, address, block->size);
+    memory_history::record(device_index_, MemoryAction::kFreeCompleted, address, block->size);
+  }
   block->allocated = false;
   update_stat(stats_.allocation, block->pool, -1);
   update_stat(stats_.active, block->pool, -1);
@@ -216,6 +234,28 @@ void CachingAllocator::free_block(Block* block) {
   pool.insert(block);
 }
 
+std::vector<CachingAllocator::SegmentInfo> CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<SegmentInfo> out;
+  for (const auto& [base, segment] : segments_) {
+    SegmentInfo info{reinterpret_cast<uintptr_t>(base), segment.size, segment.first->pool, {}};
+    for (const Block* b = segment.first; b != nullptr; b = b->next) {
+      info.blocks.push_back(BlockInfo{reinterpret_cast<uintptr_t>(b->ptr), b->size, b->requested, b->allocated});
+    }
+    out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(), [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
+  return out;
+}
+
+size_t CachingAllocator::block_size(const void* handle) {
+  return handle == nullptr ? 0 : static_cast<const Block*>(handle)->size;
+}
+
+int CachingAllocator::block_device(const void* handle) {
+  return handle == nullptr ? 0 : static_cast<const Block*>(handle)->owner->device_index_;
+}
+
 void CachingAllocator::empty_cache() {
   drain_device_();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -235,6 +275,10 @@ void CachingAllocator::release_free_segments() {
       update_stat(stats_.reserved_bytes, block->pool, -static_cast<int64_t>(block->size));
       stats_.num_device_free += 1;
       segments_.erase(block->ptr);
+      if (memory_history::recording()) {
+        memory_history::record(device_index_, MemoryAction::kSegmentFree, reinterpret_cast<uintptr_t>(block->ptr),
+                               block->size);
+      }
       std::free(block->ptr);
       delete block;
     }

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace torchneuron::runtime {
 
@@ -76,6 +77,23 @@ class CachingAllocator {
   int device_index() const { return device_index_; }
   // True when `ptr` lies in a segment of this allocator.
   bool owns(const void* ptr) const;
+
+  // Every segment with its blocks in address order, for memory snapshots.
+  struct BlockInfo {
+    uintptr_t address;
+    size_t size, requested;
+    bool allocated;
+  };
+  struct SegmentInfo {
+    uintptr_t address;
+    size_t size;
+    PoolKind pool;
+    std::vector<BlockInfo> blocks;
+  };
+  std::vector<SegmentInfo> snapshot() const;
+  // The rounded size of the allocated block behind `handle` (what allocate returned it for).
+  static size_t block_size(const void* handle);
+  static int block_device(const void* handle);
 
  private:
   struct Block;

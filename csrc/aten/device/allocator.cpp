@@ -24,7 +24,24 @@ void copy_stat_array(const runtime::StatArray& from, cda::StatArray& to) {
   }
 }
 
-void release_block(void* handle) { runtime::CachingAllocator::release(handle); }
+// torch.profiler's profile_memory: each allocation and free with the device's totals after it.
+void report_to_profiler(void* ptr, int64_t delta, int device) {
+  const runtime::AllocatorStats stats = runtime::device(device).allocator().stats();
+  c10::reportMemoryUsageToProfiler(ptr, delta, stats.allocated_bytes[runtime::kAggregatePool].current,
+                                   stats.reserved_bytes[runtime::kAggregatePool].current,
+                                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+}
+
+void release_block(void* handle) {
+  if (handle != nullptr && c10::memoryProfilingEnabled()) {
+    const int device = runtime::CachingAllocator::block_device(handle);
+    const auto size = static_cast<int64_t>(runtime::CachingAllocator::block_size(handle));
+    runtime::CachingAllocator::release(handle);
+    report_to_profiler(handle, -size, device);
+    return;
+  }
+  runtime::CachingAllocator::release(handle);
+}
 
 class NeuronDeviceAllocator final : public c10::DeviceAllocator {
  public:
@@ -32,6 +49,9 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
     const int index = runtime::current_device();
     void* handle = nullptr;
     void* ptr = runtime_call([&] { return runtime::device(index).allocator().allocate(bytes, &handle); });
+    if (handle != nullptr && c10::memoryProfilingEnabled()) {
+      report_to_profiler(handle, static_cast<int64_t>(runtime::CachingAllocator::block_size(handle)), index);
+    }
     return {ptr, handle, &release_block,
             c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index))};
   }
