@@ -24,7 +24,9 @@ import warnings
 import torch
 from torch.overrides import TorchFunctionMode
 
-_SELF_FILES = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__)))
+# Frames that are not the user's: torchneuron, torch and the standard library.
+_SELF_FILES = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__)),
+               os.path.dirname(os.path.abspath(os.__file__)))
 
 # Tensor methods that wait for the device and bring data to the host.
 _SYNC_METHODS = {
@@ -42,7 +44,7 @@ def user_site() -> str:
     for frame in reversed(traceback.extract_stack()):
         if not frame.filename.startswith(_SELF_FILES) and not frame.filename.startswith("<"):
             return f"{frame.filename}:{frame.lineno}"
-    return "?"
+    return "(no Python frame: the autograd engine's backward pass)"
 
 
 def parse_device_map(text: str) -> dict:
@@ -77,6 +79,8 @@ class Observer(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # Dynamo traces this: keep its graphs as they were
+            return func(*args, **kwargs)
         if self.mapping:
             if func is torch.Tensor.cuda:
                 func, args = torch.Tensor.to, (args[0], self.mapping.get("cuda", "cuda"))
@@ -114,7 +118,8 @@ class StepClock:
         self.device_type = device_type
         self.times = []
         self.last = time.perf_counter()
-        torch.optim.optimizer.register_optimizer_step_post_hook(self.on_step)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        register_optimizer_step_post_hook(self.on_step)
 
     def on_step(self, optimizer, args, kwargs):
         if self.device_type == "neuron":
@@ -164,7 +169,7 @@ def run_script(script, script_args, mapping, device_type, compile_mode):
     def capture(message, category, filename, lineno, file=None, line=None):
         text = str(message)
         if "has no native neuron kernel" in text:
-            op = text.split("Operator ", 1)[-1].split(" ", 1)[0]
+            op = text.split("Operator ", 1)[-1].split(" ", 1)[0].strip("'")
             fallback_sites.setdefault(op, user_site())
         else:
             show(message, category, filename, lineno, file, line)
@@ -320,4 +325,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    # Run as torchneuron.check, not __main__: the script takes __main__'s place while it runs.
+    from torchneuron.check import main as check_main
+
+    check_main()

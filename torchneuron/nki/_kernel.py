@@ -235,7 +235,7 @@ class Kernel:
             else:
                 fill = float("nan") if spec[2].is_floating_point else (-0x5A5A5A5A if spec[2] in (torch.int32, torch.int64) else 0)
                 tensors.append(torch.full(spec[1], fill, dtype=spec[2], device=device))
-        torch.ops.torchneuron.launch_tile_program(compiled.load(), tensors, compiled.programs)
+        torch.ops.torchneuron.launch_tile_program(compiled.load(), tensors, compiled.programs, self.fn.__name__)
         for k in compiled.written_inputs:
             if contiguous[k] is not inputs[k]:
                 inputs[k].copy_(contiguous[k])

@@ -5,6 +5,9 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "aten/device/neuron_tensor.h"
@@ -16,7 +19,16 @@ namespace {
 
 // tensors: the kernel's HBM tensors in argument order (inputs, then the outputs it allocated),
 // contiguous and on one neuron device; any of them may be written.
-void launch_tile_program(int64_t entry, at::TensorList tensors, int64_t programs) {
+// "nki:<kernel>" for the queue's records and the profiler, kept for the life of the process
+// (commands hold the pointer).
+const char* interned_name(const std::string& kernel) {
+  static std::mutex mutex;
+  static auto* names = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  return names->insert("nki:" + kernel).first->c_str();
+}
+
+void launch_tile_program(int64_t entry, at::TensorList tensors, int64_t programs, c10::string_view name) {
   TORCH_CHECK(!tensors.empty(), "launch_tile_program: expected at least one tensor");
   TORCH_CHECK(programs >= 1, "launch_tile_program: a grid of ", programs, " programs");
   std::vector<char*> data;
@@ -26,7 +38,7 @@ void launch_tile_program(int64_t entry, at::TensorList tensors, int64_t programs
     data.push_back(static_cast<char*>(const_cast<void*>(t.const_data_ptr())));
   }
   const auto kernel = reinterpret_cast<compiler::TileProgramEntry>(static_cast<uintptr_t>(entry));
-  enqueue(tensors[0], "torchneuron::nki_kernel", {}, [kernel, programs, data = std::move(data)] {
+  enqueue(tensors[0], interned_name(std::string(name)), {}, [kernel, programs, data = std::move(data)] {
     std::atomic<int64_t> fault{0};
     kernels::parallel_for(programs, 1, [&](int64_t begin, int64_t end) {
       int64_t local = 0;
@@ -41,7 +53,7 @@ void launch_tile_program(int64_t entry, at::TensorList tensors, int64_t programs
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(torchneuron, m) {
-  m.def("launch_tile_program(int entry, Tensor(a!)[] tensors, int programs) -> ()");
+  m.def("launch_tile_program(int entry, Tensor(a!)[] tensors, int programs, str name) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(torchneuron, PrivateUse1, m) { m.impl("launch_tile_program", TORCH_FN(launch_tile_program)); }
