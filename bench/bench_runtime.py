@@ -115,6 +115,14 @@ def main():
         print(f"{name:<28}{cpu_us:>10.2f}{neuron_us:>12.2f}{ratio:>11.2f}x")
     print(f"{'tiny zero_ enqueue only':<28}{'':>10}{enqueue * 1e6:>12.2f}")
 
+    # The profiler's device track: its cost per op while recording; off, the queue checks one flag.
+    from torch.profiler import ProfilerActivity, profile
+    off = per_op_seconds(tiny_add, "neuron", 5000)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+        on = per_op_seconds(tiny_add, "neuron", 5000)
+    print(f"\n{'profiler':<28}{'off us':>10}{'recording us':>14}{'on/off':>10}")
+    print(f"{'tiny add_ (native)':<28}{off * 1e6:>10.2f}{on * 1e6:>14.2f}{on / off:>9.2f}x")
+
     print(f"\n{'copy bandwidth':<28}{'cpu GB/s':>10}{'neuron GB/s':>12}{'neuron/cpu':>12}")
     for size in (64 << 10, 64 << 20):
         bw = copy_bandwidth(size)
