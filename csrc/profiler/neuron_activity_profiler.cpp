@@ -5,7 +5,9 @@
 // that launched it, so key_averages() counts device time and the chrome trace draws the arrows.
 #include <libkineto.h>
 #include <output_base.h>
+#include <c10/util/ApproximateClock.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#include <torch/csrc/profiler/stubs/base.h>
 
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 
 #include "runtime/command_trace.h"
 #include "runtime/device.h"
+#include "runtime/event.h"
 
 namespace torchneuron::profiler {
 namespace {
@@ -63,7 +66,9 @@ class NeuronProfilerSession : public libkineto::IActivityProfilerSession {
     buffer_->gpuOpCount = 0;
     for (const rt::CommandRecord& r : records_) {
       if (r.skipped) continue;
-      std::string name = r.op;
+      // Named apart from the host op that launched it, as CUDA kernels are, so the two are
+      // separate rows of key_averages().
+      std::string name = std::string(r.op) + " [neuron]";
       buffer_->emplace_activity(buffer_->span, activity_type_of(r.op), name);
       libkineto::GenericTraceActivity& a = *buffer_->activities.back();
       a.startTime = r.start_ns;
@@ -166,6 +171,58 @@ class NeuronActivityProfiler : public libkineto::IActivityProfiler {
 };
 
 REGISTER_PRIVATEUSE1_PROFILER(NeuronActivityProfiler);
+
+// The legacy path (torch.autograd.profiler.profile(use_device="neuron") without Kineto's device
+// activities): each op's device time is the queue time between timing events recorded around it.
+class NeuronProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
+ public:
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    const int index = rt::current_device();
+    if (device != nullptr) *device = static_cast<c10::DeviceIndex>(index);
+    auto marker = std::make_shared<rt::Event>(true);
+    marker->record(index, rt::current_stream(index));
+    if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
+    if (event != nullptr) *event = marker;
+  }
+
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* start,
+                const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
+    if (start == nullptr || end == nullptr || !*start || !*end) return 0.0f;
+    const auto* a = static_cast<const rt::Event*>(start->get());
+    const auto* b = static_cast<const rt::Event*>(end->get());
+    return static_cast<float>(a->elapsed_ms(*b) * 1000.0);  // microseconds
+  }
+
+  void mark(const char*) const override {}
+  void rangePush(const char*) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+
+  void onEachDevice(std::function<void(int)> op) const override {
+    const int saved = rt::current_device();
+    for (int d = 0; d < rt::device_count(); ++d) {
+      rt::set_current_device(d);
+      op(d);
+    }
+    rt::set_current_device(saved);
+  }
+
+  void synchronize() const override {
+    if (!rt::is_initialized()) return;
+    for (int d = 0; d < rt::device_count(); ++d) {
+      rt::HardwareQueue& queue = rt::device(d).queue();
+      queue.wait_for(queue.last_submitted());
+    }
+  }
+};
+
+struct RegisterStubs {
+  RegisterStubs() {
+    static NeuronProfilerStubs stubs;
+    torch::profiler::impl::registerPrivateUse1Methods(&stubs);
+  }
+} register_stubs;
 
 }  // namespace
 }  // namespace torchneuron::profiler

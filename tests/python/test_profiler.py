@@ -28,7 +28,7 @@ def test_device_time_is_attributed_to_the_launching_ops():
     assert "Self NEURON" in prof.key_averages().table()
     # The mm's device time is at most the span between its launch and the end of the profile.
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
-    assert {"aten::mm", "aten::relu"} <= {k.name for k in kernels}
+    assert {"aten::mm [neuron]", "aten::relu [neuron]"} <= {k.name for k in kernels}
 
 
 def test_chrome_trace_has_device_tracks_and_flow_arrows(tmp_path):
@@ -42,7 +42,7 @@ def test_chrome_trace_has_device_tracks_and_flow_arrows(tmp_path):
         trace = json.load(f)
     events = device_events(trace)
     names = {e["name"] for e in events}
-    assert "aten::mm" in names and "aten::gelu" in names
+    assert "aten::mm [neuron]" in names and "aten::gelu [neuron]" in names
     assert any(e["cat"] == "gpu_memcpy" for e in events)  # the copy to the host
     for e in events:
         assert e["pid"] == 0 and e["dur"] >= 0  # neuron:0's track
@@ -88,7 +88,7 @@ def test_streams_are_tracks_and_compiled_and_nki_kernels_appear(tmp_path, fresh_
     with open(path) as f:
         events = device_events(json.load(f))
     names = {e["name"] for e in events}
-    assert "torchneuron::compiled_kernel" in names and "nki:double" in names
+    assert "torchneuron::compiled_kernel [neuron]" in names and "nki:double [neuron]" in names
     assert {e["tid"] for e in events} >= {0, side.stream_id}
 
 
@@ -100,7 +100,7 @@ def test_tensorboard_handler_and_the_legacy_autograd_profiler(tmp_path):
     written = [f for f in os.listdir(tmp_path) if f.endswith(".pt.trace.json")]
     assert len(written) == 1
     with open(tmp_path / written[0]) as f:
-        assert any(e["name"] == "aten::mm" for e in device_events(json.load(f)))
+        assert any(e["name"] == "aten::mm [neuron]" for e in device_events(json.load(f)))
     with torch.autograd.profiler.profile(use_device="neuron") as legacy:
         (x @ x).sum().item()
     mm = [e for e in legacy.key_averages() if e.key == "aten::mm"][0]
