@@ -94,7 +94,7 @@ def test_info_reports_the_installation(run_python):
     info = json.loads(result.stdout)
     assert info["torch"].startswith("2.13") and len(info["devices"]) == 2
     assert info["cpu level running"] in info["cpu levels built"]
-    assert info["environment"] == {"TORCHNEURON_FALLBACK": "silent"}
+    assert info["environment"]["TORCHNEURON_FALLBACK"] == "silent"
     assert info["native ops"] > 500 and info["distributed backend registered"] is True
     text = subprocess.run([sys.executable, "-m", "torchneuron.info"], capture_output=True, text=True, timeout=120)
     assert "neuron:0: 8.0 GiB" in text.stdout and "compile cache:" in text.stdout
