@@ -59,9 +59,10 @@ def _register():
         [os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep]
     )
     _dynamo_interface.register_when_dynamo_loads()
-    from torchneuron import distributed
+    from torchneuron import compat, distributed
 
     distributed.register()
+    compat.apply_when_torchtitan_loads()
 
 
 _register()

@@ -111,9 +111,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_att
     std::optional<int64_t> num_splits) {
   const char* op = "aten::_flash_attention_forward";
   check_supported(op, dropout_p, is_causal, window_left, window_right);
-  TORCH_CHECK(!(seqused_k.has_value() && seqused_k->defined()) && !(alibi_slopes.has_value() && alibi_slopes->defined()) &&
-                  !(block_table.has_value() && block_table->defined()) && !num_splits.has_value(),
-              op, " on neuron supports neither seqused_k, alibi_slopes, block_table nor num_splits");
+  // num_splits is a CUDA kernel's work split: nothing to do with the result, ignored here.
+  (void)num_splits;
+  TORCH_CHECK(!(seqused_k.has_value() && seqused_k->defined()), op, " on neuron does not support seqused_k");
+  TORCH_CHECK(!(alibi_slopes.has_value() && alibi_slopes->defined()), op, " on neuron does not support alibi_slopes");
+  TORCH_CHECK(!(block_table.has_value() && block_table->defined()), op,
+              " on neuron does not support block_table (paged key/value)");
   const at::Tensor* offsets[] = {cum_seq_q ? &*cum_seq_q : nullptr, cum_seq_k ? &*cum_seq_k : nullptr};
   check_same_device(op, query.device(), {&key, &value, offsets[0], offsets[1]});
   const bool packed = cum_seq_q.has_value() && cum_seq_q->defined();
