@@ -1,0 +1,80 @@
+"""TorchTitan 0.3.0, unmodified, training the llama3 debug model (varlen attention) on neuron
+through torchrun: 1 rank, FSDP2 and TP on 2 ranks, compiled with our backend, and a checkpoint
+resumed; with the tokenizer and dataset made locally (examples/titan/prepare_assets.py)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torchtitan", reason="make test installs torchtitan (the .stamp-titan step)")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STEP = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    out = tmp_path_factory.mktemp("titan")
+    subprocess.run([sys.executable, os.path.join(REPO, "examples", "titan", "prepare_assets.py"), str(out)],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+def train(assets, ranks, *options, steps=4, workdir=None):
+    """Runs torchtitan under torchrun; returns {step: loss} as rank 0 logged them."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+               "-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_debugmodel_varlen_attn",
+               "--hf_assets_path", str(assets / "tokenizer"), "--dataloader.dataset", "c4_test",
+               "--dataloader.dataset-path", str(assets / "dataset"), "--training.seq-len", "128",
+               "--training.local-batch-size", "2", "--training.steps", str(steps), "--validator.no-enable",
+               "--metrics.no-enable-tensorboard", *options]
+    if "--checkpoint.enable" not in options:
+        command.append("--checkpoint.no-enable")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHNEURON_")}
+    env.update(TORCHNEURON_NUM_DEVICES="2", OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=420, env=env, cwd=workdir or str(assets))
+    text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+    assert done.returncode == 0, text[-4000:]
+    return {int(s): float(loss) for s, loss in STEP.findall(text)}
+
+
+def falls(losses, steps=4):
+    return sorted(losses) == list(range(1, steps + 1)) and losses[steps] < losses[1] - 0.3
+
+
+def test_one_rank_trains_and_compiled_matches_eager(assets):
+    eager = train(assets, 1)
+    assert falls(eager)
+    compiled = train(assets, 1, "--compile.enable", "--compile.backend", "neuron")
+    for step, loss in eager.items():
+        assert compiled[step] == pytest.approx(loss, abs=2e-3)
+
+
+def test_fsdp2_on_two_ranks(assets):
+    assert falls(train(assets, 2, "--parallelism.data-parallel-shard-degree", "2",
+                       "--parallelism.spmd-backend", "partial_dtensor"))
+
+
+def test_tensor_parallel_on_two_ranks(assets):
+    assert falls(train(assets, 2, "--parallelism.tensor-parallel-degree", "2",
+                       "--parallelism.spmd-backend", "partial_dtensor"))
+
+
+def test_checkpoint_resume_gives_the_uninterrupted_losses(assets, tmp_path):
+    straight = train(assets, 1)
+    folder = str(tmp_path / "checkpoints")
+    first = train(assets, 1, "--checkpoint.enable", "--checkpoint.folder", folder, "--checkpoint.interval", "2", steps=2)
+    resumed = train(assets, 1, "--checkpoint.enable", "--checkpoint.folder", folder, "--checkpoint.interval", "2")
+    assert sorted(first) == [1, 2] and sorted(resumed) == [3, 4]
+    for step in (3, 4):
+        assert resumed[step] == pytest.approx(straight[step], abs=1e-5)
+
+
+def test_compat_shim_only_where_torch_lacks_it(run_python):
+    result = run_python("import torch, torchneuron, torchtitan, torchneuron.compat as c\n"
+                        "import torch.distributed as d\n"
+                        "print(c.APPLIED, d.set_timeout is d.distributed_c10d._set_pg_timeout)\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['torch.distributed.set_timeout']", "True"]
