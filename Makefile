@@ -31,20 +31,23 @@ $(VENV)/.stamp-deps: pyproject.toml Makefile | .stamp-system
 	  'tokenizers>=0.23.1,<0.24.0' 'safetensors>=0.8.0' 'regex>=2025.10.22' 'pyyaml>=5.1' 'tqdm>=4.60' typer
 	@touch $@
 
-# TorchTitan 0.3.0 unmodified: its dependencies under a torch==$(TORCH_VERSION) constraint, then
-# torchtitan itself and triton (which its imports need) without dependency resolution.
+# The training frameworks, unmodified: TorchTitan 0.3.0's dependencies and Accelerate under a
+# torch==$(TORCH_VERSION) constraint, then torchtitan itself and triton (which its imports need)
+# without dependency resolution.
 TITAN_VERSION := 0.3.0
-$(VENV)/.stamp-titan: $(VENV)/.stamp-deps
-	@echo "== installing torchtitan==$(TITAN_VERSION) and its dependencies"
+ACCELERATE_VERSION := 1.16.0
+$(VENV)/.stamp-frameworks: $(VENV)/.stamp-deps
+	@echo "== installing torchtitan==$(TITAN_VERSION), accelerate==$(ACCELERATE_VERSION) and their dependencies"
 	@echo "torch==$(TORCH_VERSION)" > $(VENV)/torch-constraint.txt
 	@$(PIP) install -q --disable-pip-version-check -c $(VENV)/torch-constraint.txt torchdata torch_checkpointing \
-	  'datasets>=3.6.0,<4.8.0' 'tokenizers>=0.23.1,<0.24.0' safetensors tyro tensorboard einops pillow spmd_types==0.2.3
+	  'datasets>=3.6.0,<4.8.0' 'tokenizers>=0.23.1,<0.24.0' safetensors tyro tensorboard einops pillow spmd_types==0.2.3 \
+	  accelerate==$(ACCELERATE_VERSION)
 	@$(PIP) install -q --disable-pip-version-check --no-deps torchtitan==$(TITAN_VERSION) triton
 	@touch $@
 
 # The llama3 debug model trained by TorchTitan with FSDP2 on 2 neuron devices (docs/titan.md).
 TITAN_STEPS ?= 20
-titan: build $(VENV)/.stamp-titan
+titan: build $(VENV)/.stamp-frameworks
 	@$(PY) examples/titan/prepare_assets.py build/titan
 	@TORCHNEURON_NUM_DEVICES=2 OMP_NUM_THREADS=1 $(PY) -m torch.distributed.run --standalone --nproc-per-node 2 \
 	  -m torchtitan.train --module llama3 --config llama3_debugmodel_varlen_attn \
@@ -85,7 +88,7 @@ test-cpp: build
 
 # The whole pytest suite, with the conformance CI subset (a fixed list of OpInfos) failing on
 # regressions; then the model sweep's 5-model CI subset.
-test-python: build $(VENV)/.stamp-titan
+test-python: build $(VENV)/.stamp-frameworks
 	@echo "== Python tests (with the conformance CI subset)"
 	@TORCHNEURON_CONFORMANCE_CI=1 $(PY) -m pytest -q tests/python
 	@echo "== model sweep, CI subset"

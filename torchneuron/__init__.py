@@ -62,7 +62,7 @@ def _register():
     from torchneuron import compat, distributed
 
     distributed.register()
-    compat.apply_when_torchtitan_loads()
+    compat.apply_when_frameworks_load()
 
 
 _register()

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("torchtitan", reason="make test installs torchtitan (the .stamp-titan step)")
+pytest.importorskip("torchtitan", reason="make test installs torchtitan (the .stamp-frameworks step)")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
