@@ -78,8 +78,13 @@ def current_device():
 
 
 def set_device(device):
-    """Sets the calling thread's current neuron device."""
-    _C._set_device(_get_device_index(device))
+    """Sets the calling thread's current neuron device, starting it (as torch.cuda.set_device
+    initializes CUDA): then is_initialized() is True, and code that resolves "neuron" without an
+    index, such as FakeTensor's, takes this device."""
+    index = _get_device_index(device)
+    _C._set_device(index)
+    if index >= 0:
+        _C._start_device(index)
 
 
 class device:

@@ -248,6 +248,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_hbm_capacity", [] { return rt::hbm_capacity_bytes(); });
   m.def("_current_device", [] { return rt::current_device(); });
   m.def("_set_device", [](int index) { rt::set_current_device(index); });
+  // Starts device `index` (its allocator and queue), as torch.cuda.set_device initializes CUDA.
+  m.def("_start_device", [](int index) { rt::device(index); });
   m.def("_synchronize", [](int index) { rt::device(index).synchronize(); },
         py::call_guard<py::gil_scoped_release>());
   m.def("_launch_blocking", [] { return rt::launch_blocking(); });

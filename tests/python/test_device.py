@@ -248,3 +248,18 @@ def test_importing_torchneuron_before_torch_works(run_python):
     result = run_python("import torchneuron, torch; print(torch.ones(2, device='neuron').cpu())")
     assert result.returncode == 0, result.stderr
     assert "tensor([1., 1.])" in result.stdout
+
+
+def test_set_device_starts_the_device_as_cuda_does(run_python):
+    """torch.cuda.set_device initializes CUDA; code that resolves an index-less device (FakeTensor,
+    DTensor's seeded initialisation) then takes the current device."""
+    code = ("import torch, torchneuron\n"
+            "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+            "before = torch.neuron.is_initialized()\n"
+            "torch.neuron.set_device(1)\n"
+            "with FakeTensorMode():\n"
+            "    fake = torch.empty(2, device='neuron')\n"
+            "print(before, torch.neuron.is_initialized(), fake.device)\n")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True", "neuron:1"]
