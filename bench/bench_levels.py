@@ -14,6 +14,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from torchneuron import _cpu_dispatch  # noqa: E402  (no extension module needed for the probe)
+from torchneuron.info import cpu_model  # noqa: E402
 
 # Below the CPU's highest level, the BLAS libraries that pick their kernels from the CPU, not from
 # ATEN_CPU_CAPABILITY, are held to the level too: OpenBLAS (our GEMMs) and MKL (CPU PyTorch's
@@ -106,21 +107,9 @@ def main():
     os.makedirs(os.path.join(ROOT, "build"), exist_ok=True)
     with open(os.path.join(ROOT, "build", "bench.md"), "w") as f:
         f.write(f"Kernel families, neuron / CPU PyTorch throughput at each level (both held to it); "
-                f"CPU: {cpu_name()}, {os.cpu_count()} cores. ⚠: below half the {top} ratio.\n\n{table}\n")
+                f"CPU: {cpu_model()}, {os.cpu_count()} cores. ⚠: below half the {top} ratio.\n\n{table}\n")
     print(f"wrote {os.path.join(ROOT, 'build', 'bench.md')}")
     plot(results, built, os.path.join(ROOT, "build", "bench.png"))
-
-
-def cpu_name():
-    """The CPU's model name, from /proc/cpuinfo."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 if __name__ == "__main__":

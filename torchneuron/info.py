@@ -19,7 +19,8 @@ def _first_line(command):
         return "unavailable"
 
 
-def _cpu_model():
+def cpu_model():
+    """The CPU's model name, from /proc/cpuinfo."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -27,7 +28,7 @@ def _cpu_model():
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return platform.processor() or "unknown CPU"
 
 
 def _directory_size(path):
@@ -65,7 +66,7 @@ def collect() -> dict:
     return {
         "torchneuron": version("torchneuron"), "torch": torch.__version__, "python": sys.version.split()[0],
         "platform": platform.platform(), "compiler (CXX)": _first_line([os.environ.get("CXX") or "c++", "--version"]),
-        "cpu": _cpu_model(), "cpu cores": os.cpu_count(),
+        "cpu": cpu_model(), "cpu cores": os.cpu_count(),
         "cpu levels built": _cpu_dispatch._available(), "cpu level highest supported": _cpu_dispatch.highest_supported(),
         "cpu level running": torchneuron.cpu_capability(),
         "devices": devices,

