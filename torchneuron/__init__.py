@@ -27,6 +27,9 @@ def _check_environment():
             f"TORCHNEURON_FALLBACK={mode!r} is not a fallback mode; "
             f"use one of {', '.join(_FALLBACK_MODES)}."
         )
+    adaptive = os.environ.get("TORCHNEURON_ADAPTIVE_EAGER", "")
+    if adaptive not in ("", "0", "1"):
+        raise ValueError(f"TORCHNEURON_ADAPTIVE_EAGER={adaptive!r} must be 0 or 1.")
     for name, low, high in (("TORCHNEURON_NUM_DEVICES", 0, 64), ("TORCHNEURON_HBM_GB", 1, 1 << 20)):
         value = os.environ.get(name, "")
         if value and not (value.isdigit() and low <= int(value) <= high):
@@ -134,14 +137,23 @@ def reset_compile_stats():
     reset()
 
 
+from torchneuron.adaptive import (adaptive_eager, adaptive_eager_settings, adaptive_eager_stats,  # noqa: E402
+                                  is_adaptive_eager_enabled, reset_adaptive_eager_stats, set_adaptive_eager_settings)
+
 __all__ = [
+    "adaptive_eager",
+    "adaptive_eager_settings",
+    "adaptive_eager_stats",
     "compile_stats",
     "cpu_capability",
     "fallback_mode",
     "fallback_report",
+    "is_adaptive_eager_enabled",
     "native_ops",
     "nki_op",
+    "reset_adaptive_eager_stats",
     "reset_compile_stats",
     "reset_fallback_report",
+    "set_adaptive_eager_settings",
     "set_fallback_mode",
 ]

@@ -118,6 +118,12 @@ def synchronize(device=None):
     _C._synchronize(_get_device_index(device))
 
 
+def _sleep(microseconds, device=None):
+    """Queues a command that holds the device for `microseconds` (as torch.cuda._sleep spins
+    the GPU): tests use it to make the host get ahead of the device."""
+    _C._sleep(_get_device_index(device), int(microseconds))
+
+
 # ---- streams and events --------------------------------------------------------------------
 
 

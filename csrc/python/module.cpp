@@ -14,6 +14,8 @@
 #include <torch/csrc/Generator.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -21,6 +23,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "aten/adaptive/adaptive_eager.h"
+#include "aten/device/neuron_tensor.h"
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/generator.h"
 #include "runtime/device.h"
@@ -236,6 +240,17 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torchneuron native extension: runtime control for the neuron device";
   python::register_exception_translators();
   rt::set_launch_site_provider(&python::python_launch_site);
+  rt::set_blocking_wait_hooks(
+      []() -> void* {
+        if (!Py_IsInitialized() || _Py_IsFinalizing() || PyGILState_Check() == 0) return nullptr;
+        return PyEval_SaveThread();
+      },
+      [](void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); });
+  aten::adaptive::set_python_only_preserved([](PyObject* wrapper) {
+    if (Py_REFCNT(wrapper) != 1) return false;
+    const Py_ssize_t offset = Py_TYPE(wrapper)->tp_weaklistoffset;
+    return offset <= 0 || *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(wrapper) + offset) == nullptr;
+  });
 
   m.def("_set_library_prefixes", [](std::vector<std::string> prefixes) {
     python::library_prefixes() = std::move(prefixes);
@@ -309,4 +324,35 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_fallback_counts", [] { aten::reset_fallback_counts(); });
   m.def("_fallback_mode", [] { return std::string(python::mode_name(aten::fallback_mode())); });
   m.def("_set_fallback_mode", [](const std::string& mode) { aten::set_fallback_mode(python::parse_mode(mode)); });
+  // torch.neuron._sleep: a command that holds the queue, as torch.cuda._sleep spins the GPU.
+  m.def("_sleep", [](int index, int64_t microseconds) {
+    rt::LaunchInfo info = rt::LaunchInfo::named("neuron::sleep");
+    info.site = rt::capture_launch_site();
+    aten::runtime_call([&] {
+      rt::device(index).queue().submit(rt::current_stream(index), info, [microseconds] {
+        std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+      });
+    });
+  }, py::call_guard<py::gil_scoped_release>());
+  m.def("_adaptive_eager_enabled", [] { return aten::adaptive::enabled(); });
+  m.def("_set_adaptive_eager", [](bool on) { aten::adaptive::set_enabled(on); },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_adaptive_eager_settings", [] {
+    const auto s = aten::adaptive::settings();
+    return std::unordered_map<std::string, int64_t>{{"backlog", s.backlog}, {"hot_after", s.hot_after},
+                                                    {"max_ops", s.max_ops}};
+  });
+  m.def("_set_adaptive_eager_settings", [](int64_t backlog, int64_t hot_after, int64_t max_ops) {
+    aten::adaptive::set_settings({backlog, hot_after, max_ops});
+  });
+  m.def("_adaptive_eager_stats", [] {
+    const auto s = aten::adaptive::stats();
+    return std::unordered_map<std::string, int64_t>{
+        {"ops_recorded", s.ops_recorded}, {"regions", s.regions}, {"regions_fused", s.regions_fused},
+        {"regions_op_by_op", s.regions_op_by_op}, {"ops_fused", s.ops_fused}, {"plan_hits", s.plan_hits},
+        {"plan_misses", s.plan_misses}, {"values_elided", s.values_elided}, {"flush_queue", s.flush_queue},
+        {"flush_shape", s.flush_shape}, {"flush_full", s.flush_full}, {"flush_hazard", s.flush_hazard},
+        {"flush_idle", s.flush_idle}, {"flush_stream", s.flush_stream}};
+  });
+  m.def("_reset_adaptive_eager_stats", [] { aten::adaptive::reset_stats(); });
 }

@@ -16,6 +16,9 @@ namespace torchneuron::runtime {
 namespace {
 
 std::atomic<LaunchSiteProvider> g_launch_site_provider{nullptr};
+std::atomic<DeferredWorkFlusher> g_deferred_work_flusher{nullptr};
+std::atomic<BlockingWaitBegin> g_blocking_wait_begin{nullptr};
+std::atomic<BlockingWaitEnd> g_blocking_wait_end{nullptr};
 
 bool env_flag(const char* name) {
   const char* value = std::getenv(name);
@@ -44,6 +47,19 @@ void set_launch_site_provider(LaunchSiteProvider provider) { g_launch_site_provi
 const char* capture_launch_site() {
   LaunchSiteProvider provider = g_launch_site_provider.load();
   return provider != nullptr ? provider() : "";
+}
+
+void set_deferred_work_flusher(DeferredWorkFlusher flusher) { g_deferred_work_flusher = flusher; }
+
+void set_blocking_wait_hooks(BlockingWaitBegin begin, BlockingWaitEnd end) {
+  g_blocking_wait_end = end;
+  g_blocking_wait_begin = begin;
+}
+
+void HardwareQueue::flush_deferred_work() const {
+  if (!has_deferred_work_.load(std::memory_order_acquire)) return;
+  DeferredWorkFlusher flusher = g_deferred_work_flusher.load();
+  if (flusher != nullptr) flusher(device_index_);
 }
 
 bool launch_blocking() { return g_launch_blocking.load(std::memory_order_relaxed); }
@@ -87,6 +103,7 @@ HardwareQueue::~HardwareQueue() {
 }
 
 uint64_t HardwareQueue::submit(StreamId stream, const LaunchInfo& info, Kernel&& kernel) {
+  flush_deferred_work();
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(submit_mutex_);
@@ -240,6 +257,14 @@ void HardwareQueue::record_fault(const Command& command, const char* what) {
 
 void HardwareQueue::wait_for(uint64_t seq) {
   if (is_complete(seq)) return;
+  BlockingWaitBegin begin = g_blocking_wait_begin.load();
+  void* token = begin != nullptr ? begin() : nullptr;
+  struct EndWait {
+    void* token;
+    ~EndWait() {
+      if (token != nullptr) g_blocking_wait_end.load()(token);
+    }
+  } end_wait{token};
   std::unique_lock<std::mutex> lock(mutex_);
   progress_waiters_.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
@@ -253,16 +278,19 @@ void HardwareQueue::wait_for(uint64_t seq) {
 }
 
 void HardwareQueue::synchronize() {
+  flush_deferred_work();
   wait_for(last_submitted());
   raise_pending_fault();
 }
 
 void HardwareQueue::synchronize_stream(StreamId stream) {
+  flush_deferred_work();
   wait_for(last_submitted(stream));
   raise_pending_fault();
 }
 
 bool HardwareQueue::stream_idle(StreamId stream) const {
+  flush_deferred_work();
   return is_complete(last_submitted(stream));
 }
 
@@ -286,9 +314,13 @@ bool HardwareQueue::has_pending_fault() const {
   return fault_.has_value();
 }
 
-uint64_t HardwareQueue::last_submitted() const { return submitted_.load(std::memory_order_acquire); }
+uint64_t HardwareQueue::last_submitted() const {
+  flush_deferred_work();
+  return submitted_.load(std::memory_order_acquire);
+}
 
 uint64_t HardwareQueue::last_submitted(StreamId stream) const {
+  flush_deferred_work();
   std::lock_guard<std::mutex> lock(submit_mutex_);
   auto it = last_seq_by_stream_.find(stream);
   return it == last_seq_by_stream_.end() ? 0 : it->second;

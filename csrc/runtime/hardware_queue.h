@@ -56,6 +56,20 @@ const char* capture_launch_site();
 bool launch_blocking();
 void set_launch_blocking(bool enabled);
 
+// Called around a host thread's blocking wait for a queue. The Python module releases the GIL
+// there: a command's captures may drop the last reference to a tensor that Python owns, and
+// the worker then needs the GIL while the host thread, blocked on a full queue or a sync under
+// a Python dispatch mode, would otherwise hold it.
+using BlockingWaitBegin = void* (*)();
+using BlockingWaitEnd = void (*)(void*);
+void set_blocking_wait_hooks(BlockingWaitBegin begin, BlockingWaitEnd end);
+
+// Work the host holds back for a device (adaptive eager's recorded ops) reaches its queue
+// before anything that could observe it: a queue with deferred work calls the flusher at the
+// start of every submit, synchronization, stream query and event record.
+using DeferredWorkFlusher = void (*)(int device_index);
+void set_deferred_work_flusher(DeferredWorkFlusher flusher);
+
 class HardwareQueue {
  public:
   using Kernel = KernelFunction;
@@ -91,6 +105,10 @@ class HardwareQueue {
   uint64_t last_submitted() const;
   uint64_t last_submitted(StreamId stream) const;
   size_t depth() const;
+
+  // Whether the host holds deferred work for this queue (see DeferredWorkFlusher).
+  void set_has_deferred_work(bool deferred) { has_deferred_work_.store(deferred, std::memory_order_release); }
+  bool has_deferred_work() const { return has_deferred_work_.load(std::memory_order_acquire); }
   int device_index() const { return device_index_; }
 
  private:
@@ -115,6 +133,7 @@ class HardwareQueue {
   // Sleeps until a command after `taken` is submitted; false when stopping with none left.
   bool sleep_until_work(uint64_t taken);
   void record_fault(const Command& command, const char* what);
+  void flush_deferred_work() const;
 
   const int device_index_;
   const size_t max_depth_;
@@ -133,6 +152,8 @@ class HardwareQueue {
   std::unordered_map<StreamId, uint64_t> last_seq_by_stream_;
   uint64_t next_seq_ = 1;
   uint64_t completed_seen_ = 0;  // a past value of completed_, enough to know there is room
+
+  std::atomic<bool> has_deferred_work_{false};
 
   // Written by submit under submit_mutex_, in order; polled by the worker.
   alignas(64) std::atomic<uint64_t> submitted_{0};

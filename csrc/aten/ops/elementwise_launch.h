@@ -4,6 +4,7 @@
 
 #include <ATen/TensorIterator.h>
 
+#include "aten/adaptive/adaptive_eager.h"
 #include "aten/device/neuron_tensor.h"
 #include "kernels/elementwise.h"
 
@@ -18,10 +19,15 @@ bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
 
 kernels::OpScalar to_op_scalar(const c10::Scalar& value);
 
-// Enqueues the kernel and writes back outputs that TensorIterator computed in a temporary.
+// Enqueues the kernel (or records it, under adaptive eager) and writes back outputs that
+// TensorIterator computed in a temporary.
 template <typename Kernel>
 void launch(at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
             Kernel kernel) {
+  if (iter.numel() > 0 && adaptive::enabled() && adaptive::record(iter, op, args, kernel)) {
+    iter.cast_outputs();
+    return;
+  }
   if (iter.numel() > 0) {
     const at::Tensor output(iter.output_base());
     const at::Tensor input(iter.input_base(0));

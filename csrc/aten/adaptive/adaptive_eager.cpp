@@ -1,0 +1,284 @@
+// Recording pointwise ops while the device is backlogged, and flushing them as one command.
+#include "aten/adaptive/adaptive_eager.h"
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "aten/device/neuron_tensor.h"
+#include "runtime/device.h"
+
+namespace torchneuron::aten::adaptive {
+namespace detail {
+
+std::atomic<bool> g_enabled{[] {
+  const char* value = std::getenv("TORCHNEURON_ADAPTIVE_EAGER");
+  return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
+}()};
+
+}  // namespace detail
+
+namespace {
+
+// Chosen by bench/bench_adaptive.py (docs/adaptive_eager.md): more than 2 waiting commands
+// means the host is ahead of the device; a structure fuses from its second sighting, so a
+// model that never repeats a region runs it op by op; 64 ops bound a region's scratch.
+std::atomic<int64_t> g_backlog{2};
+std::atomic<int64_t> g_hot_after{2};
+std::atomic<int64_t> g_max_ops{64};
+
+struct Counters {
+  std::atomic<int64_t> ops_recorded{0}, regions{0}, regions_fused{0}, regions_op_by_op{0}, ops_fused{0};
+  std::atomic<int64_t> plan_hits{0}, plan_misses{0}, values_elided{0};
+  std::array<std::atomic<int64_t>, 6> flushes{};
+};
+Counters g_counters;
+
+enum class Reason { kQueue, kShape, kFull, kHazard, kIdle, kStream };
+
+struct DeviceRegion {
+  std::recursive_mutex mutex;
+  compiler::EagerRegion region;
+  std::vector<at::Tensor> keep_alive;  // one handle per distinct tensor the region reads or writes
+  std::vector<int> owner;              // per access: the keep_alive index of the tensor made there, or -1
+  runtime::StreamId stream = runtime::kDefaultStream;
+};
+
+DeviceRegion& region_of(int device) {
+  static std::array<DeviceRegion, runtime::kMaxDevices> regions;
+  return regions[device];
+}
+
+struct Structure {
+  int64_t seen = 0;
+  std::optional<compiler::RegionPlan> plan;
+};
+std::mutex g_structures_mutex;
+std::unordered_map<std::string, Structure> g_structures;
+constexpr size_t kMaxStructures = 4096;
+
+thread_local bool t_flushing = false;
+
+void release_handles(DeviceRegion& d, std::vector<at::Tensor>& released) {
+  for (at::Tensor& t : d.keep_alive) released.push_back(std::move(t));
+  d.keep_alive.clear();
+  d.owner.clear();
+}
+
+std::atomic<PythonOnlyPreserved> g_python_only_preserved{nullptr};
+
+// Whether nobody but the region's one handle holds `tensor`. A tensor Python has seen keeps
+// its wrapper alive while C++ holds it (PyObject preservation): then the wrapper's reference
+// is ours too, if Python itself holds the wrapper no longer.
+bool only_region_holds(const at::Tensor& tensor) {
+  if (tensor.weak_use_count() > 1) return false;
+  const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  PyObject* wrapper = impl->pyobj_slot()->load_pyobj();
+  if (wrapper == nullptr) return tensor.use_count() == 1;
+  PythonOnlyPreserved preserved_only = g_python_only_preserved.load();
+  return tensor.use_count() == 2 && preserved_only != nullptr && preserved_only(wrapper);
+}
+
+// Per access: whether nobody but the region holds what was made there once it has run.
+std::vector<bool> dead_accesses(const DeviceRegion& d) {
+  const auto& accesses = d.region.accesses();
+  std::vector<bool> dead(accesses.size(), false);
+  for (size_t i = 0; i < accesses.size(); ++i) {
+    if (i >= d.owner.size() || d.owner[i] < 0) continue;
+    const at::Tensor& made = d.keep_alive[d.owner[i]];
+    const c10::StorageImpl* storage = made.storage().unsafeGetStorageImpl();
+    size_t held = 0;  // the region's own references to that storage, one per tensor it holds
+    for (const at::Tensor& t : d.keep_alive) held += t.storage().unsafeGetStorageImpl() == storage;
+    dead[i] = only_region_holds(made) && made.storage().use_count() == held;
+  }
+  return dead;
+}
+
+// Flushes under the region's lock. The region's tensor handles move to `released`, to be
+// dropped after the lock: dropping a tensor Python owns takes the GIL, which a thread waiting
+// for the lock may hold.
+void flush_locked(int device, DeviceRegion& d, Reason reason, std::vector<at::Tensor>& released) {
+  if (d.region.empty()) return;
+  const std::vector<bool> dead = dead_accesses(d);
+  std::optional<compiler::RegionPlan> plan;
+  const std::string key = d.region.structure_key(dead);
+  {
+    std::lock_guard<std::mutex> lock(g_structures_mutex);
+    if (g_structures.size() >= kMaxStructures) g_structures.clear();
+    Structure& structure = g_structures[key];
+    if (++structure.seen >= g_hot_after.load()) {
+      if (structure.plan) {
+        g_counters.plan_hits++;
+      } else {
+        structure.plan = d.region.plan(dead);
+        g_counters.plan_misses++;
+      }
+      plan = structure.plan;
+    }
+  }
+  const int64_t numel = d.region.numel();
+  auto ops = std::make_shared<std::vector<compiler::RecordedOp>>(d.region.take_ops());
+  g_counters.regions++;
+  g_counters.flushes[static_cast<int>(reason)]++;
+  runtime::HardwareQueue& queue = runtime::device(device).queue();
+  queue.set_has_deferred_work(false);
+  t_flushing = true;
+  try {
+    if (!plan) {
+      g_counters.regions_op_by_op++;
+      for (compiler::RecordedOp& op : *ops) {
+        runtime_call([&] {
+          queue.submit(d.stream, op.info, [kernel = std::move(op.kernel), args = op.args] { kernel(args); });
+        });
+      }
+    } else {
+      g_counters.regions_fused++;
+      g_counters.ops_fused += static_cast<int64_t>(ops->size());
+      g_counters.values_elided += plan->elided;
+      runtime::LaunchInfo info = runtime::LaunchInfo::named("adaptive_eager::region");
+      info.site = ops->front().info.site;
+      runtime_call([&] {
+        queue.submit(d.stream, info, [ops, region_plan = std::move(*plan), numel] { compiler::run_region(*ops, region_plan, numel); });
+      });
+    }
+  } catch (...) {
+    t_flushing = false;
+    release_handles(d, released);
+    throw;
+  }
+  t_flushing = false;
+  release_handles(d, released);
+}
+
+void flush_from_queue(int device) {
+  if (t_flushing) return;
+  DeviceRegion& d = region_of(device);
+  std::vector<at::Tensor> released;
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  if (t_flushing) return;
+  flush_locked(device, d, Reason::kQueue, released);
+}
+
+const bool g_flusher_installed = [] {
+  runtime::set_deferred_work_flusher(&flush_from_queue);
+  return true;
+}();
+
+int hold(DeviceRegion& d, const at::TensorBase& tensor) {
+  for (size_t i = 0; i < d.keep_alive.size(); ++i) {
+    if (d.keep_alive[i].unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) return static_cast<int>(i);
+  }
+  d.keep_alive.emplace_back(tensor);
+  return static_cast<int>(d.keep_alive.size()) - 1;
+}
+
+}  // namespace
+
+void set_python_only_preserved(PythonOnlyPreserved check) { g_python_only_preserved = check; }
+
+void set_enabled(bool on) {
+  if (!on) {
+    for (int i = 0; i < runtime::device_count(); ++i) flush(i);
+  }
+  detail::g_enabled = on;
+}
+
+bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
+            compiler::ElementwiseKernel kernel) {
+  if (runtime::launch_blocking() || t_flushing || iter.device(0).type() != c10::DeviceType::PrivateUse1) return false;
+  const int device = iter.device(0).index();
+  runtime::HardwareQueue& queue = runtime::device(device).queue();
+  const int64_t backlog = g_backlog.load(std::memory_order_relaxed);
+  // An idle device takes ops straight away, at no cost beyond this check.
+  if (!queue.has_deferred_work() && static_cast<int64_t>(queue.depth()) <= backlog) return false;
+
+  // Outside the lock: the launch site takes the GIL, which a thread waiting for the lock may hold.
+  runtime::LaunchInfo info;
+  info.op = op;
+  for (int k = iter.noutputs(); k < iter.ntensors() && info.num_inputs < 3; ++k) {
+    if (iter.tensor_base(k).defined()) info.add_input(summarize(at::Tensor(iter.tensor_base(k))));
+  }
+  info.site = runtime::capture_launch_site();
+
+  DeviceRegion& d = region_of(device);
+  std::vector<at::Tensor> released;  // destroyed after the lock
+  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  const runtime::StreamId stream = runtime::current_stream(device);
+  if (!d.region.empty() && stream != d.stream) flush_locked(device, d, Reason::kStream, released);
+  if (!d.region.empty() && queue.depth() == 0) flush_locked(device, d, Reason::kIdle, released);
+  if (d.region.empty() && static_cast<int64_t>(queue.depth()) <= backlog) return false;
+
+  auto result = d.region.add(kernel, args, info);
+  if (result == compiler::EagerRegion::AddResult::kHazard || result == compiler::EagerRegion::AddResult::kOtherShape) {
+    flush_locked(device, d, result == compiler::EagerRegion::AddResult::kHazard ? Reason::kHazard : Reason::kShape, released);
+    result = d.region.add(kernel, args, info);
+  }
+  if (result != compiler::EagerRegion::AddResult::kAdded) return false;
+  d.stream = stream;
+  const compiler::RecordedOp& recorded = d.region.ops().back();
+  for (int k = 0; k < iter.ntensors(); ++k) {
+    if (iter.device(k).type() != c10::DeviceType::PrivateUse1) continue;
+    const int held = hold(d, iter.tensor_base(k));
+    if (k == 0) {
+      const int access = recorded.access[0];
+      if (static_cast<int>(d.owner.size()) <= access) d.owner.resize(access + 1, -1);
+      if (d.region.accesses()[access].written_first && d.owner[access] < 0) d.owner[access] = held;
+    }
+  }
+  d.owner.resize(d.region.accesses().size(), -1);
+  queue.set_has_deferred_work(true);
+  g_counters.ops_recorded++;
+  if (d.region.size() >= g_max_ops.load()) flush_locked(device, d, Reason::kFull, released);
+  return true;
+}
+
+void flush(int device_index) {
+  if (!runtime::device(device_index).queue().has_deferred_work()) return;
+  flush_from_queue(device_index);
+}
+
+Settings settings() { return {g_backlog.load(), g_hot_after.load(), g_max_ops.load()}; }
+
+void set_settings(const Settings& s) {
+  TORCH_CHECK(s.backlog >= 0, "adaptive eager: backlog must be >= 0, got ", s.backlog);
+  TORCH_CHECK(s.hot_after >= 1, "adaptive eager: hot_after must be >= 1, got ", s.hot_after);
+  TORCH_CHECK(s.max_ops >= 1 && s.max_ops <= 1024, "adaptive eager: max_ops must be in [1, 1024], got ", s.max_ops);
+  g_backlog = s.backlog;
+  g_hot_after = s.hot_after;
+  g_max_ops = s.max_ops;
+}
+
+Stats stats() {
+  Stats s;
+  s.ops_recorded = g_counters.ops_recorded;
+  s.regions = g_counters.regions;
+  s.regions_fused = g_counters.regions_fused;
+  s.regions_op_by_op = g_counters.regions_op_by_op;
+  s.ops_fused = g_counters.ops_fused;
+  s.plan_hits = g_counters.plan_hits;
+  s.plan_misses = g_counters.plan_misses;
+  s.values_elided = g_counters.values_elided;
+  s.flush_queue = g_counters.flushes[static_cast<int>(Reason::kQueue)];
+  s.flush_shape = g_counters.flushes[static_cast<int>(Reason::kShape)];
+  s.flush_full = g_counters.flushes[static_cast<int>(Reason::kFull)];
+  s.flush_hazard = g_counters.flushes[static_cast<int>(Reason::kHazard)];
+  s.flush_idle = g_counters.flushes[static_cast<int>(Reason::kIdle)];
+  s.flush_stream = g_counters.flushes[static_cast<int>(Reason::kStream)];
+  return s;
+}
+
+void reset_stats() {
+  for (auto* c : {&g_counters.ops_recorded, &g_counters.regions, &g_counters.regions_fused, &g_counters.regions_op_by_op,
+                  &g_counters.ops_fused, &g_counters.plan_hits, &g_counters.plan_misses, &g_counters.values_elided}) {
+    c->store(0);
+  }
+  for (auto& c : g_counters.flushes) c.store(0);
+  std::lock_guard<std::mutex> lock(g_structures_mutex);
+  g_structures.clear();
+}
+
+}  // namespace torchneuron::aten::adaptive

@@ -1,0 +1,55 @@
+// Adaptive eager: while a device's queue is backlogged, pointwise ops are recorded into a
+// region instead of enqueued, and the region reaches the queue as one command at the next
+// thing that could observe it (see compiler/eager_region.h for how it runs).
+#pragma once
+
+#include <ATen/TensorIterator.h>
+#include <c10/util/python_stub.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "compiler/eager_region.h"
+
+namespace torchneuron::aten::adaptive {
+
+namespace detail {
+extern std::atomic<bool> g_enabled;
+}
+
+// TORCHNEURON_ADAPTIVE_EAGER=1 turns it on at start; torchneuron.adaptive_eager() at run time.
+inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+void set_enabled(bool enabled);
+
+// Records the op that `iter` describes (laid out as `args`, run by `kernel`) when its device
+// is backlogged or a region is open and the op fits it. False: the caller enqueues it as usual.
+bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
+            compiler::ElementwiseKernel kernel);
+
+// Whether a tensor's Python wrapper is held only by the reference PyObject preservation gives
+// it (no Python reference, no weak reference): installed by the Python module.
+using PythonOnlyPreserved = bool (*)(PyObject* wrapper);
+void set_python_only_preserved(PythonOnlyPreserved check);
+
+// Puts the device's recorded ops on its queue now.
+void flush(int device_index);
+
+struct Settings {
+  int64_t backlog = 0;    // a region opens when more commands than this are waiting
+  int64_t hot_after = 0;  // a structure runs fused from its hot_after-th sighting on
+  int64_t max_ops = 0;    // a region holding this many ops is flushed
+};
+Settings settings();
+void set_settings(const Settings& settings);
+
+struct Stats {
+  int64_t ops_recorded = 0, regions = 0, regions_fused = 0, regions_op_by_op = 0, ops_fused = 0;
+  int64_t plan_hits = 0, plan_misses = 0, values_elided = 0;
+  // Why regions ended: a command or sync reached the queue, the shape changed, the region was
+  // full, a memory hazard, the device went idle, the stream changed.
+  int64_t flush_queue = 0, flush_shape = 0, flush_full = 0, flush_hazard = 0, flush_idle = 0, flush_stream = 0;
+};
+Stats stats();
+void reset_stats();  // and forgets every structure seen
+
+}  // namespace torchneuron::aten::adaptive

@@ -1,0 +1,265 @@
+"""Adaptive eager against plain eager: pointwise ops recorded while the device is busy and run as
+fused regions give bitwise the same results (chains in every dtype and size, views and in-place
+ops, streams and events, autograd, the training models, the conformance CI subset's samples and
+the model sweep's CI models), a device error inside a region names the op and its Python line,
+cold structures run op by op, and an idle device records nothing."""
+
+import copy
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torchneuron
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+from tiny_gpt import TinyGPT, train_step  # noqa: E402
+
+
+@pytest.fixture
+def adaptive():
+    """Adaptive eager on, regions opening behind any queued command and fusing at once; the
+    previous settings come back afterwards."""
+    saved = torchneuron.adaptive_eager_settings()
+    torchneuron.set_adaptive_eager_settings(backlog=0, hot_after=1)
+    torchneuron.reset_adaptive_eager_stats()
+    with torchneuron.adaptive_eager():
+        yield
+    torchneuron.set_adaptive_eager_settings(**saved)
+
+
+def busy(microseconds=3000):
+    """Holds the device so that the host gets ahead of it."""
+    torch.neuron._sleep(microseconds)
+
+
+def chain(x, y):
+    for _ in range(3):
+        x = x * 1.5 + y
+        x = torch.relu(x) - 0.25
+        x = x.sigmoid() * y
+        x = torch.where(x > 0.1, x.tanh(), x.exp())
+    return x
+
+
+def identical(a, b):
+    """Bitwise equality, NaNs included."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_floating_point():
+        a, b = a.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]), \
+            b.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[b.element_size()])
+    return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
+@pytest.mark.parametrize("numel", [1, 1000, 2048 * 3 + 7, 100_003])
+def test_pointwise_chain_is_bitwise_eager(dtype, numel, adaptive):
+    g = torch.Generator().manual_seed(numel)
+    x = torch.randn(numel, generator=g).to(dtype).to("neuron")
+    y = torch.randn(numel, generator=g).to(dtype).to("neuron")
+    with torchneuron.adaptive_eager(False):
+        expected = chain(x, y).cpu()
+    busy()
+    got = chain(x, y).cpu()
+    assert identical(got, expected)
+    stats = torchneuron.adaptive_eager_stats()
+    assert stats["regions_fused"] >= 1 and stats["ops_fused"] >= 12
+    # Every intermediate the chain drops lives in scratch only; x, y and the result do not.
+    assert stats["values_elided"] >= 10
+
+
+def test_integer_and_bool_ops_and_broadcast_scalars(adaptive):
+    a = torch.arange(-500, 500, device="neuron")
+    b = torch.arange(1000, device="neuron") % 7 + 1
+    s = torch.tensor(3, device="neuron")  # a 0-dim device tensor broadcast over the region
+
+    def f(a, b):
+        c = (a * b - s) // b
+        d = (c % 5).bitwise_xor(a) > s
+        return c.abs() + d.to(torch.int64), d.logical_not()
+
+    with torchneuron.adaptive_eager(False):
+        expected = [t.cpu() for t in f(a, b)]
+    busy()
+    got = [t.cpu() for t in f(a, b)]
+    assert all(identical(g, e) for g, e in zip(got, expected))
+    assert torchneuron.adaptive_eager_stats()["ops_fused"] >= 6
+
+
+def test_cold_structure_runs_op_by_op_until_seen_enough(adaptive):
+    torchneuron.set_adaptive_eager_settings(hot_after=3)
+    x = torch.randn(4096, device="neuron")
+    y = torch.randn(4096, device="neuron")
+    with torchneuron.adaptive_eager(False):
+        expected = chain(x, y).cpu()
+    results = []
+    for _ in range(4):
+        busy()
+        results.append(chain(x, y).cpu())
+    assert all(identical(r, expected) for r in results)
+    stats = torchneuron.adaptive_eager_stats()
+    assert stats["regions_op_by_op"] == 2 and stats["regions_fused"] == 2
+    assert stats["plan_misses"] == 1 and stats["plan_hits"] == 1 and stats["plan_hit_rate"] == 0.5
+
+
+def test_idle_device_records_nothing():
+    torchneuron.reset_adaptive_eager_stats()
+    x = torch.randn(1000, device="neuron")
+    with torchneuron.adaptive_eager():
+        for _ in range(20):
+            x = (x * 0.5).sigmoid()
+            torch.neuron.synchronize()
+    assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 0
+
+
+def test_error_inside_a_fused_region_names_the_op_and_line(adaptive):
+    a = torch.arange(1, 101, device="neuron")
+    zero = torch.zeros(100, dtype=torch.int64, device="neuron")
+    busy()
+    b = a * 2
+    c = b // zero  # integer division by zero fails on the device
+    d = c + 1
+    line = sys._getframe().f_lineno - 2
+    with pytest.raises(RuntimeError) as info:
+        d.cpu()
+    message = str(info.value)
+    assert "aten::" in message and "fused by adaptive eager" in message
+    assert f"test_adaptive_eager.py:{line}" in message
+    assert torchneuron.adaptive_eager_stats()["regions_fused"] == 1
+    # The device works again after the error was raised.
+    assert torch.equal((a + 1).cpu(), torch.arange(2, 102))
+
+
+def test_views_and_in_place_ops_on_live_tensors(adaptive):
+    base = torch.randn(4097, device="neuron")
+
+    def f(base):
+        x = base.clone()
+        shifted = x[1:]  # reads x one element over: a hazard for block-wise order
+        x.mul_(2).add_(1)
+        y = shifted * 3  # must see the in-place results
+        x.sub_(y.sum() * 0)  # a reduction ends the region
+        as_int = x.view(torch.int32)  # reinterpreted: another hazard
+        z = as_int.bitwise_and(0xFFFF)
+        x[:100].neg_()  # a view's in-place op, x stays live
+        return x, y, z
+
+    with torchneuron.adaptive_eager(False):
+        expected = [t.cpu() for t in f(base)]
+    busy()
+    got = [t.cpu() for t in f(base)]
+    assert all(identical(g, e) for g, e in zip(got, expected))
+    assert torchneuron.adaptive_eager_stats()["flush_hazard"] >= 1
+
+
+def test_streams_and_events_see_recorded_work(adaptive):
+    x = torch.randn(5000, device="neuron")
+    with torchneuron.adaptive_eager(False):
+        expected = chain(x, x).cpu()
+    busy()
+    y = chain(x, x)
+    event = torch.neuron.Event()
+    event.record()  # the region reaches the queue before the event's position
+    event.synchronize()
+    assert event.query()
+    assert identical(y.cpu(), expected)
+    # A stream change ends the region: the other stream's op runs after it.
+    side = torch.neuron.Stream()
+    busy()
+    z = x * 2 + 1
+    with torch.neuron.stream(side):
+        w = z.mul(3)
+    side.synchronize()
+    with torchneuron.adaptive_eager(False):
+        expected_w = (x * 2 + 1).mul(3).cpu()
+    assert identical(w.cpu(), expected_w)
+    assert torchneuron.adaptive_eager_stats()["flush_stream"] >= 1
+    # A stream query puts recorded work on the queue and counts it as pending.
+    with torchneuron.adaptive_eager(False):
+        expected_exp = x.exp().cpu()
+    busy(20000)
+    v = x.exp()
+    assert not torch.neuron.current_stream().query()
+    torch.neuron.synchronize()
+    assert identical(v.cpu(), expected_exp)
+
+
+def test_autograd_and_no_grad_are_bitwise_eager(adaptive):
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(3000, generator=g)
+
+    def run():
+        x = x0.to("neuron").requires_grad_()
+        y = (x * 2).sigmoid().tanh() * x
+        y.sum().backward()
+        with torch.no_grad():
+            z = (x * 3).exp_() - 1
+        return y.detach().cpu(), x.grad.cpu(), z.cpu()
+
+    with torchneuron.adaptive_eager(False):
+        expected = run()
+    busy()
+    got = run()
+    assert all(identical(a, b) for a, b in zip(got, expected))
+    assert torchneuron.adaptive_eager_stats()["ops_recorded"] > 0
+
+
+def mlp_step(model, optimizer, batch):
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def cnn_step(model, optimizer, batch):
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def train(model, batches, step, foreach):
+    model = copy.deepcopy(model).to("neuron")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, foreach=foreach)
+    losses = []
+    for batch in batches:
+        busy(200)  # the host gets ahead at every step, as behind a slow kernel
+        losses.append(step(model, optimizer, [t.to("neuron") for t in batch]).detach().cpu())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+def models():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    mlp = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 3))
+    rule = torch.randn(10, 3, generator=g)
+    xs = [torch.randn(16, 10, generator=g) for _ in range(50)]
+    yield "mlp", mlp, [(x, (x @ rule).argmax(dim=1)) for x in xs], mlp_step
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(8, 8, 3, padding=1), nn.GELU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 4))
+    images = [torch.randn(4, 3, 8, 8, generator=g) for _ in range(50)]
+    yield "cnn", cnn, [(x, torch.randint(0, 4, (4,), generator=g)) for x in images], cnn_step
+    gpt = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=2, dropout=0.0)
+    tokens = [torch.randint(0, 40, (4, 17), generator=g) for _ in range(50)]
+    yield "gpt", gpt, [(t,) for t in tokens], lambda m, o, b: train_step(m, o, b[0])
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt"])
+def test_training_50_steps_is_bitwise_eager(name, adaptive):
+    _, model, batches, step = next(m for m in models() if m[0] == name)
+    with torchneuron.adaptive_eager(False):
+        expected_losses, expected_params = train(model, batches, step, foreach=False)
+    torchneuron.reset_adaptive_eager_stats()
+    losses, params = train(model, batches, step, foreach=False)
+    assert all(identical(a, b) for a, b in zip(losses, expected_losses))
+    assert all(identical(a, b) for a, b in zip(params, expected_params))
+    stats = torchneuron.adaptive_eager_stats()
+    assert stats["regions_fused"] >= 50 and stats["plan_hit_rate"] > 0.5
