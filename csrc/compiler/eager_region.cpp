@@ -135,7 +135,7 @@ RegionPlan EagerRegion::plan(const std::vector<bool>& dead) const {
     if (!(dead[i] && a.written_first && a.stride != 0)) continue;
     plan.scratch_offset[i] = plan.scratch_bytes;
     // 64-byte aligned rows, as the allocator aligns tensors.
-    plan.scratch_bytes += (a.stride * kBlockElements + 63) / 64 * 64;
+    plan.scratch_bytes += (a.stride * plan.block + 63) / 64 * 64;
     ++plan.elided;
   }
   return plan;

@@ -335,8 +335,8 @@ PYBIND11_MODULE(_C, m) {
     });
   }, py::call_guard<py::gil_scoped_release>());
   m.def("_adaptive_eager_enabled", [] { return aten::adaptive::enabled(); });
-  m.def("_set_adaptive_eager", [](bool on) { aten::adaptive::set_enabled(on); },
-        py::call_guard<py::gil_scoped_release>());
+  // Holds the GIL: a flush that waits for a full queue releases it there (the blocking-wait hook).
+  m.def("_set_adaptive_eager", [](bool on) { aten::adaptive::set_enabled(on); });
   m.def("_adaptive_eager_settings", [] {
     const auto s = aten::adaptive::settings();
     return std::unordered_map<std::string, int64_t>{{"backlog", s.backlog}, {"hot_after", s.hot_after},

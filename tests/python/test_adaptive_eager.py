@@ -263,3 +263,65 @@ def test_training_50_steps_is_bitwise_eager(name, adaptive):
     assert all(identical(a, b) for a, b in zip(params, expected_params))
     stats = torchneuron.adaptive_eager_stats()
     assert stats["regions_fused"] >= 50 and stats["plan_hit_rate"] > 0.5
+
+
+def flat_tensors(value):
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def test_conformance_ci_subset_samples_are_bitwise_eager(adaptive):
+    """Every sample of the conformance CI subset's ops, float32 and bfloat16, run with the device
+    busy (so its pointwise pieces are recorded), gives plain eager's bits."""
+    from torchneuron.conformance.opinfo import CI_OPS, all_ops, select_ops
+
+    ops = all_ops()
+    compared = 0
+    for key in select_ops(ops, CI_OPS):
+        op = ops[key]
+        for dtype in (torch.float32, torch.bfloat16):
+            if dtype not in op.supported_dtypes("cpu"):
+                continue
+            torch.manual_seed(0)
+            for sample in list(op.sample_inputs("neuron", dtype))[:4]:
+                call = lambda: op(sample.input, *sample.args, **sample.kwargs)  # noqa: E731
+                try:
+                    with torchneuron.adaptive_eager(False):
+                        expected = [t.cpu() for t in flat_tensors(call())]
+                except Exception:  # noqa: BLE001 - a sample eager rejects is not ours to compare
+                    continue
+                busy(500)
+                got = [t.cpu() for t in flat_tensors(call())]
+                assert len(got) == len(expected), key
+                for g, e in zip(got, expected):
+                    assert identical(g, e), f"{key} {dtype}: adaptive eager differs from eager"
+                compared += 1
+    assert compared > 300
+    assert torchneuron.adaptive_eager_stats()["ops_recorded"] > 100
+
+
+@pytest.mark.parametrize("model_type", ["bert", "gpt2", "llama", "vit", "wav2vec2"])
+def test_model_sweep_ci_models_are_bitwise_eager(model_type, adaptive):
+    """The sweep's CI models, forward and backward, give plain eager's outputs and gradients."""
+    pytest.importorskip("transformers")
+    from torchneuron.sweep.models import build_model
+    from torchneuron.sweep.run import _backward, _cpu_reference, _record, float_outputs
+
+    model, config = build_model(model_type)
+    inputs, _ = _cpu_reference(model, config, _record(model_type, None))
+
+    def run():
+        device_model = copy.deepcopy(model).to("neuron")
+        torch.manual_seed(0)
+        busy(2000)
+        out = float_outputs(device_model(**{k: v.to("neuron") for k, v in inputs.items()}))
+        grads = _backward(device_model, out) or {}
+        return {k: v.detach().cpu() for k, v in out.items()}, {k: v.cpu() for k, v in grads.items()}
+
+    with torchneuron.adaptive_eager(False):
+        expected_out, expected_grads = run()
+    torchneuron.reset_adaptive_eager_stats()
+    out, grads = run()
+    assert out.keys() == expected_out.keys() and grads.keys() == expected_grads.keys()
+    assert all(identical(out[k], expected_out[k]) for k in out)
+    assert all(identical(grads[k], expected_grads[k]) for k in grads)
+    assert torchneuron.adaptive_eager_stats()["ops_recorded"] > 0

@@ -150,7 +150,10 @@ def _decompositions():
     order of operations, and one rounding of a half-precision result under
     emulate_precision_casts. linspace and logspace stay whole: their decompositions combine
     0-dim start and end tensors on the device with a CPU range (torch.linspace(a, b, n) for
-    device tensors a and b makes a CPU tensor), which fake tensors refuse as a device mismatch."""
+    device tensors a and b makes a CPU tensor), which fake tensors refuse as a device mismatch.
+    Dynamo writes addcmul_ and addcdiv_ with a value as Inductor's prims.fma, a Python op the
+    native executor cannot call with a number operand: it becomes a multiply and an add, the
+    roundings of eager mode's formula."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     aten = torch.ops.aten
@@ -166,7 +169,11 @@ def _decompositions():
     table = core_aten_decompositions()
     table.update(get_decompositions([aten._softmax, aten._log_softmax, aten._softmax_backward_data,
                                      aten._log_softmax_backward_data]))
-    return {op: fn for op, fn in table.items() if op.overloadpacket not in keep}
+    table = {op: fn for op, fn in table.items() if op.overloadpacket not in keep}
+    from torch._inductor import inductor_prims  # registers prims.fma
+
+    table[inductor_prims.fma] = lambda a, b, c: aten.add(aten.mul(a, b), c)
+    return table
 
 
 # torch.compile's modes, all of which compile the same way here: the neuron compiler has no

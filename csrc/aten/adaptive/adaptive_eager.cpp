@@ -62,6 +62,7 @@ std::unordered_map<std::string, Structure> g_structures;
 constexpr size_t kMaxStructures = 4096;
 
 thread_local bool t_flushing = false;
+std::atomic<uint64_t> g_devices_recorded{0};  // bit i: device i has held a region
 
 void release_handles(DeviceRegion& d, std::vector<at::Tensor>& released) {
   for (at::Tensor& t : d.keep_alive) released.push_back(std::move(t));
@@ -182,9 +183,18 @@ void set_python_only_preserved(PythonOnlyPreserved check) { g_python_only_preser
 
 void set_enabled(bool on) {
   if (!on) {
-    for (int i = 0; i < runtime::device_count(); ++i) flush(i);
+    const uint64_t devices = g_devices_recorded.load();
+    for (int i = 0; i < runtime::kMaxDevices; ++i) {
+      if (devices & (uint64_t{1} << i)) flush(i);
+    }
   }
   detail::g_enabled = on;
+}
+
+bool may_record(const at::TensorIteratorBase& iter) {
+  if (runtime::launch_blocking() || t_flushing || iter.device(0).type() != c10::DeviceType::PrivateUse1) return false;
+  const runtime::HardwareQueue& queue = runtime::device(iter.device(0).index()).queue();
+  return queue.has_deferred_work() || static_cast<int64_t>(queue.depth()) > g_backlog.load(std::memory_order_relaxed);
 }
 
 bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
@@ -231,6 +241,7 @@ bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::E
   }
   d.owner.resize(d.region.accesses().size(), -1);
   queue.set_has_deferred_work(true);
+  g_devices_recorded.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
   g_counters.ops_recorded++;
   if (d.region.size() >= g_max_ops.load()) flush_locked(device, d, Reason::kFull, released);
   return true;

@@ -21,6 +21,10 @@ extern std::atomic<bool> g_enabled;
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
 void set_enabled(bool enabled);
 
+// Whether the op `iter` describes may be recorded: its device is backlogged or holds a region.
+// The check an idle device's ops pay, before anything is built for record().
+bool may_record(const at::TensorIteratorBase& iter);
+
 // Records the op that `iter` describes (laid out as `args`, run by `kernel`) when its device
 // is backlogged or a region is open and the op fits it. False: the caller enqueues it as usual.
 bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
