@@ -2,6 +2,7 @@
 #include "compiler/eager_region.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 
 #include "kernels/parallel.h"
@@ -10,8 +11,11 @@ namespace torchneuron::compiler {
 namespace {
 
 // Blocks of this many elements keep every scratch value of a long chain in a core's L2
-// (64 float64 values: 1 MiB), and are a multiple of every vector width.
-constexpr int64_t kBlockElements = 2048;
+// (64 float64 values: 2 MiB at most, a few values in practice), and are a multiple of every
+// vector width. A compute engine takes at least kBlocksPerTask blocks, as an eager kernel
+// takes 32768 elements: smaller regions run on the queue's thread with no hand-off.
+constexpr int64_t kBlockElements = 4096;
+constexpr int64_t kBlocksPerTask = 8;
 
 bool overlaps(const RegionAccess& a, const char* data, int64_t bytes) {
   return a.data < data + bytes && data < a.data + a.bytes;
@@ -46,17 +50,21 @@ EagerRegion::AddResult EagerRegion::add(ElementwiseKernel& kernel, const kernels
   const int64_t numel = args.numel();
   if (args.ndim > 1) return AddResult::kUnsupported;
   if (numel_ >= 0 && numel != numel_) return AddResult::kOtherShape;
-  std::vector<OperandRange> ranges;
+  // Fixed-size: this runs for every recorded op, and the host is what a small op costs.
+  std::array<OperandRange, kernels::kMaxOperands> ranges{};
+  std::array<int, kernels::kMaxOperands> operand_of_range{};
+  size_t num_ranges = 0;
   for (int k = 0; k < args.num_operands; ++k) {
     if (args.is_scalar[k]) continue;
     const int64_t size = static_cast<int64_t>(kernels::element_size(args.dtypes[k]));
     const int64_t stride = args.ndim == 0 ? size : args.strides[k][0];
     if (stride != 0 && stride != size) return AddResult::kUnsupported;
     if (k == 0 && stride == 0) return AddResult::kUnsupported;
-    ranges.push_back({args.data[k], stride, args.dtypes[k], stride == 0 ? size : size * numel, k == 0});
+    operand_of_range[num_ranges] = k;
+    ranges[num_ranges++] = {args.data[k], stride, args.dtypes[k], stride == 0 ? size : size * numel, k == 0};
   }
   // The op's own operands: reading its output's memory other than element for element.
-  for (size_t i = 1; i < ranges.size(); ++i) {
+  for (size_t i = 1; i < num_ranges; ++i) {
     const OperandRange& out = ranges[0];
     const OperandRange& in = ranges[i];
     const bool overlap = in.data < out.data + out.bytes && out.data < in.data + in.bytes;
@@ -65,22 +73,18 @@ EagerRegion::AddResult EagerRegion::add(ElementwiseKernel& kernel, const kernels
     }
   }
   // Check every operand before recording any.
-  std::vector<int> found;
-  for (const OperandRange& r : ranges) {
-    const int a = access_of(r.data, r.stride, r.dtype, r.bytes, r.write);
-    if (a == -1) return AddResult::kHazard;
-    found.push_back(a);
+  std::array<int, kernels::kMaxOperands> found{};
+  for (size_t i = 0; i < num_ranges; ++i) {
+    const OperandRange& r = ranges[i];
+    found[i] = access_of(r.data, r.stride, r.dtype, r.bytes, r.write);
+    if (found[i] == -1) return AddResult::kHazard;
   }
   RecordedOp op{std::move(kernel), args, info, {-1, -1, -1, -1}};
   op.args.ndim = 1;
   op.args.sizes[0] = numel;
-  std::vector<int> operand_of_range;  // ranges[i] belongs to operand operand_of_range[i]
-  for (int k = 0; k < args.num_operands; ++k) {
-    if (!args.is_scalar[k]) operand_of_range.push_back(k);
-  }
   // Inputs before the output: an in-place op reads its range before it writes it.
   for (size_t pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < ranges.size(); ++i) {
+    for (size_t i = 0; i < num_ranges; ++i) {
       if ((i == 0) != (pass == 1)) continue;  // ranges[0] is the output
       const OperandRange& r = ranges[i];
       int a = found[i];
@@ -156,7 +160,7 @@ void EagerRegion::clear() {
 
 void run_region(const std::vector<RecordedOp>& ops, const RegionPlan& plan, int64_t numel) {
   const int64_t blocks = (numel + plan.block - 1) / plan.block;
-  kernels::parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
+  kernels::parallel_for(blocks, kBlocksPerTask, [&](int64_t first, int64_t last) {
     thread_local std::vector<char> scratch_memory;
     if (static_cast<int64_t>(scratch_memory.size()) < plan.scratch_bytes + 64) {
       scratch_memory.resize(plan.scratch_bytes + 64);

@@ -326,6 +326,14 @@ uint64_t HardwareQueue::last_submitted(StreamId stream) const {
   return it == last_seq_by_stream_.end() ? 0 : it->second;
 }
 
+bool HardwareQueue::depth_exceeds(uint64_t n) const {
+  const uint64_t submitted = submitted_.load(std::memory_order_acquire);
+  if (submitted - std::min(submitted, completed_hint_.load(std::memory_order_relaxed)) <= n) return false;
+  const uint64_t completed = completed_.load(std::memory_order_acquire);
+  completed_hint_.store(completed, std::memory_order_relaxed);
+  return submitted - completed > n;
+}
+
 size_t HardwareQueue::depth() const {
   const uint64_t completed = completed_.load(std::memory_order_acquire);
   return static_cast<size_t>(submitted_.load(std::memory_order_acquire) - completed);

@@ -105,6 +105,9 @@ class HardwareQueue {
   uint64_t last_submitted() const;
   uint64_t last_submitted(StreamId stream) const;
   size_t depth() const;
+  // Whether more than `n` commands are pending. Cheaper than depth() when they are not: it reads
+  // the worker's completion count only when the last one it read leaves more than `n` pending.
+  bool depth_exceeds(uint64_t n) const;
 
   // Whether the host holds deferred work for this queue (see DeferredWorkFlusher).
   void set_has_deferred_work(bool deferred) { has_deferred_work_.store(deferred, std::memory_order_release); }
@@ -152,6 +155,7 @@ class HardwareQueue {
   std::unordered_map<StreamId, uint64_t> last_seq_by_stream_;
   uint64_t next_seq_ = 1;
   uint64_t completed_seen_ = 0;  // a past value of completed_, enough to know there is room
+  mutable std::atomic<uint64_t> completed_hint_{0};  // likewise, for depth_exceeds (no lock)
 
   std::atomic<bool> has_deferred_work_{false};
 

@@ -102,7 +102,7 @@ TEST(EagerRegion, StructureKeyIgnoresAddressesAndSizes) {
 }
 
 TEST(EagerRegion, BlockWiseRunMatchesOpByOpWithScratchAndTail) {
-  const int64_t n = 2048 * 3 + 5;
+  const int64_t n = 4096 * 3 + 5;
   std::vector<float> a(n), b(n), t(n, -1.f), out(n), expected(n);
   std::iota(a.begin(), a.end(), 0.f);
   std::iota(b.begin(), b.end(), 7.f);

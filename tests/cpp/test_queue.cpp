@@ -430,3 +430,37 @@ TEST(HardwareQueue, WaitersForDifferentCommandsEachReturnOnceTheirCommandIsDone)
   late.join();
   EXPECT_EQ(returned.load(), 11);
 }
+
+TEST(HardwareQueue, DepthExceedsCountsPendingCommands) {
+  rt::HardwareQueue q(0);
+  Gate gate;
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("gate"), gate.waiter());
+  for (int i = 0; i < 5; ++i) q.submit(rt::kDefaultStream, rt::LaunchInfo::named("noop"), [] {});
+  EXPECT_TRUE(q.depth_exceeds(3));
+  EXPECT_FALSE(q.depth_exceeds(6));
+  gate.open();
+  q.synchronize();
+  EXPECT_FALSE(q.depth_exceeds(0));
+  EXPECT_EQ(q.depth(), 0u);
+}
+
+TEST(HardwareQueue, DeferredWorkIsFlushedBeforeSubmitsSyncsAndQueries) {
+  static std::atomic<int> flushes{0};
+  rt::set_deferred_work_flusher([](int) { flushes++; });
+  rt::HardwareQueue q(0);
+  flushes = 0;
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("noop"), [] {});
+  EXPECT_EQ(flushes.load(), 0);  // nothing deferred: the flusher is not called
+  q.set_has_deferred_work(true);  // this flusher leaves it set, so every call below flushes
+  flushes = 0;
+  q.submit(rt::kDefaultStream, rt::LaunchInfo::named("noop"), [] {});
+  EXPECT_GE(flushes.load(), 1);
+  flushes = 0;
+  q.synchronize();
+  EXPECT_GE(flushes.load(), 1);
+  flushes = 0;
+  EXPECT_TRUE(q.stream_idle(rt::kDefaultStream));
+  EXPECT_GE(flushes.load(), 1);
+  q.set_has_deferred_work(false);
+  rt::set_deferred_work_flusher(nullptr);
+}

@@ -56,7 +56,7 @@ def identical(a, b):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
-@pytest.mark.parametrize("numel", [1, 1000, 2048 * 3 + 7, 100_003])
+@pytest.mark.parametrize("numel", [1, 1000, 4096 * 3 + 7, 100_003])
 def test_pointwise_chain_is_bitwise_eager(dtype, numel, adaptive):
     g = torch.Generator().manual_seed(numel)
     x = torch.randn(numel, generator=g).to(dtype).to("neuron")

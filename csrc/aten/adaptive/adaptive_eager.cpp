@@ -104,10 +104,13 @@ std::vector<bool> dead_accesses(const DeviceRegion& d) {
 // for the lock may hold.
 void flush_locked(int device, DeviceRegion& d, Reason reason, std::vector<at::Tensor>& released) {
   if (d.region.empty()) return;
-  const std::vector<bool> dead = dead_accesses(d);
   std::optional<compiler::RegionPlan> plan;
-  const std::string key = d.region.structure_key(dead);
-  {
+  // A region of one op (the device went idle right after it) has nothing to fuse: it goes to
+  // the queue as that op's own command, without the cost of a structure lookup.
+  const bool single = d.region.size() == 1;
+  const std::vector<bool> dead = single ? std::vector<bool>() : dead_accesses(d);
+  const std::string key = single ? std::string() : d.region.structure_key(dead);
+  if (!single) {
     std::lock_guard<std::mutex> lock(g_structures_mutex);
     if (g_structures.size() >= kMaxStructures) g_structures.clear();
     Structure& structure = g_structures[key];
@@ -123,14 +126,14 @@ void flush_locked(int device, DeviceRegion& d, Reason reason, std::vector<at::Te
   }
   const int64_t numel = d.region.numel();
   auto ops = std::make_shared<std::vector<compiler::RecordedOp>>(d.region.take_ops());
-  g_counters.regions++;
+  if (!single) g_counters.regions++;
   g_counters.flushes[static_cast<int>(reason)]++;
   runtime::HardwareQueue& queue = runtime::device(device).queue();
   queue.set_has_deferred_work(false);
   t_flushing = true;
   try {
     if (!plan) {
-      g_counters.regions_op_by_op++;
+      if (!single) g_counters.regions_op_by_op++;
       for (compiler::RecordedOp& op : *ops) {
         runtime_call([&] {
           queue.submit(d.stream, op.info, [kernel = std::move(op.kernel), args = op.args] { kernel(args); });
@@ -194,23 +197,22 @@ void set_enabled(bool on) {
 bool may_record(const at::TensorIteratorBase& iter) {
   if (runtime::launch_blocking() || t_flushing || iter.device(0).type() != c10::DeviceType::PrivateUse1) return false;
   const runtime::HardwareQueue& queue = runtime::device(iter.device(0).index()).queue();
-  return queue.has_deferred_work() || static_cast<int64_t>(queue.depth()) > g_backlog.load(std::memory_order_relaxed);
+  return queue.has_deferred_work() ||
+         queue.depth_exceeds(static_cast<uint64_t>(g_backlog.load(std::memory_order_relaxed)));
 }
 
 bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
             compiler::ElementwiseKernel kernel) {
-  if (runtime::launch_blocking() || t_flushing || iter.device(0).type() != c10::DeviceType::PrivateUse1) return false;
+  if (!may_record(iter)) return false;
   const int device = iter.device(0).index();
   runtime::HardwareQueue& queue = runtime::device(device).queue();
   const int64_t backlog = g_backlog.load(std::memory_order_relaxed);
-  // An idle device takes ops straight away, at no cost beyond this check.
-  if (!queue.has_deferred_work() && static_cast<int64_t>(queue.depth()) <= backlog) return false;
 
   // Outside the lock: the launch site takes the GIL, which a thread waiting for the lock may hold.
   runtime::LaunchInfo info;
   info.op = op;
   for (int k = iter.noutputs(); k < iter.ntensors() && info.num_inputs < 3; ++k) {
-    if (iter.tensor_base(k).defined()) info.add_input(summarize(at::Tensor(iter.tensor_base(k))));
+    if (iter.tensor_base(k).defined()) info.add_input(summarize(iter.tensor_base(k)));
   }
   info.site = runtime::capture_launch_site();
 
@@ -218,9 +220,11 @@ bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::E
   std::vector<at::Tensor> released;  // destroyed after the lock
   std::lock_guard<std::recursive_mutex> lock(d.mutex);
   const runtime::StreamId stream = runtime::current_stream(device);
+  // One read of the depth: it reads a cache line the queue's worker writes after every command.
+  const int64_t depth = static_cast<int64_t>(queue.depth());
   if (!d.region.empty() && stream != d.stream) flush_locked(device, d, Reason::kStream, released);
-  if (!d.region.empty() && queue.depth() == 0) flush_locked(device, d, Reason::kIdle, released);
-  if (d.region.empty() && static_cast<int64_t>(queue.depth()) <= backlog) return false;
+  if (!d.region.empty() && depth == 0) flush_locked(device, d, Reason::kIdle, released);
+  if (d.region.empty() && depth <= backlog) return false;
 
   auto result = d.region.add(kernel, args, info);
   if (result == compiler::EagerRegion::AddResult::kHazard || result == compiler::EagerRegion::AddResult::kOtherShape) {

@@ -22,7 +22,8 @@ inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed)
 void set_enabled(bool enabled);
 
 // Whether the op `iter` describes may be recorded: its device is backlogged or holds a region.
-// The check an idle device's ops pay, before anything is built for record().
+// The only cost an idle device's ops pay: the caller checks it before building record()'s
+// arguments, and record() checks it again.
 bool may_record(const at::TensorIteratorBase& iter);
 
 // Records the op that `iter` describes (laid out as `args`, run by `kernel`) when its device

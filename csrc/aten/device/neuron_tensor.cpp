@@ -130,7 +130,7 @@ kernels::StridedView strided_view(const at::Tensor& tensor) {
   return view_with_dtype(tensor, to_kernel_dtype(tensor.scalar_type()));
 }
 
-runtime::TensorSummary summarize(const at::Tensor& tensor) {
+runtime::TensorSummary summarize(const at::TensorBase& tensor) {
   runtime::TensorSummary summary;
   summary.dtype = c10::toString(tensor.scalar_type());
   summary.device = tensor.device().type() == c10::DeviceType::PrivateUse1 ? tensor.device().index() : -1;

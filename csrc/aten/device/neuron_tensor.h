@@ -47,7 +47,7 @@ bool copies_as_bits(c10::ScalarType type);
 kernels::StridedView bits_view(const at::Tensor& tensor);
 
 // A tensor as a failed command's message describes it.
-runtime::TensorSummary summarize(const at::Tensor& tensor);
+runtime::TensorSummary summarize(const at::TensorBase& tensor);
 
 // Raises, as CUDA does, when a defined tensor is not on `device` (0-dim CPU scalars excepted).
 void check_same_device(const char* op, const c10::Device& device, std::initializer_list<const at::Tensor*> tensors);

@@ -24,8 +24,7 @@ kernels::OpScalar to_op_scalar(const c10::Scalar& value);
 template <typename Kernel>
 void launch(at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
             Kernel kernel) {
-  if (iter.numel() > 0 && adaptive::enabled() && adaptive::may_record(iter) &&
-      adaptive::record(iter, op, args, kernel)) {
+  if (iter.numel() > 0 && adaptive::enabled() && adaptive::may_record(iter) && adaptive::record(iter, op, args, kernel)) {
     iter.cast_outputs();
     return;
   }
