@@ -134,6 +134,7 @@ bench: build
 	@$(PY) bench/bench_compile.py
 	@$(PY) bench/bench_collectives.py
 	@$(PY) bench/bench_nki.py
+	@$(PY) bench/bench_adaptive.py
 
 clean:
 	rm -rf build build-address build-thread torchneuron/_C*.so

@@ -325,3 +325,22 @@ def test_model_sweep_ci_models_are_bitwise_eager(model_type, adaptive):
     assert all(identical(out[k], expected_out[k]) for k in out)
     assert all(identical(grads[k], expected_grads[k]) for k in grads)
     assert torchneuron.adaptive_eager_stats()["ops_recorded"] > 0
+
+
+def test_a_collective_runs_after_the_recorded_ops_that_feed_it(adaptive):
+    import torch.distributed as dist
+
+    dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        x = torch.arange(10000.0, device="neuron")
+        with torchneuron.adaptive_eager(False):
+            expected = (x * 2 + 1).exp_().sub_(3)
+            dist.all_reduce(expected)
+            expected = expected.cpu()
+        busy()
+        y = (x * 2 + 1).exp_().sub_(3)
+        dist.all_reduce(y)
+        assert identical(y.cpu(), expected)
+        assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 4
+    finally:
+        dist.destroy_process_group()
