@@ -10,12 +10,12 @@ import sys
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import torchneuron
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+from test_training import cnn_batches, mlp_step as classifier_step, small_cnn  # noqa: E402
 from tiny_gpt import TinyGPT, train_step  # noqa: E402
 
 
@@ -208,24 +208,6 @@ def test_autograd_and_no_grad_are_bitwise_eager(adaptive):
     assert torchneuron.adaptive_eager_stats()["ops_recorded"] > 0
 
 
-def mlp_step(model, optimizer, batch):
-    x, y = batch
-    loss = F.cross_entropy(model(x), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss
-
-
-def cnn_step(model, optimizer, batch):
-    x, y = batch
-    loss = F.cross_entropy(model(x), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss
-
-
 def train(model, batches, step, foreach):
     model = copy.deepcopy(model).to("neuron")
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, foreach=foreach)
@@ -242,11 +224,8 @@ def models():
     mlp = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 3))
     rule = torch.randn(10, 3, generator=g)
     xs = [torch.randn(16, 10, generator=g) for _ in range(50)]
-    yield "mlp", mlp, [(x, (x @ rule).argmax(dim=1)) for x in xs], mlp_step
-    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                        nn.Conv2d(8, 8, 3, padding=1), nn.GELU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 4))
-    images = [torch.randn(4, 3, 8, 8, generator=g) for _ in range(50)]
-    yield "cnn", cnn, [(x, torch.randint(0, 4, (4,), generator=g)) for x in images], cnn_step
+    yield "mlp", mlp, [(x, (x @ rule).argmax(dim=1)) for x in xs], classifier_step
+    yield "cnn", small_cnn(dropout=0.0), cnn_batches(50), classifier_step
     gpt = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=2, dropout=0.0)
     tokens = [torch.randint(0, 40, (4, 17), generator=g) for _ in range(50)]
     yield "gpt", gpt, [(t,) for t in tokens], lambda m, o, b: train_step(m, o, b[0])
