@@ -97,6 +97,7 @@ EagerRegion::AddResult EagerRegion::add(ElementwiseKernel& kernel, const kernels
         } else {
           accesses_.push_back({r.data, r.stride, r.dtype, r.bytes, false, r.write});
           a = static_cast<int>(accesses_.size()) - 1;
+          if (r.write) made_bytes_ += r.bytes;
         }
       }
       if (r.write) accesses_[a].written = true;
@@ -156,6 +157,7 @@ void EagerRegion::clear() {
   ops_.clear();
   accesses_.clear();
   numel_ = -1;
+  made_bytes_ = 0;
 }
 
 void run_region(const std::vector<RecordedOp>& ops, const RegionPlan& plan, int64_t numel) {

@@ -55,6 +55,8 @@ class EagerRegion {
   bool empty() const { return ops_.empty(); }
   int size() const { return static_cast<int>(ops_.size()); }
   int64_t numel() const { return numel_; }
+  // Bytes of the values the region made: memory eager mode could have reused by now.
+  int64_t made_bytes() const { return made_bytes_; }
   const std::vector<RegionAccess>& accesses() const { return accesses_; }
   const std::vector<RecordedOp>& ops() const { return ops_; }
 
@@ -73,6 +75,7 @@ class EagerRegion {
   std::vector<RecordedOp> ops_;
   std::vector<RegionAccess> accesses_;
   int64_t numel_ = -1;
+  int64_t made_bytes_ = 0;
 };
 
 // Runs `ops` over `numel` elements as planned, one block at a time (blocks spread over the

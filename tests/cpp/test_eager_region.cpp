@@ -62,6 +62,7 @@ TEST(EagerRegion, ShiftedViewOfWrittenMemoryIsAHazardExactReuseIsNot) {
   EXPECT_EQ(region.add(k2, args_of(99, z.data(), x.data(), y.data()), info("aten::add")), Result::kAdded);
   EXPECT_EQ(region.accesses().size(), 3u);
   EXPECT_TRUE(region.accesses()[2].written_first);
+  EXPECT_EQ(region.made_bytes(), 99 * 4);  // z; x was there before
   auto k3 = multiply_add();
   EXPECT_EQ(region.add(k3, args_of(50, z.data(), x.data(), y.data()), info("aten::add")), Result::kOtherShape);
   // An op whose output partially overlaps its own input cannot be split into blocks.

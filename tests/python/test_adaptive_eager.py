@@ -323,3 +323,20 @@ def test_a_collective_runs_after_the_recorded_ops_that_feed_it(adaptive):
         assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 4
     finally:
         dist.destroy_process_group()
+
+
+def test_a_value_read_through_a_live_view_is_written(adaptive):
+    x = torch.randn(5000, device="neuron")
+
+    def f(x):
+        y = x.exp()
+        view = y.view(-1)  # same memory, same layout: the region reads y through it
+        w = view * 2
+        del y  # the view still holds the memory
+        return view, w
+
+    with torchneuron.adaptive_eager(False):
+        expected = [t.cpu() for t in f(x)]
+    busy()
+    got = [t.cpu() for t in f(x)]
+    assert all(identical(g, e) for g, e in zip(got, expected))

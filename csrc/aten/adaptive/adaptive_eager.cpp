@@ -30,6 +30,9 @@ namespace {
 std::atomic<int64_t> g_backlog{2};
 std::atomic<int64_t> g_hot_after{2};
 std::atomic<int64_t> g_max_ops{64};
+// The region holds every tensor it made until it is flushed, where eager mode would have freed
+// the dead ones: past this many bytes of them, it is flushed.
+constexpr int64_t kMaxMadeBytes = int64_t{256} << 20;
 
 struct Counters {
   std::atomic<int64_t> ops_recorded{0}, regions{0}, regions_fused{0}, regions_op_by_op{0}, ops_fused{0};
@@ -92,9 +95,16 @@ std::vector<bool> dead_accesses(const DeviceRegion& d) {
     if (i >= d.owner.size() || d.owner[i] < 0) continue;
     const at::Tensor& made = d.keep_alive[d.owner[i]];
     const c10::StorageImpl* storage = made.storage().unsafeGetStorageImpl();
-    size_t held = 0;  // the region's own references to that storage, one per tensor it holds
-    for (const at::Tensor& t : d.keep_alive) held += t.storage().unsafeGetStorageImpl() == storage;
-    dead[i] = only_region_holds(made) && made.storage().use_count() == held;
+    // Every tensor on that memory (views the region read through too) must be the region's
+    // alone, and the region's must be the storage's only references.
+    size_t held = 0;
+    bool only_ours = true;
+    for (const at::Tensor& t : d.keep_alive) {
+      if (t.storage().unsafeGetStorageImpl() != storage) continue;
+      ++held;
+      only_ours = only_ours && only_region_holds(t);
+    }
+    dead[i] = only_ours && made.storage().use_count() == held;
   }
   return dead;
 }
@@ -247,7 +257,9 @@ bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::E
   queue.set_has_deferred_work(true);
   g_devices_recorded.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
   g_counters.ops_recorded++;
-  if (d.region.size() >= g_max_ops.load()) flush_locked(device, d, Reason::kFull, released);
+  if (d.region.size() >= g_max_ops.load() || d.region.made_bytes() > kMaxMadeBytes) {
+    flush_locked(device, d, Reason::kFull, released);
+  }
   return true;
 }
 
