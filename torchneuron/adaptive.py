@@ -28,16 +28,16 @@ def is_adaptive_eager_enabled() -> bool:
 
 def adaptive_eager_settings() -> dict:
     """The thresholds: backlog (commands waiting before a region opens), hot_after (sightings of
-    a structure before it runs fused) and max_ops (ops per region)."""
+    a structure before it runs fused), max_ops (ops per region) and min_bytes (an op whose output
+    is no larger opens no region)."""
     return dict(_C._adaptive_eager_settings())
 
 
-def set_adaptive_eager_settings(*, backlog=None, hot_after=None, max_ops=None):
+def set_adaptive_eager_settings(*, backlog=None, hot_after=None, max_ops=None, min_bytes=None):
     """Changes the thresholds that adaptive_eager_settings() returns; None keeps one."""
     current = adaptive_eager_settings()
-    _C._set_adaptive_eager_settings(current["backlog"] if backlog is None else int(backlog),
-                                    current["hot_after"] if hot_after is None else int(hot_after),
-                                    current["max_ops"] if max_ops is None else int(max_ops))
+    given = dict(backlog=backlog, hot_after=hot_after, max_ops=max_ops, min_bytes=min_bytes)
+    _C._set_adaptive_eager_settings(*(current[k] if v is None else int(v) for k, v in given.items()))
 
 
 def adaptive_eager_stats() -> dict:

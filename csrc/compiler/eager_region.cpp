@@ -135,13 +135,37 @@ RegionPlan EagerRegion::plan(const std::vector<bool>& dead) const {
   RegionPlan plan;
   plan.block = kBlockElements;
   plan.scratch_offset.assign(accesses_.size(), -1);
+  std::vector<bool> scratch(accesses_.size(), false);
+  std::vector<int> last_use(accesses_.size(), -1);
   for (size_t i = 0; i < accesses_.size(); ++i) {
     const RegionAccess& a = accesses_[i];
-    if (!(dead[i] && a.written_first && a.stride != 0)) continue;
-    plan.scratch_offset[i] = plan.scratch_bytes;
-    // 64-byte aligned rows, as the allocator aligns tensors.
-    plan.scratch_bytes += (a.stride * plan.block + 63) / 64 * 64;
-    ++plan.elided;
+    scratch[i] = dead[i] && a.written_first && a.stride != 0;
+    plan.elided += scratch[i];
+  }
+  for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
+    for (int a : ops_[op].access) {
+      if (a >= 0) last_use[a] = op;
+    }
+  }
+  // Scratch rows are shared by values whose lifetimes do not overlap, as the compiler's memory
+  // planner shares buffers: a chain's few live values stay in the core's nearest cache.
+  struct Row {
+    int64_t offset, bytes;
+    int free_after;  // the op after which the row is free again
+  };
+  std::vector<Row> rows;
+  for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
+    const int a = ops_[op].access[0];
+    if (a < 0 || !scratch[a] || plan.scratch_offset[a] >= 0) continue;
+    const int64_t bytes = (accesses_[a].stride * plan.block + 63) / 64 * 64;  // 64-byte aligned rows
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.free_after < op && r.bytes == bytes; });
+    if (row == rows.end()) {
+      rows.push_back({plan.scratch_bytes, bytes, -1});
+      plan.scratch_bytes += bytes;
+      row = rows.end() - 1;
+    }
+    row->free_after = last_use[a];
+    plan.scratch_offset[a] = row->offset;
   }
   return plan;
 }

@@ -246,6 +246,14 @@ PYBIND11_MODULE(_C, m) {
         return PyEval_SaveThread();
       },
       [](void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); });
+  aten::adaptive::set_drop_with_gil([](std::vector<at::Tensor>& tensors) {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+      tensors.clear();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    tensors.clear();
+  });
   aten::adaptive::set_python_only_preserved([](PyObject* wrapper) {
     if (Py_REFCNT(wrapper) != 1) return false;
     const Py_ssize_t offset = Py_TYPE(wrapper)->tp_weaklistoffset;
@@ -339,11 +347,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_adaptive_eager", [](bool on) { aten::adaptive::set_enabled(on); });
   m.def("_adaptive_eager_settings", [] {
     const auto s = aten::adaptive::settings();
-    return std::unordered_map<std::string, int64_t>{{"backlog", s.backlog}, {"hot_after", s.hot_after},
-                                                    {"max_ops", s.max_ops}};
+    return std::unordered_map<std::string, int64_t>{
+        {"backlog", s.backlog}, {"hot_after", s.hot_after}, {"max_ops", s.max_ops}, {"min_bytes", s.min_bytes}};
   });
-  m.def("_set_adaptive_eager_settings", [](int64_t backlog, int64_t hot_after, int64_t max_ops) {
-    aten::adaptive::set_settings({backlog, hot_after, max_ops});
+  m.def("_set_adaptive_eager_settings", [](int64_t backlog, int64_t hot_after, int64_t max_ops, int64_t min_bytes) {
+    aten::adaptive::set_settings({backlog, hot_after, max_ops, min_bytes});
   });
   m.def("_adaptive_eager_stats", [] {
     const auto s = aten::adaptive::stats();

@@ -21,10 +21,10 @@ from tiny_gpt import TinyGPT, train_step  # noqa: E402
 
 @pytest.fixture
 def adaptive():
-    """Adaptive eager on, regions opening behind any queued command and fusing at once; the
-    previous settings come back afterwards."""
+    """Adaptive eager on, regions opening behind any queued command, for ops of any size, and
+    fusing at once; the previous settings come back afterwards."""
     saved = torchneuron.adaptive_eager_settings()
-    torchneuron.set_adaptive_eager_settings(backlog=0, hot_after=1)
+    torchneuron.set_adaptive_eager_settings(backlog=0, hot_after=1, min_bytes=0)
     torchneuron.reset_adaptive_eager_stats()
     with torchneuron.adaptive_eager():
         yield
@@ -104,6 +104,24 @@ def test_cold_structure_runs_op_by_op_until_seen_enough(adaptive):
     stats = torchneuron.adaptive_eager_stats()
     assert stats["regions_op_by_op"] == 2 and stats["regions_fused"] == 2
     assert stats["plan_misses"] == 1 and stats["plan_hits"] == 1 and stats["plan_hit_rate"] == 0.5
+
+
+def test_small_ops_open_no_region_by_default():
+    saved = torchneuron.adaptive_eager_settings()
+    torchneuron.set_adaptive_eager_settings(backlog=0)
+    torchneuron.reset_adaptive_eager_stats()
+    small = torch.randn(1000, device="neuron")
+    large = torch.randn(1 << 17, device="neuron")  # 512 KiB, above min_bytes
+    try:
+        with torchneuron.adaptive_eager():
+            busy()
+            chain(small, small).cpu()
+            assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 0
+            busy()
+            chain(large, large).cpu()
+            assert torchneuron.adaptive_eager_stats()["ops_recorded"] >= 20
+    finally:
+        torchneuron.set_adaptive_eager_settings(**saved)
 
 
 def test_idle_device_records_nothing():

@@ -36,6 +36,10 @@ bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::E
 using PythonOnlyPreserved = bool (*)(PyObject* wrapper);
 void set_python_only_preserved(PythonOnlyPreserved check);
 
+// Clears `tensors` holding the GIL once (installed by the Python module).
+using DropWithGil = void (*)(std::vector<at::Tensor>& tensors);
+void set_drop_with_gil(DropWithGil drop);
+
 // Puts the device's recorded ops on its queue now.
 void flush(int device_index);
 
@@ -43,6 +47,7 @@ struct Settings {
   int64_t backlog = 0;    // a region opens when more commands than this are waiting
   int64_t hot_after = 0;  // a structure runs fused from its hot_after-th sighting on
   int64_t max_ops = 0;    // a region holding this many ops is flushed
+  int64_t min_bytes = 0;  // an op whose output holds no more bytes than this opens no region
 };
 Settings settings();
 void set_settings(const Settings& settings);
@@ -55,6 +60,6 @@ struct Stats {
   int64_t flush_queue = 0, flush_shape = 0, flush_full = 0, flush_hazard = 0, flush_idle = 0, flush_stream = 0;
 };
 Stats stats();
-void reset_stats();  // and forgets every structure seen
+void reset_stats();  // and forgets every structure seen and any back-off
 
 }  // namespace torchneuron::aten::adaptive
