@@ -358,3 +358,24 @@ def test_a_value_read_through_a_live_view_is_written(adaptive):
     busy()
     got = [t.cpu() for t in f(x)]
     assert all(identical(g, e) for g, e in zip(got, expected))
+
+
+def test_a_region_the_device_caught_up_with_backs_off(adaptive):
+    import time
+
+    x = torch.randn(1000, device="neuron")
+    busy(20000)
+    y = x * 2 + 1 - 3  # recorded: the device is held
+    time.sleep(0.04)  # the device runs dry while the host holds the region
+    z = y.exp()  # sees an idle device: the region goes to the queue, this op after it
+    stats = torchneuron.adaptive_eager_stats()
+    assert stats["flush_idle"] == 1 and stats["ops_recorded"] == 3
+    busy(20000)
+    for _ in range(10):
+        z = z * 0.5  # backlogged again, but within the back-off: straight to the queue
+    assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 3
+    with torchneuron.adaptive_eager(False):
+        expected = (x * 2 + 1 - 3).exp()
+        for _ in range(10):
+            expected = expected * 0.5
+    assert identical(z.cpu(), expected.cpu())
