@@ -106,18 +106,21 @@ uint64_t HardwareQueue::submit(StreamId stream, const LaunchInfo& info, Kernel&&
   flush_deferred_work();
   uint64_t seq;
   {
-    std::lock_guard<std::mutex> lock(submit_mutex_);
-    seq = next_seq_;
-    // completed_ is read only when the last value read says the queue may be full: its cache
-    // line is written by the worker after every command, so reading it costs a transfer.
-    if (seq - 1 - completed_seen_ >= max_depth_) {
+    std::unique_lock<std::mutex> lock(submit_mutex_);
+    for (;;) {
+      seq = next_seq_;
+      // completed_ is read only when the last value read says the queue may be full: its cache
+      // line is written by the worker after every command, so reading it costs a transfer.
+      if (seq - 1 - completed_seen_ < max_depth_) break;
       completed_seen_ = completed_.load(std::memory_order_acquire);
-      if (seq - 1 - completed_seen_ >= max_depth_) {
-        // Full: wait for half the queue to drain rather than for one free slot, which would
-        // put the host thread and the worker in lockstep, a context switch per op.
-        wait_for(seq - 1 - max_depth_ / 2);
-        completed_seen_ = completed_.load(std::memory_order_acquire);
-      }
+      if (seq - 1 - completed_seen_ < max_depth_) break;
+      // Full: wait for half the queue to drain rather than for one free slot, which would put
+      // the host thread and the worker in lockstep, a context switch per op. Without the lock:
+      // the wait releases the GIL, and a thread that takes it may come to submit too.
+      lock.unlock();
+      wait_for(seq - 1 - max_depth_ / 2);
+      lock.lock();
+      completed_seen_ = completed_.load(std::memory_order_acquire);
     }
     next_seq_ = seq + 1;
     last_seq_by_stream_[stream] = seq;
