@@ -157,9 +157,9 @@ def test_views_and_in_place_ops_on_live_tensors(adaptive):
 
     def f(base):
         x = base.clone()
-        shifted = x[1:]  # reads x one element over: a hazard for block-wise order
-        x.mul_(2).add_(1)
-        y = shifted * 3  # must see the in-place results
+        head, tail = x[:-1], x[1:]  # the same element count, one element apart
+        head.mul_(2).add_(1)
+        y = tail * 3  # must see the in-place results: a hazard for block-wise order
         x.sub_(y.sum() * 0)  # a reduction ends the region
         as_int = x.view(torch.int32)  # reinterpreted: another hazard
         z = as_int.bitwise_and(0xFFFF)
