@@ -158,7 +158,8 @@ RegionPlan EagerRegion::plan(const std::vector<bool>& dead) const {
     const int a = ops_[op].access[0];
     if (a < 0 || !scratch[a] || plan.scratch_offset[a] >= 0) continue;
     const int64_t bytes = (accesses_[a].stride * plan.block + 63) / 64 * 64;  // 64-byte aligned rows
-    auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.free_after < op && r.bytes == bytes; });
+    auto row = std::find_if(rows.begin(), rows.end(),
+                            [&](const Row& r) { return r.free_after < op && r.bytes == bytes; });
     if (row == rows.end()) {
       rows.push_back({plan.scratch_bytes, bytes, -1});
       plan.scratch_bytes += bytes;

@@ -196,7 +196,9 @@ void flush_locked(int device, DeviceRegion& d, Reason reason, Released& released
       runtime::LaunchInfo info = runtime::LaunchInfo::named("adaptive_eager::region");
       info.site = ops->front().info.site;
       runtime_call([&] {
-        queue.submit(d.stream, info, [ops, region_plan = std::move(*plan), numel] { compiler::run_region(*ops, region_plan, numel); });
+        queue.submit(d.stream, info, [ops, region_plan = std::move(*plan), numel] {
+          compiler::run_region(*ops, region_plan, numel);
+        });
       });
     }
   } catch (...) {
@@ -246,14 +248,20 @@ void set_enabled(bool on) {
   detail::g_enabled = on;
 }
 
+namespace {
+
+bool opens_regions(const at::TensorIteratorBase& iter) {
+  return iter.numel() * static_cast<int64_t>(iter.element_size(0)) > g_min_bytes.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
 bool may_record(const at::TensorIteratorBase& iter) {
   if (runtime::launch_blocking() || t_flushing || iter.device(0).type() != c10::DeviceType::PrivateUse1) return false;
   const int device = iter.device(0).index();
   const runtime::HardwareQueue& queue = runtime::device(device).queue();
   if (queue.has_deferred_work()) return true;
-  if (iter.numel() * static_cast<int64_t>(iter.element_size(0)) <= g_min_bytes.load(std::memory_order_relaxed)) {
-    return false;
-  }
+  if (!opens_regions(iter)) return false;
   if (!queue.depth_exceeds(static_cast<uint64_t>(g_backlog.load(std::memory_order_relaxed)))) return false;
   std::atomic<int64_t>& skip = region_of(device).skip;
   if (skip.load(std::memory_order_relaxed) > 0) {
@@ -286,11 +294,12 @@ bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::E
   const int64_t depth = static_cast<int64_t>(queue.depth());
   if (!d.region.empty() && stream != d.stream) flush_locked(device, d, Reason::kStream, released);
   if (!d.region.empty() && depth == 0) flush_locked(device, d, Reason::kIdle, released);
-  if (d.region.empty() && depth <= backlog) return false;
+  if (d.region.empty() && (depth <= backlog || !opens_regions(iter))) return false;
 
   auto result = d.region.add(kernel, args, info);
   if (result == compiler::EagerRegion::AddResult::kHazard || result == compiler::EagerRegion::AddResult::kOtherShape) {
-    flush_locked(device, d, result == compiler::EagerRegion::AddResult::kHazard ? Reason::kHazard : Reason::kShape, released);
+    const bool hazard = result == compiler::EagerRegion::AddResult::kHazard;
+    flush_locked(device, d, hazard ? Reason::kHazard : Reason::kShape, released);
     result = d.region.add(kernel, args, info);
   }
   if (result != compiler::EagerRegion::AddResult::kAdded) return false;
@@ -353,8 +362,9 @@ Stats stats() {
 }
 
 void reset_stats() {
-  for (auto* c : {&g_counters.ops_recorded, &g_counters.regions, &g_counters.regions_fused, &g_counters.regions_op_by_op,
-                  &g_counters.ops_fused, &g_counters.plan_hits, &g_counters.plan_misses, &g_counters.values_elided}) {
+  for (auto* c : {&g_counters.ops_recorded, &g_counters.regions, &g_counters.regions_fused,
+                  &g_counters.regions_op_by_op, &g_counters.ops_fused, &g_counters.plan_hits, &g_counters.plan_misses,
+                  &g_counters.values_elided}) {
     c->store(0);
   }
   for (auto& c : g_counters.flushes) c.store(0);
