@@ -1,8 +1,9 @@
 """Adaptive eager against plain eager: pointwise ops recorded while the device is busy and run as
 fused regions give bitwise the same results (chains in every dtype and size, views and in-place
-ops, streams and events, autograd, the training models, the conformance CI subset's samples and
-the model sweep's CI models), a device error inside a region names the op and its Python line,
-cold structures run op by op, and an idle device records nothing."""
+ops, streams and events, autograd, a collective, the training models, the conformance CI subset's
+samples and the model sweep's CI models), a device error inside a region names the op and its
+Python line, cold structures run op by op, and an idle device, small ops and a host-bound stretch
+(back-off) record nothing."""
 
 import copy
 import os
