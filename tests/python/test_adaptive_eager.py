@@ -380,3 +380,13 @@ def test_a_region_the_device_caught_up_with_backs_off(adaptive):
         for _ in range(10):
             expected = expected * 0.5
     assert identical(z.cpu(), expected.cpu())
+
+
+def test_environment_variable_turns_it_on_and_a_bad_value_is_named(run_python):
+    code = "import torch, torchneuron; print(torchneuron.is_adaptive_eager_enabled())"
+    on = run_python(code, env={"TORCHNEURON_ADAPTIVE_EAGER": "1"})
+    assert on.returncode == 0 and on.stdout.strip() == "True", on.stderr
+    off = run_python(code)
+    assert off.returncode == 0 and off.stdout.strip() == "False", off.stderr
+    bad = run_python(code, env={"TORCHNEURON_ADAPTIVE_EAGER": "yes"})
+    assert bad.returncode != 0 and "TORCHNEURON_ADAPTIVE_EAGER='yes' must be 0 or 1" in bad.stderr
