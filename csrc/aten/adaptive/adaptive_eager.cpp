@@ -126,7 +126,7 @@ std::vector<bool> dead_accesses(const DeviceRegion& d) {
   const auto& accesses = d.region.accesses();
   std::vector<bool> dead(accesses.size(), false);
   for (size_t i = 0; i < accesses.size(); ++i) {
-    if (i >= d.owner.size() || d.owner[i] < 0) continue;
+    if (d.owner[i] < 0) continue;
     const at::Tensor& made = d.keep_alive[d.owner[i]];
     const c10::StorageImpl* storage = made.storage().unsafeGetStorageImpl();
     // Every tensor on that memory (views the region read through too) must be the region's
@@ -273,7 +273,6 @@ bool may_record(const at::TensorIteratorBase& iter) {
 
 bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
             compiler::ElementwiseKernel kernel) {
-  if (!may_record(iter)) return false;
   const int device = iter.device(0).index();
   runtime::HardwareQueue& queue = runtime::device(device).queue();
   const int64_t backlog = g_backlog.load(std::memory_order_relaxed);
@@ -304,17 +303,15 @@ bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::E
   }
   if (result != compiler::EagerRegion::AddResult::kAdded) return false;
   d.stream = stream;
-  const compiler::RecordedOp& recorded = d.region.ops().back();
+  d.owner.resize(d.region.accesses().size(), -1);
+  const int output_access = d.region.ops().back().access[0];
   for (int k = 0; k < iter.ntensors(); ++k) {
     if (iter.device(k).type() != c10::DeviceType::PrivateUse1) continue;
     const int held = hold(d, iter.tensor_base(k));
-    if (k == 0) {
-      const int access = recorded.access[0];
-      if (static_cast<int>(d.owner.size()) <= access) d.owner.resize(access + 1, -1);
-      if (d.region.accesses()[access].written_first && d.owner[access] < 0) d.owner[access] = held;
+    if (k == 0 && d.region.accesses()[output_access].written_first && d.owner[output_access] < 0) {
+      d.owner[output_access] = held;
     }
   }
-  d.owner.resize(d.region.accesses().size(), -1);
   queue.set_has_deferred_work(true);
   g_devices_recorded.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
   g_counters.ops_recorded++;

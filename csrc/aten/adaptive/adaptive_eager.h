@@ -23,11 +23,11 @@ void set_enabled(bool enabled);
 
 // Whether the op `iter` describes may be recorded: its device is backlogged or holds a region.
 // The only cost an idle device's ops pay: the caller checks it before building record()'s
-// arguments, and record() checks it again.
+// arguments.
 bool may_record(const at::TensorIteratorBase& iter);
 
-// Records the op that `iter` describes (laid out as `args`, run by `kernel`) when its device
-// is backlogged or a region is open and the op fits it. False: the caller enqueues it as usual.
+// Records the op that `iter` describes (laid out as `args`, run by `kernel`), for which
+// may_record() said yes, when the region can take it. False: the caller enqueues it as usual.
 bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
             compiler::ElementwiseKernel kernel);
 
