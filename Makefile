@@ -11,12 +11,14 @@ export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
 
 all: build
 
-# System packages: GoogleTest, OpenBLAS and ccache from Debian when missing.
+# System packages: GoogleTest, OpenBLAS, ccache and iproute2 (`ip`, for the multi-node test's
+# network namespaces) from Debian when missing.
 .stamp-system: Makefile
-	@if ! dpkg -s libgtest-dev libopenblas-dev >/dev/null 2>&1 || ! command -v ccache >/dev/null; then \
-	  echo "== installing libgtest-dev, libopenblas-dev and ccache (apt)"; \
+	@if ! dpkg -s libgtest-dev libopenblas-dev >/dev/null 2>&1 || ! command -v ccache >/dev/null \
+	    || ! command -v ip >/dev/null; then \
+	  echo "== installing libgtest-dev, libopenblas-dev, ccache and iproute2 (apt)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev \
-	    libopenblas-dev ccache >/dev/null; \
+	    libopenblas-dev ccache iproute2 >/dev/null; \
 	fi
 	@touch $@
 
@@ -90,7 +92,7 @@ test-cpp: build
 # regressions; then the model sweep's 5-model CI subset.
 test-python: build $(VENV)/.stamp-frameworks
 	@echo "== Python tests (with the conformance CI subset)"
-	@TORCHNEURON_CONFORMANCE_CI=1 $(PY) -m pytest -q tests/python
+	@TORCHNEURON_CONFORMANCE_CI=1 TORCHNEURON_NO_UNEXPECTED_SKIPS=1 $(PY) -m pytest -q -rs tests/python
 	@echo "== model sweep, CI subset"
 	@$(PY) -m torchneuron.sweep --ci --jobs 2 --output build/sweep-ci.json --markdown build/sweep-ci.md
 
@@ -102,7 +104,7 @@ test-levels: build
 	@for level in $$(./build/torchneuron_cpu_levels | tail -n +2); do \
 	  echo "== Python tests at TORCHNEURON_CPU_CAPABILITY=$$level"; \
 	  TORCHNEURON_CPU_CAPABILITY=$$level ATEN_CPU_CAPABILITY=$$level TORCHNEURON_CONFORMANCE_CI=1 \
-	    $(PY) -m pytest -q $(LEVEL_TESTS) || exit 1; \
+	    TORCHNEURON_NO_UNEXPECTED_SKIPS=1 $(PY) -m pytest -q -rs $(LEVEL_TESTS) || exit 1; \
 	done
 
 test: test-cpp test-sanitize test-python test-levels

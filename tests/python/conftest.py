@@ -1,6 +1,10 @@
-"""Shared fixtures for the torchneuron pytest suite: subprocess runner and per-test device hygiene."""
+"""Shared fixtures for the torchneuron pytest suite: subprocess runner and per-test device hygiene,
+a per-test timeout that dumps every thread's stack, and the check that no test was skipped
+unexpectedly (TORCHNEURON_NO_UNEXPECTED_SKIPS=1, set by `make test`)."""
 
+import faulthandler
 import os
+import signal
 import subprocess
 import sys
 
@@ -27,12 +31,99 @@ _BACKEND_ENV = (
 )
 
 
+# A test that runs longer than this (seconds) is a hang: every thread's stack is dumped and the
+# run stops. TORCHNEURON_TEST_TIMEOUT_S changes the default; @pytest.mark.timeout(s) raises it
+# for one test.
+DEFAULT_TEST_TIMEOUT_S = 900
+
+# Skips that depend on the machine or on how the suite is invoked, and so are allowed when
+# TORCHNEURON_NO_UNEXPECTED_SKIPS=1: a substring of the skip's reason -> why it is legitimate.
+# Every other skip fails the run, because CI is expected to run that test.
+ALLOWED_SKIPS = {
+    "ATen's level is forced": "make test-levels forces ATEN_CPU_CAPABILITY; make test-python runs "
+                              "the test with ATen's own level",
+    "this CPU has one level only": "a CPU without AVX2 has no lower level to compare with",
+}
+
+
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "timeout(seconds): raise the per-test timeout (default "
+        f"{DEFAULT_TEST_TIMEOUT_S} s) for a test that is slow by design"
+    )
     # Ops that fall back to the CPU warn once per op; that is tested in test_fallback.py and is
     # noise everywhere else (pytest.warns / catch_warnings(record=True) still see them).
     config.addinivalue_line(
         "filterwarnings", "ignore:Operator .* has no native neuron kernel:UserWarning"
     )
+
+
+def _test_timeout_s(item):
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        return float(marker.args[0])
+    return float(os.environ.get("TORCHNEURON_TEST_TIMEOUT_S", DEFAULT_TEST_TIMEOUT_S))
+
+
+_REAL_STDERR = []
+
+
+def _real_stderr(config):
+    """A file on the terminal's stderr, past pytest's output capture (which a dying run loses)."""
+    if not _REAL_STDERR:
+        fd = None
+        try:  # pytest keeps the captured descriptor's original; there is no public accessor
+            fd = config.pluginmanager.getplugin("capturemanager")._global_capturing.err.targetfd_save
+        except AttributeError:
+            pass
+        _REAL_STDERR.append(os.fdopen(os.dup(fd if fd is not None else sys.__stderr__.fileno()), "w"))
+    return _REAL_STDERR[0]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Arms a timer over the test's set-up, call and tear-down: past the timeout, faulthandler
+    prints every thread's Python stack and exits the run (a deadlock fails instead of hanging)."""
+    timeout = _test_timeout_s(item)
+    if timeout > 0:
+        faulthandler.dump_traceback_later(timeout, exit=True, file=_real_stderr(item.config))
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _SKIPS.append((report.nodeid, reason))
+
+
+_SKIPS = []
+
+
+def _unexpected_skips():
+    return [(nodeid, reason) for nodeid, reason in _SKIPS
+            if not any(allowed in reason for allowed in ALLOWED_SKIPS)]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if os.environ.get("TORCHNEURON_NO_UNEXPECTED_SKIPS") != "1":
+        return
+    unexpected = _unexpected_skips()
+    if unexpected:
+        terminalreporter.section("unexpected skips (TORCHNEURON_NO_UNEXPECTED_SKIPS=1)", red=True)
+        for nodeid, reason in unexpected:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+        terminalreporter.write_line(
+            "CI is expected to run these tests: install what they need, or add a machine-dependent "
+            "reason to ALLOWED_SKIPS in tests/python/conftest.py")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("TORCHNEURON_NO_UNEXPECTED_SKIPS") == "1" and _unexpected_skips():
+        if session.exitstatus == 0:
+            session.exitstatus = 1
 
 
 def _clean_env(extra):
@@ -41,18 +132,44 @@ def _clean_env(extra):
     return env
 
 
+def run_in_new_group(command, timeout, **kwargs):
+    """subprocess.run(command, timeout=...) in a new session: past the timeout the whole process
+    group is killed (its children too), then TimeoutExpired is raised as subprocess.run does."""
+    capture = kwargs.pop("capture_output", False)
+    if capture:
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+    with subprocess.Popen(command, start_new_session=True, **kwargs) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            stdout, stderr = process.communicate()
+            raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def kill_group(process):
+    """SIGKILLs the process group that `process` leads (started with start_new_session=True)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.fixture
 def run_python():
-    """Returns run(code, env=None, timeout=60): runs `python -c code` in a fresh process."""
+    """Returns run(code, env=None, timeout=60): runs `python -c code` in a fresh process group,
+    killed whole past the timeout."""
 
     def run(code, env=None, timeout=60):
-        return subprocess.run(
+        return run_in_new_group(
             [sys.executable, "-c", code],
+            timeout,
             cwd=REPO_ROOT,
             env=_clean_env(env),
             capture_output=True,
             text=True,
-            timeout=timeout,
         )
 
     return run
