@@ -2,10 +2,11 @@
 written for CUDA, one compiled with a graph break) and python -m torchneuron.info."""
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+
+from conftest import run_in_new_group
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "check_scripts")
@@ -15,8 +16,8 @@ def check(tmp_path, script, *options):
     """Runs the check tool; returns its JSON report and its printed output."""
     prefix = str(tmp_path / "report")
     path = script if os.path.isabs(script) else os.path.join(SCRIPTS, script)
-    done = subprocess.run([sys.executable, "-m", "torchneuron.check", "--output", prefix, *options, path],
-                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+    done = run_in_new_group([sys.executable, "-m", "torchneuron.check", "--output", prefix, *options, path], 300,
+                            capture_output=True, text=True, cwd=str(tmp_path),
                           env={k: v for k, v in os.environ.items() if not k.startswith("TORCHNEURON_")})
     assert done.returncode == 0, done.stderr[-3000:]
     with open(prefix + ".json") as f:
@@ -96,12 +97,12 @@ def test_info_reports_the_installation(run_python):
     assert info["cpu level running"] in info["cpu levels built"]
     assert info["environment"]["TORCHNEURON_FALLBACK"] == "silent"
     assert info["native ops"] > 500 and info["distributed backend registered"] is True
-    text = subprocess.run([sys.executable, "-m", "torchneuron.info"], capture_output=True, text=True, timeout=120)
+    text = run_in_new_group([sys.executable, "-m", "torchneuron.info"], 120, capture_output=True, text=True)
     assert "neuron:0: 8.0 GiB" in text.stdout and "compile cache:" in text.stdout
 
 
 @pytest.mark.parametrize("bad", ["cuda", "cuda=neuron,oops"])
 def test_bad_device_map_is_refused(tmp_path, bad):
-    done = subprocess.run([sys.executable, "-m", "torchneuron.check", "--device-map", bad,
-                           os.path.join(SCRIPTS, "clean.py")], capture_output=True, text=True, timeout=120)
+    done = run_in_new_group([sys.executable, "-m", "torchneuron.check", "--device-map", bad,
+                             os.path.join(SCRIPTS, "clean.py")], 120, capture_output=True, text=True)
     assert done.returncode != 0 and "--device-map takes from=to pairs" in done.stderr

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import torchneuron
-from conftest import REPO_ROOT, _clean_env
+from conftest import REPO_ROOT, _clean_env, kill_group
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from tiny_gpt import TinyGPT, train_step  # noqa: E402
@@ -23,7 +23,16 @@ pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 def start_python(code, env, *args):
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO_ROOT, env=_clean_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def finish(process, timeout=120):
+    """The process's output; past `timeout` its whole process group is killed and the test fails."""
+    try:
+        return process.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        pytest.fail(f"a subprocess ran past {timeout} s:\n{process.communicate()[0][-4000:]}")
 
 
 def test_artifact_cache_in_memory_on_disk_and_across_processes(tmp_path):
@@ -42,11 +51,11 @@ def test_artifact_cache_in_memory_on_disk_and_across_processes(tmp_path):
         print("built", s["artifacts_built"], "disk", s["disk_cache_hits"])
     """)
     later = start_python(script, {"TORCHNEURON_CACHE_DIR": os.environ["TORCHNEURON_CACHE_DIR"]})
-    assert "built 0 disk 1" in later.communicate(timeout=120)[0]
+    assert "built 0 disk 1" in finish(later)
     # Two processes building the same new artifact at once: one builds, the other waits and reuses.
     env = {"TORCHNEURON_CACHE_DIR": str(tmp_path / "shared")}
     racers = [start_python(script.replace("* 2 - 1", "* 3 - 1"), env) for _ in range(2)]
-    outputs = [r.communicate(timeout=120)[0] for r in racers]
+    outputs = [finish(r) for r in racers]
     assert all(r.returncode == 0 for r in racers), outputs
     assert sorted(o.strip().splitlines()[-1] for o in outputs) == ["built 0 disk 1", "built 1 disk 0"]
 
@@ -95,7 +104,7 @@ def test_graph_cache_reloads_forward_and_backward(tmp_path):
         print("hits", s["graph_cache_hits"], "saves", s["graph_cache_saves"], "built", s["artifacts_built"], "loss", loss)
     """)
     process = start_python(script, {"TORCHNEURON_CACHE_DIR": os.environ["TORCHNEURON_CACHE_DIR"]})
-    output = process.communicate(timeout=120)[0]
+    output = finish(process)
     torch.manual_seed(0)
     model = TinyGPT(vocab=40, context=16, width=32, heads=4, layers=1, dropout=0.0)
     torch.manual_seed(1)
@@ -130,7 +139,7 @@ def test_graph_cache_serves_a_dynamic_graph_at_other_sizes_in_a_new_process(tmp_
     outputs = []
     for rows in (5, 9):
         process = start_python(script, {"TORCHNEURON_CACHE_DIR": str(tmp_path / "cache")}, str(rows))
-        outputs.append(process.communicate(timeout=120)[0].strip().splitlines()[-1].split())
+        outputs.append(finish(process).strip().splitlines()[-1].split())
     assert outputs[0][:4] == ["hits", "0", "saves", "1"], outputs
     assert outputs[1][:4] == ["hits", "1", "saves", "0"], outputs
     assert all(float(out[-1]) < 1e-4 for out in outputs), outputs

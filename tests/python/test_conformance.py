@@ -2,13 +2,13 @@
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 import torch
 
+from conftest import run_in_new_group
 from torchneuron import conformance
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -100,8 +100,7 @@ def _run_tool(tmp_path, *args, extra_path=None, timeout=600):
     out = tmp_path / "conf.json"
     cmd = [sys.executable, "-m", "torchneuron.conformance", "--output", str(out),
            "--markdown", str(tmp_path / "conf.md"), *args]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(extra_path), capture_output=True,
-                          text=True, timeout=timeout)
+    proc = run_in_new_group(cmd, timeout, cwd=tmp_path, env=_env(extra_path), capture_output=True, text=True)
     report = json.loads(out.read_text()) if out.exists() else None
     return proc, report
 

@@ -3,6 +3,7 @@ that every level computes what the highest one computes."""
 
 import json
 import os
+import warnings
 
 import pytest
 import torch
@@ -51,14 +52,31 @@ def test_a_package_without_the_cpus_level_runs_the_best_level_it_has():
         _cpu_dispatch._built_level_for("default", ["avx2"])
 
 
-@pytest.mark.skipif(HIGHEST == "avx512", reason="this CPU has every level")
+@pytest.mark.parametrize("highest", LEVELS)
+def test_a_level_above_the_cpus_warns_and_one_at_or_below_does_not(highest):
+    """The pure decision, for every CPU level, so it is tested on an AVX-512 host too."""
+    for requested in LEVELS:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _cpu_dispatch.check_request(requested, highest)
+        above = LEVELS.index(requested) > LEVELS.index(highest)
+        messages = [str(w.message) for w in caught]
+        assert messages == ([f"TORCHNEURON_CPU_CAPABILITY={requested} is above what this CPU supports; "
+                             f"running at {highest}."] if above else []), (requested, highest)
+    _cpu_dispatch.check_request("", highest)  # unset: nothing to check
+    with pytest.raises(ValueError, match="'sse9' is not a level"):
+        _cpu_dispatch.check_request("sse9", highest)
+
+
 def test_level_above_the_cpu_warns_and_runs_the_highest(run_python):
+    """End to end on this CPU: asking for a level it lacks warns and runs its highest. An AVX-512
+    CPU has no level above its own; there the request is its own level, which runs silently."""
     code = ("import warnings\nwarnings.simplefilter('always')\n"
             "import torchneuron\nprint(torchneuron.cpu_capability())")
     result = run_python(code, env={"TORCHNEURON_CPU_CAPABILITY": "avx512"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == HIGHEST
-    assert "above what this CPU supports" in result.stderr
+    assert ("above what this CPU supports" in result.stderr) == (HIGHEST != "avx512"), result.stderr
 
 
 # Vectorized kernels of every family: math functions, reductions, softmax, norms, convolution,

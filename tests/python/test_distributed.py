@@ -3,7 +3,7 @@ against the same run on CPU tensors through Gloo and exits non-zero on any misma
 
 import os
 import re
-import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from conftest import kill_group
 
 WORKERS = Path(__file__).parent / "distributed"
 
@@ -33,16 +35,35 @@ def torchrun(script, nproc, *args, timeout=240, env=None):
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        kill_group(process)
         output, _ = process.communicate()
         pytest.fail(f"{script} on {nproc} ranks ran past {timeout} s:\n{output[-6000:]}")
     return process.returncode, output
 
 
+# How many checks each rank of a worker runs: (script, ranks) -> count per rank. A worker that
+# stops running some of its checks (a loop over an empty list, a check left out) fails the test
+# even though every check it did run passed.
+EXPECTED_CHECKS = {}
+
+
+def check_tallies(output, nproc, expected=None):
+    """Asserts one "[rank r] N checks passed, 0 failed" line per rank with N > 0 (and N equal to
+    `expected[r]` where known); returns {rank: N}."""
+    tallies = {int(rank): (int(passed), int(failed)) for rank, passed, failed in
+               re.findall(r"\[rank (\d+)\] (\d+) checks passed, (\d+) failed", output)}
+    assert sorted(tallies) == list(range(nproc)), f"not every rank reported:\n{output[-8000:]}"
+    for rank, (passed, failed) in tallies.items():
+        assert failed == 0 and passed > 0, f"rank {rank}: {passed} passed, {failed} failed:\n{output[-8000:]}"
+        if expected is not None:
+            assert passed == expected[rank], f"rank {rank} ran {passed} checks, expected {expected[rank]}"
+    return {rank: passed for rank, (passed, _) in tallies.items()}
+
+
 def run_ok(script, nproc, *args, **kwargs):
     code, output = torchrun(script, nproc, *args, **kwargs)
     assert code == 0, f"{script} on {nproc} ranks failed (exit {code}):\n{output[-8000:]}"
-    assert output.count("checks passed, 0 failed") == nproc, output[-8000:]
+    check_tallies(output, nproc, EXPECTED_CHECKS.get((script, nproc)))
     return output
 
 
@@ -101,7 +122,7 @@ def launch_ranks(script, *args, nproc=2, timeout=90, env=None):
             output, _ = process.communicate(timeout=max(1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             for other in ranks:
-                os.killpg(other.pid, signal.SIGKILL)
+                kill_group(other)
             pytest.fail(f"{script} {args}: a rank ran past {timeout} s")
         results.append((process.returncode, output))
     return results
@@ -164,8 +185,8 @@ def _ip(*args, check=True):
 @pytest.fixture
 def two_hosts():
     """Two network namespaces joined by a veth pair: (namespace, address, interface) per host."""
-    if os.geteuid() != 0 or subprocess.run(["which", "ip"], capture_output=True).returncode != 0:
-        pytest.skip("needs root and iproute2 to make network namespaces")
+    if os.geteuid() != 0 or shutil.which("ip") is None:  # make test's set-up installs iproute2
+        pytest.skip("needs root and iproute2 (`ip`) to make network namespaces")
     tag = os.getpid() % 100000
     hosts = [(f"tn{tag}a", "10.77.0.1", f"tnv{tag}a"), (f"tn{tag}b", "10.77.0.2", f"tnv{tag}b")]
     try:
@@ -206,7 +227,7 @@ def test_ddp_across_two_hosts_with_torchrun_nnodes_2(two_hosts):
             output, _ = node.communicate(timeout=180)
         except subprocess.TimeoutExpired:
             for other in nodes:
-                os.killpg(other.pid, signal.SIGKILL)
+                kill_group(other)
             pytest.fail("the two-host job ran past 180 s")
         outputs.append(output)
         assert node.returncode == 0, output[-6000:]

@@ -3,15 +3,17 @@ and a tiny classifier fine-tuned for a few steps (bf16 off and on), losses close
 on CPU; and `accelerate launch` with 2 processes running DDP through our backend."""
 import math
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("accelerate", reason="make test installs accelerate")
+# make test installs both (the .stamp-frameworks step): a broken install fails here, never skips.
+import accelerate  # noqa: E402,F401
+import transformers  # noqa: E402
+
+from conftest import run_in_new_group  # noqa: E402
 
 from transformers import (GPT2Config, GPT2LMHeadModel, BertConfig, BertForSequenceClassification,  # noqa: E402
                           Trainer, TrainingArguments)
@@ -93,9 +95,9 @@ def test_accelerate_launch_runs_ddp_on_neuron(tmp_path):
     """))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHNEURON_")}
     env.update(TORCHNEURON_NUM_DEVICES="2", OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
-                           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script)],
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = run_in_new_group([sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
+                             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script)],
+                            300, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT"))
     # DDP averaged the two ranks' different gradients into the same one on both.

@@ -2,12 +2,13 @@
 
 import json
 import os
-import subprocess
 import sys
 from unittest import mock
 
 import pytest
+import transformers  # noqa: F401  (make test installs it: a broken install fails, never skips)
 
+from conftest import run_in_new_group
 from torchneuron import sweep
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,12 +24,10 @@ def _env():
 
 
 def test_two_tiny_models_pass_and_record_placement(tmp_path):
-    pytest.importorskip("transformers")
     out, md = tmp_path / "sweep.json", tmp_path / "sweep.md"
     cmd = [sys.executable, "-m", "torchneuron.sweep", "--models", "bert,gpt2", "--jobs", "1",
            "--output", str(out), "--markdown", str(md)]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                          timeout=600)
+    proc = run_in_new_group(cmd, 600, cwd=tmp_path, env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "[2/2]" in proc.stderr  # the progress line
     report = json.loads(out.read_text())
@@ -54,7 +53,6 @@ def test_two_tiny_models_pass_and_record_placement(tmp_path):
 
 
 def test_shrinker_shrinks_nested_text_config():
-    pytest.importorskip("transformers")
     from transformers import CLIPConfig
     config = sweep.tiny_config(CLIPConfig)
     for sub in (config.text_config, config.vision_config):
@@ -68,7 +66,6 @@ def test_shrinker_shrinks_nested_text_config():
 
 
 def test_shrinker_keeps_head_dim_consistent_and_token_ids_in_vocab():
-    pytest.importorskip("transformers")
     from transformers import LlamaConfig
     config = sweep.tiny_config(LlamaConfig)
     assert config.num_hidden_layers == 2 and config.hidden_size == 32
@@ -88,7 +85,6 @@ def test_shrinker_without_transformers_objects():
             self.layer_types = ["full"] * 12
             self.eos_token_id, self.pad_token_id, self.use_cache = 30000, 0, True
 
-    pytest.importorskip("transformers")
     out = sweep.shrink_overrides(Config())
     assert out["num_hidden_layers"] == 2 and out["hidden_size"] == 32
     assert out["layer_types"] == ["full", "full"]
@@ -97,7 +93,6 @@ def test_shrinker_without_transformers_objects():
 
 
 def test_unknown_model_type_is_skipped_with_reason():
-    pytest.importorskip("transformers")
     row = sweep.run_model("no_such_model_type")
     assert row["status"] == "skipped" and row["load"] == "skipped"
     assert "unknown model type" in row["reasons"]["load"]
@@ -106,7 +101,6 @@ def test_unknown_model_type_is_skipped_with_reason():
 
 
 def test_model_that_fails_to_build_is_recorded():
-    pytest.importorskip("transformers")
     with mock.patch.object(sweep.models, "tiny_config", side_effect=ValueError("bad config")):
         row = sweep.run_model("bert")
     assert row["status"] == "skipped"

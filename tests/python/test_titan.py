@@ -3,12 +3,12 @@ through torchrun: 1 rank, FSDP2 and TP on 2 ranks, compiled with our backend, an
 resumed; with the tokenizer and dataset made locally (examples/titan/prepare_assets.py)."""
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-pytest.importorskip("torchtitan", reason="make test installs torchtitan (the .stamp-frameworks step)")
+from conftest import run_in_new_group
+import torchtitan  # noqa: E402,F401  (make test installs it: a broken install fails, never skips)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
@@ -17,8 +17,9 @@ STEP = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     out = tmp_path_factory.mktemp("titan")
-    subprocess.run([sys.executable, os.path.join(REPO, "examples", "titan", "prepare_assets.py"), str(out)],
-                   check=True, capture_output=True, timeout=120)
+    done = run_in_new_group([sys.executable, os.path.join(REPO, "examples", "titan", "prepare_assets.py"), str(out)],
+                            120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
     return out
 
 
@@ -34,7 +35,7 @@ def train(assets, ranks, *options, steps=4, workdir=None, local_batch=2):
         command.append("--checkpoint.no-enable")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHNEURON_")}
     env.update(TORCHNEURON_NUM_DEVICES=str(max(2, ranks)), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=420, env=env, cwd=workdir or str(assets))
+    done = run_in_new_group(command, 420, capture_output=True, text=True, env=env, cwd=workdir or str(assets))
     text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
     assert done.returncode == 0, text[-4000:]
     return {int(s): float(loss) for s, loss in STEP.findall(text)}
