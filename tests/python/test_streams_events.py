@@ -80,6 +80,10 @@ def test_torch_stream_as_context_manager():
 
 
 def test_work_on_side_stream_is_ordered_with_default_stream():
+    """Work split across streams gives the right values. What this cannot observe: every stream
+    of a device shares its one queue, so work runs in submission order whatever the streams, and
+    this test would pass if wait_stream did nothing. That a wait orders work is unobservable on
+    this device (docs/runtime.md, "Streams and events"); the calls are checked to be accepted."""
     x = _reference(1)
     a = x.to("neuron")  # queued on the default stream
     s = torch.neuron.Stream()
@@ -112,6 +116,9 @@ def test_stream_synchronize_and_query():
 
 
 def test_event_record_query_synchronize():
+    """Events record, complete and can be waited on. As for wait_stream, the ordering a wait_event
+    would enforce is already given by the one queue, so this test cannot tell a wait_event that
+    does nothing from one that works (docs/runtime.md, "Streams and events")."""
     s = torch.neuron.Stream()
     event = torch.Event(device="neuron")
     x = _reference(3)
