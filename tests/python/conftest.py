@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -80,17 +81,46 @@ def _real_stderr(config):
     return _REAL_STDERR[0]
 
 
+# Subprocesses started by start_in_new_group() during the current test.
+_STARTED = []
+
+
+def _time_out(nodeid, timeout, stream):
+    """Past a test's timeout: every thread's stack, the test's subprocess groups killed, the run
+    stopped."""
+    stream.write(f"\n{nodeid} ran past its {timeout:g} s timeout; every thread's stack follows.\n")
+    stream.flush()
+    faulthandler.dump_traceback(file=stream, all_threads=True)
+    for process in list(_STARTED):
+        kill_group(process)
+    stream.flush()
+    os._exit(1)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Arms a timer over the test's set-up, call and tear-down: past the timeout, faulthandler
-    prints every thread's Python stack and exits the run (a deadlock fails instead of hanging)."""
+    """Arms a timer over the test's set-up, call and tear-down: past the timeout every thread's
+    Python stack is printed, the test's subprocess groups are killed and the run exits (a deadlock
+    fails instead of hanging). faulthandler's own timer, which needs no GIL, backs it up 30 s
+    later for a deadlock that holds the GIL."""
     timeout = _test_timeout_s(item)
+    timer = None
     if timeout > 0:
-        faulthandler.dump_traceback_later(timeout, exit=True, file=_real_stderr(item.config))
+        stream = _real_stderr(item.config)
+        timer = threading.Timer(timeout, _time_out, (item.nodeid, timeout, stream))
+        timer.daemon = True
+        timer.start()
+        faulthandler.dump_traceback_later(timeout + 30, exit=True, file=stream)
     try:
         yield
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        if timer is not None:
+            timer.cancel()
+            faulthandler.cancel_dump_traceback_later()
+        for process in _STARTED:  # a subprocess a test left running goes with its test
+            if process.poll() is None:
+                kill_group(process)
+        _STARTED.clear()
 
 
 def pytest_runtest_logreport(report):
@@ -132,6 +162,14 @@ def _clean_env(extra):
     return env
 
 
+def start_in_new_group(command, **kwargs):
+    """subprocess.Popen in a new session (its own process group, which kill_group() ends with
+    every child in it); the per-test timeout kills it too."""
+    process = subprocess.Popen(command, start_new_session=True, **kwargs)
+    _STARTED.append(process)
+    return process
+
+
 def run_in_new_group(command, timeout, **kwargs):
     """subprocess.run(command, timeout=...) in a new session: past the timeout the whole process
     group is killed (its children too), then TimeoutExpired is raised as subprocess.run does."""
@@ -139,7 +177,7 @@ def run_in_new_group(command, timeout, **kwargs):
     if capture:
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
-    with subprocess.Popen(command, start_new_session=True, **kwargs) as process:
+    with start_in_new_group(command, **kwargs) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import torchneuron
-from conftest import REPO_ROOT, _clean_env, kill_group
+from conftest import REPO_ROOT, _clean_env, kill_group, start_in_new_group
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from tiny_gpt import TinyGPT, train_step  # noqa: E402
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
 def start_python(code, env, *args):
-    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=REPO_ROOT, env=_clean_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return start_in_new_group([sys.executable, "-c", code, *args], cwd=REPO_ROOT, env=_clean_env(env),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def finish(process, timeout=120):

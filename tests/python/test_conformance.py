@@ -301,6 +301,7 @@ def test_ci_ops_exist_and_are_enough():
 
 @pytest.mark.skipif(os.environ.get("TORCHNEURON_CONFORMANCE_CI") != "1",
                     reason="set TORCHNEURON_CONFORMANCE_CI=1 to run the CI conformance subset")
+@pytest.mark.timeout(1200)  # the tool's own limit is 900 s
 def test_ci_subset_has_no_regressions(tmp_path):
     proc, report = _run_tool(tmp_path, "--ci", "--jobs", "2", "--baseline", BASELINE,
                              "--check-regressions", timeout=900)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kill_group
+from conftest import kill_group, start_in_new_group
 
 WORKERS = Path(__file__).parent / "distributed"
 
@@ -30,8 +30,8 @@ def torchrun(script, nproc, *args, timeout=240, env=None):
     }
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc-per-node={nproc}", str(WORKERS / script), *map(str, args)]
-    process = subprocess.Popen(command, cwd=WORKERS, env=environment, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = start_in_new_group(command, cwd=WORKERS, env=environment, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -111,9 +111,9 @@ def launch_ranks(script, *args, nproc=2, timeout=90, env=None):
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc),
             "TORCHNEURON_NUM_DEVICES": str(max(nproc, 2)), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
             **(env or {})}
-    ranks = [subprocess.Popen([sys.executable, str(WORKERS / script), *args], cwd=WORKERS,
-                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    ranks = [start_in_new_group([sys.executable, str(WORKERS / script), *args], cwd=WORKERS,
+                                env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
              for r in range(nproc)]
     deadline = time.monotonic() + timeout
     results = []
@@ -219,8 +219,8 @@ def test_ddp_across_two_hosts_with_torchrun_nnodes_2(two_hosts):
                    # address is its own, and the first serves the rendezvous store.
                    f"--local-addr={address}", f"--rdzv-conf=is_host={'true' if node_rank == 0 else 'false'}",
                    str(WORKERS / "ddp.py")]
-        nodes.append(subprocess.Popen(command, cwd=WORKERS, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, start_new_session=True))
+        nodes.append(start_in_new_group(command, cwd=WORKERS, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True))
     outputs = []
     for node in nodes:
         try:

@@ -10,6 +10,9 @@ import pytest
 from conftest import run_in_new_group
 import torchtitan  # noqa: E402,F401  (make test installs it: a broken install fails, never skips)
 
+# Up to three torchrun jobs of at most 420 s each per test: their own limits act first.
+pytestmark = pytest.mark.timeout(1500)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP = re.compile(r"step:\s+(\d+)\s+loss:\s+([0-9.]+)")
 
