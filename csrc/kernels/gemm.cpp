@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <complex>
 #include <cstring>
+#include <limits>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -14,18 +16,84 @@
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
 
+// OpenBLAS reports an illegal argument (a leading dimension too small, a negative size) by
+// calling xerbla_, whose own version prints a line on stderr and returns, leaving the result
+// unwritten. This strong definition in the kernel library comes first in the lookup scope of the
+// libopenblas it loads (OpenBLAS's xerbla_ is weak and every call goes through the PLT), so the
+// failing call throws instead and the queue reports it. OpenBLAS checks arguments before it
+// allocates or locks anything, so unwinding out of it leaks nothing.
+extern "C" void xerbla_(const char* routine, const int* parameter, int routine_length);
+
+extern "C" void xerbla_(const char* routine, const int* parameter, int routine_length) {
+  // Fortran callers pass the name unterminated with its length; OpenBLAS's C interface passes
+  // it NUL-terminated with the length counting the NUL. Either way: up to the NUL, spaces trimmed.
+  std::string name;
+  for (int i = 0; routine != nullptr && i < std::min(routine_length, 32) && routine[i] != '\0'; ++i) name += routine[i];
+  while (!name.empty() && name.back() == ' ') name.pop_back();
+  throw torchneuron::runtime::KernelError("BLAS/LAPACK routine " + name + " was called with an illegal value for parameter " +
+                                          std::to_string(parameter != nullptr ? *parameter : 0) +
+                                          "; this is a bug in the torchneuron kernel that called it: please report it");
+}
+
 namespace torchneuron::kernels {
 namespace {
 
-// Row-major BLAS view of an operand: NoTrans when rows are contiguous runs, Trans otherwise.
+// Row-major BLAS view of an operand: NoTrans when rows are contiguous runs, Trans when columns
+// are. The operand must be canonical and representable (see blas_representable).
 struct BlasMatrix {
   CBLAS_TRANSPOSE trans;
   int64_t ld;
 };
 
-BlasMatrix as_blas(const MatrixOperand& op, int64_t cols) {
-  if (op.col_stride == 1) return {CblasNoTrans, std::max<int64_t>(op.row_stride, std::max<int64_t>(cols, 1))};
-  return {CblasTrans, std::max<int64_t>(op.col_stride, 1)};
+// A size-1 dimension's stride is arbitrary in PyTorch (0 included) and never used to address
+// anything; give it the value that makes the operand look dense in the other dimension, so that
+// the layout tests below see the layout that matters. A single batch entry needs no batch stride,
+// an empty matrix no strides at all.
+MatrixOperand canonical(MatrixOperand op, int64_t batch, int64_t rows, int64_t cols) {
+  if (batch <= 1) op.batch_stride = 0;
+  if (rows == 0 || cols == 0) return {op.data, op.batch_stride, std::max<int64_t>(cols, 1), 1};  // nothing read
+  if (cols <= 1) op.col_stride = 1;
+  if (rows <= 1) op.row_stride = op.col_stride == 1 ? std::max<int64_t>(cols, 1) : 1;
+  return op;
+}
+
+// Row-major NoTrans needs unit column stride and ld >= max(1, cols); Trans unit row stride and
+// ld >= max(1, rows). Anything else (a stride-0 expanded dimension, two non-unit strides) is not
+// a BLAS matrix and is copied first.
+bool blas_representable(const MatrixOperand& op, int64_t rows, int64_t cols) {
+  return (op.col_stride == 1 && op.row_stride >= std::max<int64_t>(cols, 1)) ||
+         (op.row_stride == 1 && op.col_stride >= std::max<int64_t>(rows, 1));
+}
+
+BlasMatrix as_blas(const MatrixOperand& op, int64_t rows, int64_t cols) {
+  if (op.col_stride == 1 && op.row_stride >= std::max<int64_t>(cols, 1)) return {CblasNoTrans, op.row_stride};
+  if (op.row_stride == 1 && op.col_stride >= std::max<int64_t>(rows, 1)) return {CblasTrans, op.col_stride};
+  throw runtime::KernelError("gemm: an operand with strides (" + std::to_string(op.row_stride) + ", " +
+                             std::to_string(op.col_stride) + ") reached BLAS; copy it first (run_gemm does)");
+}
+
+// BLAS sizes are 32-bit here (OpenBLAS's default interface).
+void check_blas_size(int64_t value, const char* what) {
+  if (value > std::numeric_limits<int>::max()) {
+    throw runtime::KernelError(std::string("gemm: ") + what + " of " + std::to_string(value) +
+                               " is too large for BLAS's 32-bit sizes; split the product");
+  }
+}
+
+// `op` (canonical) copied row-major into `storage`: one matrix when the batch stride is 0.
+MatrixOperand dense_copy(const MatrixOperand& op, int64_t batch, int64_t rows, int64_t cols, size_t item,
+                         std::vector<char>& storage) {
+  const int64_t entries = op.batch_stride == 0 ? 1 : batch;
+  storage.resize(static_cast<size_t>(entries * rows * cols) * item);
+  const auto step = static_cast<int64_t>(item);
+  parallel_for(entries * rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const char* from = op.data + ((i / rows) * op.batch_stride + (i % rows) * op.row_stride) * step;
+      char* to = storage.data() + i * cols * step;
+      for (int64_t c = 0; c < cols; ++c) std::memcpy(to + c * step, from + c * op.col_stride * step, item);
+    }
+  });
+  return {storage.data(), entries == 1 ? 0 : rows * cols, cols, 1};
 }
 
 // Products under this many multiply-adds run as one BLAS call: splitting costs more than it saves.
@@ -92,9 +160,9 @@ void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
 template <typename T>
 void blas_gemm(const GemmArgs& g, const char* a, const char* b, char* c, const RowHook* prologue,
                const RowHook* epilogue, bool whole = false) {
-  const BlasMatrix ba = as_blas(g.a, g.k);
-  const BlasMatrix bb = as_blas(g.b, g.n);
-  const int64_t ldc = std::max<int64_t>(g.c.row_stride, std::max<int64_t>(g.n, 1));
+  const BlasMatrix ba = as_blas(g.a, g.m, g.k);
+  const BlasMatrix bb = as_blas(g.b, g.k, g.n);
+  const int64_t ldc = g.c.row_stride;
   split_gemm<T>(ba.trans, bb.trans, g.m, g.n, g.k, static_cast<T>(g.alpha), reinterpret_cast<const T*>(a), ba.ld,
                 g.a.row_stride, reinterpret_cast<const T*>(b), bb.ld, g.b.col_stride, static_cast<T>(g.beta),
                 reinterpret_cast<T*>(c), ldc, prologue, epilogue, whole);
@@ -221,8 +289,8 @@ template <typename R>
 void complex_gemm(const GemmArgs& g) {
   using Z = std::complex<R>;
   const Z alpha(static_cast<R>(g.alpha)), beta(static_cast<R>(g.beta));
-  const BlasMatrix ba = as_blas(g.a, g.k), bb = as_blas(g.b, g.n);
-  const int64_t ldc = std::max<int64_t>(g.c.row_stride, std::max<int64_t>(g.n, 1));
+  const BlasMatrix ba = as_blas(g.a, g.m, g.k), bb = as_blas(g.b, g.k, g.n);
+  const int64_t ldc = g.c.row_stride;
   auto product = [&](int64_t entry, int64_t row_begin, int64_t row_end) {
     const Z* a = reinterpret_cast<const Z*>(g.a.data) + entry * g.a.batch_stride + row_begin * g.a.row_stride;
     const Z* b = reinterpret_cast<const Z*>(g.b.data) + entry * g.b.batch_stride;
@@ -274,10 +342,41 @@ bool runs_entries_side_by_side(const GemmArgs& g) {
   return g.batch >= 4 * threads && entry > 2 * kUnpackedProduct && entry <= 8 * kUnpackedProduct;
 }
 
+// The product with canonical operands: A and B copied row-major where BLAS cannot take them as
+// they are (float, double and complex; the other dtypes' kernels read any strides), C checked
+// row-major. Throws KernelError for a C that is not, or for sizes past BLAS's.
+GemmArgs blas_ready(const GemmArgs& args, bool a_is_written, std::vector<char>& a_copy, std::vector<char>& b_copy) {
+  GemmArgs g = args;
+  g.a = canonical(g.a, g.batch, g.m, g.k);
+  g.b = canonical(g.b, g.batch, g.k, g.n);
+  g.c = canonical(g.c, g.batch, g.m, g.n);
+  if (g.n > 0 && (g.c.col_stride != 1 || g.c.row_stride < g.n)) {
+    throw runtime::KernelError("gemm: C must be row-major (unit column stride, row stride >= n), got strides (" +
+                               std::to_string(g.c.row_stride) + ", " + std::to_string(g.c.col_stride) + ") for n = " +
+                               std::to_string(g.n) + "; pass a row-major C");
+  }
+  const bool blas = g.dtype == DType::kFloat32 || g.dtype == DType::kFloat64 || g.dtype == DType::kComplex64 ||
+                    g.dtype == DType::kComplex128;
+  if (!blas) return g;
+  const size_t item = element_size(g.dtype);
+  if (!blas_representable(g.a, g.m, g.k)) {
+    if (a_is_written) throw runtime::KernelError("gemm: a prologue writes A, so A must be row- or column-major");
+    g.a = dense_copy(g.a, g.batch, g.m, g.k, item, a_copy);
+  }
+  if (!blas_representable(g.b, g.k, g.n)) g.b = dense_copy(g.b, g.batch, g.k, g.n, item, b_copy);
+  for (const int64_t value : {g.m, g.n, g.k}) check_blas_size(value, "a matrix dimension");
+  for (const int64_t ld : {g.a.row_stride, g.a.col_stride, g.b.row_stride, g.b.col_stride, g.c.row_stride}) {
+    check_blas_size(ld, "a leading dimension");
+  }
+  return g;
+}
+
 // Runs the hooks (when given) exactly once on every row, counting rows across the batch: entry
 // i's rows are i * m + [0, m).
-void run_gemm(const GemmArgs& g, const RowHook* prologue, const RowHook* epilogue) {
-  if (g.m == 0) return;
+void run_gemm(const GemmArgs& args, const RowHook* prologue, const RowHook* epilogue) {
+  if (args.m == 0) return;
+  std::vector<char> a_copy, b_copy;
+  const GemmArgs g = blas_ready(args, prologue != nullptr, a_copy, b_copy);
   if (g.n == 0) {  // no product, but A's rows are still written
     if (prologue != nullptr) parallel_for(g.batch * g.m, 1, *prologue);
     if (epilogue != nullptr) parallel_for(g.batch * g.m, g.batch * g.m, *epilogue);

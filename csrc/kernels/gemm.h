@@ -11,8 +11,11 @@
 
 namespace torchneuron::kernels {
 
-// One operand: a [rows, cols] matrix per batch entry, strides in elements. A and B need a unit
-// stride in one of their two dimensions; C must be row-major (unit column stride).
+// One operand: a [rows, cols] matrix per batch entry, strides in elements. A and B take any
+// strides (0 included: size-1 dimensions' strides are ignored, and an operand BLAS cannot read
+// as it is, such as a stride-0 expanded dimension, is copied first); C must be row-major (unit
+// column stride, row stride >= cols; a size-1 dimension's stride is ignored). A parameter error
+// inside BLAS/LAPACK throws runtime::KernelError (the kernel library defines xerbla_).
 struct MatrixOperand {
   char* data = nullptr;
   int64_t batch_stride = 0;

@@ -1,17 +1,24 @@
 // Tests for the bfloat16 GEMM (the AVX512-BF16 kernel where the CPU has it, and gemm()'s
 // dispatch): against a double-precision reference from the same bfloat16 inputs.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <complex>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/half.h"
+#include "runtime/errors.h"
+
+extern "C" void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
 
 namespace k = torchneuron::kernels;
 
@@ -325,4 +332,173 @@ TEST(GemmPrologue, WritesEachRowOfABeforeItIsRead) {
       }
     }
   }
+}
+
+namespace {
+
+// The message of the KernelError `call` throws, or "" (a failure) when it throws nothing.
+template <typename Call>
+std::string kernel_error_of(Call call) {
+  try {
+    call();
+  } catch (const torchneuron::runtime::KernelError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no KernelError";
+  return "";
+}
+
+}  // namespace
+
+// OpenBLAS reports an illegal argument through xerbla_; the kernel library's own xerbla_ must be
+// the one that runs (OpenBLAS's prints to stderr and returns), through the C interface and
+// through LAPACK's Fortran routines alike.
+TEST(BlasErrors, IllegalLeadingDimensionThrows) {
+  k::configure_blas_threads();
+  std::vector<double> a(16, 1.0), b(16, 1.0), c(16, -1.0);
+  // C[4x3] = A^T B with A stored [1 x 4] (lda must be >= 4) and lda = 1: the call issue 43 saw.
+  const std::string gemm = kernel_error_of([&] {
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 4, 3, 1, 1.0, a.data(), 1, b.data(), 3, 0.0, c.data(), 3);
+  });
+  EXPECT_NE(gemm.find("DGEMM"), std::string::npos) << gemm;
+  EXPECT_NE(gemm.find("parameter"), std::string::npos) << gemm;
+  const int rows = 4, cols = 4, lda = 2;
+  std::vector<int> pivots(4);
+  int info = 0;
+  const std::string getrf = kernel_error_of([&] { dgetrf_(&rows, &cols, a.data(), &lda, pivots.data(), &info); });
+  EXPECT_NE(getrf.find("DGETRF"), std::string::npos) << getrf;
+  EXPECT_NE(getrf.find("parameter 4"), std::string::npos) << getrf;
+}
+
+namespace {
+
+// One operand of a strided-GEMM case: sizes and strides (any, 0 included) and the batch stride.
+struct Layout {
+  int64_t row_stride, col_stride, batch_stride = 0;
+};
+
+struct StridedCase {
+  int64_t batch, m, n, k;
+  Layout a, b, c;
+};
+
+double to_double(float x) { return x; }
+double to_double(double x) { return x; }
+double to_double(k::BFloat16 x) { return static_cast<float>(x); }
+double to_double(k::Half x) { return static_cast<float>(x); }
+
+// The largest element offset of a layout, plus one.
+int64_t extent(const Layout& l, int64_t batch, int64_t rows, int64_t cols) {
+  return (batch - 1) * l.batch_stride + (rows - 1) * l.row_stride + (cols - 1) * l.col_stride + 1;
+}
+
+// Runs gemm() on one case and compares every element of C (and C's untouched storage) with a
+// double-precision product of the same inputs. T is the storage type, V what the values go in as.
+template <typename T, typename V>
+void check_strided(k::DType dtype, const StridedCase& s, double tolerance) {
+  std::mt19937 rng(static_cast<uint32_t>(s.m * 131 + s.n * 17 + s.k));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto fill = [&](int64_t size) {
+    std::vector<T> v;
+    for (int64_t i = 0; i < size; ++i) {
+      if constexpr (std::is_same_v<T, std::complex<float>>) {
+        v.emplace_back(dist(rng), dist(rng));
+      } else {
+        v.push_back(V(dist(rng)));
+      }
+    }
+    return v;
+  };
+  std::vector<T> a = fill(extent(s.a, s.batch, s.m, s.k)), b = fill(extent(s.b, s.batch, s.k, s.n));
+  std::vector<T> c = fill(extent(s.c, s.batch, s.m, s.n) + 3);
+  const std::vector<T> before = c;
+  k::GemmArgs g;
+  g.dtype = dtype;
+  g.batch = s.batch;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.a = {reinterpret_cast<char*>(a.data()), s.a.batch_stride, s.a.row_stride, s.a.col_stride};
+  g.b = {reinterpret_cast<char*>(b.data()), s.b.batch_stride, s.b.row_stride, s.b.col_stride};
+  g.c = {reinterpret_cast<char*>(c.data()), s.c.batch_stride, s.c.row_stride, s.c.col_stride};
+  g.alpha = 1.0;
+  g.beta = 0.0;
+  k::gemm(g);
+  std::vector<bool> written(c.size(), false);
+  for (int64_t e = 0; e < s.batch; ++e) {
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t j = 0; j < s.n; ++j) {
+        std::complex<double> sum = 0.0;
+        double magnitude = 0.0;
+        for (int64_t p = 0; p < s.k; ++p) {
+          const T x = a[e * s.a.batch_stride + i * s.a.row_stride + p * s.a.col_stride];
+          const T y = b[e * s.b.batch_stride + p * s.b.row_stride + j * s.b.col_stride];
+          std::complex<double> product;
+          if constexpr (std::is_same_v<T, std::complex<float>>) {
+            product = std::complex<double>(x) * std::complex<double>(y);
+          } else {
+            product = to_double(x) * to_double(y);
+          }
+          sum += product;
+          magnitude += std::abs(product);
+        }
+        const int64_t at = e * s.c.batch_stride + i * s.c.row_stride + j * s.c.col_stride;
+        written[at] = true;
+        std::complex<double> got;
+        if constexpr (std::is_same_v<T, std::complex<float>>) {
+          got = std::complex<double>(c[at]);
+        } else {
+          got = to_double(c[at]);
+        }
+        EXPECT_LE(std::abs(got - sum), tolerance * (magnitude + 1.0))
+            << "C[" << e << "," << i << "," << j << "] = " << got << ", expected " << sum << " (case " << s.m << "x"
+            << s.n << "x" << s.k << ")";
+      }
+    }
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (!written[i]) {
+      EXPECT_TRUE(std::memcmp(&c[i], &before[i], sizeof(T)) == 0) << "C storage " << i << " overwritten";
+    }
+  }
+}
+
+// Operands PyTorch can hand over: size-1 dimensions with any stride (0 included), stride-0
+// expanded rows, columns and batches, two non-unit strides; C with a size-1 dimension's odd stride.
+const StridedCase kStridedCases[] = {
+    {1, 4, 3, 1, {1, 0}, {3, 1}, {3, 1}},             // issue 43: A [4,1] strides (1, 0)
+    {1, 4, 3, 1, {0, 0}, {0, 5}, {3, 1}},             // A expanded rows, B a row with row stride 0
+    {1, 4, 5, 3, {0, 1}, {1, 0}, {5, 1}},             // A rows expanded, B columns expanded
+    {1, 4, 5, 3, {2, 9}, {7, 2}, {8, 1}},             // two non-unit strides each, C padded
+    {1, 1, 5, 3, {0, 2}, {1, 3}, {0, 1}},             // a single row with row stride 0, C too
+    {1, 6, 1, 4, {4, 1}, {0, 7}, {1, 0}},             // B [4,1] expanded, C [6,1] column stride 0
+    {1, 6, 1, 4, {1, 6}, {1, 0}, {1, 5}},             // A column-major, B a column with stride 0
+    {1, 100, 100, 40, {1, 0}, {0, 1}, {100, 1}},      // big enough to split: A columns expanded
+    {3, 5, 4, 6, {6, 1, 0}, {1, 6, 24}, {4, 1, 20}},  // A's batch expanded, B column-major
+    {2, 5, 4, 1, {1, 0, 5}, {0, 1, 0}, {4, 1, 20}},   // k = 1 everywhere odd
+};
+
+}  // namespace
+
+TEST(GemmStrided, AnyLegalStridesGiveTheProduct) {
+  for (const StridedCase& s : kStridedCases) {
+    check_strided<float, float>(k::DType::kFloat32, s, 1e-5);
+    check_strided<double, double>(k::DType::kFloat64, s, 1e-12);
+    check_strided<std::complex<float>, std::complex<float>>(k::DType::kComplex64, s, 1e-5);
+    check_strided<k::BFloat16, k::BFloat16>(k::DType::kBFloat16, s, 1e-2);
+    check_strided<k::Half, k::Half>(k::DType::kFloat16, s, 2e-3);
+  }
+}
+
+// C that is not row-major is refused, not written wrongly.
+TEST(GemmStrided, ColumnMajorOutputIsRefused) {
+  std::vector<float> a(6, 1.0f), b(6, 1.0f), c(4, 0.0f);
+  k::GemmArgs g;
+  g.m = 2;
+  g.n = 2;
+  g.k = 3;
+  g.a = {reinterpret_cast<char*>(a.data()), 0, 3, 1};
+  g.b = {reinterpret_cast<char*>(b.data()), 0, 2, 1};
+  g.c = {reinterpret_cast<char*>(c.data()), 0, 1, 2};
+  EXPECT_THROW(k::gemm(g), torchneuron::runtime::KernelError);
 }

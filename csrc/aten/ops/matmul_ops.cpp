@@ -25,14 +25,21 @@
 namespace torchneuron::aten {
 namespace {
 
-// BLAS takes a matrix whose rows or columns are contiguous runs; anything else is copied.
+// A matrix's strides with those of size-1 dimensions (arbitrary in PyTorch, 0 included) made
+// the dense ones, as the GEMM kernel reads them: {row stride, column stride}.
+std::pair<int64_t, int64_t> matrix_strides(const at::Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t cs = cols <= 1 ? 1 : t.stride(-1);
+  const int64_t rs = rows <= 1 ? (cs == 1 ? std::max<int64_t>(cols, 1) : 1) : t.stride(-2);
+  return {rs, cs};
+}
+
+// BLAS takes a matrix whose rows or columns are contiguous runs (a stride-0 expanded dimension
+// is neither); anything else is copied. A contiguous tensor always qualifies.
 at::Tensor blas_ready(const at::Tensor& t) {
-  const int64_t rows = t.size(-2);
-  const int64_t cols = t.size(-1);
-  const int64_t rs = t.stride(-2);
-  const int64_t cs = t.stride(-1);
-  const bool row_major = cs == 1 && rs >= std::max<int64_t>(cols, 1);
-  const bool col_major = rs == 1 && cs >= std::max<int64_t>(rows, 1);
+  const auto [rs, cs] = matrix_strides(t);
+  const bool row_major = cs == 1 && rs >= std::max<int64_t>(t.size(-1), 1);
+  const bool col_major = rs == 1 && cs >= std::max<int64_t>(t.size(-2), 1);
   return row_major || col_major ? t : t.contiguous();
 }
 
@@ -93,12 +100,13 @@ void check_matrices(const at::Tensor& a, const at::Tensor& b, const char* name, 
 // Writes into `result` through a row-major temporary when `result` itself is not row-major.
 template <typename Body>
 void with_row_major(at::Tensor& result, Body body) {
-  if (result.stride(-1) == 1 && (result.dim() < 2 || result.stride(-2) >= std::max<int64_t>(result.size(-1), 1)) &&
-      (result.dim() < 3 || result.stride(0) >= result.size(1) * result.stride(1))) {
+  const auto [rs, cs] = matrix_strides(result);
+  if (cs == 1 && rs >= std::max<int64_t>(result.size(-1), 1) &&
+      (result.dim() < 3 || result.size(0) <= 1 || result.stride(0) >= result.size(1) * rs)) {
     body(result);
     return;
   }
-  at::Tensor staging = result.contiguous();
+  at::Tensor staging = result.clone(at::MemoryFormat::Contiguous);
   body(staging);
   result.copy_(staging);
 }
