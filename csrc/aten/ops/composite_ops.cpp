@@ -102,13 +102,16 @@ at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tens
   return at::mul(at::mul(grad_output, mask), scale);
 }
 
-// all / any: a min / max reduction of the truth values.
+// all / any: a min / max reduction of the truth values. An empty dim list reduces nothing (unlike
+// sum's, which reduces every dim): the truth values themselves, as on the CPU.
 at::Tensor& truth_reduce_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, bool all,
                              at::Tensor& result) {
   const at::Tensor truth = self.scalar_type() == at::kBool ? self : at::ne(self, 0);
   const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
   at::Tensor value;
-  if (truth.numel() == 0) {
+  if (dim.has_value() && dims.empty()) {
+    value = truth;
+  } else if (truth.numel() == 0) {
     // Empty reductions: all() is true and any() is false, in the shape a sum would have.
     value = at::full_like(at::sum(truth, dim, keepdim), all, truth.options().dtype(at::kBool));
   } else {
