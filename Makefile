@@ -7,7 +7,7 @@ TORCH_VERSION := 2.13.0
 TRANSFORMERS_VERSION := 5.24.0
 export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all build demo test test-cpp test-python test-levels test-sanitize bench conformance sweep titan clean
+.PHONY: all build demo test test-cpp test-python test-levels test-sanitize test-wheel wheel bench conformance sweep titan clean
 
 all: build
 
@@ -107,7 +107,28 @@ test-levels: build
 	    TORCHNEURON_NO_UNEXPECTED_SKIPS=1 $(PY) -m pytest -q -rs $(LEVEL_TESTS) || exit 1; \
 	done
 
-test: test-cpp test-sanitize test-python test-levels
+test: test-cpp test-sanitize test-python test-levels test-wheel
+
+# A wheel for other machines (docs/build.md): the kernel library at every instruction-set level,
+# from the CMake tree in build/ (incremental: on an AVX-512 machine "all" is the levels `build`
+# made), staged in build/setuptools, into dist/. Tagged cp311-cp311-linux_x86_64.
+wheel: build
+	@echo "== building the wheel (kernel library levels: all) into dist/"
+	@rm -rf build/setuptools dist/torchneuron-*.whl
+	@TORCHNEURON_CPU_LEVELS=all $(PIP) wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w dist .
+	@for wheel in dist/torchneuron-*.whl; do echo "== $$wheel: $$(du -h $$wheel | cut -f1)"; done
+
+# The wheel installed (not editable) into a new virtual environment next to torch==$(TORCH_VERSION),
+# then tests/wheel_smoke.py run there from a directory outside the source tree (-I: no script
+# directory, no PYTHONPATH on sys.path).
+WHEEL_VENV := build/wheel-venv
+test-wheel: wheel
+	@echo "== the wheel in a new virtual environment ($(WHEEL_VENV)) with torch==$(TORCH_VERSION)"
+	@rm -rf $(WHEEL_VENV) && python3 -m venv $(WHEEL_VENV)
+	@$(WHEEL_VENV)/bin/pip install -q --disable-pip-version-check torch==$(TORCH_VERSION) numpy
+	@$(WHEEL_VENV)/bin/pip install -q --disable-pip-version-check --no-deps dist/torchneuron-*.whl
+	@$(WHEEL_VENV)/bin/pip check --disable-pip-version-check
+	@cd /tmp && $(CURDIR)/$(WHEEL_VENV)/bin/python -I $(CURDIR)/tests/wheel_smoke.py
 
 # AddressSanitizer + UBSan over the runtime, the compiler and the kernel library (its default
 # level), then ThreadSanitizer over the same.
@@ -139,4 +160,4 @@ bench: build
 	@$(PY) bench/bench_adaptive.py
 
 clean:
-	rm -rf build build-address build-thread torchneuron/_C*.so
+	rm -rf build build-address build-thread dist torchneuron/_C*.so

@@ -55,4 +55,8 @@ class CMakeBuild(build_ext):
             shutil.copytree(os.path.join(build_dir, "lib"), lib_dir)
 
 
-setup(ext_modules=[Extension("torchneuron._C", sources=[])], cmdclass={"build_ext": CMakeBuild})
+# A wheel (`make wheel`) stages its files in build/setuptools, apart from the CMake tree in build/
+# that CMakeBuild reuses; a package with an extension module is tagged for this Python's ABI and
+# platform (cp311-cp311-linux_x86_64), not py3-none-any.
+setup(ext_modules=[Extension("torchneuron._C", sources=[])], cmdclass={"build_ext": CMakeBuild},
+      options={"build": {"build_base": os.path.join("build", "setuptools")}})
