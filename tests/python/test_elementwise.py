@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import torchneuron
+from tolerances import assert_close
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.uint8]
 
@@ -20,8 +21,7 @@ def assert_same(device_result, cpu_result):
     actual = device_result.cpu()
     assert actual.dtype == cpu_result.dtype and actual.shape == cpu_result.shape
     if cpu_result.is_floating_point():
-        tol = {torch.bfloat16: 1e-2, torch.float16: 1e-3}.get(cpu_result.dtype, 1e-6)
-        torch.testing.assert_close(actual, cpu_result, atol=tol, rtol=tol, equal_nan=True)
+        assert_close(actual, cpu_result, equal_nan=True)  # assert_close's per-dtype defaults
     else:
         assert torch.equal(actual, cpu_result)
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torchneuron
+from tolerances import assert_close, rounding_step
 
 
 def sample(shape, dtype, seed=0):
@@ -19,9 +20,13 @@ def assert_same(device_result, cpu_result):
     actual = device_result.cpu()
     assert actual.dtype == cpu_result.dtype and actual.shape == cpu_result.shape
     if cpu_result.dtype in (torch.bfloat16, torch.float16):
-        torch.testing.assert_close(actual.float(), cpu_result.float(), atol=5e-2, rtol=2e-2)
+        # CPU rounds partial products (each batch's, in addbmm) to the half type before summing
+        # them: its error is a rounding step of the largest term, not of each result.
+        assert_close(actual, cpu_result, atol=rounding_step(cpu_result))
     elif cpu_result.is_floating_point():
-        torch.testing.assert_close(actual, cpu_result, atol=1e-4, rtol=1e-5)
+        # Loosened for float32 (and float64 by the same factor): the blocked product sums in
+        # another order than CPU's BLAS.
+        assert_close(actual, cpu_result, atol=1e-4, rtol=1e-5)
     else:
         assert torch.equal(actual, cpu_result)
 

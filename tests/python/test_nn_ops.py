@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import torchneuron
+from tolerances import assert_close, rounding_step
 
 
 def sample(shape, dtype=torch.float32, seed=0):
@@ -16,13 +17,20 @@ def sample(shape, dtype=torch.float32, seed=0):
     return torch.randn(shape, generator=g).to(dtype)
 
 
-def assert_same(device_result, cpu_result, tol=1e-5):
+def assert_same(device_result, cpu_result, tol=1e-5, terms=None):
+    """Per-dtype tolerances. `tol` is float32's rtol and atol, loosened from assert_close's
+    defaults to 1e-5 because these ops reduce (softmax, norms, losses) in another order than CPU;
+    tolerances() scales it for float64. Half types: CPU rounds each step of the op (a running
+    sum, a softmax's normalizer, backward terms) to the half type, so the absolute tolerance is a
+    rounding step of the largest value (rounding_step) or of `terms`, the values the result is
+    computed from where they are larger, and the relative one assert_close's."""
     actual = device_result.cpu()
     assert actual.dtype == cpu_result.dtype and actual.shape == cpu_result.shape
     if cpu_result.dtype in (torch.bfloat16, torch.float16):
-        tol = 2e-2
-    if cpu_result.is_floating_point():
-        torch.testing.assert_close(actual, cpu_result, atol=tol, rtol=tol, equal_nan=True)
+        atol = rounding_step(cpu_result if terms is None else terms)
+        assert_close(actual, cpu_result, atol=atol, equal_nan=True)
+    elif cpu_result.is_floating_point():
+        assert_close(actual, cpu_result, rtol=tol, atol=tol, equal_nan=True)
     else:
         assert torch.equal(actual, cpu_result)
 
@@ -46,7 +54,10 @@ def test_softmax_family(dtype, dim, no_fallback):
                lambda t: F.log_softmax(t, dim) * 0.5):
         (cpu, cpu_grads), (dev, dev_grads) = forward_backward(fn, x)
         assert_same(dev, cpu)
-        assert_same(dev_grads[0], cpu_grads[0])
+        # The gradient is s * (g - sum(s * g)): in bfloat16 it is rounding noise of those terms
+        # (of the forward output's size) where they cancel, as they do exactly when g is constant
+        # along the softmax's dim (dims 0 and 1 here, whose true gradient is 0).
+        assert_same(dev_grads[0], cpu_grads[0], terms=cpu)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -60,7 +71,10 @@ def test_softmax_rows_longer_than_the_lanes(dtype, width, no_fallback):
     for fn in (lambda t: F.softmax(t, -1) * weights.to(t.device), lambda t: F.log_softmax(t, -1) * 0.5):
         (cpu, cpu_grads), (dev, dev_grads) = forward_backward(fn, x)
         assert_same(dev, cpu)
-        assert_same(dev_grads[0], cpu_grads[0])
+        # The gradient is s * (g - sum(s * g)): in bfloat16 it is rounding noise of those terms
+        # (of the forward output's size) where they cancel, as they do exactly when g is constant
+        # along the softmax's dim (dims 0 and 1 here, whose true gradient is 0).
+        assert_same(dev_grads[0], cpu_grads[0], terms=cpu)
 
 
 @pytest.mark.parametrize("width", [5, 16, 70, 96, 150])
