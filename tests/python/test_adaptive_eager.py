@@ -27,14 +27,44 @@ def adaptive():
     saved = torchneuron.adaptive_eager_settings()
     torchneuron.set_adaptive_eager_settings(backlog=0, hot_after=1, min_bytes=0)
     torchneuron.reset_adaptive_eager_stats()
+    _SEGMENTS.clear()
     with torchneuron.adaptive_eager():
         yield
     torchneuron.set_adaptive_eager_settings(**saved)
 
 
+_SEGMENTS = []  # (ops_recorded, flush_idle) as each busy() began, for undisturbed()
+
+
+def _counters():
+    stats = torchneuron.adaptive_eager_stats()
+    return stats["ops_recorded"], stats["flush_idle"]
+
+
 def busy(microseconds=3000):
     """Holds the device so that the host gets ahead of it."""
+    _SEGMENTS.append(_counters())
     torch.neuron._sleep(microseconds)
+
+
+def undisturbed(scenario, attempts=10, held=None):
+    """Runs scenario() (fresh counters each time) until a run in which the host kept ahead of the
+    device after every busy(): it recorded ops, and no region ended because the device had run
+    dry. Returns that run's result, so that a test's exact counters never depend on how long a
+    loaded machine let the host run before busy()'s hold ended; results are checked on every run.
+    `held(stats)` replaces that condition where a test wants another one."""
+    for _ in range(attempts):
+        torchneuron.reset_adaptive_eager_stats()
+        _SEGMENTS.clear()
+        result = scenario()
+        marks = _SEGMENTS + [_counters()]
+        if held is not None:
+            ok = held(torchneuron.adaptive_eager_stats())
+        else:
+            ok = all(after[0] > before[0] and after[1] == before[1] for before, after in zip(marks, marks[1:]))
+        if ok:
+            return result
+    pytest.fail(f"in {attempts} runs the device never stayed busy while the host recorded (is the machine overloaded?)")
 
 
 def chain(x, y):
@@ -64,9 +94,12 @@ def test_pointwise_chain_is_bitwise_eager(dtype, numel, adaptive):
     y = torch.randn(numel, generator=g).to(dtype).to("neuron")
     with torchneuron.adaptive_eager(False):
         expected = chain(x, y).cpu()
-    busy()
-    got = chain(x, y).cpu()
-    assert identical(got, expected)
+
+    def scenario():
+        busy()
+        assert identical(chain(x, y).cpu(), expected)
+
+    undisturbed(scenario)
     stats = torchneuron.adaptive_eager_stats()
     assert stats["regions_fused"] >= 1 and stats["ops_fused"] >= 12
     # Every intermediate the chain drops lives in scratch only; x, y and the result do not.
@@ -85,9 +118,12 @@ def test_integer_and_bool_ops_and_broadcast_scalars(adaptive):
 
     with torchneuron.adaptive_eager(False):
         expected = [t.cpu() for t in f(a, b)]
-    busy()
-    got = [t.cpu() for t in f(a, b)]
-    assert all(identical(g, e) for g, e in zip(got, expected))
+    def scenario():
+        busy()
+        got = [t.cpu() for t in f(a, b)]
+        assert all(identical(g, e) for g, e in zip(got, expected))
+
+    undisturbed(scenario)
     assert torchneuron.adaptive_eager_stats()["ops_fused"] >= 6
 
 
@@ -97,11 +133,12 @@ def test_cold_structure_runs_op_by_op_until_seen_enough(adaptive):
     y = torch.randn(4096, device="neuron")
     with torchneuron.adaptive_eager(False):
         expected = chain(x, y).cpu()
-    results = []
-    for _ in range(4):
-        busy()
-        results.append(chain(x, y).cpu())
-    assert all(identical(r, expected) for r in results)
+    def scenario():
+        for _ in range(4):
+            busy()
+            assert identical(chain(x, y).cpu(), expected)
+
+    undisturbed(scenario)
     stats = torchneuron.adaptive_eager_stats()
     assert stats["regions_op_by_op"] == 2 and stats["regions_fused"] == 2
     assert stats["plan_misses"] == 1 and stats["plan_hits"] == 1 and stats["plan_hit_rate"] == 0.5
@@ -118,8 +155,11 @@ def test_small_ops_open_no_region_by_default():
             busy()
             chain(small, small).cpu()
             assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 0
-            busy()
-            chain(large, large).cpu()
+            def scenario():
+                busy()
+                chain(large, large).cpu()
+
+            undisturbed(scenario)
             assert torchneuron.adaptive_eager_stats()["ops_recorded"] >= 20
     finally:
         torchneuron.set_adaptive_eager_settings(**saved)
@@ -138,14 +178,16 @@ def test_idle_device_records_nothing():
 def test_error_inside_a_fused_region_names_the_op_and_line(adaptive):
     a = torch.arange(1, 101, device="neuron")
     zero = torch.zeros(100, dtype=torch.int64, device="neuron")
-    busy()
-    b = a * 2
-    c = b // zero  # integer division by zero fails on the device
-    d = c + 1
-    line = sys._getframe().f_lineno - 2
-    with pytest.raises(RuntimeError) as info:
-        d.cpu()
-    message = str(info.value)
+    def scenario():
+        busy()
+        b = a * 2
+        c = b // zero  # integer division by zero fails on the device
+        d = c + 1
+        with pytest.raises(RuntimeError) as info:
+            d.cpu()
+        return str(info.value), sys._getframe().f_lineno - 4
+
+    message, line = undisturbed(scenario)
     assert "aten::" in message and "fused by adaptive eager" in message
     assert f"test_adaptive_eager.py:{line}" in message
     assert torchneuron.adaptive_eager_stats()["regions_fused"] == 1
@@ -169,9 +211,12 @@ def test_views_and_in_place_ops_on_live_tensors(adaptive):
 
     with torchneuron.adaptive_eager(False):
         expected = [t.cpu() for t in f(base)]
-    busy()
-    got = [t.cpu() for t in f(base)]
-    assert all(identical(g, e) for g, e in zip(got, expected))
+    def scenario():
+        busy()
+        got = [t.cpu() for t in f(base)]
+        assert all(identical(g, e) for g, e in zip(got, expected))
+
+    undisturbed(scenario)
     assert torchneuron.adaptive_eager_stats()["flush_hazard"] >= 1
 
 
@@ -179,32 +224,37 @@ def test_streams_and_events_see_recorded_work(adaptive):
     x = torch.randn(5000, device="neuron")
     with torchneuron.adaptive_eager(False):
         expected = chain(x, x).cpu()
-    busy()
-    y = chain(x, x)
-    event = torch.neuron.Event()
-    event.record()  # the region reaches the queue before the event's position
-    event.synchronize()
-    assert event.query()
-    assert identical(y.cpu(), expected)
-    # A stream change ends the region: the other stream's op runs after it.
-    side = torch.neuron.Stream()
-    busy()
-    z = x * 2 + 1
-    with torch.neuron.stream(side):
-        w = z.mul(3)
-    side.synchronize()
     with torchneuron.adaptive_eager(False):
         expected_w = (x * 2 + 1).mul(3).cpu()
-    assert identical(w.cpu(), expected_w)
-    assert torchneuron.adaptive_eager_stats()["flush_stream"] >= 1
-    # A stream query puts recorded work on the queue and counts it as pending.
-    with torchneuron.adaptive_eager(False):
         expected_exp = x.exp().cpu()
-    busy(20000)
-    v = x.exp()
-    assert not torch.neuron.current_stream().query()
-    torch.neuron.synchronize()
-    assert identical(v.cpu(), expected_exp)
+    side = torch.neuron.Stream()
+
+    def scenario():
+        busy()
+        y = chain(x, x)
+        event = torch.neuron.Event()
+        event.record()  # the region reaches the queue before the event's position
+        event.synchronize()
+        assert event.query()
+        assert identical(y.cpu(), expected)
+        # A stream change ends the region: the other stream's op runs after it.
+        busy()
+        z = x * 2 + 1
+        with torch.neuron.stream(side):
+            w = z.mul(3)
+        side.synchronize()
+        assert identical(w.cpu(), expected_w)
+        # A stream query puts recorded work on the queue and counts it as pending: pending
+        # whatever the timing, as the region was still recorded when the query came.
+        busy(20000)
+        v = x.exp()
+        pending = not torch.neuron.current_stream().query()
+        torch.neuron.synchronize()
+        assert identical(v.cpu(), expected_exp)
+        return pending
+
+    assert undisturbed(scenario)  # on a run where v was recorded, the query saw it pending
+    assert torchneuron.adaptive_eager_stats()["flush_stream"] >= 1
 
 
 def test_autograd_and_no_grad_are_bitwise_eager(adaptive):
@@ -221,9 +271,11 @@ def test_autograd_and_no_grad_are_bitwise_eager(adaptive):
 
     with torchneuron.adaptive_eager(False):
         expected = run()
-    busy()
-    got = run()
-    assert all(identical(a, b) for a, b in zip(got, expected))
+    def scenario():
+        busy()
+        assert all(identical(a, b) for a, b in zip(run(), expected))
+
+    undisturbed(scenario)
     assert torchneuron.adaptive_eager_stats()["ops_recorded"] > 0
 
 
@@ -334,10 +386,13 @@ def test_a_collective_runs_after_the_recorded_ops_that_feed_it(adaptive):
             expected = (x * 2 + 1).exp_().sub_(3)
             dist.all_reduce(expected)
             expected = expected.cpu()
-        busy()
-        y = (x * 2 + 1).exp_().sub_(3)
-        dist.all_reduce(y)
-        assert identical(y.cpu(), expected)
+        def scenario():
+            busy()
+            y = (x * 2 + 1).exp_().sub_(3)
+            dist.all_reduce(y)
+            assert identical(y.cpu(), expected)
+
+        undisturbed(scenario)
         assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 4
     finally:
         dist.destroy_process_group()
@@ -355,30 +410,43 @@ def test_a_value_read_through_a_live_view_is_written(adaptive):
 
     with torchneuron.adaptive_eager(False):
         expected = [t.cpu() for t in f(x)]
-    busy()
-    got = [t.cpu() for t in f(x)]
-    assert all(identical(g, e) for g, e in zip(got, expected))
+
+    def scenario():  # on a run where the region did read y through the view
+        busy()
+        got = [t.cpu() for t in f(x)]
+        assert all(identical(g, e) for g, e in zip(got, expected))
+
+    undisturbed(scenario)
 
 
 def test_a_region_the_device_caught_up_with_backs_off(adaptive):
     import time
 
     x = torch.randn(1000, device="neuron")
-    busy(20000)
-    y = x * 2 + 1 - 3  # recorded: the device is held
-    time.sleep(0.04)  # the device runs dry while the host holds the region
-    z = y.exp()  # sees an idle device: the region goes to the queue, this op after it
-    stats = torchneuron.adaptive_eager_stats()
-    assert stats["flush_idle"] == 1 and stats["ops_recorded"] == 3
-    busy(20000)
-    for _ in range(10):
-        z = z * 0.5  # backlogged again, but within the back-off: straight to the queue
-    assert torchneuron.adaptive_eager_stats()["ops_recorded"] == 3
     with torchneuron.adaptive_eager(False):
         expected = (x * 2 + 1 - 3).exp()
         for _ in range(10):
             expected = expected * 0.5
-    assert identical(z.cpu(), expected.cpu())
+        expected = expected.cpu()
+
+    def scenario():
+        busy(20000)
+        y = x * 2 + 1 - 3  # recorded: the device is held
+        time.sleep(0.04)  # the device runs dry while the host holds the region
+        z = y.exp()  # sees an idle device: the region goes to the queue, this op after it
+        stats = torchneuron.adaptive_eager_stats()
+        busy(20000)
+        for _ in range(10):
+            z = z * 0.5  # backlogged again, but within the back-off: straight to the queue
+        if stats["flush_idle"] == 1:  # whatever the timing after it, the back-off records none of these ten
+            assert torchneuron.adaptive_eager_stats()["ops_recorded"] == stats["ops_recorded"]
+        assert identical(z.cpu(), expected)
+        return stats
+
+    # The run that counts: the host recorded all three ops before the device ran dry, and the
+    # device did run dry during the host's 40 ms (a loaded machine may break either; retried).
+    stats = undisturbed(scenario, held=lambda s: s["flush_idle"] == 1 and s["ops_recorded"] == 3)
+    assert stats["flush_idle"] == 1 and stats["ops_recorded"] == 3
 
 
 def test_environment_variable_turns_it_on_and_a_bad_value_is_named(run_python):
