@@ -82,9 +82,10 @@ def set_device(device):
     initializes CUDA): then is_initialized() is True, and code that resolves "neuron" without an
     index, such as FakeTensor's, takes this device."""
     index = _get_device_index(device)
+    if index < 0:
+        return  # as torch.cuda.set_device: a negative index is a no-op (Dynamo's exchange_device(-1))
     _C._set_device(index)
-    if index >= 0:
-        _C._start_device(index)
+    _C._start_device(index)
 
 
 class device:
@@ -353,13 +354,16 @@ default_generators = _C._default_generators()
 
 def manual_seed(seed):
     """Seeds the current neuron device's default generator."""
-    _C._manual_seed(current_device(), int(seed))
+    default_generators[current_device()].manual_seed(int(seed))
 
 
 def manual_seed_all(seed):
     """Seeds the default generator of every neuron device."""
-    for index in range(device_count()):
-        _C._manual_seed(index, int(seed))
+    # torch.Generator.manual_seed takes what torch.manual_seed takes, [-2**63, 2**64), and keeps
+    # a negative seed's two's-complement bits, as torch.cuda.manual_seed does.
+    seed = int(seed)
+    for generator in default_generators:
+        generator.manual_seed(seed)
 
 
 def seed():

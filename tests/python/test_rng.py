@@ -46,6 +46,30 @@ def test_neuron_manual_seed_only_current_device():
     assert torch.neuron.initial_seed(1) == 11
 
 
+@pytest.mark.parametrize("seed", [-1, -(2**63), 0, 2**63, 2**64 - 1])
+def test_manual_seed_takes_every_seed_torch_takes(seed):
+    # torch.manual_seed seeds every device (ours through autoload); it accepts [-2**63, 2**64)
+    # and keeps a negative seed's two's-complement bits: CPU's generator is the reference.
+    torch.manual_seed(seed)
+    expected = torch.initial_seed()
+    assert expected == seed % 2**64
+    assert [torch.neuron.initial_seed(i) for i in range(torch.neuron.device_count())] == [expected] * 2
+    from_torch = torch.randn(256, device="neuron").cpu()
+    torch.neuron.manual_seed_all(seed)
+    assert torch.equal(torch.randn(256, device="neuron").cpu(), from_torch)
+    torch.neuron.manual_seed(seed)
+    assert torch.neuron.initial_seed() == expected
+
+
+@pytest.mark.parametrize("seed", [2**64, -(2**63) - 1])
+def test_manual_seed_out_of_range_raises_as_cpu(seed):
+    with pytest.raises(ValueError) as cpu_error:
+        torch.Generator().manual_seed(seed)
+    with pytest.raises(ValueError) as neuron_error:
+        torch.neuron.manual_seed_all(seed)
+    assert str(neuron_error.value) == str(cpu_error.value)
+
+
 def test_normal_statistics():
     torch.manual_seed(0)
     x = torch.randn(100_000, device="neuron").cpu()
