@@ -2,7 +2,14 @@
 // concurrent callers, exceptions, and kernel results against plain loops.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <string>
 #include <cstring>
 #include <cmath>
 #include <stdexcept>
@@ -53,6 +60,59 @@ TEST(ParallelFor, RethrowsTheFirstException) {
                                  if (begin >= 5000) throw std::runtime_error("chunk failed");
                                }),
                std::runtime_error);
+}
+
+// The threads that ran a parallel_for's chunks (chunks sleep so that every thread takes some).
+std::set<std::thread::id> threads_used(int64_t chunks) {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  k::parallel_for(chunks, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::lock_guard<std::mutex> lock(mutex);
+    ids.insert(std::this_thread::get_id());
+  });
+  return ids;
+}
+
+TEST(ParallelFor, RunsOnAsManyThreadsAsSet) {
+  const int before = k::compute_threads();
+  k::set_compute_threads(1);
+  EXPECT_EQ(k::compute_threads(), 1);
+  EXPECT_EQ(threads_used(64), std::set<std::thread::id>{std::this_thread::get_id()});
+  k::set_compute_threads(3);
+  EXPECT_EQ(k::compute_threads(), 3);
+  const size_t used = threads_used(64).size();
+  EXPECT_GE(used, 2u);
+  EXPECT_LE(used, 3u);
+  k::set_compute_threads(0);  // at least the caller
+  EXPECT_EQ(k::compute_threads(), 1);
+  k::set_compute_threads(before);
+}
+
+TEST(ParallelFor, DefaultSizeFollowsOmpNumThreadsAndAffinity) {
+  const char* saved = std::getenv("OMP_NUM_THREADS");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(k::default_compute_threads(), 3);
+  unsetenv("OMP_NUM_THREADS");
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  const int from_affinity = k::default_compute_threads();
+  EXPECT_LE(from_affinity, CPU_COUNT(&all));
+  setenv("OMP_NUM_THREADS", "not a number", 1);  // ignored, as by OpenMP
+  EXPECT_EQ(k::default_compute_threads(), from_affinity);
+  unsetenv("OMP_NUM_THREADS");
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // as `taskset -c N` would
+  EXPECT_EQ(k::default_compute_threads(), 1);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  if (saved != nullptr) setenv("OMP_NUM_THREADS", saved_value.c_str(), 1);
 }
 
 k::ElementwiseArgs args_2d(int64_t rows, int64_t cols) {

@@ -1,9 +1,13 @@
 #include "aten/device/neuron_tensor.h"
 
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
+
+#include "kernels/parallel.h"
 
 namespace torchneuron::aten {
 
@@ -156,10 +160,21 @@ uint64_t enqueue(const at::Tensor& tensor, const char* op,
   return enqueue_copy(tensor, op, inputs, std::move(kernel));
 }
 
+void follow_torch_threads() {
+  static std::atomic<int> seen{0};
+  const int threads = at::get_num_threads();
+  if (threads == seen.load(std::memory_order_relaxed)) return;
+  // At first sight torch's default, which ignores a container's CPU quota: the pool's own
+  // default caps it. Later, a change is torch.set_num_threads, followed as it is.
+  const bool first = seen.exchange(threads) == 0;
+  kernels::set_compute_threads(first ? std::min(threads, kernels::default_compute_threads()) : threads);
+}
+
 uint64_t enqueue_copy(const at::Tensor& tensor, const char* op,
                       std::initializer_list<const at::Tensor*> inputs,
                       runtime::HardwareQueue::Kernel&& kernel) {
   const int index = tensor.device().index();
+  follow_torch_threads();
   runtime::LaunchInfo info;
   info.op = op;
   for (const at::Tensor* input : inputs) {

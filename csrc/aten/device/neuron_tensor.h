@@ -68,6 +68,10 @@ c10::Allocator* neuron_allocator();
 c10::Allocator* pinned_host_allocator();
 bool is_pinned_host_pointer(const void* ptr);
 
+// Sizes the compute engines (kernels::set_compute_threads) from torch.get_num_threads() when it
+// changed since the last launch: torch.set_num_threads governs the device's engines too.
+void follow_torch_threads();
+
 // Waits for the device's queue to reach every command submitted so far and raises its fault.
 void synchronize_device(int index);
 
