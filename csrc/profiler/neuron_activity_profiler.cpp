@@ -6,6 +6,7 @@
 #include <libkineto.h>
 #include <output_base.h>
 #include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 #include <torch/csrc/profiler/stubs/base.h>
 
@@ -52,6 +53,10 @@ class NeuronProfilerSession : public libkineto::IActivityProfilerSession {
     }
     rt::command_trace::set_enabled(false);
     records_ = rt::command_trace::take();
+    if (const uint64_t dropped = rt::command_trace::dropped()) {
+      TORCH_WARN("torch.profiler: ", dropped, " neuron device commands are missing from the trace: it holds at most ",
+                 rt::command_trace::capacity(), "; set TORCHNEURON_PROFILER_MAX_COMMANDS higher, or profile fewer steps.");
+    }
     status_ = libkineto::TraceStatus::PROCESSING;
   }
 

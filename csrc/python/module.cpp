@@ -27,6 +27,7 @@
 #include "aten/device/neuron_tensor.h"
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/generator.h"
+#include "kernels/parallel.h"
 #include "runtime/device.h"
 #include "runtime/event.h"
 #include "runtime/errors.h"
@@ -61,9 +62,17 @@ struct CodeSite {
 };
 
 // Every "file:line" a command has carried, kept for the life of the process: queued commands
-// point into it, and forget_code_sites() must not free a string a command still holds.
+// point into it, and forget_code_sites() must not free a string a command still holds. Source
+// files have finitely many lines; code made at run time (exec, FX's recompile, Dynamo) may
+// bring new names without end, so past kMaxGeneratedSites its sites share one text.
+constexpr size_t kMaxGeneratedSites = 16384;
+
 const char* intern_site(std::string text) {
   static auto* interned = new std::unordered_set<std::string>();
+  static size_t generated = 0;
+  auto it = interned->find(text);
+  if (it != interned->end()) return it->c_str();
+  if (text.front() == '<' && ++generated > kMaxGeneratedSites) return "<generated code>";
   return interned->insert(std::move(text)).first->c_str();
 }
 
@@ -77,10 +86,20 @@ void forget_code_sites() {
   code_sites().clear();
 }
 
+void forget_cached_frames();
+
+// The code objects a launch site was read from, each held (see CodeSite) until this many are:
+// then all are let go, so code made at run time is not kept alive by this cache.
+constexpr size_t kMaxCodeSites = 4096;
+
 CodeSite& code_site(PyCodeObject* code) {
   auto* sites = &code_sites();
   auto it = sites->find(code);
   if (it != sites->end()) return it->second;
+  if (sites->size() >= kMaxCodeSites) {
+    forget_cached_frames();  // per-thread caches may name a code object about to be freed
+    forget_code_sites();
+  }
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   if (file == nullptr) PyErr_Clear();
   Py_INCREF(code);
@@ -254,11 +273,21 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_acquire gil;
     tensors.clear();
   });
-  aten::adaptive::set_python_only_preserved([](PyObject* wrapper) {
-    if (Py_REFCNT(wrapper) != 1) return false;
-    const Py_ssize_t offset = Py_TYPE(wrapper)->tp_weaklistoffset;
-    return offset <= 0 || *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(wrapper) + offset) == nullptr;
+#ifndef Py_GIL_DISABLED
+  // Reference counts are read under the GIL. Free-threaded CPython has no such lock and its
+  // counts are split per thread: there adaptive eager refuses to start (torchneuron/adaptive.py).
+  aten::adaptive::set_python_only_preserved([](const std::vector<PyObject*>& wrappers, std::vector<char>& only) {
+    only.assign(wrappers.size(), 0);
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+    py::gil_scoped_acquire gil;
+    for (size_t i = 0; i < wrappers.size(); ++i) {
+      PyObject* wrapper = wrappers[i];
+      const Py_ssize_t offset = Py_TYPE(wrapper)->tp_weaklistoffset;
+      only[i] = Py_REFCNT(wrapper) == 1 &&
+                (offset <= 0 || *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(wrapper) + offset) == nullptr);
+    }
   });
+#endif
 
   m.def("_set_library_prefixes", [](std::vector<std::string> prefixes) {
     python::library_prefixes() = std::move(prefixes);
@@ -266,6 +295,10 @@ PYBIND11_MODULE(_C, m) {
     python::forget_code_sites();
   });
   m.def("_device_count", [] { return rt::device_count(); });
+  m.def("_compute_threads", [] {
+    aten::follow_torch_threads();
+    return kernels::compute_threads();
+  });
   m.def("_is_initialized", [] { return rt::is_initialized(); });
   m.def("_is_in_bad_fork", [] { return rt::in_bad_fork(); });
   m.def("_hbm_capacity", [] { return rt::hbm_capacity_bytes(); });
@@ -296,11 +329,6 @@ PYBIND11_MODULE(_C, m) {
     }
     return generators;
   });
-  m.def("_manual_seed", [generator](int index, uint64_t seed) {
-    at::Generator gen = generator(index);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_current_seed(seed);
-  });
   m.def("_seed", [generator](int index) {
     at::Generator gen = generator(index);
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -325,6 +353,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_event_elapsed_ms", [](uintptr_t start, uintptr_t end) {
     if (start == 0 || end == 0) {
       throw rt::InvalidArgument("elapsed_time needs both events recorded first; call record() on each.");
+    }
+    if (!rt::Event::is_live(reinterpret_cast<const void*>(start)) ||
+        !rt::Event::is_live(reinterpret_cast<const void*>(end))) {
+      throw rt::InvalidArgument("elapsed_time: an event handle names no live neuron event; pass torch.neuron.Event objects.");
     }
     return reinterpret_cast<const rt::Event*>(start)->elapsed_ms(*reinterpret_cast<const rt::Event*>(end));
   }, py::call_guard<py::gil_scoped_release>());

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 
 namespace torchneuron::runtime::command_trace {
@@ -17,13 +18,29 @@ std::vector<CommandRecord>& records() {
 
 thread_local std::vector<uint64_t> correlation_stack;
 
+size_t initial_capacity() {
+  const char* value = std::getenv("TORCHNEURON_PROFILER_MAX_COMMANDS");
+  if (value != nullptr && *value != '\0') {
+    char* end = nullptr;
+    const unsigned long long parsed = std::strtoull(value, &end, 10);
+    if (*end == '\0' && parsed > 0) return static_cast<size_t>(parsed);
+  }
+  return 500000;
+}
+
+size_t g_capacity = initial_capacity();  // under records_mutex
+uint64_t g_dropped = 0;                  // under records_mutex
+
 }  // namespace
 
 std::atomic<bool> enabled_flag{false};
 
 void set_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(records_mutex);
-  if (enabled) records().clear();
+  if (enabled) {
+    records().clear();
+    g_dropped = 0;
+  }
   enabled_flag.store(enabled, std::memory_order_release);
 }
 
@@ -47,7 +64,26 @@ int32_t thread_id() {
 
 void record(const CommandRecord& record) {
   std::lock_guard<std::mutex> lock(records_mutex);
+  if (records().size() >= g_capacity) {
+    ++g_dropped;
+    return;
+  }
   records().push_back(record);
+}
+
+size_t capacity() {
+  std::lock_guard<std::mutex> lock(records_mutex);
+  return g_capacity;
+}
+
+void set_capacity(size_t records) {
+  std::lock_guard<std::mutex> lock(records_mutex);
+  g_capacity = records;
+}
+
+uint64_t dropped() {
+  std::lock_guard<std::mutex> lock(records_mutex);
+  return g_dropped;
 }
 
 std::vector<CommandRecord> take() {

@@ -1,9 +1,13 @@
 // The device's command trace: while enabled (by the profiler), each command the hardware queue
 // runs is recorded with its queue-side start and end times and the correlation id of the host
-// op that launched it. Off, it costs one relaxed atomic load per submit and per command.
+// op that launched it. Off, it costs one relaxed atomic load per submit and per command. It
+// holds at most capacity() records (TORCHNEURON_PROFILER_MAX_COMMANDS, default 500,000, about
+// 40 MB); later commands are counted in dropped() instead, so a long profile cannot grow it
+// without bound.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +41,10 @@ uint64_t current_correlation();
 int64_t now_ns();
 int32_t thread_id();  // this thread's system id (gettid)
 void record(const CommandRecord& record);
+size_t capacity();
+void set_capacity(size_t records);
+// Commands not recorded since recording started, for want of capacity.
+uint64_t dropped();
 // Everything recorded since recording started, in completion order; clears it.
 std::vector<CommandRecord> take();
 

@@ -1,11 +1,37 @@
 #include "runtime/event.h"
 
 #include <chrono>
+#include <mutex>
+#include <unordered_set>
 
 #include "runtime/device.h"
 #include "runtime/errors.h"
 
 namespace torchneuron::runtime {
+namespace {
+
+std::mutex live_mutex;
+std::unordered_set<const void*>& live_events() {
+  static auto* events = new std::unordered_set<const void*>();  // never destroyed: events may outlive statics
+  return *events;
+}
+
+}  // namespace
+
+Event::Event(bool enable_timing) : enable_timing_(enable_timing) {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  live_events().insert(this);
+}
+
+Event::~Event() {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  live_events().erase(this);
+}
+
+bool Event::is_live(const void* handle) {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  return live_events().count(handle) != 0;
+}
 
 void Event::record(int device_index, StreamId stream) {
   HardwareQueue& queue = device(device_index).queue();

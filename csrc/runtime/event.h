@@ -12,7 +12,14 @@ namespace torchneuron::runtime {
 
 class Event {
  public:
-  explicit Event(bool enable_timing) : enable_timing_(enable_timing) {}
+  explicit Event(bool enable_timing);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Whether `handle` is an Event that exists now: handles reach Python as integers
+  // (torch.Event.event_id), and one that is not must be an error, never a dereference.
+  static bool is_live(const void* handle);
 
   // Places the marker after everything submitted so far on `device_index`'s queue.
   void record(int device_index, StreamId stream);

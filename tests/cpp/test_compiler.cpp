@@ -1,12 +1,17 @@
 // The graph compiler without torch: fusion and memory planning decisions, and generated code
 // compiled by the system compiler, loaded and run against a hand-written reference.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -338,5 +343,58 @@ TEST(Compiler, CompilerFailureNamesTheCompiler) {
     EXPECT_NE(std::string(error.what()).find("the system compiler failed (/bin/false"), std::string::npos) << error.what();
   }
   unsetenv("CXX");
+  // A failed build leaves nothing behind: no lock, source, log or partial object.
+  EXPECT_EQ(std::system((std::string("test -z \"$(ls -A ") + dir + ")\"").c_str()), 0);
   std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+namespace {
+
+// A file of `bytes` bytes last modified `age_s` seconds ago.
+void write_aged(const std::string& path, size_t bytes, int age_s) {
+  std::ofstream(path) << std::string(bytes, 'x');
+  timespec times[2];
+  clock_gettime(CLOCK_REALTIME, &times[0]);
+  times[0].tv_sec -= age_s;
+  times[1] = times[0];
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
+
+TEST(Compiler, TrimCacheEvictsLeastRecentlyUsedAndLeftovers) {
+  char dir_template[] = "/tmp/tn-compiler-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  write_aged(dir + "/old.so", 4000, 300);
+  write_aged(dir + "/old.cpp", 1000, 300);
+  write_aged(dir + "/middle.so", 4000, 200);
+  write_aged(dir + "/new.so", 4000, 100);
+  write_aged(dir + "/kept.so", 4000, 400);  // the artifact just built: never evicted
+  // A killed builder's temporaries (its process is gone) and a lock nobody holds.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  write_aged(dir + "/dead." + std::to_string(gone) + ".cpp", 10, 0);
+  write_aged(dir + "/dead." + std::to_string(gone) + ".log", 10, 0);
+  write_aged(dir + "/dead.lock", 0, 0);
+  // A live builder's temporaries stay.
+  write_aged(dir + "/live." + std::to_string(getpid()) + ".cpp", 10, 0);
+
+  cc::trim_cache(dir, 100000, "kept");  // under the limit: only the leftovers go
+  EXPECT_TRUE(file_exists(dir + "/old.so"));
+  EXPECT_FALSE(file_exists(dir + "/dead." + std::to_string(gone) + ".cpp"));
+  EXPECT_FALSE(file_exists(dir + "/dead." + std::to_string(gone) + ".log"));
+  EXPECT_FALSE(file_exists(dir + "/dead.lock"));
+  EXPECT_TRUE(file_exists(dir + "/live." + std::to_string(getpid()) + ".cpp"));
+
+  cc::trim_cache(dir, 14000, "kept");  // 17,010 bytes: down to 80% (11,200) oldest first
+  EXPECT_FALSE(file_exists(dir + "/old.so"));
+  EXPECT_FALSE(file_exists(dir + "/old.cpp"));
+  EXPECT_FALSE(file_exists(dir + "/middle.so"));
+  EXPECT_TRUE(file_exists(dir + "/new.so"));
+  EXPECT_TRUE(file_exists(dir + "/kept.so"));
+  std::system(("rm -rf " + dir).c_str());
 }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/command_trace.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
 #include "runtime/event.h"
@@ -463,4 +464,35 @@ TEST(HardwareQueue, DeferredWorkIsFlushedBeforeSubmitsSyncsAndQueries) {
   EXPECT_GE(flushes.load(), 1);
   q.set_has_deferred_work(false);
   rt::set_deferred_work_flusher(nullptr);
+}
+
+TEST(CommandTrace, HoldsAtMostItsCapacityAndCountsTheRest) {
+  namespace trace = rt::command_trace;
+  const size_t before = trace::capacity();
+  trace::set_capacity(5);
+  trace::set_enabled(true);
+  for (int i = 0; i < 12; ++i) {
+    rt::CommandRecord record;
+    record.seq = static_cast<uint64_t>(i);
+    trace::record(record);
+  }
+  trace::set_enabled(false);
+  const std::vector<rt::CommandRecord> kept = trace::take();
+  ASSERT_EQ(kept.size(), 5u);
+  EXPECT_EQ(kept.back().seq, 4u);  // the first ones are kept
+  EXPECT_EQ(trace::dropped(), 7u);
+  trace::set_enabled(true);  // a new recording starts with none dropped
+  EXPECT_EQ(trace::dropped(), 0u);
+  trace::set_enabled(false);
+  trace::set_capacity(before);
+}
+
+TEST(Event, IsLiveOnlyWhileTheEventExists) {
+  auto event = std::make_unique<rt::Event>(false);
+  const void* handle = event.get();
+  EXPECT_TRUE(rt::Event::is_live(handle));
+  EXPECT_FALSE(rt::Event::is_live(nullptr));
+  EXPECT_FALSE(rt::Event::is_live(&handle));  // some other object's address
+  event.reset();
+  EXPECT_FALSE(rt::Event::is_live(handle));
 }

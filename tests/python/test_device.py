@@ -175,6 +175,20 @@ def test_set_device_out_of_range_keeps_current():
     assert torch.accelerator.current_device_index() == 0
 
 
+def test_set_device_negative_is_a_no_op():
+    # As torch.cuda.set_device(-1); Dynamo's exchange_device(-1) relies on it.
+    torch.neuron.set_device(1)
+    try:
+        torch.neuron.set_device(-1)
+        assert torch.neuron.current_device() == 1
+        from torch._dynamo.device_interface import get_interface_for_device
+
+        assert get_interface_for_device("neuron").exchange_device(-1) == 1
+        assert torch.neuron.current_device() == 1
+    finally:
+        torch.neuron.set_device(0)
+
+
 def test_dynamo_device_interface():
     import torch._dynamo  # noqa: F401  (registration happens when Dynamo loads)
     from torch._dynamo.device_interface import DeviceInterface, get_interface_for_device
@@ -263,3 +277,35 @@ def test_set_device_starts_the_device_as_cuda_does(run_python):
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "True", "neuron:1"]
+
+
+def test_compute_engines_follow_torch_num_threads():
+    from torchneuron import _C
+
+    before = torch.get_num_threads()
+    a = torch.randn(512, 512, dtype=torch.float64)  # float64: the split cannot move the result past 1e-7
+    try:
+        for threads in (1, 3, 2):
+            torch.set_num_threads(threads)
+            product = (a.to("neuron") @ a.to("neuron")).cpu()
+            assert _C._compute_threads() == threads
+            torch.testing.assert_close(product, a @ a)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("setting", ["affinity", "omp"])
+def test_compute_engines_start_at_the_process_cpu_limit(run_python, setting):
+    # One core through the CPU affinity (as `taskset -c N`), or OMP_NUM_THREADS=1 (as torchrun
+    # sets for each rank): the engines start at 1, as torch's own intra-op pool does.
+    code = (
+        "import os\n"
+        + ("os.environ.pop('OMP_NUM_THREADS', None)\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+           if setting == "affinity" else "")
+        + "import torch\nfrom torchneuron import _C\n"
+        "assert (torch.ones(3, device='neuron') + 1).sum().item() == 6\n"
+        "print(torch.get_num_threads(), _C._compute_threads())\n"
+    )
+    result = run_python(code, env={"OMP_NUM_THREADS": "1"} if setting == "omp" else None)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "1"]

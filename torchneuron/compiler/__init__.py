@@ -18,7 +18,7 @@ import torch
 
 from .. import _C
 
-__all__ = ["neuron_backend", "compile_stats", "reset_compile_stats", "cache_dir"]
+__all__ = ["neuron_backend", "compile_stats", "reset_compile_stats", "cache_dir", "clear_cache"]
 
 # Half-precision (bfloat16, float16) values inside a fused kernel stay in float; only stored
 # values and explicit casts are rounded, as Inductor does by default. True rounds every value
@@ -76,11 +76,29 @@ def _count(**deltas) -> None:
             _stats[key] += delta
 
 
+def _cache_root() -> str:
+    return os.environ.get("TORCHNEURON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "torchneuron")
+
+
 def cache_dir() -> str:
     """Where artifacts are kept: compiler-v<version> under TORCHNEURON_CACHE_DIR (default
     ~/.cache/torchneuron), so that a new code generator never loads an old artifact."""
-    root = os.environ.get("TORCHNEURON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "torchneuron")
-    return os.path.join(root, "compiler-v" + _C._compiler.version)
+    return os.path.join(_cache_root(), "compiler-v" + _C._compiler.version)
+
+
+def clear_cache() -> None:
+    """Removes every compiler version's artifacts and graph cache from disk and forgets the graph
+    cache held in memory; functions compiled already keep their loaded artifacts."""
+    import shutil
+
+    from . import autograd_cache
+
+    root = _cache_root()
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            if name.startswith("compiler-v"):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    autograd_cache.forget_loaded()
 
 
 def _load_artifact(source: str) -> ctypes.CDLL:

@@ -34,6 +34,12 @@ _lock = threading.Lock()
 _source_digest: str | None = None
 
 
+def forget_loaded() -> None:
+    """Drops the entries held in memory (after the disk cache was cleared)."""
+    with _lock:
+        _entries.clear()
+
+
 def _compiler_source_digest() -> str:
     """Our lowering and planning decide what an entry's graphs compile to; a changed file must miss."""
     global _source_digest

@@ -14,6 +14,7 @@
 
 #include "aten/ops/native_ops.h"
 #include "aten/device/neuron_tensor.h"
+#include "compiler/artifact.h"
 #include "compiler/codegen.h"
 #include "compiler/passes.h"
 #include "kernels/parallel.h"
@@ -175,8 +176,15 @@ void run_rows(uintptr_t entry, bool reduction, const Launch& launch, int64_t beg
 
 }  // namespace
 
+void check_kernel_entry(uintptr_t entry, const char* op) {
+  TORCH_CHECK(compiler::is_artifact_entry(entry), op, ": ", entry,
+              " is not the entry point of a loaded torch.compile or NKI artifact. These launch ops are "
+              "torchneuron's own; call the compiled function or NKI kernel instead.");
+}
+
 void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                          const std::vector<int64_t>& shape) {
+  check_kernel_entry(entry, "torchneuron::launch_fused");
   Launch launch = prepare(outputs, inputs, shape, {});
   if (launch.rows == 0) return;
   enqueue_copy(outputs[0], "torchneuron::compiled_kernel", {&outputs[0]}, [entry, launch = std::move(launch)] {
@@ -186,6 +194,7 @@ void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs
 
 void launch_fused_reduction(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                             const std::vector<int64_t>& shape, const std::vector<int64_t>& reduce_dims) {
+  check_kernel_entry(entry, "torchneuron::launch_fused_reduction");
   Launch launch = prepare(outputs, inputs, shape, reduce_dims);
   if (launch.rows == 0) return;
   // A column kernel vectorizes across the kept elements of its block and pays a fixed cost per
@@ -271,6 +280,7 @@ std::vector<std::vector<at::Tensor>> launch_fused_foreach(uintptr_t entry,
                                                           const std::vector<c10::ScalarType>& dtypes,
                                                           const std::vector<std::vector<at::Tensor>>& targets) {
   TORCH_CHECK(!inputs.empty() && !dtypes.empty(), "compiled foreach kernel: expected inputs and outputs");
+  check_kernel_entry(entry, "compiled foreach kernel");
   size_t count = 1;
   for (const auto& list : inputs) count = std::max(count, list.size());
   for (const auto& list : inputs) {

@@ -11,6 +11,10 @@
 
 namespace torchneuron::aten {
 
+// Raises unless `entry` is an exported function of a loaded artifact: entries arrive as
+// integers from Python, and a wrong one must be an error, never a call through it.
+void check_kernel_entry(uintptr_t entry, const char* op);
+
 // Enqueues the generated kernel at `entry` (a compiler::KernelEntry) over `shape`, writing
 // `outputs` (contiguous, of that shape) and reading `inputs` broadcast to it.
 void launch_fused_kernel(uintptr_t entry, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,

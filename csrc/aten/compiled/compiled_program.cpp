@@ -91,6 +91,7 @@ void NativeProgram::add_op(const std::string& name, const std::string& overload,
 void NativeProgram::add_kernel(uintptr_t entry, std::vector<int> inputs, std::vector<KernelOutput> outputs,
                                std::optional<std::vector<int64_t>> static_shape, std::vector<int64_t> reduce_dims) {
   TORCH_CHECK(!inputs.empty() && !outputs.empty(), "compiled kernel: expected inputs and outputs");
+  check_kernel_entry(entry, "compiled kernel");
   Step step;
   step.kind = Step::Kind::kKernel;
   step.entry = entry;
@@ -112,6 +113,7 @@ void NativeProgram::add_pack(std::vector<int> elements, int result) {
 void NativeProgram::add_foreach_kernel(uintptr_t entry, std::vector<int> inputs,
                                        std::vector<std::tuple<int, c10::ScalarType, int>> outputs) {
   TORCH_CHECK(!inputs.empty() && !outputs.empty(), "compiled foreach kernel: expected inputs and outputs");
+  check_kernel_entry(entry, "compiled foreach kernel");
   Step step;
   step.kind = Step::Kind::kForeachKernel;
   step.entry = entry;

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "aten/compiled/compiled_launch.h"
 #include "aten/device/neuron_tensor.h"
 #include "compiler/tile_program.h"
 #include "kernels/parallel.h"
@@ -31,6 +32,7 @@ const char* interned_name(const std::string& kernel) {
 void launch_tile_program(int64_t entry, at::TensorList tensors, int64_t programs, c10::string_view name) {
   TORCH_CHECK(!tensors.empty(), "launch_tile_program: expected at least one tensor");
   TORCH_CHECK(programs >= 1, "launch_tile_program: a grid of ", programs, " programs");
+  check_kernel_entry(static_cast<uintptr_t>(entry), "torchneuron::launch_tile_program");
   std::vector<char*> data;
   for (const at::Tensor& t : tensors) {
     check_same_device("torchneuron::nki_kernel", tensors[0].device(), {&t});
