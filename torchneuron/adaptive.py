@@ -3,6 +3,7 @@ fused command at the next point that could observe them, with results bitwise eq
 eager. See docs/adaptive_eager.md."""
 
 from torchneuron import _C
+from torchneuron._gil import gil_refusal
 
 
 class adaptive_eager:
@@ -10,6 +11,8 @@ class adaptive_eager:
     setting on exit, like torch.set_grad_enabled."""
 
     def __init__(self, enabled: bool = True):
+        if enabled and (reason := gil_refusal()):
+            raise RuntimeError(reason)
         self._previous = _C._adaptive_eager_enabled()
         _C._set_adaptive_eager(bool(enabled))
 

@@ -56,6 +56,15 @@ void set_blocking_wait_hooks(BlockingWaitBegin begin, BlockingWaitEnd end) {
   g_blocking_wait_begin = begin;
 }
 
+ScopedBlockingWait::ScopedBlockingWait() {
+  BlockingWaitBegin begin = g_blocking_wait_begin.load();
+  token_ = begin != nullptr ? begin() : nullptr;
+}
+
+ScopedBlockingWait::~ScopedBlockingWait() {
+  if (token_ != nullptr) g_blocking_wait_end.load()(token_);
+}
+
 void HardwareQueue::flush_deferred_work() const {
   if (!has_deferred_work_.load(std::memory_order_acquire)) return;
   DeferredWorkFlusher flusher = g_deferred_work_flusher.load();
@@ -260,14 +269,7 @@ void HardwareQueue::record_fault(const Command& command, const char* what) {
 
 void HardwareQueue::wait_for(uint64_t seq) {
   if (is_complete(seq)) return;
-  BlockingWaitBegin begin = g_blocking_wait_begin.load();
-  void* token = begin != nullptr ? begin() : nullptr;
-  struct EndWait {
-    void* token;
-    ~EndWait() {
-      if (token != nullptr) g_blocking_wait_end.load()(token);
-    }
-  } end_wait{token};
+  ScopedBlockingWait blocking;
   std::unique_lock<std::mutex> lock(mutex_);
   progress_waiters_.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {

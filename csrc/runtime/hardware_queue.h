@@ -64,6 +64,18 @@ using BlockingWaitBegin = void* (*)();
 using BlockingWaitEnd = void (*)(void*);
 void set_blocking_wait_hooks(BlockingWaitBegin begin, BlockingWaitEnd end);
 
+// Runs those hooks around a scope in which the host thread blocks.
+class ScopedBlockingWait {
+ public:
+  ScopedBlockingWait();
+  ~ScopedBlockingWait();
+  ScopedBlockingWait(const ScopedBlockingWait&) = delete;
+  ScopedBlockingWait& operator=(const ScopedBlockingWait&) = delete;
+
+ private:
+  void* token_;
+};
+
 // Work the host holds back for a device (adaptive eager's recorded ops) reaches its queue
 // before anything that could observe it: a queue with deferred work calls the flusher at the
 // start of every submit, synchronization, stream query and event record.

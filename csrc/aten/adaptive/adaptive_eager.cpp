@@ -109,22 +109,39 @@ void release_handles(DeviceRegion& d, Released& released) {
 
 std::atomic<PythonOnlyPreserved> g_python_only_preserved{nullptr};
 
-// Whether nobody but the region's one handle holds `tensor`. A tensor Python has seen keeps
-// its wrapper alive while C++ holds it (PyObject preservation): then the wrapper's reference
-// is ours too, if Python itself holds the wrapper no longer.
-bool only_region_holds(const at::Tensor& tensor) {
-  if (tensor.weak_use_count() > 1) return false;
-  const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
-  PyObject* wrapper = impl->pyobj_slot()->load_pyobj();
-  if (wrapper == nullptr) return tensor.use_count() == 1;
+// Per keep_alive handle: whether nobody but the region holds that tensor. A tensor Python has
+// seen keeps its wrapper alive while C++ holds it (PyObject preservation): then the wrapper's
+// reference is ours too, if Python itself holds the wrapper no longer, which only a read of its
+// reference count under the GIL can tell (one GIL acquisition for the whole region).
+std::vector<char> only_region_holds(const DeviceRegion& d) {
+  std::vector<char> only(d.keep_alive.size(), 0);
+  std::vector<PyObject*> wrappers;
+  std::vector<size_t> wrapped;
+  for (size_t k = 0; k < d.keep_alive.size(); ++k) {
+    const at::Tensor& tensor = d.keep_alive[k];
+    if (tensor.weak_use_count() > 1) continue;
+    PyObject* wrapper = tensor.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+    if (wrapper == nullptr) {
+      only[k] = tensor.use_count() == 1;
+    } else if (tensor.use_count() == 2) {
+      wrappers.push_back(wrapper);
+      wrapped.push_back(k);
+    }
+  }
   PythonOnlyPreserved preserved_only = g_python_only_preserved.load();
-  return tensor.use_count() == 2 && preserved_only != nullptr && preserved_only(wrapper);
+  if (wrappers.empty() || preserved_only == nullptr) return only;
+  std::vector<char> python_free;
+  preserved_only(wrappers, python_free);
+  for (size_t i = 0; i < wrapped.size() && i < python_free.size(); ++i) only[wrapped[i]] = python_free[i];
+  return only;
 }
 
 // Per access: whether nobody but the region holds what was made there once it has run.
 std::vector<bool> dead_accesses(const DeviceRegion& d) {
   const auto& accesses = d.region.accesses();
   std::vector<bool> dead(accesses.size(), false);
+  if (std::none_of(d.owner.begin(), d.owner.end(), [](int owner) { return owner >= 0; })) return dead;
+  const std::vector<char> only = only_region_holds(d);
   for (size_t i = 0; i < accesses.size(); ++i) {
     if (d.owner[i] < 0) continue;
     const at::Tensor& made = d.keep_alive[d.owner[i]];
@@ -133,14 +150,26 @@ std::vector<bool> dead_accesses(const DeviceRegion& d) {
     // alone, and the region's must be the storage's only references.
     size_t held = 0;
     bool only_ours = true;
-    for (const at::Tensor& t : d.keep_alive) {
-      if (t.storage().unsafeGetStorageImpl() != storage) continue;
+    for (size_t k = 0; k < d.keep_alive.size(); ++k) {
+      if (d.keep_alive[k].storage().unsafeGetStorageImpl() != storage) continue;
       ++held;
-      only_ours = only_ours && only_region_holds(t);
+      only_ours = only_ours && only[k];
     }
     dead[i] = only_ours && made.storage().use_count() == held;
   }
   return dead;
+}
+
+// Takes the region's lock. A thread never blocks on it holding the GIL (the blocking-wait hooks
+// release it meanwhile): a flush holding the lock may be waiting for the GIL to read Python's
+// references, so lock -> GIL is the one order, and a GIL holder waiting here would close a cycle.
+std::unique_lock<std::recursive_mutex> lock_region(DeviceRegion& d) {
+  std::unique_lock<std::recursive_mutex> lock(d.mutex, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    runtime::ScopedBlockingWait wait;
+    lock.lock();
+  }
+  return lock;
 }
 
 // Flushes under the region's lock. The region's tensor handles move to `released`, to be
@@ -214,7 +243,7 @@ void flush_from_queue(int device) {
   if (t_flushing) return;
   DeviceRegion& d = region_of(device);
   Released released;  // dropped after the lock
-  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  auto lock = lock_region(d);
   if (t_flushing) return;
   flush_locked(device, d, Reason::kQueue, released);
 }
@@ -287,7 +316,7 @@ bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::E
 
   DeviceRegion& d = region_of(device);
   Released released;  // dropped after the lock
-  std::lock_guard<std::recursive_mutex> lock(d.mutex);
+  auto lock = lock_region(d);
   const runtime::StreamId stream = runtime::current_stream(device);
   // One read of the depth: it reads a cache line the queue's worker writes after every command.
   const int64_t depth = static_cast<int64_t>(queue.depth());
@@ -367,7 +396,7 @@ void reset_stats() {
   for (auto& c : g_counters.flushes) c.store(0);
   for (int i = 0; i < runtime::kMaxDevices; ++i) {
     DeviceRegion& d = region_of(i);
-    std::lock_guard<std::recursive_mutex> lock(d.mutex);
+    auto lock = lock_region(d);
     d.backoff = 0;
     d.skip = 0;
   }

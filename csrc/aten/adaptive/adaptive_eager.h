@@ -31,9 +31,10 @@ bool may_record(const at::TensorIteratorBase& iter);
 bool record(const at::TensorIteratorBase& iter, const char* op, const kernels::ElementwiseArgs& args,
             compiler::ElementwiseKernel kernel);
 
-// Whether a tensor's Python wrapper is held only by the reference PyObject preservation gives
-// it (no Python reference, no weak reference): installed by the Python module.
-using PythonOnlyPreserved = bool (*)(PyObject* wrapper);
+// Sets only[i] to whether wrappers[i], a tensor's Python wrapper, is held only by the reference
+// PyObject preservation gives it (no Python reference, no weak reference), read under the GIL:
+// installed by the Python module. Without it (or while Python finalizes) nothing counts as dead.
+using PythonOnlyPreserved = void (*)(const std::vector<PyObject*>& wrappers, std::vector<char>& only);
 void set_python_only_preserved(PythonOnlyPreserved check);
 
 // Clears `tensors` holding the GIL once (installed by the Python module).
