@@ -4,6 +4,7 @@ Importing it (or just `import torch`, through the `torch.backends` entry point) 
 `neuron` device: tensors, modules and `torch.accelerator` code then run with device='neuron'.
 """
 
+import atexit
 import os
 import sys
 
@@ -30,6 +31,11 @@ def _check_environment():
     adaptive = os.environ.get("TORCHNEURON_ADAPTIVE_EAGER", "")
     if adaptive not in ("", "0", "1"):
         raise ValueError(f"TORCHNEURON_ADAPTIVE_EAGER={adaptive!r} must be 0 or 1.")
+    if adaptive == "1":
+        from torchneuron._gil import gil_refusal
+
+        if reason := gil_refusal():
+            raise RuntimeError(f"TORCHNEURON_ADAPTIVE_EAGER=1: {reason}")
     for name, low, high in (("TORCHNEURON_NUM_DEVICES", 0, 64), ("TORCHNEURON_HBM_GB", 1, 1 << 20)):
         value = os.environ.get(name, "")
         if value and not (value.isdigit() and low <= int(value) <= high):
@@ -69,6 +75,24 @@ def _register():
 
 
 _register()
+
+
+def _drain_at_exit():
+    """Runs the work queued before exit while the interpreter still works, and reports a fault it
+    raises: unsynchronized work would otherwise run during finalization, its errors unseen."""
+    if not _C._is_initialized() or _C._is_in_bad_fork():
+        return
+    for index in range(_C._device_count()):
+        try:
+            neuron.synchronize(index)
+        except Exception as error:  # noqa: BLE001  (any device error; exit goes on)
+            sys.stderr.write(
+                f"torchneuron: neuron:{index} had a device error pending at exit (call "
+                f"torch.neuron.synchronize() before exiting to handle it):\n{error}\n"
+            )
+
+
+atexit.register(_drain_at_exit)
 
 
 def nki_op(name, *, mutates_args=(), device_types=None, schema=None):

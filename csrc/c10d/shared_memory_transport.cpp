@@ -82,11 +82,21 @@ std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(const c10:
   // Rank 0 names and creates the segment; every rank reports whether it could map it.
   std::optional<collectives::SharedMemoryGroup> group;
   std::string name;
+  // Rank 0 removes the segment's name when set-up ends, however it ends: a peer that dies before
+  // mapping it makes the store's wait throw. The mapped memory lives on while mapped.
+  struct UnlinkName {
+    std::string name;
+    ~UnlinkName() {
+      if (!name.empty()) collectives::SharedMemoryGroup::unlink(name);
+    }
+  } unlink_name;
   if (rank == 0) {
+    collectives::SharedMemoryGroup::remove_orphans("torchneuron-");
     std::random_device random;
     name = c10::str("/torchneuron-", getpid(), "-", random());
     try {
       group.emplace(collectives::SharedMemoryGroup::create(name, rank, size, kSlotBytes));
+      unlink_name.name = name;
     } catch (const collectives::CollectiveError&) {
       name.clear();
     }
@@ -103,7 +113,6 @@ std::unique_ptr<SharedMemoryTransport> SharedMemoryTransport::connect(const c10:
   set_string(*store, c10::str("neuron_shm/mapped/", rank), group ? "yes" : "no");
   bool everyone = true;
   for (int peer = 0; peer < size; ++peer) everyone = everyone && get_string(*store, c10::str("neuron_shm/mapped/", peer)) == "yes";
-  if (rank == 0 && !name.empty()) collectives::SharedMemoryGroup::unlink(name);  // all mapped, or given up
   if (!everyone) return nullptr;
   return std::make_unique<SharedMemoryTransport>(std::move(*group));
 }

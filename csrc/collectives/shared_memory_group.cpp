@@ -1,7 +1,9 @@
 // Shared-memory collectives between the processes of one machine (see shared_memory_group.h).
 #include "collectives/shared_memory_group.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <ctime>
 #include <cstring>
 #include <thread>
 
@@ -174,6 +178,22 @@ SharedMemoryGroup SharedMemoryGroup::open(const std::string& name, int rank, int
 }
 
 void SharedMemoryGroup::unlink(const std::string& name) { shm_unlink(name.c_str()); }
+
+void SharedMemoryGroup::remove_orphans(const std::string& prefix) {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  const time_t now = time(nullptr);
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    struct stat info;
+    if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;
+    if (stat(("/dev/shm/" + name).c_str(), &info) != 0 || now - info.st_mtime < 60) continue;
+    shm_unlink(("/" + name).c_str());
+  }
+  closedir(dir);
+}
 
 SharedMemoryGroup::SharedMemoryGroup(void* base, size_t mapped_bytes, int rank, int size, size_t slot_bytes)
     : base_(base), mapped_bytes_(mapped_bytes), rank_(rank), size_(size), slot_bytes_(slot_bytes) {}

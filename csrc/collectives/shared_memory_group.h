@@ -33,6 +33,9 @@ class SharedMemoryGroup {
   static SharedMemoryGroup open(const std::string& name, int rank, int size, size_t slot_bytes);
   // Removes the name once every rank has mapped the segment (the mappings stay valid).
   static void unlink(const std::string& name);
+  // Removes segments "<prefix><pid>-..." in /dev/shm that a process now gone created over a
+  // minute ago: a job killed during its set-up could not remove its own.
+  static void remove_orphans(const std::string& prefix);
 
   SharedMemoryGroup(SharedMemoryGroup&& other) noexcept;
   SharedMemoryGroup& operator=(SharedMemoryGroup&&) = delete;

@@ -1,9 +1,14 @@
 // Shared-memory collectives with threads as ranks (each maps the segment on its own), against
 // sums and copies computed directly.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <ctime>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -119,4 +124,31 @@ TEST(SharedMemoryGroup, AMissingPeerIsATimeoutNamingIt) {
     EXPECT_NE(std::string(e.what()).find("Timed out waiting 200ms for rank 1"), std::string::npos) << e.what();
   }
   tc::SharedMemoryGroup::unlink(name);
+}
+
+TEST(SharedMemoryGroup, RemoveOrphansTakesOnlyOldSegmentsOfGoneProcesses) {
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string prefix = "tn-orphan-test-" + std::to_string(getpid()) + "-";
+  const std::string orphan = prefix + std::to_string(gone) + "-1";
+  const std::string fresh_orphan = prefix + std::to_string(gone) + "-2";
+  const std::string live = prefix + std::to_string(getpid()) + "-3";
+  for (const std::string& name : {orphan, fresh_orphan, live}) {
+    const int fd = shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  }
+  timespec old[2];
+  clock_gettime(CLOCK_REALTIME, &old[0]);
+  old[0].tv_sec -= 600;
+  old[1] = old[0];
+  ASSERT_EQ(utimensat(AT_FDCWD, ("/dev/shm/" + orphan).c_str(), old, 0), 0);
+  ASSERT_EQ(utimensat(AT_FDCWD, ("/dev/shm/" + live).c_str(), old, 0), 0);
+  tc::SharedMemoryGroup::remove_orphans(prefix);
+  EXPECT_NE(access(("/dev/shm/" + orphan).c_str(), F_OK), 0);
+  EXPECT_EQ(access(("/dev/shm/" + fresh_orphan).c_str(), F_OK), 0);  // may still be in set-up
+  EXPECT_EQ(access(("/dev/shm/" + live).c_str(), F_OK), 0);
+  shm_unlink(("/" + fresh_orphan).c_str());
+  shm_unlink(("/" + live).c_str());
 }
