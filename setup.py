@@ -49,7 +49,11 @@ class CMakeBuild(build_ext):
         # with lib/: the runtime and one kernel library per instruction-set level.
         for package_dir in {os.path.dirname(os.path.abspath(target)), os.path.join(ROOT, "torchneuron")}:
             os.makedirs(package_dir, exist_ok=True)
-            shutil.copyfile(source, os.path.join(package_dir, built[0]))
+            # A new file renamed into place: processes running the old module keep their mapping
+            # (copying over it in place would truncate what they run: SIGBUS).
+            staged = os.path.join(package_dir, built[0] + ".new")
+            shutil.copyfile(source, staged)
+            os.replace(staged, os.path.join(package_dir, built[0]))
             lib_dir = os.path.join(package_dir, "lib")
             shutil.rmtree(lib_dir, ignore_errors=True)
             shutil.copytree(os.path.join(build_dir, "lib"), lib_dir)
