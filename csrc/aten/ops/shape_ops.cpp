@@ -46,7 +46,9 @@ at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
 // CPU PyTorch's formula: the first half counts up from start, the second half down from end.
 at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  at::native::resize_output(out, {steps});
+  // As on the CPU, an `out` of `steps` elements keeps its shape (and its strides): the values
+  // fill it in its logical order.
+  if (out.numel() != steps) at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
   const bool wide = out.scalar_type() == at::kDouble || at::isIntegralType(out.scalar_type(), true);
@@ -56,7 +58,7 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   const at::Tensor index = at::arange(steps, compute);
   const at::Tensor rising = at::mul(index, step).add_(lo);
   const at::Tensor falling = at::mul(at::rsub(index, static_cast<double>(steps - 1)), -step).add_(hi);
-  out.copy_(at::where(at::lt(index, static_cast<double>(steps / 2)), rising, falling));
+  out.copy_(at::where(at::lt(index, static_cast<double>(steps / 2)), rising, falling).view(out.sizes()));
   return out;
 }
 
@@ -173,8 +175,10 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(arange, start_out)>::call(start, end, step, result);
   }
   const auto count = static_cast<int64_t>(std::ceil((e - s) / st));
-  at::native::resize_output(result, {count});
-  at::Tensor out = result.is_contiguous() ? result : at::empty({count}, result.options());
+  // As on the CPU, a `result` of `count` elements keeps its shape (and its strides): the values
+  // fill it in its logical order, through a contiguous temporary when it is not contiguous.
+  if (result.numel() != count) at::native::resize_output(result, {count});
+  at::Tensor out = result.is_contiguous() ? result : at::empty(result.sizes(), result.options());
   if (count > 0) {
     const kernels::DType dtype = to_kernel_dtype(out.scalar_type());
     const int64_t int_start = start.isFloatingPoint() ? static_cast<int64_t>(s) : start.toLong();
