@@ -97,6 +97,11 @@ def _time_out(nodeid, timeout, stream):
     os._exit(1)
 
 
+def pytest_unconfigure(config):
+    while _REAL_STDERR:
+        _REAL_STDERR.pop().close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Arms a timer over the test's set-up, call and tear-down: past the timeout every thread's
