@@ -88,6 +88,24 @@ def package_holds_every_module_and_library():
 
 
 @check
+def installed_from_a_wheel_tagged_for_this_python_and_platform():
+    import importlib.metadata
+    import json
+
+    distribution = importlib.metadata.distribution("torchneuron")
+    direct_url = json.loads(distribution.read_text("direct_url.json") or "{}")
+    assert not direct_url.get("dir_info", {}).get("editable"), f"an editable install: {direct_url}"
+    wheel = dict(line.split(": ", 1) for line in distribution.read_text("WHEEL").splitlines() if ": " in line)
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    expected = f"{python}-{python}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+    assert wheel.get("Tag") == expected, f"wheel tag {wheel.get('Tag')!r}, expected {expected!r}"
+    assert wheel.get("Root-Is-Purelib") == "false", wheel
+    requires = distribution.requires or []
+    assert "torch==2.13.0" in requires, requires
+    return f"tag {wheel['Tag']}, requires {', '.join(requires)}, {direct_url.get('url', 'no direct URL')}"
+
+
+@check
 def libraries_find_each_other_relative_to_the_package():
     import torchneuron
 
