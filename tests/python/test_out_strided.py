@@ -298,3 +298,20 @@ def test_range_factories_into_strided_views(factory, view, dtype):
         assert returned.shape == out.shape
         results.append(x.cpu())
     torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("view", ["narrow", "transpose", "step"])
+def test_eye_and_randperm_into_strided_views(view):
+    """The factories whose out= overloads have no functional twin to record (eye, randperm)."""
+    results = []
+    for device in ("cpu", "neuron"):
+        x = torch.full((3, 4), -7.0, device=device)
+        make = {"narrow": lambda: x.narrow(1, 1, 2), "transpose": lambda: x[:, :3].t(), "step": lambda: x[:, ::2]}
+        out = make[view]()
+        torch.eye(out.shape[0], out.shape[1], out=out)
+        results.append(x.cpu())
+        y = torch.full((2, 8), -7, dtype=torch.int64, device=device)
+        permutation = torch.randperm(4, out=y[1, ::2])
+        assert permutation.shape == (4,) and sorted(y[1, ::2].tolist()) == [0, 1, 2, 3]
+        assert (y[0] == -7).all() and (y[1, 1::2] == -7).all()
+    torch.testing.assert_close(results[1], results[0])

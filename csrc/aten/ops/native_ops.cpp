@@ -72,12 +72,16 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   at::TensorImpl* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  const size_t needed = static_cast<size_t>(
-      at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), self.storage_offset()));
-  if (needed > self.storage().nbytes()) {
-    // Grows through the hooks' resizePrivateUse1Bytes, which keeps the old bytes.
-    at::native::resize_bytes_nocuda(self.storage(), c10::SymInt(static_cast<int64_t>(needed)));
+  // As on the CPU, resizing to the sizes a tensor has keeps its strides: an out= view that is
+  // already the right shape (a transposed or narrowed slice) stays a view of the same elements.
+  if (self.sizes() != size) {
+    impl->set_sizes_contiguous(size);
+    const size_t needed = static_cast<size_t>(
+        at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), self.storage_offset()));
+    if (needed > self.storage().nbytes()) {
+      // Grows through the hooks' resizePrivateUse1Bytes, which keeps the old bytes.
+      at::native::resize_bytes_nocuda(self.storage(), c10::SymInt(static_cast<int64_t>(needed)));
+    }
   }
   if (memory_format.has_value()) {
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
