@@ -130,3 +130,30 @@ def test_recurrent_batched_gradients(module):
     cpu(x_cpu)[0].sum().backward()
     run(x).sum().backward()
     torch.testing.assert_close(x.grad.cpu(), x_cpu.grad)
+
+
+BAD_DGEMM = """
+import ctypes
+import torch
+import torchneuron
+from torchneuron import _cpu_dispatch
+kernels = _cpu_dispatch._kernels  # the kernel library as torchneuron loaded it (dlopen'ed)
+a, b, c = (ctypes.c_double * 16)(), (ctypes.c_double * 16)(), (ctypes.c_double * 16)()
+RowMajor, NoTrans, Trans = 101, 111, 112
+kernels.cblas_dgemm.argtypes = [ctypes.c_int] * 6 + [ctypes.c_double, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                                     ctypes.c_int, ctypes.c_double, ctypes.c_void_p, ctypes.c_int]
+# C[4x3] = A^T B with A stored [1 x 4] and lda 1 < 4: the call issue 43 saw.
+kernels.cblas_dgemm(RowMajor, Trans, NoTrans, 4, 3, 1, 1.0, a, 1, b, 3, 0.0, c, 3)
+print("returned")
+"""
+
+
+def test_blas_parameter_error_reaches_our_xerbla(run_python):
+    """In the process as torchneuron sets it up (torch loaded, the kernel library dlopen'ed), a
+    BLAS parameter error runs the kernel library's xerbla_, which throws (a KernelError that
+    the queue reports; here no C++ frame catches it, so the process aborts with its message),
+    rather than OpenBLAS's own, which prints and returns with C unwritten."""
+    result = run_python(BAD_DGEMM)
+    assert "returned" not in result.stdout
+    assert "On entry to" not in result.stderr
+    assert "BLAS/LAPACK routine DGEMM was called with an illegal value" in result.stderr, result.stderr
