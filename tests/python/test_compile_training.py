@@ -21,11 +21,11 @@ from test_training import cnn_batches, mlp_step as classifier_step, small_cnn  #
 pytestmark = pytest.mark.usefixtures("fresh_compiler")
 
 
-def run_training(model, batches, step, compiled, steps):
-    model = copy.deepcopy(model).to("neuron")
+def run_training(model, batches, step, compiled, steps, device="neuron"):
+    model = copy.deepcopy(model).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     forward = torch.compile(model, backend="neuron") if compiled else model
-    return [step(forward, optimizer, [t.to("neuron") for t in batch]).item() for batch in batches[:steps]]
+    return [step(forward, optimizer, [t.to(device) for t in batch]).item() for batch in batches[:steps]]
 
 
 def test_compiled_training_tracks_eager():
@@ -41,7 +41,7 @@ def test_compiled_training_tracks_eager():
     cases = [(mlp, mlp_batches, classifier_step, True), (small_cnn(dropout=0.0), cnn_batches(20), classifier_step, False),
              (gpt, gpt_batches, gpt_step, False)]  # random tokens: nothing to learn in 20 steps
     for model, batches, step, learns_in_20_steps in cases:
-        eager = run_training(model, batches, step, compiled=False, steps=20)
+        eager = run_training(model, batches, step, compiled=False, steps=20, device="cpu")  # CPU PyTorch
         compiled = run_training(model, batches, step, compiled=True, steps=20)
         assert max(abs(a - b) for a, b in zip(eager, compiled)) < 1e-4
         if learns_in_20_steps:
