@@ -26,7 +26,7 @@ def pointwise_chain(x, y):
 def test_fused_kernel_matches_eager(dtype, emulate_precision_casts, monkeypatch, no_fallback):
     """A kernel matches CPU PyTorch; in bfloat16 it computes in float and rounds what it stores,
     so it matches CPU's float32 chain rounded once (the sum: within its own accumulation order).
-    Emulating eager's casts, it matches eager mode's bfloat16 chain op by op."""
+    Emulating eager's casts, it matches CPU PyTorch's bfloat16 chain op by op."""
     import torchneuron.compiler
 
     monkeypatch.setattr(torchneuron.compiler, "emulate_precision_casts", emulate_precision_casts)
