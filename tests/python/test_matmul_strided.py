@@ -104,12 +104,20 @@ def gradcheck(function, inputs):
     assert torch.autograd.gradcheck(function, inputs, check_batched_grad=True, fast_mode=False)
 
 
-def test_linear_batched_gradients():
+@pytest.mark.parametrize("reduce", [False, True], ids=["output", "sum"])
+@pytest.mark.parametrize("shape,features", [((4, 3), 2), ((4, 3), 1), ((3,), 4)], ids=str)
+def test_linear_batched_gradients(shape, features, reduce):
+    """With .sum() the products' gradients are expanded (stride 0): (4, 1) and (1, 4) operands
+    with strides (0, 0), and under vmap (2, 4) with strides (1, 0), reach mm."""
     torch.manual_seed(0)
-    linear = torch.nn.Linear(3, 2, dtype=torch.float64).to("neuron")
-    x = torch.randn(4, 3, dtype=torch.float64, device="neuron", requires_grad=True)
-    gradcheck(lambda x, w, b: torch.nn.functional.linear(x, w, b),
-              (x, linear.weight.detach().requires_grad_(), linear.bias.detach().requires_grad_()))
+    linear = torch.nn.Linear(shape[-1], features, dtype=torch.float64).to("neuron")
+    x = torch.randn(shape, dtype=torch.float64, device="neuron", requires_grad=True)
+
+    def run(x, w, b):
+        y = torch.nn.functional.linear(x, w, b)
+        return y.sum() if reduce else y
+
+    gradcheck(run, (x, linear.weight.detach().requires_grad_(), linear.bias.detach().requires_grad_()))
 
 
 @pytest.mark.parametrize("module", [torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU], ids=lambda m: m.__name__)
@@ -123,6 +131,7 @@ def test_recurrent_batched_gradients(module):
         return output
 
     gradcheck(run, (x,))
+    gradcheck(lambda x: run(x).sum(), (x,))
     # And the same gradients as on the CPU.
     cpu = module(3, 2, dtype=torch.float64)
     cpu.load_state_dict({k: v.cpu() for k, v in rnn.state_dict().items()})
