@@ -15,10 +15,10 @@ SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 
 
-def launch(nproc, mode):
+def launch(nproc, mode, omp_threads=1):
     """Runs this file under torchrun on `nproc` ranks; returns rank 0's printed lines."""
     env = {**os.environ, "TORCHNEURON_NUM_DEVICES": str(max(2, nproc)), "PYTHONWARNINGS": "ignore",
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": str(omp_threads)}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                __file__, mode]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
@@ -88,10 +88,29 @@ def ddp_worker():
     model = DDP(TinyGPT(vocab=256, context=64, width=128, heads=4, layers=4, dropout=0.0).to("neuron"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tokens = torch.randint(0, 256, (8, 65), device="neuron")
+    switches = involuntary_switches()
     seconds = timed(lambda: train_step(model, optimizer, tokens), torch.neuron.synchronize, calls=10)
+    # The warm-up and 3 rounds of 10 steps: involuntary context switches per step, summed over ranks.
+    per_step = torch.tensor([(involuntary_switches() - switches) / 31.0], device="neuron")
+    dist.all_reduce(per_step)
+    from torchneuron import _C
+
     if rank == 0:
-        print(f"RESULT ddp {dist.get_world_size()} {seconds}", flush=True)
+        print(f"RESULT ddp {dist.get_world_size()} {seconds} {_C._compute_threads()} {per_step.item()}", flush=True)
     dist.destroy_process_group()
+
+
+def involuntary_switches():
+    """Times the kernel took a core from this process's threads (all of them) to run another: a
+    sign that more threads want the cores than there are."""
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if line.startswith("nonvoluntary_ctxt_switches"))
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return total
 
 
 def main():
@@ -107,10 +126,18 @@ def main():
               f"{cpu_s * 1e6:>10.0f}{neuron_s * 1e6:>11.0f}{cpu_s / neuron_s:>7.2f}x")
     steps = {}
     for nproc in (1, 2):
-        _, world, seconds = launch(nproc, "ddp")[0].split()
+        _, world, seconds, _, _ = launch(nproc, "ddp")[0].split()
         steps[int(world)] = float(seconds)
     print(f"DDP tiny-GPT step (8 x 64 tokens per rank): 1 rank {steps[1] * 1e3:.1f} ms, 2 ranks "
           f"{steps[2] * 1e3:.1f} ms ({steps[2] / steps[1]:.2f}x the 1-rank time on 2 shared cores)")
+    # Ranks sharing the machine: each rank's compute engines follow OMP_NUM_THREADS (torchrun sets
+    # 1); with as many engines per rank as the machine has cores, the ranks oversubscribe it.
+    cores = len(os.sched_getaffinity(0))
+    print(f"2 DDP ranks on {cores} cores: {'OMP_NUM_THREADS':>16}{'engines/rank':>14}{'step ms':>9}"
+          f"{'involuntary switches/step':>27}")
+    for omp in (1, cores):
+        _, _, seconds, engines, switches = launch(2, "ddp", omp_threads=omp)[0].split()
+        print(f"{'':<29}{omp:>16}{engines:>14}{float(seconds) * 1e3:>9.1f}{float(switches):>27.1f}")
 
 
 if __name__ == "__main__":
