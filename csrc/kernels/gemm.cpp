@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <complex>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -16,12 +17,23 @@
 #include "kernels/parallel.h"
 #include "runtime/errors.h"
 
+namespace torchneuron::kernels {
+namespace {
+thread_local int blas_errors_throw_depth = 0;
+}  // namespace
+
+BlasErrorsThrow::BlasErrorsThrow() { ++blas_errors_throw_depth; }
+BlasErrorsThrow::~BlasErrorsThrow() { --blas_errors_throw_depth; }
+}  // namespace torchneuron::kernels
+
 // OpenBLAS reports an illegal argument (a leading dimension too small, a negative size) by
 // calling xerbla_, whose own version prints a line on stderr and returns, leaving the result
 // unwritten. This strong definition in the kernel library comes first in the lookup scope of the
-// libopenblas it loads (OpenBLAS's xerbla_ is weak and every call goes through the PLT), so the
-// failing call throws instead and the queue reports it. OpenBLAS checks arguments before it
-// allocates or locks anything, so unwinding out of it leaks nothing.
+// libopenblas it loads (OpenBLAS's xerbla_ is weak and every call goes through the PLT), so a
+// kernel's failing call throws instead and the queue reports it. OpenBLAS checks arguments
+// before it allocates or locks anything, so unwinding out of it leaks nothing. A call from
+// another library sharing this OpenBLAS (no BlasErrorsThrow on its thread) is reported on
+// stderr and returns, as with OpenBLAS's own: an exception there would abort its process.
 extern "C" void xerbla_(const char* routine, const int* parameter, int routine_length);
 
 extern "C" void xerbla_(const char* routine, const int* parameter, int routine_length) {
@@ -30,9 +42,12 @@ extern "C" void xerbla_(const char* routine, const int* parameter, int routine_l
   std::string name;
   for (int i = 0; routine != nullptr && i < std::min(routine_length, 32) && routine[i] != '\0'; ++i) name += routine[i];
   while (!name.empty() && name.back() == ' ') name.pop_back();
-  throw torchneuron::runtime::KernelError("BLAS/LAPACK routine " + name + " was called with an illegal value for parameter " +
-                                          std::to_string(parameter != nullptr ? *parameter : 0) +
-                                          "; this is a bug in the torchneuron kernel that called it: please report it");
+  const std::string what = "BLAS/LAPACK routine " + name + " was called with an illegal value for parameter " +
+                           std::to_string(parameter != nullptr ? *parameter : 0);
+  if (torchneuron::kernels::blas_errors_throw_depth > 0) {
+    throw torchneuron::runtime::KernelError(what + "; this is a bug in the torchneuron kernel that called it: please report it");
+  }
+  std::fprintf(stderr, "%s (reported by torchneuron's xerbla_; the call returned without a result)\n", what.c_str());
 }
 
 namespace torchneuron::kernels {
@@ -132,6 +147,7 @@ void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
                 int64_t lda, int64_t a_row, const T* B, int64_t ldb, int64_t b_col, T beta, T* C, int64_t ldc,
                 const RowHook* prologue, const RowHook* epilogue, bool whole) {
   auto call = [&](int64_t rows, int64_t cols, const T* a, const T* b, T* c) {
+    const BlasErrorsThrow errors_throw;
     if constexpr (std::is_same_v<T, float>) {
       cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
     } else {
@@ -296,6 +312,7 @@ void complex_gemm(const GemmArgs& g) {
     const Z* b = reinterpret_cast<const Z*>(g.b.data) + entry * g.b.batch_stride;
     Z* c = reinterpret_cast<Z*>(g.c.data) + entry * g.c.batch_stride + row_begin * ldc;
     const int64_t rows = row_end - row_begin;
+    const BlasErrorsThrow errors_throw;
     if (g.k == 0) {  // C = beta C, exact zeros for beta 0 (BLAS libraries disagree on a K of 0)
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t col = 0; col < g.n; ++col) c[r * ldc + col] = g.beta == 0.0 ? Z() : beta * c[r * ldc + col];

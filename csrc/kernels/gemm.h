@@ -14,8 +14,7 @@ namespace torchneuron::kernels {
 // One operand: a [rows, cols] matrix per batch entry, strides in elements. A and B take any
 // strides (0 included: size-1 dimensions' strides are ignored, and an operand BLAS cannot read
 // as it is, such as a stride-0 expanded dimension, is copied first); C must be row-major (unit
-// column stride, row stride >= cols; a size-1 dimension's stride is ignored). A parameter error
-// inside BLAS/LAPACK throws runtime::KernelError (the kernel library defines xerbla_).
+// column stride, row stride >= cols; a size-1 dimension's stride is ignored).
 struct MatrixOperand {
   char* data = nullptr;
   int64_t batch_stride = 0;
@@ -30,6 +29,18 @@ struct GemmArgs {
   MatrixOperand a, b, c;
   double alpha = 1.0;
   double beta = 0.0;  // 0 ignores C's previous contents, NaN included
+};
+
+// While one is alive on a thread, a BLAS / LAPACK parameter error on that thread throws
+// runtime::KernelError naming the routine and the parameter (the kernel library defines
+// xerbla_); every BLAS / LAPACK call of the kernels is made under one. Elsewhere (another
+// library calling the same OpenBLAS) the error is printed on stderr and the call returns.
+class BlasErrorsThrow {
+ public:
+  BlasErrorsThrow();
+  ~BlasErrorsThrow();
+  BlasErrorsThrow(const BlasErrorsThrow&) = delete;
+  BlasErrorsThrow& operator=(const BlasErrorsThrow&) = delete;
 };
 
 bool gemm_supported(DType dtype);

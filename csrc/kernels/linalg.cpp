@@ -208,6 +208,7 @@ void lu_factor(DType dtype, int64_t batch, int64_t m, int64_t n, void* a, int32_
     using T = decltype(tag);
     T* matrices = static_cast<T*>(a);
     parallel_for(batch, matrix_grain(std::max(m, n)), [&](int64_t begin, int64_t end) {
+      const BlasErrorsThrow errors_throw;  // a LAPACK parameter error throws KernelError
       for (int64_t i = begin; i < end; ++i) {
         int status = 0;
         if constexpr (std::is_same_v<T, float>) {
@@ -230,6 +231,7 @@ void lu_solve(DType dtype, int64_t batch, int64_t lu_batch, int64_t n, int64_t k
     const T* factors = static_cast<const T*>(lu);
     T* rhs = static_cast<T*>(b);
     parallel_for(batch, matrix_grain(n), [&](int64_t begin, int64_t end) {
+      const BlasErrorsThrow errors_throw;  // a LAPACK parameter error throws KernelError
       for (int64_t i = begin; i < end; ++i) {
         const int64_t j = i % lu_batch;
         int status = 0;
@@ -249,6 +251,7 @@ void lu_inverse(DType dtype, int64_t batch, int64_t n, void* lu, const int32_t* 
     using T = decltype(tag);
     T* matrices = static_cast<T*>(lu);
     parallel_for(batch, matrix_grain(n), [&](int64_t begin, int64_t end) {
+      const BlasErrorsThrow errors_throw;  // a LAPACK parameter error throws KernelError
       const int work_size = std::max(1, order * 64);
       std::vector<T> work(static_cast<size_t>(work_size));
       for (int64_t i = begin; i < end; ++i) {
@@ -272,6 +275,7 @@ void cholesky(DType dtype, int64_t batch, int64_t n, bool upper, void* a, int32_
     using T = decltype(tag);
     T* matrices = static_cast<T*>(a);
     parallel_for(batch, matrix_grain(n), [&](int64_t begin, int64_t end) {
+      const BlasErrorsThrow errors_throw;  // a LAPACK parameter error throws KernelError
       for (int64_t i = begin; i < end; ++i) {
         T* mat = matrices + i * n * n;
         int status = 0;
@@ -300,6 +304,7 @@ void qr(DType dtype, int64_t batch, int64_t m, int64_t n, void* a, void* q, int6
     T* matrices = static_cast<T*>(a);
     T* q_matrices = static_cast<T*>(q);
     parallel_for(batch, matrix_grain(std::max(m, n)), [&](int64_t begin, int64_t end) {
+      const BlasErrorsThrow errors_throw;  // a LAPACK parameter error throws KernelError
       const int work_size = std::max(1, 64 * std::max(cols, q_columns));
       std::vector<T> tau(static_cast<size_t>(std::max(reflectors, 1))), work(static_cast<size_t>(work_size));
       for (int64_t i = begin; i < end; ++i) {

@@ -351,23 +351,33 @@ std::string kernel_error_of(Call call) {
 }  // namespace
 
 // OpenBLAS reports an illegal argument through xerbla_; the kernel library's own xerbla_ must be
-// the one that runs (OpenBLAS's prints to stderr and returns), through the C interface and
-// through LAPACK's Fortran routines alike.
+// the one that runs (OpenBLAS's prints to stderr and returns): under a BlasErrorsThrow, as every
+// kernel's call is, it throws, through the C interface and through LAPACK's Fortran routines
+// alike; without one (another library's call) it prints and returns.
 TEST(BlasErrors, IllegalLeadingDimensionThrows) {
   k::configure_blas_threads();
   std::vector<double> a(16, 1.0), b(16, 1.0), c(16, -1.0);
-  // C[4x3] = A^T B with A stored [1 x 4] (lda must be >= 4) and lda = 1: the call issue 43 saw.
-  const std::string gemm = kernel_error_of([&] {
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 4, 3, 1, 1.0, a.data(), 1, b.data(), 3, 0.0, c.data(), 3);
-  });
-  EXPECT_NE(gemm.find("DGEMM"), std::string::npos) << gemm;
-  EXPECT_NE(gemm.find("parameter"), std::string::npos) << gemm;
   const int rows = 4, cols = 4, lda = 2;
   std::vector<int> pivots(4);
   int info = 0;
-  const std::string getrf = kernel_error_of([&] { dgetrf_(&rows, &cols, a.data(), &lda, pivots.data(), &info); });
-  EXPECT_NE(getrf.find("DGETRF"), std::string::npos) << getrf;
-  EXPECT_NE(getrf.find("parameter 4"), std::string::npos) << getrf;
+  // C[4x3] = A^T B with A stored [1 x 4] (lda must be >= 4) and lda = 1: the call issue 43 saw.
+  const auto bad_gemm = [&] {
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 4, 3, 1, 1.0, a.data(), 1, b.data(), 3, 0.0, c.data(), 3);
+  };
+  {
+    const k::BlasErrorsThrow errors_throw;
+    const std::string gemm = kernel_error_of(bad_gemm);
+    EXPECT_NE(gemm.find("DGEMM"), std::string::npos) << gemm;
+    EXPECT_NE(gemm.find("parameter"), std::string::npos) << gemm;
+    const std::string getrf = kernel_error_of([&] { dgetrf_(&rows, &cols, a.data(), &lda, pivots.data(), &info); });
+    EXPECT_NE(getrf.find("DGETRF"), std::string::npos) << getrf;
+    EXPECT_NE(getrf.find("parameter 4"), std::string::npos) << getrf;
+  }
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(bad_gemm());
+  const std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_NE(printed.find("DGEMM was called with an illegal value"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("torchneuron's xerbla_"), std::string::npos) << printed;
 }
 
 namespace {

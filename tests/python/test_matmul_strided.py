@@ -159,10 +159,11 @@ print("returned")
 
 def test_blas_parameter_error_reaches_our_xerbla(run_python):
     """In the process as torchneuron sets it up (torch loaded, the kernel library dlopen'ed), a
-    BLAS parameter error runs the kernel library's xerbla_, which throws (a KernelError that
-    the queue reports; here no C++ frame catches it, so the process aborts with its message),
-    rather than OpenBLAS's own, which prints and returns with C unwritten."""
+    BLAS parameter error runs the kernel library's xerbla_, not OpenBLAS's: called from outside
+    a kernel, as here, it reports the error on stderr in its own words and returns (inside a
+    kernel it throws a KernelError, which kernel_tests' BlasErrors checks)."""
     result = run_python(BAD_DGEMM)
-    assert "returned" not in result.stdout
+    assert "returned" in result.stdout, result.stderr
     assert "On entry to" not in result.stderr
     assert "BLAS/LAPACK routine DGEMM was called with an illegal value" in result.stderr, result.stderr
+    assert "torchneuron's xerbla_" in result.stderr
