@@ -9,7 +9,7 @@ import torch
 
 import torchneuron  # noqa: F401
 
-DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64]
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64, torch.complex128, torch.int64]
 
 # (a shape, a strides, b shape, b strides): the product a @ b with a and b views of larger storage.
 MATRIX_CASES = [
