@@ -127,7 +127,7 @@ def test_nc_matmul_overwrites_without_accumulate_and_legacy_returns(nki_mode):
     def kernel(a_t, b):
         out = nl.ndarray((a_t.shape[1], b.shape[1]), nl.float32, buffer=nl.shared_hbm)
         acc = nl.full((a_t.shape[1], b.shape[1]), 5.0, nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(acc, nl.load(a_t), nl.load(b))  # overwrites the 5s
+        nisa.nc_matmul(acc, nl.load(a_t), nl.load(b), accumulate=False)  # overwrites the 5s (the default adds)
         legacy = nisa.nc_matmul(nl.load(a_t), nl.load(b))  # legacy: returns a PSUM tile
         nl.store(out, nl.add(acc, legacy))
         return out

@@ -11,7 +11,7 @@ import torch
 
 from ._expr import Index, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
-from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
+from ._tensor import (DTYPES, PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
                       Tile, check_deferred, check_on_chip_shape)
 
 _state = threading.local()
@@ -50,7 +50,7 @@ class Op:
     reduce_op: str = ""
     reduce_dims: tuple = ()
     scale: float = 1.0
-    accumulate: bool = False
+    accumulate: bool | None = False  # matmul: None follows the PSUM accumulation groups
     initial: float = 0.0
     label: str = ""
 
@@ -155,7 +155,52 @@ class Executor:
         _engine_check(op)
         if op.dst is not None:
             self.written.add(op.dst._buffer)
+        if op.kind == "matmul":
+            self._open_group(op)
         self.run(op)
+        if op.kind != "print":
+            self._track_groups(op)
+
+    # PSUM accumulation groups. Each PSUM element has a flag (a shadow buffer of the same layout):
+    # 1 while it holds a value a matmul adds to (written by a matmul, or initialised by another
+    # instruction such as a memset), 0 when it is new (allocated, in this loop iteration) or has
+    # been read since. A matmul with accumulate=None adds to the elements whose flag is 1 and
+    # overwrites the others (it starts a new group there); accumulate=True always adds,
+    # accumulate=False always overwrites. Both executors run the same flag ops, so they agree.
+    def track_psum(self, buffer: Buffer) -> None:
+        """Gives a new PSUM buffer its accumulation flags, all 0 (emitted where it is allocated)."""
+        flags = Buffer(buffer.name + "_groups", buffer.space, DTYPES["float32"], buffer.shape)
+        self.allocate_flags(flags)
+        buffer.flags = flags
+        self._set_flags(Tile(flags, 0, [flags.elements], [1]), 0.0)
+
+    @staticmethod
+    def _flag_view(tile: Tile) -> Tile | None:
+        flags = getattr(tile._buffer, "flags", None)
+        return None if flags is None else Tile(flags, tile.offset, tile.sizes, tile.strides)
+
+    def _set_flags(self, view: Tile, value: float, mask=None) -> None:
+        self.run(Op("pointwise", view, [], [("literal", [], -1, float(value), -1, "")], mask=mask, name="psum group"))
+
+    def _open_group(self, op: Op) -> None:
+        flags = self._flag_view(op.dst)
+        if op.accumulate is None:
+            if flags is not None:  # keep the open groups, zero the rest, then add
+                nodes = [("source", [], 0, 0.0, -1, ""), ("source", [], 1, 0.0, -1, ""), ("literal", [], -1, 0.0, -1, ""),
+                         ("where", [1, 0, 2], -1, 0.0, -1, "")]
+                self.run(Op("pointwise", op.dst, [op.dst, flags], nodes, name="psum group"))
+            op.accumulate = flags is not None
+
+    def _track_groups(self, op: Op) -> None:
+        per_source = op.kind == "pointwise"
+        for source in op.sources:
+            flags = self._flag_view(source)
+            if flags is not None and op.kind != "matmul":
+                self._set_flags(flags, 0.0, op.mask if per_source or source is op.sources[0] else None)
+        if op.dst is not None:
+            flags = self._flag_view(op.dst)
+            if flags is not None:
+                self._set_flags(flags, 1.0, op.mask if op.kind == "pointwise" else None)
 
 
 # The compiler's side ------------------------------------------------------------------------------
@@ -212,6 +257,11 @@ class Recorder(Executor):
                                f"{PSUM_BYTES_PER_PARTITION} (2 MiB over 128 partitions)")
         buffer.id = self.program.add_buffer(buffer.name, buffer.space.name, _on_chip_rounding(buffer.dtype),
                                              buffer.elements, -1)
+        if buffer.space.name == "psum":
+            self.track_psum(buffer)
+
+    def allocate_flags(self, flags: Buffer) -> None:
+        flags.id = self.program.add_buffer(flags.name, flags.space.name, "float32", flags.elements, -1)
 
     def loop(self, extent):
         var = self.program.begin_loop(cpp(extent))
@@ -345,6 +395,11 @@ class Interpreter(Executor):
         self.live[space] += per_partition
         self.scopes[-1].append((space, per_partition))
         buffer.storage = empty_storage(buffer)
+        if space == "psum":
+            self.track_psum(buffer)
+
+    def allocate_flags(self, flags: Buffer) -> None:
+        flags.storage = empty_storage(flags)
 
     # A tile lives until the end of the loop iteration that allocated it, as the compiled program
     # gives each allocation in a loop body one buffer.

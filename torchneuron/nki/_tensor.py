@@ -298,7 +298,14 @@ class Tile:
 
     def __setitem__(self, key, value):
         from . import language
-        language.copy_into(index_tile(self, key), value)
+        target = index_tile(self, key)
+        if isinstance(value, Tile) and value._same_view(target):
+            return  # t[i] += x wrote in place already
+        language.copy_into(target, value)
+
+    def _same_view(self, other) -> bool:
+        return (self._buffer is other._buffer and self.sizes == other.sizes and self.strides == other.strides
+                and repr(self.offset) == repr(other.offset))
 
     def reshape(self, *shape):
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
@@ -386,10 +393,25 @@ class Tile:
     def __gt__(self, o): return self._binary("gt", o)
     def __ge__(self, o): return self._binary("ge", o)
 
+    # In place (acc += nl.matmul(...) in a loop adds into acc's memory, as NKI does).
+    def _inplace(self, op, other):
+        from . import language
+        language.elementwise(op, self, other, out=self)
+        return self
+
+    def __iadd__(self, o): return self._inplace("add", o)
+    def __isub__(self, o): return self._inplace("sub", o)
+    def __imul__(self, o): return self._inplace("mul", o)
+    def __itruediv__(self, o): return self._inplace("div", o)
+
     def __eq__(self, o):
+        if o is None:  # `tensor == None` is a Python test of an optional argument
+            return False
         return self._binary("eq", o)
 
     def __ne__(self, o):
+        if o is None:
+            return True
         return self._binary("ne", o)
 
     __hash__ = object.__hash__

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import language as nl
 from ._context import Expression, Op, check_matmul_sizes, current
+from ._expr import is_symbolic
 from ._tensor import ArangeIndex, Mask, NKIError, Tile, to_dtype
 
 # Engines, accepted and ignored: one software engine runs every instruction.
@@ -100,7 +101,8 @@ def memset(*args, **kwargs):
 
 # Matrix engine ------------------------------------------------------------------------------------
 def nc_matmul(*args, **kwargs):
-    """dst [M, N] (PSUM, fp32) = stationary [K, M]^T @ moving [K, N] (+ dst with accumulate=True)."""
+    """dst [M, N] (PSUM, fp32) = stationary [K, M]^T @ moving [K, N]; accumulate=True adds to dst,
+    False overwrites it, None (the default) adds where dst holds an open accumulation group."""
     b, new = _call("nc_matmul", args, kwargs, ["stationary", "moving", "is_stationary_onezero", "is_moving_onezero",
                                                "is_transpose", "tile_position", "tile_size", "accumulate", "mask"],
                    lambda a: _first_tile(a, 3))
@@ -114,8 +116,19 @@ def nc_matmul(*args, **kwargs):
     dst = _result(b, new, (stationary.shape[1], moving.shape[1]), nl.float32, nl.psum)
     if tuple(dst.shape) != (stationary.shape[1], moving.shape[1]):
         raise NKIError(f"nisa.nc_matmul: dst {dst.shape} must be [{stationary.shape[1]}, {moving.shape[1]}]")
-    current().emit(Op("matmul", dst, [stationary, moving], accumulate=bool(b.get("accumulate")), name="nisa.nc_matmul"))
+    current().emit(Op("matmul", dst, [stationary, moving], accumulate=_accumulate_flag(b.get("accumulate")),
+                      name="nisa.nc_matmul"))
     return dst
+
+
+def _accumulate_flag(value):
+    """nc_matmul's accumulate: None (the default) follows the PSUM accumulation groups: the matmul
+    adds to what a matmul (or a memset) left in dst and not yet read, and overwrites the rest."""
+    if value is None:
+        return None
+    if isinstance(value, Tile) or is_symbolic(value):
+        raise NKIError("nisa.nc_matmul: accumulate must be True, False or None at trace time")
+    return bool(value)
 
 
 def nc_transpose(*args, **kwargs):
@@ -410,4 +423,4 @@ nc_version = type("nc_version", (), {"gen2": 2, "gen3": 3})
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
            ("annotations", "nl", "Expression", "Op", "check_matmul_sizes", "current", "ArangeIndex", "Mask", "NKIError",
-            "Tile", "to_dtype")]
+            "Tile", "to_dtype", "is_symbolic")]
