@@ -3,14 +3,19 @@
 shapes into the compiler's tile programs, compiled, and run as one command on the device queue.
 `install()` (or TORCHNEURON_NKI_MODULES=1) makes `import nki` and `import neuronxcc.nki` find
 this package; see docs/nki.md."""
-from . import isa, language, typing
+from . import compiler, isa, language, typing
 from ._expr import KernelTraceError
 from ._kernel import Kernel, interpreting, jit, simulate_kernel
 from ._modules import install
-from ._tensor import NKIError
+from ._tensor import NKIError, dtype
 from .custom_op import nki_op
 
 baremetal = jit  # the legacy decorator for kernels called with NumPy arrays
+
+
+def profile(fn=None, **_unused):
+    """Legacy decorator: the kernel, compiled (no profile is written)."""
+    return jit(fn) if fn is not None else jit
 
 
 def benchmark(fn=None, **_unused):
@@ -18,5 +23,5 @@ def benchmark(fn=None, **_unused):
     return jit(fn) if fn is not None else jit
 
 
-__all__ = ["jit", "Kernel", "language", "isa", "typing", "install", "simulate_kernel", "baremetal", "benchmark",
-           "NKIError", "KernelTraceError", "interpreting", "nki_op"]
+__all__ = ["compiler", "jit", "Kernel", "language", "isa", "typing", "install", "simulate_kernel", "baremetal", "benchmark",
+           "NKIError", "KernelTraceError", "interpreting", "nki_op", "dtype"]

@@ -12,7 +12,7 @@ import torch
 from ._expr import Index, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
 from ._tensor import (DTYPES, PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
-                      Tile, check_deferred, check_on_chip_shape)
+                      Tile, bytes_per_partition, check_deferred, check_on_chip_shape)
 
 _state = threading.local()
 
@@ -84,7 +84,51 @@ class Expression:
         return self._add("carry")
 
     def op(self, name, *args):
+        composite = _COMPOSITES.get(name)
+        if composite is not None:
+            return composite(self, *args)
         return self._add(name, args)
+
+    def constant(self, value):
+        return self.literal(value)
+
+
+def _sigmoid_scaled(e, x, k):
+    return e.op("sigmoid", e.op("mul", x, e.literal(k)))
+
+
+def _softplus(e, x):  # max(x, 0) + log1p(exp(-|x|)), without overflow
+    return e.op("add", e.op("maximum", x, e.literal(0.0)), e.op("log1p", e.op("exp", e.op("neg", e.op("abs", x)))))
+
+
+def _gelu_sigmoid_dx(e, x):  # s + 1.702 x s (1 - s), s = sigmoid(1.702 x)
+    s = _sigmoid_scaled(e, x, 1.702)
+    return e.op("add", s, e.op("mul", e.op("mul", e.op("mul", x, e.literal(1.702)), s),
+                                e.op("sub", e.literal(1.0), s)))
+
+
+def _gelu_dx(e, x):  # Phi(x) + x phi(x)
+    phi = e.op("mul", e.op("exp", e.op("mul", e.op("mul", x, x), e.literal(-0.5))), e.literal(1 / math.sqrt(2 * math.pi)))
+    cdf = e.op("mul", e.op("add", e.op("erf", e.op("mul", x, e.literal(1 / math.sqrt(2)))), e.literal(1.0)), e.literal(0.5))
+    return e.op("add", cdf, e.op("mul", x, phi))
+
+
+def _silu_dx(e, x):  # s (1 + x (1 - s))
+    s = e.op("sigmoid", x)
+    return e.op("mul", s, e.op("add", e.literal(1.0), e.op("mul", x, e.op("sub", e.literal(1.0), s))))
+
+
+# Activation functions the engines have, built from the compiler's pointwise ops (so the compiled
+# code and the interpreter compute them alike).
+_COMPOSITES = {
+    "gelu_apprx_sigmoid": lambda e, x: e.op("mul", x, _sigmoid_scaled(e, x, 1.702)),
+    "gelu_apprx_sigmoid_dx": _gelu_sigmoid_dx,
+    "gelu_dx": _gelu_dx,
+    "silu_dx": _silu_dx,
+    "erf_dx": lambda e, x: e.op("mul", e.op("exp", e.op("neg", e.op("mul", x, x))), e.literal(2 / math.sqrt(math.pi))),
+    "softplus": _softplus,
+    "mish": lambda e, x: e.op("mul", x, e.op("tanh", _softplus(e, x))),
+}
 
 
 def check_matmul_sizes(k: int, m: int, n: int, name: str) -> None:
@@ -128,6 +172,7 @@ class Executor:
     """What both executors share: allocation bookkeeping and the rules."""
 
     interpreting = False
+    unrolled = False  # loops run in Python with integer indices (a kernel's control flow needs them)
 
     def __init__(self, grid):
         self.grid = tuple(grid)
@@ -215,9 +260,11 @@ def _on_chip_rounding(nki_dtype) -> str:
 class Recorder(Executor):
     """Traces a kernel into a TileProgram: loops stay loops, indices stay symbolic."""
 
-    def __init__(self, grid, program):
+    def __init__(self, grid, program, unrolled=False):
         super().__init__(grid)
         self.program = program
+        self.unrolled = unrolled
+        self.scopes = []
         _expr_ranges.clear()
         self.sbuf_bytes = self.psum_bytes = 0
         self.hbm_buffers = []  # in argument order
@@ -242,7 +289,7 @@ class Recorder(Executor):
             self.add_hbm(buffer)
             return
         check_on_chip_shape(buffer.shape, buffer.space, buffer.dtype, buffer.name)
-        per_partition = math.prod(buffer.shape[1:]) * buffer.dtype.itemsize
+        per_partition = bytes_per_partition(buffer.shape, buffer.dtype)
         if buffer.space.name == "sbuf":
             self.sbuf_bytes += per_partition
             if self.sbuf_bytes > SBUF_BYTES_PER_PARTITION:
@@ -262,6 +309,14 @@ class Recorder(Executor):
 
     def allocate_flags(self, flags: Buffer) -> None:
         flags.id = self.program.add_buffer(flags.name, flags.space.name, "float32", flags.elements, -1)
+
+    # Unrolled loops: a tile lives until the end of the iteration that allocated it (as in the
+    # interpreter), so capacity counts each iteration's tiles once.
+    def enter_scope(self):
+        self.scopes.append((self.sbuf_bytes, self.psum_bytes))
+
+    def exit_scope(self):
+        self.sbuf_bytes, self.psum_bytes = self.scopes.pop()
 
     def loop(self, extent):
         var = self.program.begin_loop(cpp(extent))
@@ -335,7 +390,9 @@ _TORCH_OPS = {
     "logical_and": lambda a, b: (a != 0) & (b != 0), "logical_or": lambda a, b: (a != 0) | (b != 0),
     "logical_not": lambda a: a == 0, "where": lambda c, a, b: torch.where(c != 0, a, b),
     "log1p": torch.log1p, "expm1": torch.expm1, "tan": torch.tan, "round": torch.round, "trunc": torch.trunc,
-    "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max,
+    "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max, "atan": torch.atan, "asin": torch.asin,
+    "acos": torch.acos, "sinh": torch.sinh, "cosh": torch.cosh, "exp2": torch.exp2, "log2": torch.log2,
+    "log10": torch.log10, "erfc": torch.erfc,
 }
 
 
@@ -387,7 +444,7 @@ class Interpreter(Executor):
             return
         check_on_chip_shape(buffer.shape, buffer.space, buffer.dtype, buffer.name)
         space = buffer.space.name
-        per_partition = math.prod(buffer.shape[1:]) * buffer.dtype.itemsize
+        per_partition = bytes_per_partition(buffer.shape, buffer.dtype)
         limit = SBUF_BYTES_PER_PARTITION if space == "sbuf" else PSUM_BYTES_PER_PARTITION
         if self.live[space] + per_partition > limit:
             raise NKIError(f"NKI: {space.upper()} capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: "

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ._context import Interpreter, Recorder, activate
+from ._expr import KernelTraceError
 from ._tensor import SPACES, STORAGE_DTYPES, Buffer, NKIError, Tile, to_dtype
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -178,14 +179,27 @@ class Kernel:
         return wrapped
 
     # Compiled ------------------------------------------------------------------------------------
-    def _trace(self, bound):
+    def _record(self, bound, unrolled):
         from .. import _C
         program = _C._compiler.TileProgram()
+        recorder = Recorder(self.grid, program, unrolled)
+        with activate(recorder):
+            wrapped = self._wrap(bound, recorder)
+            result = self.fn(**wrapped)
+        return program, recorder, result
+
+    def _trace(self, bound):
+        # Loops stay loops with symbolic indices; a kernel whose Python code needs their values
+        # (an `if`, a list index: current NKI gives affine_range indices as integers at trace
+        # time) is traced again with its loops unrolled.
         with _trace_lock:
-            recorder = Recorder(self.grid, program)
-            with activate(recorder):
-                wrapped = self._wrap(bound, recorder)
-                result = self.fn(**wrapped)
+            try:
+                program, recorder, result = self._record(bound, False)
+            except KernelTraceError as error:
+                try:
+                    program, recorder, result = self._record(bound, True)
+                except KernelTraceError:
+                    raise error from None
         tiles, structure = _flatten_outputs(result)
         for t in tiles:
             _check_output(t)

@@ -7,8 +7,8 @@ import sys
 import types
 import warnings
 
-_FAMILIES = {"nki": ["", ".language", ".isa", ".typing"],
-             "neuronxcc": ["", ".nki", ".nki.language", ".nki.isa", ".nki.typing"]}
+_FAMILIES = {"nki": ["", ".language", ".isa", ".isa.constants", ".typing", ".compiler"],
+             "neuronxcc": ["", ".nki", ".nki.language", ".nki.isa", ".nki.isa.constants", ".nki.typing", ".nki.compiler"]}
 
 
 def _real_installation(top: str) -> bool:
@@ -26,11 +26,12 @@ def _real_installation(top: str) -> bool:
 
 
 def install() -> list[str]:
-    """Registers the modules nki, nki.language, nki.isa, nki.typing, neuronxcc.nki and its
-    submodules as torchneuron's; returns the names it registered."""
-    from . import isa, language, typing
+    """Registers the modules nki, nki.language, nki.isa (and nki.isa.constants), nki.typing,
+    nki.compiler, neuronxcc.nki and its submodules as torchneuron's; returns the names it registered."""
+    from . import compiler, constants, isa, language, typing
     import torchneuron.nki as package
-    targets = {"": package, ".language": language, ".isa": isa, ".typing": typing}
+    targets = {"": package, ".language": language, ".isa": isa, ".isa.constants": constants, ".typing": typing,
+               ".compiler": compiler}
     registered = []
     for top, suffixes in _FAMILIES.items():
         if _real_installation(top):

@@ -20,11 +20,15 @@ class NKIError(ValueError):
 class dtype:
     """An NKI dtype; compares equal to the torch and NumPy dtypes (and names) of the same type."""
 
-    def __init__(self, name: str, itemsize: int, is_float: bool):
+    def __init__(self, name: str, itemsize: int, is_float: bool, packed: int = 1):
         self.name, self.itemsize, self.is_float = name, itemsize, is_float
+        self.packed = packed  # MX formats: elements per item (`*_x4` hold 4)
 
     def __repr__(self):
         return f"nl.{self.name}"
+
+    def __str__(self):
+        return self.name
 
     def __eq__(self, other):
         try:
@@ -41,9 +45,10 @@ DTYPES = {d.name: d for d in [
     dtype("int8", 1, False), dtype("uint8", 1, False), dtype("int16", 2, False), dtype("uint16", 2, False),
     dtype("int32", 4, False), dtype("uint32", 4, False), dtype("int64", 8, False), dtype("bool", 1, False),
     dtype("tfloat32", 4, True), dtype("float8_e4m3", 1, True), dtype("float8_e5m2", 1, True),
+    dtype("float8_e4m3fn", 1, True), dtype("float8_e8m0fnu", 1, True),
+    dtype("float8_e4m3fn_x4", 4, True, 4), dtype("float8_e5m2_x4", 4, True, 4), dtype("float4_e2m1fn_x4", 2, True, 4),
 ]}
-_ALIASES = {"float": "float32", "half": "float16", "bool_": "bool", "fp32": "float32", "bf16": "bfloat16",
-            "float8_e4m3fn": "float8_e4m3"}
+_ALIASES = {"float": "float32", "half": "float16", "bool_": "bool", "fp32": "float32", "bf16": "bfloat16"}
 
 
 def to_dtype(value) -> dtype:
@@ -100,6 +105,8 @@ def to_space(value) -> MemorySpace:
         return SPACES["sbuf"]
     if isinstance(value, MemorySpace):
         return value
+    if isinstance(getattr(value, "_nki_space", None), MemorySpace):  # nki.compiler allocators
+        return value._nki_space
     if isinstance(value, str) and value in SPACES:
         return SPACES[value]
     raise NKIError(f"NKI: unknown memory space {value!r}; use nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm")
@@ -119,8 +126,31 @@ class Buffer:
         return f"{self.name} ({self.space.name} {self.dtype.name}{list(self.shape)})"
 
 
+class ParDim(int):
+    """nl.par_dim(n): marks the partition dimension of a shape; dims before it are blocks of tiles."""
+
+
+def partition_dim(shape) -> int:
+    marked = [d for d, s in enumerate(shape) if isinstance(s, ParDim)]
+    return marked[0] if marked else 0
+
+
+def bytes_per_partition(shape, dtype_: dtype) -> int:
+    """What a tile of `shape` takes in each partition: every dim but the partition dim."""
+    pd = partition_dim(shape)
+    return math.prod(s for d, s in enumerate(shape) if d != pd) * dtype_.itemsize
+
+
 def check_on_chip_shape(shape, space: MemorySpace, dtype_: dtype, name: str) -> None:
-    """The partition and per-partition size rules of SBUF and PSUM tiles."""
+    """The partition and per-partition size rules of SBUF and PSUM tiles; a shape with
+    nl.par_dim after leading dims is a block of tiles, each checked."""
+    pd = partition_dim(shape)
+    if pd:
+        check_on_chip_shape(tuple(int(s) for s in shape[pd:]), space, dtype_, name)
+        return
+    if dtype_.packed != 1:
+        raise NKIError(f"NKI: tile '{name}' of nl.{dtype_.name}: packed MX dtypes (4 values per element) are not "
+                       "supported by torchneuron's engines (nisa.quantize_mx / nc_matmul_mx are not provided)")
     if not shape:
         raise NKIError(f"NKI: on-chip tensor '{name}' needs a partition dimension (shape {tuple(shape)})")
     if shape[0] > PARTITION_MAX:

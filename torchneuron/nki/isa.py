@@ -8,10 +8,12 @@ from ._context import Expression, Op, check_matmul_sizes, current
 from ._expr import is_symbolic
 from ._tensor import ArangeIndex, Mask, NKIError, Tile, to_dtype
 
-# Engines, accepted and ignored: one software engine runs every instruction.
-engine = type("engine", (), {"unknown": 0, "tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4, "activation": 3,
-                             "dma": 5, "sync": 6})
-tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = 1, 2, 3, 4, 0
+# Engines and the other ISA enums, accepted and ignored: one software engine runs every instruction.
+from . import constants  # noqa: E402
+from .constants import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd  # noqa: E402
+
+tensor_engine, vector_engine, scalar_engine = engine.tensor, engine.vector, engine.scalar
+gpsimd_engine, unknown_engine = engine.gpsimd, engine.unknown
 
 
 def _bind(args, kwargs, names, fn):
@@ -415,12 +417,9 @@ def find_index8(*args, **kwargs):
 
 
 def get_nc_version():
-    """The NeuronCore generation torchneuron models."""
-    return nc_version.gen2
-
-
-nc_version = type("nc_version", (), {"gen2": 2, "gen3": 3})
+    """The NeuronCore generation torchneuron models (its SBUF and PSUM sizes are gen2's and gen3's)."""
+    return nc_version.gen3
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
            ("annotations", "nl", "Expression", "Op", "check_matmul_sizes", "current", "ArangeIndex", "Mask", "NKIError",
-            "Tile", "to_dtype", "is_symbolic")]
+            "Tile", "to_dtype", "is_symbolic", "constants")]

@@ -3,12 +3,13 @@ of the Neuron Kernel Interface, as torchneuron runs them."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import math
 from types import SimpleNamespace
 
 from ._context import Expression, Op, current
 from ._expr import Index, is_symbolic
-from ._tensor import (DTYPES, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, Tile, promote, to_dtype,
+from ._tensor import (DTYPES, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, ParDim, Tile, promote, to_dtype,
                       to_space)
 
 # dtypes and memory spaces -------------------------------------------------------------------------
@@ -16,6 +17,10 @@ float32, bfloat16, float16, float64 = (DTYPES[n] for n in ("float32", "bfloat16"
 int8, uint8, int16, uint16 = (DTYPES[n] for n in ("int8", "uint8", "int16", "uint16"))
 int32, uint32, int64, bool_ = (DTYPES[n] for n in ("int32", "uint32", "int64", "bool"))
 tfloat32, float8_e4m3, float8_e5m2 = (DTYPES[n] for n in ("tfloat32", "float8_e4m3", "float8_e5m2"))
+float8_e4m3fn, float8_e8m0fnu = DTYPES["float8_e4m3fn"], DTYPES["float8_e8m0fnu"]
+float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4 = (DTYPES[n] for n in ("float8_e4m3fn_x4", "float8_e5m2_x4",
+                                                                           "float4_e2m1fn_x4"))
+bool = bool_  # noqa: A001 - NKI spells it nl.bool
 hbm, shared_hbm, private_hbm, sbuf, psum = (SPACES[n] for n in ("hbm", "shared_hbm", "private_hbm", "sbuf", "psum"))
 
 tile_size = SimpleNamespace(pmax=128, psum_fmax=512, gemm_stationary_fmax=128, gemm_moving_fmax=512,
@@ -23,14 +28,14 @@ tile_size = SimpleNamespace(pmax=128, psum_fmax=512, gemm_stationary_fmax=128, g
 
 
 def par_dim(size):
-    """Marks a shape's partition dimension (legacy spelling); the size itself."""
-    return size
+    """Marks a shape's partition dimension (legacy): (n, nl.par_dim(128), f) is n tiles of [128, f]."""
+    return ParDim(size)
 
 
 # Creating tiles -------------------------------------------------------------------------------------
 def ndarray(shape, dtype=float32, buffer=None, name="", **_unused):
     """A new tensor of `shape` in `buffer` (SBUF by default); its memory starts as NaN."""
-    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    shape = tuple(s if isinstance(s, ParDim) else int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     ctx = current()
     buf = Buffer(ctx.name(name), to_space(buffer), to_dtype(dtype), shape)
     ctx.allocate(buf)
@@ -138,7 +143,7 @@ def _range(start, stop, step):
     if stop is None:
         start, stop = 0, start
     ctx = current()
-    if ctx.interpreting:
+    if ctx.interpreting or ctx.unrolled:
         for value in range(int(start), int(stop), step):
             ctx.enter_scope()
             try:
@@ -166,6 +171,27 @@ def sequential_range(start, stop=None, step=1, **_unused):
     return _range(start, stop, step)
 
 
+def dynamic_range(start, stop=None, step=1, **_unused):
+    """A loop whose bounds may be read at run time (a register); run as sequential_range."""
+    if isinstance(stop, Tile) or isinstance(start, Tile):
+        raise NKIError("nl.dynamic_range: bounds held in registers or tiles are not supported by torchneuron; "
+                       "pass Python integers")
+    return _range(start, stop, step)
+
+
+class nc:
+    """nl.nc(n): n NeuronCores, for nl.spmd_dim(size, nl.nc(n)) in a launch grid."""
+
+    def __init__(self, count):
+        self.count = count
+
+
+def spmd_dim(size, *_cores):
+    """A launch-grid dimension of `size` programs spread over cores (nl.spmd_dim(4, nl.nc(2))):
+    torchneuron runs every program on its compute pool, so the dimension is `size` programs."""
+    return builtins.int(size)
+
+
 def static_range(start, stop=None, step=1):
     """A loop unrolled at trace time: its variable is a Python int."""
     return range(start, stop, step) if stop is not None else range(start)
@@ -189,7 +215,7 @@ def _operand(expr: Expression, sources: list, value, shape):
         return expr.source(len(sources) - 1)
     if isinstance(value, Index):
         return expr.integer(value)
-    if isinstance(value, (int, float, bool)):
+    if isinstance(value, (int, float, builtins.bool)):
         return expr.literal(float(value))
     raise NKIError(f"NKI: cannot use {value!r} as an operand")
 
@@ -245,6 +271,11 @@ negative = _unary("neg")
 negative.__name__ = "negative"
 gelu_apprx_tanh = _unary("gelu_tanh")
 gelu_apprx_tanh.__name__ = "gelu_apprx_tanh"
+gelu_apprx_sigmoid, gelu_apprx_sigmoid_dx = _unary("gelu_apprx_sigmoid"), _unary("gelu_apprx_sigmoid_dx")
+gelu_dx, silu_dx, erf_dx = _unary("gelu_dx"), _unary("silu_dx"), _unary("erf_dx")
+softplus, mish, tan, trunc = _unary("softplus"), _unary("mish"), _unary("tan"), _unary("trunc")
+arctan = _unary("atan")
+arctan.__name__ = "arctan"
 add, subtract, multiply = _binary("add", "add"), _binary("sub", "subtract"), _binary("mul", "multiply")
 divide, maximum, minimum = _binary("div", "divide"), _binary("maximum", "maximum"), _binary("minimum", "minimum")
 power = _binary("pow", "power")
@@ -280,11 +311,31 @@ def copy_into(dst: Tile, value, mask=None, name="tensor_copy"):
         expr = Expression()
         expr.source(0)
         dma = not dst.buffer.on_chip or not value.buffer.on_chip
-        current().emit(Op("pointwise", dst, [value.expanded(dst.shape)], expr.nodes, mask=mask, dma=dma, name=name))
-    elif isinstance(value, (int, float, bool)):
+        current().emit(Op("pointwise", dst, [_matched(value, dst.shape)], expr.nodes, mask=mask, dma=dma, name=name))
+    elif isinstance(value, (int, float, builtins.bool)):
         memset_tile(dst, value, mask)
     else:
         raise NKIError(f"NKI: cannot assign {value!r} to a tile")
+
+
+def _matched(value: Tile, shape) -> Tile:
+    """`value` seen with `shape`: broadcast, or (a DMA between shapes that differ only in unit
+    dims, [128, 1, 64] to [128, 64]) the same elements with the unit dims dropped or added."""
+    shape = list(shape)
+    if not value.checks and list(value.shape) != shape and math.prod(value.shape) == math.prod(shape) and \
+            [s for s in value.shape if s != 1] == [s for s in shape if s != 1]:
+        kept = [(size, stride) for size, stride in zip(value.sizes, value.strides) if size != 1]
+        sizes, strides = [], []
+        for s in shape:
+            if s == 1:
+                sizes.append(1)
+                strides.append(0)
+            else:
+                size, stride = kept.pop(0)
+                sizes.append(size)
+                strides.append(stride)
+        return Tile(value._buffer, value.offset, sizes, strides)
+    return value.expanded(shape)
 
 
 def broadcast_to(x, shape, **_unused):
@@ -435,7 +486,75 @@ def op_name(op) -> str:
     raise NKIError(f"NKI: {op!r} is not an op the engines have")
 
 
-_IMPORTED = {"annotations", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
+_IMPORTED = {"annotations", "dataclasses", "ParDim", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
              "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
              "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED]
+
+
+# Kernel configuration objects and annotations --------------------------------------------------------
+class NKIObject:
+    """Base of kernel configuration classes: its annotated fields are set by keyword (or in
+    order) with their class defaults, as a dataclass's are; @dataclass subclasses and classes
+    with their own __init__ keep theirs."""
+
+    @classmethod
+    def _nki_fields(cls):
+        names = []
+        for klass in reversed(cls.__mro__):
+            for name in getattr(klass, "__annotations__", {}):
+                if name not in names and not name.startswith("_"):
+                    names.append(name)
+        return names
+
+    def __init__(self, *args, **kwargs):
+        fields = self._nki_fields()
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__} takes {len(fields)} fields, got {len(args)} positional arguments")
+        values = dict(zip(fields, args))
+        for key, value in kwargs.items():
+            if key not in fields:
+                raise TypeError(f"{type(self).__name__} has no field {key!r}")
+            if key in values:
+                raise TypeError(f"{type(self).__name__}: field {key!r} given twice")
+            values[key] = value
+        for name in fields:
+            if name not in values:
+                if not hasattr(type(self), name):
+                    raise TypeError(f"{type(self).__name__} is missing field {name!r}")
+                values[name] = getattr(type(self), name)
+            object.__setattr__(self, name, values[name])
+
+    def __repr__(self):
+        fields = ", ".join(f"{n}={getattr(self, n, None)!r}" for n in self._nki_fields())
+        return f"{type(self).__name__}({fields})"
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, n, None) == getattr(other, n, None) for n in self._nki_fields())
+
+    __hash__ = object.__hash__
+
+
+def shared_identity_matrix(n, dtype=float32, **_unused):
+    """An [n, n] identity matrix in device memory."""
+    out = ndarray((n, n), dtype, shared_hbm, name="identity")
+    expr = Expression()
+    expr.op("eq", expr.index(0), expr.index(1))
+    current().emit(Op("pointwise", out, [], expr.nodes, dma=True, name="nl.shared_identity_matrix"))
+    return out
+
+
+def static_cast(array, dtype):
+    """A NumPy array cast to an NKI dtype on the host (bfloat16 as float32 values rounded to it)."""
+    import numpy as np
+    import torch
+    from ._kernel import torch_dtype
+    target = torch_dtype(to_dtype(dtype))
+    values = torch.from_numpy(np.ascontiguousarray(array)).to(target)
+    return values.float().numpy() if target == torch.bfloat16 else values.numpy()
+
+
+from ._tensor import dtype  # noqa: E402  (the NKI dtype class: nl.dtype, nki.dtype)
+from .typing import tensor  # noqa: E402

@@ -1,0 +1,191 @@
+"""NKI names public kernels use: the float8 / MX dtypes, the activation functions, NKIObject
+configs, nki.dtype, the ISA enums and nki.isa.constants, nki.compiler directives, nl.par_dim
+blocks, Python control flow on loop indices, DMA across unit dims; compiled and interpreted."""
+import dataclasses
+import importlib
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import torchneuron  # noqa: F401
+from torchneuron import nki
+import torchneuron.nki.isa as nisa
+import torchneuron.nki.language as nl
+
+RUNS = ["compiled", "interpreted"]
+
+
+def run(kernel, mode, *args):
+    if mode == "interpreted":
+        return nki.simulate_kernel(kernel, *args)
+    return kernel(*args)
+
+
+def test_dtype_names_and_str():
+    for name in ("float8_e4m3fn", "float8_e4m3", "float8_e5m2", "float8_e8m0fnu", "float8_e4m3fn_x4",
+                 "float8_e5m2_x4", "float4_e2m1fn_x4", "bfloat16", "bool"):
+        d = getattr(nl, name)
+        assert isinstance(d, nki.dtype) and isinstance(d, nl.dtype)
+        assert str(d) == (name if name != "bool" else "bool")
+    assert nl.float8_e4m3fn is not nl.float8_e4m3
+    assert nl.float8_e4m3fn == torch.float8_e4m3fn and nl.float8_e5m2 == torch.float8_e5m2
+    assert f"{nl.bfloat16}" == "bfloat16" and nl.bool is nl.bool_
+
+
+def test_packed_mx_tile_is_refused_by_name():
+    @nki.jit
+    def kernel(x):
+        nl.ndarray((128, 4), nl.float4_e2m1fn_x4, buffer=nl.sbuf)
+        return x
+    with pytest.raises(nki.NKIError, match="float4_e2m1fn_x4"):
+        kernel(np.zeros((2, 2), np.float32))
+
+
+@nki.jit
+def k_activations(x):
+    out = nl.ndarray((7,) + tuple(x.shape), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    fns = [nl.gelu_apprx_sigmoid, nl.gelu_apprx_sigmoid_dx, nl.gelu_dx, nl.silu_dx, nl.erf_dx, nl.softplus, nl.mish]
+    for k, fn in enumerate(fns):
+        if k % 2:  # the ISA form takes the same functions as op=
+            y = nl.ndarray(t.shape, nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=y, op=fn, data=t)
+        else:
+            y = fn(t)
+        nl.store(out[k], y)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_activation_functions(mode):
+    x = torch.linspace(-6, 6, 64 * 16).reshape(64, 16)
+    s = torch.sigmoid(1.702 * x)
+    sp = torch.nn.functional.softplus(x)
+    pdf = torch.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    ref = torch.stack([x * s, s + 1.702 * x * s * (1 - s), 0.5 * (1 + torch.erf(x / math.sqrt(2))) + x * pdf,
+                       torch.sigmoid(x) * (1 + x * (1 - torch.sigmoid(x))), 2 / math.sqrt(math.pi) * torch.exp(-x * x),
+                       sp, x * torch.tanh(sp)])
+    got = run(k_activations, mode, x.numpy())
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+class Config(nl.NKIObject):
+    rows: int
+    scale: float = 2.0
+    bias: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen(nl.NKIObject):
+    skip: bool = False
+
+
+class Explicit(nl.NKIObject):
+    def __init__(self, value):
+        self.value = value
+
+
+@nki.jit
+def k_config(x, cfg):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x[0:cfg.rows, :])
+    nl.store(out[0:cfg.rows, :], nl.add(nl.multiply(t, cfg.scale), cfg.bias))
+    return out
+
+
+def test_nkiobject_configs():
+    assert Config(rows=3) == Config(3, 2.0, 0.0) and Config(rows=3, bias=1.0).bias == 1.0
+    assert Frozen().skip is False and Explicit(5).value == 5
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_allclose(k_config(x, Config(rows=2, bias=1.0)), x * 2 + 1)
+    np.testing.assert_allclose(k_config(x, Config(rows=2, scale=3.0)), x * 3)  # a new config traces anew
+
+
+def test_isa_enums_and_constants_modules():
+    nki.install()
+    constants = importlib.import_module("nki.isa.constants")
+    from nki.isa import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd  # noqa: F401
+    assert constants.oob_mode.skip is nisa.oob_mode.skip and nisa.constants.dge_mode.hwdge is dge_mode.hwdge
+    assert {m.name for m in nc_version} >= {"gen2", "gen3", "gen4"} and matmul_perf_mode.double_row
+    assert nisa.get_nc_version() in (nc_version.gen2, nc_version.gen3)
+    assert reduce_cmd.reset_reduce and engine.scalar and dma_engine.sync
+    compiler = importlib.import_module("nki.compiler")
+    assert compiler.skip_middle_end_transformations(len) is len
+
+
+def test_tensor_compares_with_none():
+    @nki.jit
+    def kernel(x, y=None):
+        assert x != None and not (x == None)  # noqa: E711 - as kernels test optional tensors
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nl.store(out, nl.add(t, nl.load(y)) if y != None else t)  # noqa: E711
+        return out
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(kernel(x), x)
+    np.testing.assert_allclose(kernel(x, x), 2 * x)
+
+
+@nki.jit
+def k_loop_control_flow(x):
+    """Python control flow and list indices on affine_range / sequential_range indices."""
+    n = x.shape[0] // 32
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    tiles = []
+    for i in nl.affine_range(n):
+        tiles.append(nl.load(x[i * 32:(i + 1) * 32, :]))
+    for i in nl.sequential_range(n):
+        t = tiles[i]
+        if i % 2 == 0:
+            t = nl.multiply(t, -1.0)
+        elif i == n - 1:
+            t = nl.add(t, 100.0)
+        nl.store(out[i * 32:(i + 1) * 32, :], t)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_python_control_flow_on_loop_indices(mode):
+    x = np.random.default_rng(0).standard_normal((128, 8)).astype(np.float32)
+    ref = x.copy()
+    ref[0:32] *= -1
+    ref[64:96] *= -1
+    ref[96:128] += 100
+    np.testing.assert_allclose(run(k_loop_control_flow, mode, x), ref)
+
+
+@nki.jit
+def k_blocks_and_unit_dims(x):
+    """nl.par_dim blocks, nki.compiler allocators, and DMA between shapes that differ in unit dims."""
+    blocks, rows, cols = x.shape[0] // 128, 128, x.shape[1]
+    out = nl.ndarray((x.shape[0], 1, cols), x.dtype, buffer=nl.shared_hbm)
+    staged = nl.ndarray((blocks, nl.par_dim(rows), cols), nl.float32, buffer=nki.compiler.sbuf.mod_alloc(base_addr=0))
+    for b in nl.affine_range(blocks):
+        nisa.dma_copy(dst=staged[b], src=x[b * 128:(b + 1) * 128, :])
+    for b in nl.affine_range(blocks):
+        sq = nl.square(staged[b])
+        nisa.dma_copy(dst=out[b * 128:(b + 1) * 128, :, :], src=sq)  # [128, cols] into [128, 1, cols]
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_par_dim_blocks_and_unit_dim_dma(mode):
+    x = np.random.default_rng(1).standard_normal((256, 600)).astype(np.float32)  # 2 x 600 fp32 > one 128-row shape
+    np.testing.assert_allclose(run(k_blocks_and_unit_dims, mode, x), (x * x)[:, None, :], rtol=1e-6)
+
+
+def test_identity_matrix_and_static_cast():
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        eye = nl.load(nl.shared_identity_matrix(x.shape[0], dtype=nl.float32))
+        prod = nl.ndarray(x.shape, nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(prod, eye, nl.load(x))
+        nl.store(out, nl.copy(prod))
+        return out
+    x = np.arange(32 * 5, dtype=np.float32).reshape(32, 5)
+    np.testing.assert_allclose(kernel(x), x)
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, x), x)
+    assert nl.static_cast(np.array([1.7, -2.2]), nl.int32).tolist() == [1, -2]

@@ -1,0 +1,66 @@
+"""nki.isa.constants: the ISA's configuration enums. torchneuron accepts them wherever NKI does;
+one software engine runs every instruction and every DMA, so they select nothing."""
+from enum import Enum
+
+
+class engine(Enum):
+    """The engine an instruction runs on."""
+    unknown = 0
+    tensor = 1
+    vector = 2
+    scalar = 3
+    gpsimd = 4
+    activation = 3
+    dma = 5
+    sync = 6
+    pool = 4
+
+
+class dge_mode(Enum):
+    """How a DMA's descriptors are generated."""
+    unknown = 0
+    none = 0
+    swdge = 1
+    hwdge = 2
+
+
+class oob_mode(Enum):
+    """What an indirect DMA does with an out-of-bounds index."""
+    error = 0
+    skip = 1
+
+
+class dma_engine(Enum):
+    """The DMA queue a transfer goes on."""
+    unknown = 0
+    sync = 1
+    act = 2
+    pool = 3
+    gpsimd = 3
+
+
+class reduce_cmd(Enum):
+    """The accumulate-register command of an activation with a reduction."""
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class matmul_perf_mode(Enum):
+    """The Tensor Engine's performance mode (FP8 double row)."""
+    none = 0
+    double_row = 1
+    double_row_gen3 = 1
+    double_column = 2
+
+
+class nc_version(Enum):
+    """NeuronCore generations."""
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+__all__ = ["engine", "dge_mode", "oob_mode", "dma_engine", "reduce_cmd", "matmul_perf_mode", "nc_version"]
