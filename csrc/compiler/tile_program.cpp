@@ -113,7 +113,8 @@ void TileProgram::add(TileOp op) {
                 shape_text(op.destination.sizes));
       break;
     case TileOpKind::kScan:
-      check(rank == 2 && op.sources.size() == 2, "a scan takes two 2-D sources");
+      check(rank == 2 && (op.sources.size() == 2 || op.sources.size() == 3),
+            "a scan takes two 2-D sources (and an initial value per partition)");
       for (const TileAccess& s : op.sources) check(s.sizes == op.destination.sizes, "scan sources differ in size");
       break;
     case TileOpKind::kMax8:

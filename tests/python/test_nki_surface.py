@@ -189,3 +189,54 @@ def test_identity_matrix_and_static_cast():
     np.testing.assert_allclose(kernel(x), x)
     np.testing.assert_allclose(nki.simulate_kernel(kernel, x), x)
     assert nl.static_cast(np.array([1.7, -2.2]), nl.int32).tolist() == [1, -2]
+
+
+@nki.jit
+def k_scan_tile_initial(x, start):
+    """A running sum per row that starts from a per-partition value ([P, 1] tile initial)."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    data = nl.load(x)
+    ones = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+    nisa.memset(ones, 1.0)
+    acc = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor_scan(dst=acc, data0=ones, data1=data, initial=nl.load(start), op0=nl.multiply, op1=nl.add)
+    nl.store(out, acc)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_scan_with_a_tile_initial(mode):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 40)).astype(np.float32)
+    start = rng.standard_normal((16, 1)).astype(np.float32)
+    np.testing.assert_allclose(run(k_scan_tile_initial, mode, x, start), start + np.cumsum(x, axis=1), rtol=1e-5,
+                               atol=1e-5)
+    assert nisa.nc_find_index8 is nisa.find_index8
+
+
+@nki.jit
+def k_patterns(x):
+    """iota and affine_select over access patterns; an identity from affine_select; a reshaped output."""
+    n = x.shape[0]
+    out = nl.ndarray((n, 2 * 3), nl.float32, buffer=nl.shared_hbm)
+    ids = nl.ndarray((n, 2 * 3), nl.uint32, buffer=nl.shared_hbm)
+    ramp = nl.ndarray((n, 2 * 3), nl.uint32, buffer=nl.sbuf)
+    nisa.iota(dst=ramp, pattern=[[100, n], [1, 2], [10, 3]], offset=5)  # 5 + 100 p + i + 10 j over [2, 3]
+    nl.store(ids, ramp)
+    eye = nl.ndarray((n, n), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=eye, value=1.0)
+    nisa.affine_select(dst=eye, pattern=[[1, n]], channel_multiplier=-1, cmp_op=nl.equal, on_true_tile=eye,
+                       on_false_value=0.0)
+    prod = nl.ndarray((n, 6), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(prod, eye, nl.load(x))
+    nl.store(out, nl.copy(prod))
+    return out.reshape((n, 2, 3)), ids
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_access_pattern_iota_and_affine_select(mode):
+    x = np.arange(4 * 6, dtype=np.float32).reshape(4, 6)
+    got, ids = run(k_patterns, mode, x)
+    np.testing.assert_allclose(got, x.reshape(4, 2, 3))
+    p, i, j = np.meshgrid(np.arange(4), np.arange(2), np.arange(3), indexing="ij")
+    np.testing.assert_array_equal(np.asarray(ids).reshape(4, 2, 3), 5 + 100 * p + i + 10 * j)

@@ -3,7 +3,7 @@
 shapes into the compiler's tile programs, compiled, and run as one command on the device queue.
 `install()` (or TORCHNEURON_NKI_MODULES=1) makes `import nki` and `import neuronxcc.nki` find
 this package; see docs/nki.md."""
-from . import compiler, isa, language, typing
+from . import collectives, compiler, isa, language, typing
 from ._expr import KernelTraceError
 from ._kernel import Kernel, interpreting, jit, simulate_kernel
 from ._modules import install
@@ -23,5 +23,5 @@ def benchmark(fn=None, **_unused):
     return jit(fn) if fn is not None else jit
 
 
-__all__ = ["compiler", "jit", "Kernel", "language", "isa", "typing", "install", "simulate_kernel", "baremetal", "benchmark",
+__all__ = ["collectives", "compiler", "jit", "Kernel", "language", "isa", "typing", "install", "simulate_kernel", "baremetal", "benchmark",
            "NKIError", "KernelTraceError", "interpreting", "nki_op", "dtype"]

@@ -282,7 +282,8 @@ class Recorder(Executor):
     def add_hbm(self, buffer: Buffer) -> None:
         buffer.argument = len(self.hbm_buffers)
         self.hbm_buffers.append(buffer)
-        buffer.id = self.program.add_buffer(buffer.name, "hbm", buffer.dtype.name, buffer.elements, buffer.argument)
+        stored = {"uint32": "int32", "uint16": "int32", "int16": "int32"}.get(buffer.dtype.name, buffer.dtype.name)
+        buffer.id = self.program.add_buffer(buffer.name, "hbm", stored, buffer.elements, buffer.argument)
 
     def allocate(self, buffer: Buffer) -> None:
         if not buffer.space.on_chip:
@@ -496,7 +497,7 @@ class Interpreter(Executor):
         else:
             target.copy_(values.expand_as(target).to(target.dtype))
 
-    def evaluate(self, op: Op, loads, carry=None):
+    def evaluate(self, op: Op, loads, carry=None, column=None):
         values = []
         shape = loads[0].shape if loads else None
         for name, args, source, literal, dim, text in op.expression:
@@ -504,6 +505,8 @@ class Interpreter(Executor):
                 values.append(loads[source])
             elif name == "literal":
                 values.append(torch.tensor(literal, dtype=torch.float32))
+            elif name == "index" and column is not None:  # a scan's column (dim 1)
+                values.append(torch.tensor(float(column) if dim == 1 else 0.0))
             elif name == "index":
                 size = shape[dim]
                 lo = 0
@@ -556,11 +559,12 @@ class Interpreter(Executor):
         self.store(op.dst, product.float())
 
     def _scan(self, op: Op) -> None:
-        a, b = (self.view(s).float() for s in op.sources)
+        loads = [self.view(s).float() for s in op.sources]
+        a = loads[0]
         out = torch.empty_like(a)
         carry = torch.full((a.shape[0],), op.initial, dtype=torch.float32)
         for f in range(a.shape[1]):
-            carry = self.evaluate(op, [a[:, f], b[:, f]], carry)
+            carry = self.evaluate(op, [x[:, f] for x in loads], carry, column=f).expand(a.shape[0])
             out[:, f] = carry
         self.store(op.dst, out)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import inspect
+import math
 import itertools
 import os
 import re
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 
 from ._context import Interpreter, Recorder, activate
-from ._expr import KernelTraceError
+from ._expr import KernelTraceError, is_symbolic
 from ._tensor import SPACES, STORAGE_DTYPES, Buffer, NKIError, Tile, to_dtype
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -105,8 +106,10 @@ def _check_output(tile: Tile) -> None:
     if tile.buffer.name not in ("shared_hbm", "hbm"):
         raise NKIError(f"NKI: kernel output '{tile.name}' is in {tile.buffer.name}; allocate outputs in device memory with "
                        f"nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and store into them")
-    if tile.shape != tile._buffer.shape or not tile.is_contiguous():
-        raise NKIError(f"NKI: a kernel returns whole tensors; '{tile.name}' is returned as a view")
+    if not tile.is_contiguous() or is_symbolic(tile.offset) or tile.offset != 0 or \
+            math.prod(tile.shape) != tile._buffer.elements:
+        raise NKIError(f"NKI: a kernel returns whole tensors (or reshaped views of them); '{tile.name}' is returned as "
+                       "a part of one")
 
 
 class Kernel:
@@ -214,7 +217,7 @@ class Kernel:
             name = _storage_name(buf.dtype)
             if name not in STORAGE_DTYPES:
                 raise NKIError(f"NKI: tensor '{buf.name}' of {buf.dtype.name} is not supported in device memory")
-        outputs = [t._buffer.argument for t in tiles]
+        outputs = [(t._buffer.argument, tuple(int(d) for d in t.shape)) for t in tiles]
         written = sorted({b.argument for b in recorder.written if not b.space.on_chip and b.argument < inputs})
         symbol = "nki_" + re.sub(r"\W", "_", self.fn.__name__)
         self._owner().traces += 1
@@ -256,7 +259,7 @@ class Kernel:
             if isinstance(values[k], np.ndarray):
                 values[k][...] = inputs[k].cpu().numpy()
         outputs, structure = compiled.outputs
-        results = [tensors[a] for a in outputs]
+        results = [tensors[a].reshape(shape) for a, shape in outputs]
         return _shape_results(results, structure, numpy_io)
 
     def _fake_outputs(self, bound, values):
@@ -265,7 +268,8 @@ class Kernel:
         device = values[0].device
         outputs, structure = compiled.outputs
         results = [torch.empty(compiled.hbm[a][1], dtype=compiled.hbm[a][2], device=device)
-                   if compiled.hbm[a][0] == "new" else values[compiled.hbm[a][1]] for a in outputs]
+                   if compiled.hbm[a][0] == "new" else values[compiled.hbm[a][1]] for a, _ in outputs]
+        results = [r.reshape(shape) for r, (_, shape) in zip(results, outputs)]
         return _shape_results(results, structure, False)
 
     # Interpreted ---------------------------------------------------------------------------------
@@ -295,7 +299,7 @@ class Kernel:
                     value.copy_(restored.to(value.device))
         results = []
         for t in tiles:
-            tensor = t._buffer.storage.reshape(t._buffer.shape)
+            tensor = t._buffer.storage.reshape(tuple(int(d) for d in t.shape))
             results.append(tensor if device is None else tensor.to(device))
         return _shape_results(results, structure, numpy_io)
 

@@ -7,8 +7,8 @@ import sys
 import types
 import warnings
 
-_FAMILIES = {"nki": ["", ".language", ".isa", ".isa.constants", ".typing", ".compiler"],
-             "neuronxcc": ["", ".nki", ".nki.language", ".nki.isa", ".nki.isa.constants", ".nki.typing", ".nki.compiler"]}
+_FAMILIES = {"nki": ["", ".language", ".isa", ".isa.constants", ".typing", ".compiler", ".collectives"],
+             "neuronxcc": ["", ".nki", ".nki.language", ".nki.isa", ".nki.isa.constants", ".nki.typing", ".nki.compiler", ".nki.collectives"]}
 
 
 def _real_installation(top: str) -> bool:
@@ -28,10 +28,10 @@ def _real_installation(top: str) -> bool:
 def install() -> list[str]:
     """Registers the modules nki, nki.language, nki.isa (and nki.isa.constants), nki.typing,
     nki.compiler, neuronxcc.nki and its submodules as torchneuron's; returns the names it registered."""
-    from . import compiler, constants, isa, language, typing
+    from . import collectives, compiler, constants, isa, language, typing
     import torchneuron.nki as package
     targets = {"": package, ".language": language, ".isa": isa, ".isa.constants": constants, ".typing": typing,
-               ".compiler": compiler}
+               ".compiler": compiler, ".collectives": collectives}
     registered = []
     for top, suffixes in _FAMILIES.items():
         if _real_installation(top):

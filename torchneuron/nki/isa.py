@@ -3,6 +3,8 @@ first (`nisa.tensor_copy(dst, src)`); the legacy one returns a new tile (`nisa.t
 Both are accepted: a call is current when it names dst= or starts with the destination."""
 from __future__ import annotations
 
+import math
+
 from . import language as nl
 from ._context import Expression, Op, check_matmul_sizes, current
 from ._expr import is_symbolic
@@ -263,21 +265,26 @@ def scalar_tensor_tensor(*args, **kwargs):
 
 
 def tensor_tensor_scan(*args, **kwargs):
-    """dst[:, i] = op1(op0(dst[:, i - 1], data0[:, i]), data1[:, i]), dst[:, -1] = initial (a scalar)."""
+    """dst[:, i] = op1(op0(dst[:, i - 1], data0[:, i]), data1[:, i]), dst[:, -1] = initial (a scalar or a
+    [P, 1] tile)."""
     b, new = _call("tensor_tensor_scan", args, kwargs, ["data0", "data1", "initial", "op0", "op1", "reverse0",
                                                         "reverse1", "mask", "dtype"], lambda a: _first_tile(a, 3))
     data0, data1 = b["data0"], b["data1"]
     if len(data0.shape) != 2 or data0.shape != data1.shape:
         raise NKIError(f"nisa.tensor_tensor_scan takes two 2-D tiles of one shape, got {data0.shape} and {data1.shape}")
     initial = b.get("initial", 0.0)
-    if isinstance(initial, Tile):
-        raise NKIError("nisa.tensor_tensor_scan: torchneuron takes a scalar initial value")
     dst = _result(b, new, data0.shape, data0.dtype)
     expr = Expression()
     carry, a, c = expr.carry(), expr.source(0), expr.source(1)
+    sources = [data0, data1]
+    if isinstance(initial, Tile):  # a [P, 1] tile: each partition's value before its first element
+        sources.append(initial.expanded(data0.shape))
+        at_start = expr.op("eq", expr.index(1), expr.literal(0.0))
+        carry = expr.op("where", at_start, expr.source(2), carry)
+        initial = 0.0
     first = expr.op(nl.op_name(b["op0"]), *((a, carry) if b.get("reverse0") else (carry, a)))
     expr.op(nl.op_name(b["op1"]), *((c, first) if b.get("reverse1") else (first, c)))
-    current().emit(Op("scan", dst, [data0, data1], expr.nodes, initial=float(initial), name="nisa.tensor_tensor_scan"))
+    current().emit(Op("scan", dst, sources, expr.nodes, initial=float(initial), name="nisa.tensor_tensor_scan"))
     return dst
 
 
@@ -297,9 +304,24 @@ def _affine_value(expr, affine):
     return value
 
 
+def _iota_pattern(b, new):
+    """iota(dst, pattern=[[partition_step, partitions], [step, num], ...], offset): each element
+    gets offset + partition * partition_step + sum(step * i) over the free pattern dims."""
+    if not new:
+        raise NKIError("nisa.iota(pattern=...) writes into dst=")
+    dst, pattern = b["dst"], [list(p) for p in b["pattern"]]
+    expr = Expression()
+    _pattern_value(expr, dst, pattern[1:], pattern[0][0], b.get("offset"))
+    _emit_pointwise(dst, [], expr, "iota", b.get("mask"))
+    return dst
+
+
 def iota(*args, **kwargs):
-    """dst = an affine expression of the tile's indices (nl.arange / nl.mgrid terms)."""
+    """dst = an affine expression of the tile's indices (nl.arange / nl.mgrid terms), or of an
+    access pattern (pattern=)."""
     b, new = _call("iota", args, kwargs, ["expr", "offset", "mask", "dtype"], lambda a: _first_tile(a))
+    if b.get("pattern") is not None:
+        return _iota_pattern(b, new)
     affine = b["expr"]
     if not isinstance(affine, ArangeIndex):
         raise NKIError("nisa.iota takes an expression of nl.arange / nl.mgrid indices")
@@ -327,12 +349,52 @@ def affine_select(*args, **kwargs):
     """dst = on_true_tile where the affine predicate of the indices holds, else on_false_value."""
     b, new = _call("affine_select", args, kwargs, ["pred", "on_true_tile", "on_false_value", "mask", "dtype"],
                    lambda a: _first_tile(a))
+    if b.get("pattern") is not None:
+        return _affine_select_pattern(b, new)
     on_true, pred = b["on_true_tile"], b["pred"]
     if not isinstance(pred, Mask):
         raise NKIError("nisa.affine_select: pred must compare nl.arange / nl.mgrid expressions (i_p >= i_f)")
     dst = _result(b, new, on_true.shape, on_true.dtype)
     expr, sources = Expression(), [on_true.expanded(dst.shape)]
     test = _predicate(expr, pred)
+    expr.op("where", test, expr.source(0), expr.literal(float(b["on_false_value"])))
+    _emit_pointwise(dst, sources, expr, "affine_select", b.get("mask"))
+    return dst
+
+
+def _pattern_value(expr, dst, pattern, channel_multiplier, offset):
+    """offset + partition * channel_multiplier + sum(step * i) over the free dims of an access
+    pattern [[step, num], ...], laid out row-major over dst's free elements."""
+    if math.prod(n for _, n in pattern) != math.prod(dst.shape[1:]):
+        raise NKIError(f"nisa: pattern {pattern} does not cover the free elements of dst {dst.shape}")
+    flat, step = None, 1
+    for d in range(len(dst.shape) - 1, 0, -1):
+        term = expr.op("mul", expr.index(d), expr.literal(step))
+        flat = term if flat is None else expr.op("add", flat, term)
+        step *= dst.shape[d]
+    value = expr.op("mul", expr.index(0), expr.literal(channel_multiplier))
+    inner, total = 1, math.prod(dst.shape[1:])
+    for s, n in reversed(pattern):
+        if flat is not None and s and n > 1:
+            digit = expr.op("floor", expr.op("div", flat, expr.literal(inner))) if inner > 1 else flat
+            if inner * n < total:
+                digit = expr.op("sub", digit, expr.op("mul", expr.op("floor", expr.op("div", digit, expr.literal(n))),
+                                                      expr.literal(n)))
+            value = expr.op("add", value, expr.op("mul", digit, expr.literal(s)))
+        inner *= n
+    if offset is not None:
+        value = expr.op("add", value, expr.integer(offset))
+    return value
+
+
+def _affine_select_pattern(b, new):
+    """dst = on_true_tile where cmp_op(offset + partition * channel_multiplier + pattern, 0), else on_false_value."""
+    if not new:
+        raise NKIError("nisa.affine_select(pattern=...) writes into dst=")
+    dst, on_true = b["dst"], b["on_true_tile"]
+    expr, sources = Expression(), [on_true.expanded(dst.shape)]
+    value = _pattern_value(expr, dst, [list(p) for p in b["pattern"]], b.get("channel_multiplier", 0), b.get("offset"))
+    test = expr.op(nl.op_name(b.get("cmp_op") or nl.greater_equal), value, expr.literal(0.0))
     expr.op("where", test, expr.source(0), expr.literal(float(b["on_false_value"])))
     _emit_pointwise(dst, sources, expr, "affine_select", b.get("mask"))
     return dst
@@ -405,15 +467,32 @@ def max8(*args, **kwargs):
     return dst
 
 
-def find_index8(*args, **kwargs):
+def nc_find_index8(*args, **kwargs):
     """dst [P, 8] = the index in data [P, F] of each of vals [P, 8] (first unused match)."""
-    b, new = _call("find_index8", args, kwargs, ["data", "vals", "mask", "dtype"], lambda a: _first_tile(a, 3))
+    b, new = _call("nc_find_index8", args, kwargs, ["data", "vals", "mask", "dtype"], lambda a: _first_tile(a, 3))
     data, vals = b["data"], b["vals"]
     if len(data.shape) != 2 or tuple(vals.shape) != (data.shape[0], 8):
         raise NKIError(f"nisa.find_index8: data [P, F] and vals [P, 8], got {data.shape} and {vals.shape}")
     dst = _result(b, new, (data.shape[0], 8), nl.uint32)
-    current().emit(Op("find_index8", dst, [data, vals], name="nisa.find_index8"))
+    current().emit(Op("find_index8", dst, [data, vals], name="nisa.nc_find_index8"))
     return dst
+
+
+find_index8 = nc_find_index8  # the legacy name
+
+
+# Between the cores of a multi-core (LNC2) launch ------------------------------------------------------
+def core_barrier(*args, **kwargs):
+    """Waits for the other cores of a multi-core launch; with one program there is none to wait for."""
+    if current().num_programs(None) > 1:
+        raise NKIError("nisa.core_barrier: barriers between the programs of a grid are not supported by torchneuron "
+                       "(its programs run independently); launch the kernel without a grid")
+
+
+def sendrecv(*args, **kwargs):
+    """Exchanges tiles between the cores of a multi-core launch: not supported."""
+    raise NKIError("nisa.sendrecv: exchanging tiles between the cores of a multi-core launch is not supported by "
+                   "torchneuron")
 
 
 def get_nc_version():
@@ -422,4 +501,4 @@ def get_nc_version():
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
            ("annotations", "nl", "Expression", "Op", "check_matmul_sizes", "current", "ArangeIndex", "Mask", "NKIError",
-            "Tile", "to_dtype", "is_symbolic", "constants")]
+            "Tile", "to_dtype", "is_symbolic", "constants", "math")]

@@ -8,8 +8,12 @@ class tensor:
         return cls
 
 
+class mutable_tensor(tensor):
+    """Annotates a tensor parameter the kernel writes to."""
+
+
 class scalar:
     """Annotates a kernel parameter as a compile-time scalar."""
 
 
-__all__ = ["tensor", "scalar"]
+__all__ = ["tensor", "mutable_tensor", "scalar"]
