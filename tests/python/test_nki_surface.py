@@ -240,3 +240,27 @@ def test_access_pattern_iota_and_affine_select(mode):
     np.testing.assert_allclose(got, x.reshape(4, 2, 3))
     p, i, j = np.meshgrid(np.arange(4), np.arange(2), np.arange(3), indexing="ij")
     np.testing.assert_array_equal(np.asarray(ids).reshape(4, 2, 3), 5 + 100 * p + i + 10 * j)
+
+
+@nki.jit
+def k_gather_by_scalar_offset(table, which):
+    """Picks table[r, which[r]] per row with .ap(scalar_offset=, indirect_dim=1) (an index read at run time)."""
+    rows, cols = table.shape
+    out = nl.ndarray((rows, 1), table.dtype, buffer=nl.shared_hbm)
+    idx = nl.ndarray((rows, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=which)
+    picked = nl.ndarray((rows, 1), table.dtype, buffer=nl.sbuf)
+    for r in range(rows):
+        nisa.dma_copy(dst=picked[r:r + 1, :],
+                      src=table.ap(pattern=[[cols, 1], [1, 1]], offset=r * cols,
+                                   scalar_offset=idx.ap(pattern=[[1, 1], [1, 1]], offset=r), indirect_dim=1))
+    nl.store(out, picked)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_ap_scalar_offset_gathers(mode):
+    table = np.arange(6 * 10, dtype=np.float32).reshape(6, 10)
+    which = np.array([[3], [0], [9], [5], [5], [1]], dtype=np.int32)
+    np.testing.assert_array_equal(run(k_gather_by_scalar_offset, mode, table, which),
+                                  np.take_along_axis(table, which, axis=1))

@@ -363,10 +363,18 @@ class Tile:
             raise NKIError(f"NKI: reinterpreting {self.name} ({self.dtype.name}) as {args[0]!r} is not supported")
         return self.reshape(*args)
 
-    def ap(self, pattern, offset=0, **_unused):
-        """An access pattern: [[stride, size], ...] (partition first) from element `offset` of this tensor."""
+    def ap(self, pattern, offset=0, scalar_offset=None, indirect_dim=0, **_unused):
+        """An access pattern: [[stride, size], ...] (partition first) from element `offset` of this
+        tensor; scalar_offset (a one-element tile read at run time) indexes dim indirect_dim of it."""
         sizes = [int(size) for _, size in pattern]
         strides = [int(stride) for stride, _ in pattern]
+        if scalar_offset is not None:
+            from ._context import current
+            if not isinstance(scalar_offset, Tile):
+                raise NKIError("NKI: .ap(scalar_offset=) takes a one-element tile")
+            dim = int(indirect_dim)
+            where = f"dim {dim} of '{self.name}' (.ap scalar_offset)"
+            offset = offset + current().dynamic_index(scalar_offset, self.sizes[dim], where) * self.strides[dim]
         tile = Tile(self._buffer, self.offset + offset, sizes, strides)
         lo, hi = bounds(tile.offset)
         top = hi + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
