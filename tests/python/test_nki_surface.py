@@ -180,7 +180,7 @@ def test_identity_matrix_and_static_cast():
     @nki.jit
     def kernel(x):
         out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
-        eye = nl.load(nl.shared_identity_matrix(x.shape[0], dtype=nl.float32))
+        eye = nl.shared_identity_matrix(x.shape[0], dtype=nl.float32)
         prod = nl.ndarray(x.shape, nl.float32, buffer=nl.psum)
         nisa.nc_matmul(prod, eye, nl.load(x))
         nl.store(out, nl.copy(prod))
@@ -221,7 +221,7 @@ def k_patterns(x):
     out = nl.ndarray((n, 2 * 3), nl.float32, buffer=nl.shared_hbm)
     ids = nl.ndarray((n, 2 * 3), nl.uint32, buffer=nl.shared_hbm)
     ramp = nl.ndarray((n, 2 * 3), nl.uint32, buffer=nl.sbuf)
-    nisa.iota(dst=ramp, pattern=[[100, n], [1, 2], [10, 3]], offset=5)  # 5 + 100 p + i + 10 j over [2, 3]
+    nisa.iota(dst=ramp, pattern=[[1, 2], [10, 3]], offset=5, channel_multiplier=100)  # 5 + 100 p + i + 10 j
     nl.store(ids, ramp)
     eye = nl.ndarray((n, n), nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=eye, value=1.0)
@@ -264,3 +264,34 @@ def test_ap_scalar_offset_gathers(mode):
     which = np.array([[3], [0], [9], [5], [5], [1]], dtype=np.int32)
     np.testing.assert_array_equal(run(k_gather_by_scalar_offset, mode, table, which),
                                   np.take_along_axis(table, which, axis=1))
+
+
+@nki.jit
+def k_listed_tiles(lhsT, rhs):
+    """Lists of tiles indexed by loop indices (as AWS's tiled matmul tutorial keeps its K tiles),
+    and a [P] tile as an activation scale over [P, F]."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 32):
+        a_tiles = []
+        for k in nl.affine_range(K // 128):
+            a_tiles.append(nl.load(lhsT[k * 128:(k + 1) * 128, m * 32:(m + 1) * 32]))
+        acc = nl.ndarray((32, N), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(K // 128):
+            nisa.nc_matmul(dst=acc, stationary=a_tiles[k], moving=nl.load(rhs[k * 128:(k + 1) * 128, :]))
+        scale = nl.load(lhsT[0, m * 32:(m + 1) * 32].reshape((32,)))  # a [32] tile: one value per partition
+        res = nl.ndarray((32, N), nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=res, op=nl.copy, data=acc, scale=scale)
+        nl.store(out[m * 32:(m + 1) * 32, :], res)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_tile_lists_indexed_by_loop_indices(mode):
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((256, 64)).astype(np.float32), rng.standard_normal((256, 48)).astype(np.float32)
+    ref = (a.astype(np.float64).T @ b) * a[0][:, None]
+    np.testing.assert_allclose(run(k_listed_tiles, mode, a, b), ref, rtol=1e-4, atol=1e-3)
+    if mode == "compiled":
+        assert k_listed_tiles.traces >= 1

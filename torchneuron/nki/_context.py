@@ -172,7 +172,7 @@ class Executor:
     """What both executors share: allocation bookkeeping and the rules."""
 
     interpreting = False
-    unrolled = False  # loops run in Python with integer indices (a kernel's control flow needs them)
+    unrolled = False  # True: loops run in Python with integer indices; an int: loops of at most that many iterations
 
     def __init__(self, grid):
         self.grid = tuple(grid)

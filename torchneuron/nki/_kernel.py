@@ -194,15 +194,20 @@ class Kernel:
     def _trace(self, bound):
         # Loops stay loops with symbolic indices; a kernel whose Python code needs their values
         # (an `if`, a list index: current NKI gives affine_range indices as integers at trace
-        # time) is traced again with its loops unrolled.
+        # time) is traced again with its short loops (up to 16 iterations) unrolled, then with
+        # all of them unrolled.
         with _trace_lock:
-            try:
-                program, recorder, result = self._record(bound, False)
-            except KernelTraceError as error:
+            first = None
+            for unrolled in (False, 16, True):
                 try:
-                    program, recorder, result = self._record(bound, True)
-                except KernelTraceError:
-                    raise error from None
+                    program, recorder, result = self._record(bound, unrolled)
+                    break
+                except (KernelTraceError, IndexError) as error:
+                    if isinstance(error, IndexError) and first is None:
+                        raise
+                    first = first or error
+                    if unrolled is True:
+                        raise first from None
         tiles, structure = _flatten_outputs(result)
         for t in tiles:
             _check_output(t)

@@ -305,13 +305,13 @@ def _affine_value(expr, affine):
 
 
 def _iota_pattern(b, new):
-    """iota(dst, pattern=[[partition_step, partitions], [step, num], ...], offset): each element
-    gets offset + partition * partition_step + sum(step * i) over the free pattern dims."""
+    """iota(dst, pattern=[[step, num], ...], offset, channel_multiplier): each element gets
+    offset + partition * channel_multiplier + sum(step * i) over the pattern's (free) dims."""
     if not new:
         raise NKIError("nisa.iota(pattern=...) writes into dst=")
     dst, pattern = b["dst"], [list(p) for p in b["pattern"]]
     expr = Expression()
-    _pattern_value(expr, dst, pattern[1:], pattern[0][0], b.get("offset"))
+    _pattern_value(expr, dst, pattern, b.get("channel_multiplier", 0), b.get("offset"))
     _emit_pointwise(dst, [], expr, "iota", b.get("mask"))
     return dst
 

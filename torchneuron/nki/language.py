@@ -143,7 +143,9 @@ def _range(start, stop, step):
     if stop is None:
         start, stop = 0, start
     ctx = current()
-    if ctx.interpreting or ctx.unrolled:
+    unrolled = ctx.unrolled is True or (
+        ctx.unrolled and not is_symbolic(start) and not is_symbolic(stop) and len(range(start, stop, step)) <= ctx.unrolled)
+    if ctx.interpreting or unrolled:
         for value in range(int(start), int(stop), step):
             ctx.enter_scope()
             try:
@@ -537,12 +539,12 @@ class NKIObject:
     __hash__ = object.__hash__
 
 
-def shared_identity_matrix(n, dtype=float32, **_unused):
-    """An [n, n] identity matrix in device memory."""
-    out = ndarray((n, n), dtype, shared_hbm, name="identity")
+def shared_identity_matrix(n, dtype=float32, buffer=None, **_unused):
+    """An [n, n] identity matrix (in SBUF unless buffer= says otherwise)."""
+    out = ndarray((n, n), dtype, buffer or sbuf, name="identity")
     expr = Expression()
     expr.op("eq", expr.index(0), expr.index(1))
-    current().emit(Op("pointwise", out, [], expr.nodes, dma=True, name="nl.shared_identity_matrix"))
+    current().emit(Op("pointwise", out, [], expr.nodes, dma=not out.buffer.on_chip, name="nl.shared_identity_matrix"))
     return out
 
 
