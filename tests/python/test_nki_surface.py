@@ -82,6 +82,12 @@ class Frozen(nl.NKIObject):
     skip: bool = False
 
 
+@dataclasses.dataclass
+class Unannotated(nl.NKIObject):
+    index = None
+    offset = 0
+
+
 class Explicit(nl.NKIObject):
     def __init__(self, value):
         self.value = value
@@ -98,6 +104,8 @@ def k_config(x, cfg):
 def test_nkiobject_configs():
     assert Config(rows=3) == Config(3, 2.0, 0.0) and Config(rows=3, bias=1.0).bias == 1.0
     assert Frozen().skip is False and Explicit(5).value == 5
+    u = Unannotated(index=3)
+    assert (u.index, u.offset) == (3, 0) and Unannotated().index is None
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     np.testing.assert_allclose(k_config(x, Config(rows=2, bias=1.0)), x * 2 + 1)
     np.testing.assert_allclose(k_config(x, Config(rows=2, scale=3.0)), x * 3)  # a new config traces anew
@@ -295,3 +303,32 @@ def test_tile_lists_indexed_by_loop_indices(mode):
     np.testing.assert_allclose(run(k_listed_tiles, mode, a, b), ref, rtol=1e-4, atol=1e-3)
     if mode == "compiled":
         assert k_listed_tiles.traces >= 1
+
+
+@nki.jit
+def k_placed_and_scalar_reduce(x):
+    """PSUM tiles placed with address= (more than the pool holds if pooled), tiles dropped and made
+    again in Python loops, and tensor_scalar_reduce."""
+    n, f = x.shape
+    out = nl.ndarray((n, f), nl.float32, buffer=nl.shared_hbm)
+    sums = nl.ndarray((n, 1), nl.float32, buffer=nl.shared_hbm)
+    banks = [nl.ndarray((n, 512), nl.float32, buffer=nl.psum, address=(0, (i % 8) * 2048)) for i in range(12)]
+    for _ in range(20):  # 20 x 64 KiB per partition made and dropped: only one lives at a time
+        scratch = nl.ndarray((n, 16384), nl.float32, buffer=nl.sbuf)
+        nisa.memset(scratch, 0.0)
+    t = nl.load(x)
+    scaled = nl.ndarray((n, f), nl.float32, buffer=nl.sbuf)
+    total = nl.ndarray((n, 1), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=scaled, data=t, op0=nl.multiply, operand0=3.0, reduce_op=nl.add, reduce_res=total)
+    nl.store(out, scaled)
+    nl.store(sums, total)
+    assert len(banks) == 12
+    return out, sums
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_placed_tiles_liveness_and_tensor_scalar_reduce(mode):
+    x = np.random.default_rng(5).standard_normal((16, 24)).astype(np.float32)
+    out, sums = run(k_placed_and_scalar_reduce, mode, x)
+    np.testing.assert_allclose(out, 3 * x, rtol=1e-6)
+    np.testing.assert_allclose(sums, 3 * x.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)

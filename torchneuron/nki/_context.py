@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -177,7 +178,44 @@ class Executor:
     def __init__(self, grid):
         self.grid = tuple(grid)
         self.names = 0
-        self.written = set()  # buffers an op wrote
+        self.written = set()  # device-memory buffers an op wrote
+        self.live = {"sbuf": 0, "psum": 0}
+        self.scopes = [[]]
+
+    # On-chip capacity counts the tiles alive: an allocation is released when the kernel drops its
+    # last reference to it (as AWS's allocator reuses dead tiles' memory), or at the end of the
+    # loop iteration (interpreted or unrolled) that made it.
+    def lease(self, buffer: Buffer, nbytes: int) -> None:
+        space = buffer.space.name
+        limit = SBUF_BYTES_PER_PARTITION if space == "sbuf" else PSUM_BYTES_PER_PARTITION
+        address = getattr(buffer, "address", None)
+        if address is not None:  # placed by the kernel (address=): its range must fit; it is not pooled
+            start = address[-1] if isinstance(address, (tuple, list)) else address
+            if not isinstance(start, int) or start < 0 or start + nbytes > limit:
+                raise NKIError(f"NKI: '{buffer.name}' placed at address={address!r} with {nbytes} bytes per partition "
+                               f"does not fit the {limit} bytes per partition of {space.upper()}")
+            return
+        if self.live[space] + nbytes > limit:
+            total = "24 MiB" if space == "sbuf" else "2 MiB"
+            raise NKIError(f"NKI: {space.upper()} capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: the "
+                           f"kernel's live tiles take {self.live[space] + nbytes} bytes per partition, the core has "
+                           f"{limit} ({total} over 128 partitions)")
+        self.live[space] += nbytes
+        lease = [space, nbytes, True]
+        self.scopes[-1].append(lease)
+        weakref.finalize(buffer, self._release, lease)
+
+    def _release(self, lease) -> None:
+        if lease[2]:
+            lease[2] = False
+            self.live[lease[0]] -= lease[1]
+
+    def enter_scope(self):
+        self.scopes.append([])
+
+    def exit_scope(self):
+        for lease in self.scopes.pop():
+            self._release(lease)
 
     def name(self, given):
         self.names += 1
@@ -198,7 +236,7 @@ class Executor:
 
     def emit(self, op: Op) -> None:
         _engine_check(op)
-        if op.dst is not None:
+        if op.dst is not None and not op.dst.buffer.on_chip:
             self.written.add(op.dst._buffer)
         if op.kind == "matmul":
             self._open_group(op)
@@ -264,9 +302,7 @@ class Recorder(Executor):
         super().__init__(grid)
         self.program = program
         self.unrolled = unrolled
-        self.scopes = []
         _expr_ranges.clear()
-        self.sbuf_bytes = self.psum_bytes = 0
         self.hbm_buffers = []  # in argument order
         program.set_grid(list(self.grid) or [1])
 
@@ -290,19 +326,7 @@ class Recorder(Executor):
             self.add_hbm(buffer)
             return
         check_on_chip_shape(buffer.shape, buffer.space, buffer.dtype, buffer.name)
-        per_partition = bytes_per_partition(buffer.shape, buffer.dtype)
-        if buffer.space.name == "sbuf":
-            self.sbuf_bytes += per_partition
-            if self.sbuf_bytes > SBUF_BYTES_PER_PARTITION:
-                raise NKIError(f"NKI: SBUF capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: the kernel's "
-                               f"tiles take {self.sbuf_bytes} bytes per partition, the core has "
-                               f"{SBUF_BYTES_PER_PARTITION} (24 MiB over 128 partitions)")
-        else:
-            self.psum_bytes += per_partition
-            if self.psum_bytes > PSUM_BYTES_PER_PARTITION:
-                raise NKIError(f"NKI: PSUM capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: the kernel's "
-                               f"PSUM tiles take {self.psum_bytes} bytes per partition, the core has "
-                               f"{PSUM_BYTES_PER_PARTITION} (2 MiB over 128 partitions)")
+        self.lease(buffer, bytes_per_partition(buffer.shape, buffer.dtype))
         buffer.id = self.program.add_buffer(buffer.name, buffer.space.name, _on_chip_rounding(buffer.dtype),
                                              buffer.elements, -1)
         if buffer.space.name == "psum":
@@ -310,14 +334,6 @@ class Recorder(Executor):
 
     def allocate_flags(self, flags: Buffer) -> None:
         flags.id = self.program.add_buffer(flags.name, flags.space.name, "float32", flags.elements, -1)
-
-    # Unrolled loops: a tile lives until the end of the iteration that allocated it (as in the
-    # interpreter), so capacity counts each iteration's tiles once.
-    def enter_scope(self):
-        self.scopes.append((self.sbuf_bytes, self.psum_bytes))
-
-    def exit_scope(self):
-        self.sbuf_bytes, self.psum_bytes = self.scopes.pop()
 
     def loop(self, extent):
         var = self.program.begin_loop(cpp(extent))
@@ -409,12 +425,13 @@ class Interpreter(Executor):
         self.arguments = 0
         self.kernel_hbm = []  # allocated by the kernel, in order
         self.hbm_seen = 0
-        self.live = {"sbuf": 0, "psum": 0}
-        self.scopes = [[]]
 
     def start_program(self, pid):
         self.pid = pid
         self.hbm_seen = 0
+        for scope in self.scopes:  # the previous program's tiles
+            for lease in scope:
+                self._release(lease)
         self.live = {"sbuf": 0, "psum": 0}
         self.scopes = [[]]
 
@@ -445,28 +462,13 @@ class Interpreter(Executor):
             return
         check_on_chip_shape(buffer.shape, buffer.space, buffer.dtype, buffer.name)
         space = buffer.space.name
-        per_partition = bytes_per_partition(buffer.shape, buffer.dtype)
-        limit = SBUF_BYTES_PER_PARTITION if space == "sbuf" else PSUM_BYTES_PER_PARTITION
-        if self.live[space] + per_partition > limit:
-            raise NKIError(f"NKI: {space.upper()} capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: "
-                           f"{self.live[space] + per_partition} bytes per partition live, the core has {limit}")
-        self.live[space] += per_partition
-        self.scopes[-1].append((space, per_partition))
+        self.lease(buffer, bytes_per_partition(buffer.shape, buffer.dtype))
         buffer.storage = empty_storage(buffer)
         if space == "psum":
             self.track_psum(buffer)
 
     def allocate_flags(self, flags: Buffer) -> None:
         flags.storage = empty_storage(flags)
-
-    # A tile lives until the end of the loop iteration that allocated it, as the compiled program
-    # gives each allocation in a loop body one buffer.
-    def enter_scope(self):
-        self.scopes.append([])
-
-    def exit_scope(self):
-        for space, size in self.scopes.pop():
-            self.live[space] -= size
 
     def loop(self, extent):
         raise AssertionError("the interpreter iterates ranges in Python")

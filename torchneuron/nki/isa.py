@@ -248,6 +248,19 @@ def tensor_scalar(*args, **kwargs):
     return dst
 
 
+def tensor_scalar_reduce(*args, **kwargs):
+    """dst = data op0 operand0 (a scalar or [P, 1] tile), and reduce_res = reduce_op of dst along the free axes."""
+    b, new = _call("tensor_scalar_reduce", args, kwargs, ["data", "op0", "operand0", "reduce_op", "reduce_res",
+                                                          "reverse0", "mask", "dtype"], lambda a: _first_tile(a, 2))
+    data = b["data"]
+    dst = _result(b, new, data.shape, data.dtype)
+    expr, sources = Expression(), [data]
+    _scalar_chain(expr, sources, expr.source(0), data.shape, b["op0"], b["operand0"], b.get("reverse0", False))
+    _emit_pointwise(dst, sources, expr, "tensor_scalar_reduce", b.get("mask"))
+    _reduce_into(b["reduce_res"], b.get("reduce_op") or nl.add, data, sources, expr, "tensor_scalar_reduce")
+    return dst
+
+
 def scalar_tensor_tensor(*args, **kwargs):
     """dst = (data op0 operand0) op1 operand1: operand0 a scalar or [P, 1] tile, operand1 a tile."""
     b, new = _call("scalar_tensor_tensor", args, kwargs, ["data", "op0", "operand0", "op1", "operand1", "reverse0",

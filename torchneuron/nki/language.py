@@ -33,11 +33,14 @@ def par_dim(size):
 
 
 # Creating tiles -------------------------------------------------------------------------------------
-def ndarray(shape, dtype=float32, buffer=None, name="", **_unused):
-    """A new tensor of `shape` in `buffer` (SBUF by default); its memory starts as NaN."""
+def ndarray(shape, dtype=float32, buffer=None, name="", address=None, **_unused):
+    """A new tensor of `shape` in `buffer` (SBUF by default); its memory starts as NaN. With
+    address= (a byte offset per partition, or (partition, byte offset)) the kernel places it:
+    capacity checks that range instead of pooling it (each tile still has its own memory)."""
     shape = tuple(s if isinstance(s, ParDim) else int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     ctx = current()
     buf = Buffer(ctx.name(name), to_space(buffer), to_dtype(dtype), shape)
+    buf.address = address
     ctx.allocate(buf)
     strides, step = [], 1
     for s in reversed(shape):
@@ -488,17 +491,38 @@ def op_name(op) -> str:
     raise NKIError(f"NKI: {op!r} is not an op the engines have")
 
 
-_IMPORTED = {"annotations", "dataclasses", "ParDim", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
+_IMPORTED = {"annotations", "dataclasses", "ParDim", "_NKIObjectType", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
              "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
              "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED]
 
 
 # Kernel configuration objects and annotations --------------------------------------------------------
-class NKIObject:
+class _NKIObjectType(type):
+    """Construction that also sets, by keyword, class attributes a config declares without an
+    annotation (`section_idx = None` under @dataclass is no field, yet kernels pass it)."""
+
+    def __call__(cls, *args, **kwargs):
+        import inspect
+        try:
+            params = inspect.signature(cls.__init__).parameters
+        except (TypeError, ValueError):
+            return super().__call__(*args, **kwargs)
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return super().__call__(*args, **kwargs)
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in params and hasattr(cls, k)
+                 and not callable(getattr(cls, k))}
+        made = super().__call__(*args, **kwargs)
+        for key, value in extra.items():
+            object.__setattr__(made, key, value)
+        return made
+
+
+class NKIObject(metaclass=_NKIObjectType):
     """Base of kernel configuration classes: its annotated fields are set by keyword (or in
     order) with their class defaults, as a dataclass's are; @dataclass subclasses and classes
-    with their own __init__ keep theirs."""
+    with their own __init__ keep theirs. Class attributes without annotations are set by
+    keyword too."""
 
     @classmethod
     def _nki_fields(cls):
@@ -516,6 +540,9 @@ class NKIObject:
         values = dict(zip(fields, args))
         for key, value in kwargs.items():
             if key not in fields:
+                if hasattr(type(self), key) and not callable(getattr(type(self), key)):
+                    object.__setattr__(self, key, value)
+                    continue
                 raise TypeError(f"{type(self).__name__} has no field {key!r}")
             if key in values:
                 raise TypeError(f"{type(self).__name__}: field {key!r} given twice")
