@@ -332,3 +332,19 @@ def test_placed_tiles_liveness_and_tensor_scalar_reduce(mode):
     out, sums = run(k_placed_and_scalar_reduce, mode, x)
     np.testing.assert_allclose(out, 3 * x, rtol=1e-6)
     np.testing.assert_allclose(sums, 3 * x.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def k_rows_by_program(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    nl.store(out[nl.ds(i * 8, 8), :], nl.add(nl.load(x[nl.ds(i * 8, 8), :]), 1.0))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_spmd_dim_over_cores_multiplies_the_grid(mode):
+    x = np.arange(32 * 4, dtype=np.float32).reshape(32, 4)
+    kernel = k_rows_by_program[nl.spmd_dim(2, nl.nc(2))]  # 2 programs on each of 2 cores: 4
+    got = nki.simulate_kernel(kernel, x) if mode == "interpreted" else kernel(x)
+    np.testing.assert_allclose(got, x + 1)

@@ -194,11 +194,11 @@ class Kernel:
     def _trace(self, bound):
         # Loops stay loops with symbolic indices; a kernel whose Python code needs their values
         # (an `if`, a list index: current NKI gives affine_range indices as integers at trace
-        # time) is traced again with its short loops (up to 16 iterations) unrolled, then with
-        # all of them unrolled.
+        # time) is traced again with its short loops unrolled (up to 2, 4, ... 64 iterations:
+        # the fewest that let it trace, so the compiled code stays small), then with all of them.
         with _trace_lock:
             first = None
-            for unrolled in (False, 16, True):
+            for unrolled in (False, 2, 4, 8, 16, 64, True):
                 try:
                     program, recorder, result = self._record(bound, unrolled)
                     break

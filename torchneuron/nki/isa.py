@@ -54,7 +54,7 @@ def _apply(expr: Expression, name: str, x: int) -> int:
 def _scalar_operand(expr, sources, value, shape):
     """A scalar, or a [P, 1] tile broadcast along the free axes."""
     if isinstance(value, Tile):
-        sources.append(value.expanded(shape))
+        sources.append(nl._matched(value, shape))
         return expr.source(len(sources) - 1)
     return expr.integer(value) if not isinstance(value, float) else expr.literal(value)
 
@@ -72,12 +72,18 @@ def dma_copy(*args, **kwargs):
 
 
 def dma_transpose(*args, **kwargs):
-    """dst [F, P] = src [P, F] transposed on the way (a 2-D DMA)."""
+    """dst = src with its dims permuted by axes on the way (default: first and last swapped, [P, F] -> [F, P])."""
     b, new = _call("dma_transpose", args, kwargs, ["src", "axes", "mask", "dtype"], lambda a: _first_tile(a, 2))
     src = b["src"]
-    if len(src.shape) != 2:
-        raise NKIError(f"nisa.dma_transpose takes a 2-D source, got {src.shape}")
-    view = Tile(src._buffer, src.offset, src.sizes[::-1], src.strides[::-1], src.checks)
+    rank = len(src.shape)
+    axes = b.get("axes")
+    if axes is None:  # the first and last dims swap: [P, F] -> [F, P], [A, B, C, D] -> [D, B, C, A]
+        axes = (rank - 1,) + tuple(range(1, rank - 1)) + (0,) if rank > 1 else (0,)
+    axes = tuple(int(a) for a in axes)
+    if sorted(axes) != list(range(rank)):
+        raise NKIError(f"nisa.dma_transpose: axes {axes} are not a permutation of the {rank} dims of {src.shape}")
+    view = Tile(src._buffer, src.offset, [src.sizes[a] for a in axes], [src.strides[a] for a in axes],
+                src.checks if rank == 2 else ())
     dst = _result(b, new, view.shape, src.dtype)
     nl.copy_into(dst, view, b.get("mask"), name="nisa.dma_transpose")
     return dst

@@ -191,10 +191,13 @@ class nc:
         self.count = count
 
 
-def spmd_dim(size, *_cores):
-    """A launch-grid dimension of `size` programs spread over cores (nl.spmd_dim(4, nl.nc(2))):
-    torchneuron runs every program on its compute pool, so the dimension is `size` programs."""
-    return builtins.int(size)
+def spmd_dim(size, *cores):
+    """A launch-grid dimension of `size` programs on each of nl.nc(n) cores: size * n programs
+    (program n * i + c runs on core c); torchneuron runs them all on its compute pool."""
+    count = builtins.int(size)
+    for c in cores:
+        count *= c.count if isinstance(c, nc) else builtins.int(c)
+    return count
 
 
 def static_range(start, stop=None, step=1):
@@ -216,7 +219,7 @@ def _broadcast_shape(shapes):
 
 def _operand(expr: Expression, sources: list, value, shape):
     if isinstance(value, Tile):
-        sources.append(value.expanded(shape))
+        sources.append(_matched(value, shape))
         return expr.source(len(sources) - 1)
     if isinstance(value, Index):
         return expr.integer(value)
@@ -233,7 +236,10 @@ def elementwise(op_name, *operands, dtype=None, mask=None, out=None):
     tiles = [x for x in operands if isinstance(x, Tile)]
     if not tiles and out is None:
         raise NKIError(f"NKI: {op_name} needs at least one tile operand")
-    shape = _broadcast_shape([t.shape for t in tiles] + ([out.shape] if out is not None else []))
+    if out is not None:  # the destination's shape; operands broadcast to it (or differ in unit dims)
+        shape = list(out.shape)
+    else:
+        shape = _broadcast_shape([t.shape for t in tiles])
     if dtype is None:
         dtype = bool_ if op_name in _COMPARISONS else promote(*[t.dtype for t in tiles])
     if out is None:
