@@ -348,3 +348,26 @@ def test_spmd_dim_over_cores_multiplies_the_grid(mode):
     kernel = k_rows_by_program[nl.spmd_dim(2, nl.nc(2))]  # 2 programs on each of 2 cores: 4
     got = nki.simulate_kernel(kernel, x) if mode == "interpreted" else kernel(x)
     np.testing.assert_allclose(got, x + 1)
+
+
+@nki.jit
+def k_transpose_nd(x):
+    """dma_transpose of a 4-D view: the default swaps the first and last dims; axes= permutes."""
+    a, b, c, d = x.shape
+    out1 = nl.ndarray((d, b, c, a), x.dtype, buffer=nl.shared_hbm)
+    out2 = nl.ndarray((c, b, a, d), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((d, b, c, a), x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=x)
+    nl.store(out1, t)
+    u = nl.ndarray((c, b, a, d), x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=u, src=x, axes=(2, 1, 0, 3))
+    nl.store(out2, u)
+    return out1, out2
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_nd_dma_transpose(mode):
+    x = np.arange(4 * 2 * 3 * 5, dtype=np.float32).reshape(4, 2, 3, 5)
+    o1, o2 = run(k_transpose_nd, mode, x)
+    np.testing.assert_array_equal(o1, x.transpose(3, 1, 2, 0))
+    np.testing.assert_array_equal(o2, x.transpose(2, 1, 0, 3))
