@@ -371,3 +371,42 @@ def test_nd_dma_transpose(mode):
     o1, o2 = run(k_transpose_nd, mode, x)
     np.testing.assert_array_equal(o1, x.transpose(3, 1, 2, 0))
     np.testing.assert_array_equal(o2, x.transpose(2, 1, 0, 3))
+
+
+@nki.jit
+def k_circular_buffer(x):
+    """Tiles placed with address= at one place alias (a kernel's circular buffer): written through
+    one, read through another."""
+    n, f = x.shape
+    out = nl.ndarray((n, f), nl.float32, buffer=nl.shared_hbm)
+    ring = [nl.ndarray((n, f), nl.float32, buffer=nl.sbuf, address=(0, (i % 2) * 4 * f)) for i in range(4)]
+    nisa.dma_copy(dst=ring[1], src=x)           # slot 1
+    doubled = nl.multiply(ring[3], 2.0)         # slot 1 again
+    acc = [nl.ndarray((n, f), nl.float32, buffer=nl.psum, address=(0, 0)) for _ in range(2)]
+    nisa.nc_matmul(acc[0], nl.shared_identity_matrix(n), doubled)
+    nisa.nc_matmul(acc[1], nl.shared_identity_matrix(n), doubled)  # the same PSUM: the group goes on (4x)
+    quad = nl.copy(acc[0])  # read out: the group closes
+    nisa.nc_matmul(acc[1], nl.shared_identity_matrix(n), doubled)  # a new group (2x)
+    nl.store(out, nl.add(quad, nl.copy(acc[1].reshape((n, f)))))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_placed_tiles_alias(mode):
+    x = np.random.default_rng(6).standard_normal((32, 16)).astype(np.float32)
+    np.testing.assert_allclose(run(k_circular_buffer, mode, x), 6 * x, rtol=1e-6)
+
+
+def test_destination_positional_with_sources_by_keyword():
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        y = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        m = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(y, data=t, op0=nl.multiply, operand0=2.0, reduce_op=nl.maximum, reduce_res=m)
+        nisa.tensor_scalar(y, data=y, op0=nl.add, operand0=m)
+        nl.store(out, y)
+        return out
+    x = np.random.default_rng(7).standard_normal((8, 5)).astype(np.float32)
+    np.testing.assert_allclose(kernel(x), 2 * x + (2 * x).max(axis=1, keepdims=True), rtol=1e-6)

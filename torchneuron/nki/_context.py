@@ -205,6 +205,31 @@ class Executor:
         self.scopes[-1].append(lease)
         weakref.finalize(buffer, self._release, lease)
 
+    def placed_memory(self, space: str, dtype) -> Buffer:
+        """The memory that tiles placed with address= in `space` share, one per dtype: [128
+        partitions, the space's bytes per partition / itemsize] elements, so tiles placed at one
+        address alias each other (as a kernel's circular buffers expect)."""
+        key = (space, dtype.name)
+        placed = getattr(self, "_placed", None)
+        if placed is None:
+            placed = self._placed = {}
+        if key not in placed:
+            per_partition = SBUF_BYTES_PER_PARTITION if space == "sbuf" else PSUM_BYTES_PER_PARTITION
+            from ._tensor import SPACES
+            buffer = Buffer(f"{space}_placed_{dtype.name}", SPACES[space], dtype,
+                            (PARTITION_MAX, per_partition // dtype.itemsize))
+            self.allocate_unchecked(buffer)
+            if space == "psum":
+                self.track_psum(buffer)
+            placed[key] = buffer
+        return placed[key]
+
+    def placed_tile(self, tile: Tile) -> None:
+        """A new tile placed in shared memory starts with no PSUM accumulation group."""
+        flags = self._flag_view(tile)
+        if flags is not None:
+            self._set_flags(flags, 0.0)
+
     def _release(self, lease) -> None:
         if lease[2]:
             lease[2] = False
@@ -334,6 +359,10 @@ class Recorder(Executor):
 
     def allocate_flags(self, flags: Buffer) -> None:
         flags.id = self.program.add_buffer(flags.name, flags.space.name, "float32", flags.elements, -1)
+
+    def allocate_unchecked(self, buffer: Buffer) -> None:
+        buffer.id = self.program.add_buffer(buffer.name, buffer.space.name, _on_chip_rounding(buffer.dtype),
+                                             buffer.elements, -1)
 
     def loop(self, extent):
         var = self.program.begin_loop(cpp(extent))
@@ -469,6 +498,9 @@ class Interpreter(Executor):
 
     def allocate_flags(self, flags: Buffer) -> None:
         flags.storage = empty_storage(flags)
+
+    def allocate_unchecked(self, buffer: Buffer) -> None:
+        buffer.storage = empty_storage(buffer)
 
     def loop(self, extent):
         raise AssertionError("the interpreter iterates ranges in Python")

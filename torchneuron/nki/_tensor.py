@@ -345,7 +345,13 @@ class Tile:
         if math.prod(shape) != math.prod(self.sizes):
             raise NKIError(f"NKI: cannot reshape {self.name} of shape {self.shape} to {shape}")
         if not self.is_contiguous():
-            raise NKIError(f"NKI: reshape needs a contiguous view; {self.name}{list(self.sizes)} has strides {self.strides}")
+            free = Tile(self._buffer, self.offset, self.sizes[1:], self.strides[1:])
+            if not (self.buffer.on_chip and shape and self.sizes and shape[0] == self.sizes[0] and free.is_contiguous()):
+                raise NKIError(f"NKI: reshape needs a contiguous view; {self.name}{list(self.sizes)} has strides "
+                               f"{self.strides}")
+            # the partition dim kept, each partition's elements contiguous: reshape them
+            inner = Tile(self._buffer, self.offset, shape[1:], []).reshape(*shape[1:]) if len(shape) > 1 else None
+            return Tile(self._buffer, self.offset, shape, [self.strides[0]] + (inner.strides if inner else []))
         strides, step = [], 1
         for s in reversed(shape):
             strides.append(step)
@@ -368,6 +374,12 @@ class Tile:
         tensor; scalar_offset (a one-element tile read at run time) indexes dim indirect_dim of it."""
         sizes = [int(size) for _, size in pattern]
         strides = [int(stride) for stride, _ in pattern]
+        pitch = getattr(self, "_pitch", None)
+        if pitch is not None:  # a placed tile: the pattern counts elements as if partitions were rows of `logical`
+            logical, physical = pitch
+            strides = [(st // logical) * physical + st % logical if st >= logical else st for st in strides]
+            if not is_symbolic(offset):
+                offset = (offset // logical) * physical + offset % logical
         if scalar_offset is not None:
             from ._context import current
             if not isinstance(scalar_offset, Tile):

@@ -29,7 +29,10 @@ def _bind(args, kwargs, names, fn):
 
 def _call(fn, args, kwargs, names, current_style):
     """(bound arguments, whether the call is current style with a dst)."""
-    new = "dst" in kwargs or current_style(args)
+    # current style: dst named, or leading tiles as the current signature has them, or a positional
+    # argument that would take the place of one also given by keyword (nisa.f(dst, data=...))
+    new = "dst" in kwargs or current_style(args) or (
+        bool(args) and isinstance(args[0], Tile) and any(n in kwargs for n in names[:len(args)]))
     return _bind(args, kwargs, (["dst"] + names) if new else names, fn), new
 
 

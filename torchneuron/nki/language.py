@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 from ._context import Expression, Op, current
 from ._expr import Index, is_symbolic
-from ._tensor import (DTYPES, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, ParDim, Tile, promote, to_dtype,
+from ._tensor import (DTYPES, PARTITION_MAX, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, ParDim, Tile,
+                      bytes_per_partition, check_on_chip_shape, partition_dim, promote, to_dtype,
                       to_space)
 
 # dtypes and memory spaces -------------------------------------------------------------------------
@@ -39,14 +40,43 @@ def ndarray(shape, dtype=float32, buffer=None, name="", address=None, **_unused)
     capacity checks that range instead of pooling it (each tile still has its own memory)."""
     shape = tuple(s if isinstance(s, ParDim) else int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     ctx = current()
+    if address is not None and to_space(buffer).on_chip:
+        return _placed(ctx, shape, to_space(buffer), to_dtype(dtype), address, name)
     buf = Buffer(ctx.name(name), to_space(buffer), to_dtype(dtype), shape)
-    buf.address = address
     ctx.allocate(buf)
     strides, step = [], 1
     for s in reversed(shape):
         strides.append(step)
         step *= s
     return Tile(buf, 0, shape, list(reversed(strides)))
+
+
+def _placed(ctx, shape, space, dtype, address, name):
+    """A tile placed at `address` (bytes per partition, or (partition, bytes)) in the memory that
+    placed tiles of its dtype share: tiles placed at one address alias."""
+    start_p, start_byte = (address if isinstance(address, (tuple, list)) else (0, address))
+    start_p, start_byte = int(start_p), int(start_byte)
+    check_on_chip_shape(shape, space, dtype, name or "placed tile")
+    memory = ctx.placed_memory(space.name, dtype)
+    row = memory.shape[1]
+    pd = partition_dim(shape)
+    nbytes = bytes_per_partition(shape, dtype)
+    if start_byte % dtype.itemsize or start_byte < 0 or start_byte + nbytes > row * dtype.itemsize or \
+            start_p < 0 or start_p + shape[pd] > PARTITION_MAX:
+        raise NKIError(f"NKI: tile {list(shape)} of {dtype.name} placed at address={address!r} does not fit "
+                       f"{space.name} ({row * dtype.itemsize} bytes per partition, {PARTITION_MAX} partitions)")
+    strides, step = [0] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        if d == pd:
+            continue
+        strides[d] = step
+        step *= shape[d]
+    strides[pd] = row
+    tile = Tile(memory, start_p * row + start_byte // dtype.itemsize, list(shape), strides)
+    if pd == 0:
+        tile._pitch = (math.prod(shape[1:]), row)  # .ap() patterns count partitions as rows of the free size
+    ctx.placed_tile(tile)
+    return tile
 
 
 def full(shape, fill_value, dtype=float32, buffer=None, name="", **_unused):
@@ -497,7 +527,8 @@ def op_name(op) -> str:
     raise NKIError(f"NKI: {op!r} is not an op the engines have")
 
 
-_IMPORTED = {"annotations", "dataclasses", "ParDim", "_NKIObjectType", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
+_IMPORTED = {"annotations", "dataclasses", "ParDim", "_NKIObjectType", "PARTITION_MAX", "bytes_per_partition",
+             "check_on_chip_shape", "partition_dim", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
              "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
              "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED]
