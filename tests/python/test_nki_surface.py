@@ -410,3 +410,20 @@ def test_destination_positional_with_sources_by_keyword():
         return out
     x = np.random.default_rng(7).standard_normal((8, 5)).astype(np.float32)
     np.testing.assert_allclose(kernel(x), 2 * x + (2 * x).max(axis=1, keepdims=True), rtol=1e-6)
+
+
+@nki.jit
+def k_row_softmax(x):
+    """nl.max without keepdims gives a [P] tile; against [P, F] it is one value per partition."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    e = nl.exp(nl.subtract(t, nl.max(t, axis=1)))
+    nl.store(out, nl.divide(e, nl.sum(e, axis=1)))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_lower_rank_tiles_align_on_the_partition_dim(mode):
+    x = np.random.default_rng(8).standard_normal((16, 16)).astype(np.float32)  # square: no accidental fit
+    np.testing.assert_allclose(run(k_row_softmax, mode, x), torch.softmax(torch.from_numpy(x), 1).numpy(), rtol=1e-5,
+                               atol=1e-6)

@@ -415,8 +415,7 @@ class Tile:
             raise NKIError(f"NKI: cannot broadcast {self.name}{list(self.sizes)} to {shape}")
         pad = len(shape) - len(self.sizes)
         sizes, strides = [1] * pad + self.sizes, [0] * pad + self.strides
-        if pad and self.buffer.on_chip and self.sizes and self.sizes[0] == shape[0] and any(
-                a not in (1, b) for a, b in zip(sizes, shape)):
+        if pad and self.buffer.on_chip and self.sizes:
             # an on-chip tile of lower rank keeps its partition dim: [P] (or [P, F]) against [P, F, G]
             sizes, strides = self.sizes + [1] * pad, self.strides + [0] * pad
         for d, target in enumerate(shape):

@@ -268,8 +268,10 @@ def elementwise(op_name, *operands, dtype=None, mask=None, out=None):
         raise NKIError(f"NKI: {op_name} needs at least one tile operand")
     if out is not None:  # the destination's shape; operands broadcast to it (or differ in unit dims)
         shape = list(out.shape)
-    else:
-        shape = _broadcast_shape([t.shape for t in tiles])
+    else:  # on-chip tiles of lower rank align on the partition dim ([P] with [P, F] is per partition)
+        rank = builtins.max(len(t.shape) for t in tiles)
+        shape = _broadcast_shape([tuple(t.shape) + (1,) * (rank - len(t.shape)) if t.buffer.on_chip else t.shape
+                                  for t in tiles])
     if dtype is None:
         dtype = bool_ if op_name in _COMPARISONS else promote(*[t.dtype for t in tiles])
     if out is None:
