@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ._activations import COMPOSITES
 from ._expr import Index, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
 from ._tensor import (DTYPES, PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
@@ -85,51 +86,13 @@ class Expression:
         return self._add("carry")
 
     def op(self, name, *args):
-        composite = _COMPOSITES.get(name)
+        composite = COMPOSITES.get(name)
         if composite is not None:
             return composite(self, *args)
         return self._add(name, args)
 
     def constant(self, value):
         return self.literal(value)
-
-
-def _sigmoid_scaled(e, x, k):
-    return e.op("sigmoid", e.op("mul", x, e.literal(k)))
-
-
-def _softplus(e, x):  # max(x, 0) + log1p(exp(-|x|)), without overflow
-    return e.op("add", e.op("maximum", x, e.literal(0.0)), e.op("log1p", e.op("exp", e.op("neg", e.op("abs", x)))))
-
-
-def _gelu_sigmoid_dx(e, x):  # s + 1.702 x s (1 - s), s = sigmoid(1.702 x)
-    s = _sigmoid_scaled(e, x, 1.702)
-    return e.op("add", s, e.op("mul", e.op("mul", e.op("mul", x, e.literal(1.702)), s),
-                                e.op("sub", e.literal(1.0), s)))
-
-
-def _gelu_dx(e, x):  # Phi(x) + x phi(x)
-    phi = e.op("mul", e.op("exp", e.op("mul", e.op("mul", x, x), e.literal(-0.5))), e.literal(1 / math.sqrt(2 * math.pi)))
-    cdf = e.op("mul", e.op("add", e.op("erf", e.op("mul", x, e.literal(1 / math.sqrt(2)))), e.literal(1.0)), e.literal(0.5))
-    return e.op("add", cdf, e.op("mul", x, phi))
-
-
-def _silu_dx(e, x):  # s (1 + x (1 - s))
-    s = e.op("sigmoid", x)
-    return e.op("mul", s, e.op("add", e.literal(1.0), e.op("mul", x, e.op("sub", e.literal(1.0), s))))
-
-
-# Activation functions the engines have, built from the compiler's pointwise ops (so the compiled
-# code and the interpreter compute them alike).
-_COMPOSITES = {
-    "gelu_apprx_sigmoid": lambda e, x: e.op("mul", x, _sigmoid_scaled(e, x, 1.702)),
-    "gelu_apprx_sigmoid_dx": _gelu_sigmoid_dx,
-    "gelu_dx": _gelu_dx,
-    "silu_dx": _silu_dx,
-    "erf_dx": lambda e, x: e.op("mul", e.op("exp", e.op("neg", e.op("mul", x, x))), e.literal(2 / math.sqrt(math.pi))),
-    "softplus": _softplus,
-    "mish": lambda e, x: e.op("mul", x, e.op("tanh", _softplus(e, x))),
-}
 
 
 def check_matmul_sizes(k: int, m: int, n: int, name: str) -> None:

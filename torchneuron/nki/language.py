@@ -3,7 +3,6 @@ of the Neuron Kernel Interface, as torchneuron runs them."""
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -529,80 +528,11 @@ def op_name(op) -> str:
     raise NKIError(f"NKI: {op!r} is not an op the engines have")
 
 
-_IMPORTED = {"annotations", "dataclasses", "ParDim", "_NKIObjectType", "PARTITION_MAX", "bytes_per_partition",
+_IMPORTED = {"annotations", "ParDim", "PARTITION_MAX", "bytes_per_partition",
              "check_on_chip_shape", "partition_dim", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
              "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
              "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED]
-
-
-# Kernel configuration objects and annotations --------------------------------------------------------
-class _NKIObjectType(type):
-    """Construction that also sets, by keyword, class attributes a config declares without an
-    annotation (`section_idx = None` under @dataclass is no field, yet kernels pass it)."""
-
-    def __call__(cls, *args, **kwargs):
-        import inspect
-        try:
-            params = inspect.signature(cls.__init__).parameters
-        except (TypeError, ValueError):
-            return super().__call__(*args, **kwargs)
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return super().__call__(*args, **kwargs)
-        extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in params and hasattr(cls, k)
-                 and not callable(getattr(cls, k))}
-        made = super().__call__(*args, **kwargs)
-        for key, value in extra.items():
-            object.__setattr__(made, key, value)
-        return made
-
-
-class NKIObject(metaclass=_NKIObjectType):
-    """Base of kernel configuration classes: its annotated fields are set by keyword (or in
-    order) with their class defaults, as a dataclass's are; @dataclass subclasses and classes
-    with their own __init__ keep theirs. Class attributes without annotations are set by
-    keyword too."""
-
-    @classmethod
-    def _nki_fields(cls):
-        names = []
-        for klass in reversed(cls.__mro__):
-            for name in getattr(klass, "__annotations__", {}):
-                if name not in names and not name.startswith("_"):
-                    names.append(name)
-        return names
-
-    def __init__(self, *args, **kwargs):
-        fields = self._nki_fields()
-        if len(args) > len(fields):
-            raise TypeError(f"{type(self).__name__} takes {len(fields)} fields, got {len(args)} positional arguments")
-        values = dict(zip(fields, args))
-        for key, value in kwargs.items():
-            if key not in fields:
-                if hasattr(type(self), key) and not callable(getattr(type(self), key)):
-                    object.__setattr__(self, key, value)
-                    continue
-                raise TypeError(f"{type(self).__name__} has no field {key!r}")
-            if key in values:
-                raise TypeError(f"{type(self).__name__}: field {key!r} given twice")
-            values[key] = value
-        for name in fields:
-            if name not in values:
-                if not hasattr(type(self), name):
-                    raise TypeError(f"{type(self).__name__} is missing field {name!r}")
-                values[name] = getattr(type(self), name)
-            object.__setattr__(self, name, values[name])
-
-    def __repr__(self):
-        fields = ", ".join(f"{n}={getattr(self, n, None)!r}" for n in self._nki_fields())
-        return f"{type(self).__name__}({fields})"
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, n, None) == getattr(other, n, None) for n in self._nki_fields())
-
-    __hash__ = object.__hash__
 
 
 def shared_identity_matrix(n, dtype=float32, buffer=None, **_unused):
@@ -624,5 +554,6 @@ def static_cast(array, dtype):
     return values.float().numpy() if target == torch.bfloat16 else values.numpy()
 
 
+from ._config import NKIObject  # noqa: E402,F401  (nl.NKIObject)
 from ._tensor import dtype  # noqa: E402  (the NKI dtype class: nl.dtype, nki.dtype)
 from .typing import tensor  # noqa: E402
