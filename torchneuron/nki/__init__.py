@@ -7,7 +7,8 @@ from . import collectives, compiler, isa, language, typing
 from ._expr import KernelTraceError
 from ._kernel import Kernel, interpreting, jit, simulate_kernel
 from ._modules import install
-from ._tensor import NKIError, dtype
+from ._dtypes import dtype
+from ._tensor import NKIError
 from .custom_op import nki_op
 
 baremetal = jit  # the legacy decorator for kernels called with NumPy arrays

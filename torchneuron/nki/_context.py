@@ -13,8 +13,9 @@ import torch
 from ._activations import COMPOSITES
 from ._expr import Index, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
-from ._tensor import (DTYPES, PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError,
-                      Tile, bytes_per_partition, check_deferred, check_on_chip_shape)
+from ._dtypes import DTYPES
+from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError, Tile,
+                      bytes_per_partition, check_deferred, check_on_chip_shape)
 
 _state = threading.local()
 

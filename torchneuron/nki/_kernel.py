@@ -17,7 +17,8 @@ import torch
 
 from ._context import Interpreter, Recorder, activate
 from ._expr import KernelTraceError, is_symbolic
-from ._tensor import SPACES, STORAGE_DTYPES, Buffer, NKIError, Tile, to_dtype
+from ._dtypes import STORAGE_DTYPES, to_dtype
+from ._tensor import SPACES, Buffer, NKIError, Tile
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
                  "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,

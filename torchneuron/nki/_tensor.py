@@ -1,10 +1,11 @@
-"""NKI tensors: dtypes, memory spaces, buffers and the strided views kernels slice, with the
+"""NKI tensors: memory spaces, buffers and the strided views kernels slice, with the
 hardware's rules on shapes checked where a view is made or used."""
 from __future__ import annotations
 
 import itertools
 import math
 
+from ._dtypes import dtype, to_dtype
 from ._expr import Index, LinearOps, bounds, is_symbolic
 
 PARTITION_MAX = 128
@@ -15,68 +16,6 @@ PSUM_TILE_BYTES_PER_PARTITION = 2 * 1024  # one PSUM bank: 512 fp32
 
 class NKIError(ValueError):
     """A kernel broke a rule of the Neuron Kernel Interface (the message names the rule)."""
-
-
-class dtype:
-    """An NKI dtype; compares equal to the torch and NumPy dtypes (and names) of the same type."""
-
-    def __init__(self, name: str, itemsize: int, is_float: bool, packed: int = 1):
-        self.name, self.itemsize, self.is_float = name, itemsize, is_float
-        self.packed = packed  # MX formats: elements per item (`*_x4` hold 4)
-
-    def __repr__(self):
-        return f"nl.{self.name}"
-
-    def __str__(self):
-        return self.name
-
-    def __eq__(self, other):
-        try:
-            return to_dtype(other) is self
-        except (TypeError, KeyError):
-            return False
-
-    def __hash__(self):
-        return hash(self.name)
-
-
-DTYPES = {d.name: d for d in [
-    dtype("float32", 4, True), dtype("bfloat16", 2, True), dtype("float16", 2, True), dtype("float64", 8, True),
-    dtype("int8", 1, False), dtype("uint8", 1, False), dtype("int16", 2, False), dtype("uint16", 2, False),
-    dtype("int32", 4, False), dtype("uint32", 4, False), dtype("int64", 8, False), dtype("bool", 1, False),
-    dtype("tfloat32", 4, True), dtype("float8_e4m3", 1, True), dtype("float8_e5m2", 1, True),
-    dtype("float8_e4m3fn", 1, True), dtype("float8_e8m0fnu", 1, True),
-    dtype("float8_e4m3fn_x4", 4, True, 4), dtype("float8_e5m2_x4", 4, True, 4), dtype("float4_e2m1fn_x4", 2, True, 4),
-]}
-_ALIASES = {"float": "float32", "half": "float16", "bool_": "bool", "fp32": "float32", "bf16": "bfloat16"}
-
-
-def to_dtype(value) -> dtype:
-    """The NKI dtype of an nl dtype, a torch or NumPy dtype, or a name."""
-    if isinstance(value, dtype):
-        return value
-    name = getattr(value, "__name__", None) if isinstance(value, type) else None
-    if name is None:
-        name = str(value)
-    name = name.replace("torch.", "").replace("numpy.", "").replace("<class '", "").replace("'>", "")
-    name = name.replace("nl.", "")
-    name = _ALIASES.get(name, name)
-    if name not in DTYPES:
-        raise TypeError(f"NKI: unsupported dtype {value!r}")
-    return DTYPES[name]
-
-
-# The dtypes the compiled code stores in HBM (the compiler's DType names); others are refused.
-STORAGE_DTYPES = {"float32", "bfloat16", "float16", "float64", "int8", "uint8", "int32", "int64", "bool"}
-
-
-def promote(*dtypes: dtype) -> dtype:
-    """The result dtype of an op over tiles of these dtypes: the widest float, else the widest int."""
-    floats = [d for d in dtypes if d.is_float]
-    pool = floats or list(dtypes)
-    if floats and any(d.name == "float32" for d in floats):
-        return DTYPES["float32"]
-    return max(pool, key=lambda d: (d.itemsize, d.name != "bfloat16"))
 
 
 class MemorySpace:

@@ -8,7 +8,8 @@ import math
 from . import language as nl
 from ._context import Expression, Op, check_matmul_sizes, current
 from ._expr import is_symbolic
-from ._tensor import ArangeIndex, Mask, NKIError, Tile, to_dtype
+from ._dtypes import to_dtype
+from ._tensor import ArangeIndex, Mask, NKIError, Tile
 
 # Engines and the other ISA enums, accepted and ignored: one software engine runs every instruction.
 from . import constants  # noqa: E402

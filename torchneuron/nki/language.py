@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 from ._context import Expression, Op, current
 from ._expr import Index, is_symbolic
-from ._tensor import (DTYPES, PARTITION_MAX, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, ParDim, Tile,
-                      bytes_per_partition, check_on_chip_shape, partition_dim, promote, to_dtype,
-                      to_space)
+from ._dtypes import DTYPES, promote, to_dtype
+from ._tensor import (PARTITION_MAX, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, ParDim, Tile, bytes_per_partition,
+                      check_on_chip_shape, partition_dim, to_space)
 
 # dtypes and memory spaces -------------------------------------------------------------------------
 float32, bfloat16, float16, float64 = (DTYPES[n] for n in ("float32", "bfloat16", "float16", "float64"))
@@ -555,5 +555,5 @@ def static_cast(array, dtype):
 
 
 from ._config import NKIObject  # noqa: E402,F401  (nl.NKIObject)
-from ._tensor import dtype  # noqa: E402  (the NKI dtype class: nl.dtype, nki.dtype)
+from ._dtypes import dtype  # noqa: E402  (the NKI dtype class: nl.dtype, nki.dtype)
 from .typing import tensor  # noqa: E402
