@@ -49,5 +49,10 @@ def install() -> list[str]:
                 module = targets[suffix]
             sys.modules[name] = module
             registered.append(name)
+    if not _real_installation("neuron_dtypes"):  # the NumPy dtype helpers AWS's kernels import
+        from . import neuron_dtypes
+        neuron_dtypes.__torchneuron__ = True
+        sys.modules["neuron_dtypes"] = neuron_dtypes
+        registered.append("neuron_dtypes")
     package.__torchneuron__ = True
     return registered
