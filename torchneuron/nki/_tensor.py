@@ -325,7 +325,12 @@ class Tile:
                 raise NKIError("NKI: .ap(scalar_offset=) takes a one-element tile")
             dim = int(indirect_dim)
             where = f"dim {dim} of '{self.name}' (.ap scalar_offset)"
-            offset = offset + current().dynamic_index(scalar_offset, self.sizes[dim], where) * self.strides[dim]
+            # the run-time index keeps the whole pattern inside the tensor (and indexes dim `dim`)
+            _, hi = bounds(self.offset + offset)
+            top = hi + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
+            room = (self._buffer.elements - 1 - top) // self.strides[dim] + 1 if self.strides[dim] > 0 else 1
+            limit = max(1, min(self.sizes[dim], room))
+            offset = offset + current().dynamic_index(scalar_offset, limit, where) * self.strides[dim]
         tile = Tile(self._buffer, self.offset + offset, sizes, strides)
         lo, hi = bounds(tile.offset)
         top = hi + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)

@@ -522,6 +522,9 @@ def get_nc_version():
     """The NeuronCore generation torchneuron models (its SBUF and PSUM sizes are gen2's and gen3's)."""
     return nc_version.gen3
 
+
+from ._isa_registers import VirtualRegister, register_alloc, register_load, register_move, register_store  # noqa: E402,F401
+
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
            ("annotations", "nl", "Expression", "Op", "check_matmul_sizes", "current", "ArangeIndex", "Mask", "NKIError",
             "Tile", "to_dtype", "is_symbolic", "constants", "math")]

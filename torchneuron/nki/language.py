@@ -207,9 +207,12 @@ def sequential_range(start, stop=None, step=1, **_unused):
 
 def dynamic_range(start, stop=None, step=1, **_unused):
     """A loop whose bounds may be read at run time (a register); run as sequential_range."""
+    register = next((b for b in (start, stop) if hasattr(b, "register_range")), None)
+    if register is not None:  # nisa.register_alloc(): the bound is read when the loop starts
+        return register.register_range(start, stop, step)
     if isinstance(stop, Tile) or isinstance(start, Tile):
-        raise NKIError("nl.dynamic_range: bounds held in registers or tiles are not supported by torchneuron; "
-                       "pass Python integers")
+        raise NKIError("nl.dynamic_range: a bound held in a tile must be loaded into a register first "
+                       "(nisa.register_alloc / nisa.register_load)")
     return _range(start, stop, step)
 
 
