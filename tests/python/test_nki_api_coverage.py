@@ -87,3 +87,9 @@ def test_an_enum_member_we_lack_is_partial(monkeypatch):
 @pytest.mark.parametrize("module", sorted(MANIFEST))
 def test_every_module_resolves_to_ours(module):
     assert api_coverage.modules()[module].__name__.startswith("torchneuron.nki")
+
+
+def test_nc_version_is_ordered():
+    # AWS's library kernels compare generations (mlp_cte: get_nc_version() >= nc_version.gen3)
+    assert isa.get_nc_version() >= isa.nc_version.gen3 > isa.nc_version.gen2
+    assert sorted([isa.nc_version.gen4, isa.nc_version.gen2]) == [isa.nc_version.gen2, isa.nc_version.gen4]

@@ -38,7 +38,8 @@ NOTES = {
     "nki.isa.bn_stats": ("writes (count, mean, variance, 0, 0, 0) per partition, not the documented even / odd halves; "
                         "bn_aggr reads it"),
     "nki.isa.nc_matmul": "`is_transpose` is accepted; the product is stationary.T @ moving either way",
-    "nki.isa.get_nc_version": "always gen3",
+    "nki.isa.get_nc_version": ("always gen3, while the SBUF modelled is NeuronCore-v2's (192 KiB per partition, "
+                               "gen3 has 224 KiB)"),
     "nki.language.tile_size": "`total_available_sbuf_size` is the SBUF of the whole core, not of one partition",
     "nki.language.tfloat32": "tiles are not rounded to the format",
     "nki.language.float8_e4m3": "on chip only (device-memory tensors refused), not rounded to the format",
@@ -50,7 +51,6 @@ NOTES = {
     "nki.language.float4_e2m1fn_x4": "a name only: any tile of a packed dtype is refused",
     "nki.language.uint16": "device-memory tensors are stored as int32",
     "nki.language.uint32": "device-memory tensors are stored as int32",
-    "nki.language.dynamic_range": "Python-int bounds only (no register bounds)",
 }
 
 _OURS = {"nki": "torchneuron.nki", "nki.language": "torchneuron.nki.language", "nki.isa": "torchneuron.nki.isa",

@@ -57,10 +57,22 @@ class matmul_perf_mode(Enum):
 
 
 class nc_version(Enum):
-    """NeuronCore generations."""
+    """NeuronCore generations, ordered (kernels test `nisa.get_nc_version() >= nc_version.gen3`)."""
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+    def __lt__(self, other):
+        return self.value < other.value if isinstance(other, nc_version) else NotImplemented
+
+    def __le__(self, other):
+        return self.value <= other.value if isinstance(other, nc_version) else NotImplemented
+
+    def __gt__(self, other):
+        return self.value > other.value if isinstance(other, nc_version) else NotImplemented
+
+    def __ge__(self, other):
+        return self.value >= other.value if isinstance(other, nc_version) else NotImplemented
 
 
 __all__ = ["engine", "dge_mode", "oob_mode", "dma_engine", "reduce_cmd", "matmul_perf_mode", "nc_version"]
