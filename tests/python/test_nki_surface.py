@@ -397,6 +397,27 @@ def test_placed_tiles_alias(mode):
     np.testing.assert_allclose(run(k_circular_buffer, mode, x), 6 * x, rtol=1e-6)
 
 
+@nki.jit
+def k_placed_reshape(x):
+    """A placed tile reshaped with its partition dim kept and free dims wider than 128 (AWS's mlp_cte
+    views a PSUM bank as [pmax, psum_fmax, 1])."""
+    n, f = x.shape
+    out = nl.ndarray((n, f), nl.float32, buffer=nl.shared_hbm)
+    placed = nl.ndarray((n, f), nl.float32, buffer=nl.sbuf, address=(0, 0))
+    nisa.dma_copy(dst=placed, src=x)
+    view = placed.reshape((n, f, 1))
+    y = nl.ndarray((n, f, 1), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(y, view)
+    nl.store(out, y.reshape((n, f)))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_placed_tile_reshape_with_wide_free_dims(mode):
+    x = np.random.default_rng(7).standard_normal((128, 512)).astype(np.float32)
+    np.testing.assert_array_equal(run(k_placed_reshape, mode, x), x)
+
+
 def test_destination_positional_with_sources_by_keyword():
     @nki.jit
     def kernel(x):
