@@ -122,6 +122,7 @@ void register_program(py::module_& compiler) {
         program.add_op(name, overload, std::move(stack), std::move(value_arguments), std::move(list_arguments),
                        std::move(results), fold, std::move(description));
       })
+      .def("restride_results", &ta::NativeProgram::restride_results)
       .def("add_kernel", [](ta::NativeProgram& program, uintptr_t entry, std::vector<int> inputs, const py::list& outputs,
                             std::optional<std::vector<int64_t>> static_shape, std::vector<int64_t> reduce_dims) {
         // outputs: (value, dtype, layout or None, buffer slot, overwritten value, form), form:

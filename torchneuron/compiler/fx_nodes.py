@@ -5,6 +5,8 @@ their traced value."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 from torch import fx
 
@@ -52,3 +54,58 @@ def _call_with_meta(graph: fx.Graph, target, args) -> fx.Node:
     # Fake tensors dispatch to their own mode.
     node.meta["val"] = target(*fx.node.map_arg(args, lambda n: n.meta["val"]))
     return node
+
+
+# Ops whose result needs its input's strides to be expressible as a view.
+_STRIDE_SENSITIVE = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.as_strided.default}
+
+
+def _row_major(sizes) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= max(size, 1)
+    return strides[::-1]
+
+
+def promised_strides(node: fx.Node) -> list[tuple[int, list[int]]]:
+    """(result index, traced strides) for each result of an eager call whose layout the graph
+    relies on: not row-major, concrete, and read through views by an op that needs exact strides
+    (aten.view). Eager neuron ops may lay a result out otherwise than the trace (CPU's layout rules
+    are not always followed), and the view would then fail; the compiled program restrides those
+    results. Views and in-place ops keep their argument's memory and are left alone."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or _makes_alias(node) or target._schema.is_mutable:
+        return []
+    val = node.meta.get("val")
+    vals = [val] if isinstance(val, torch.Tensor) else list(val) if isinstance(val, (list, tuple)) else []
+    uses = {}  # result index -> the nodes that read it
+    for user in node.users:
+        if user.target is operator.getitem and isinstance(user.args[1], int):
+            uses.setdefault(user.args[1], []).extend(user.users)
+        else:
+            uses.setdefault(0, []).append(user)
+    promised = []
+    for index, v in enumerate(vals):
+        if not isinstance(v, torch.Tensor) or v.layout != torch.strided:
+            continue
+        sizes, strides = list(v.shape), list(v.stride())
+        if not all(type(x) is int for x in sizes + strides) or strides == _row_major(sizes):
+            continue
+        if _reaches_strided_view(uses.get(index, [])):
+            promised.append((index, strides))
+    return promised
+
+
+def _reaches_strided_view(users) -> bool:
+    pending, seen = list(users), set()
+    while pending:
+        user = pending.pop()
+        if user in seen or user.op != "call_function":
+            continue
+        seen.add(user)
+        if user.target in _STRIDE_SENSITIVE:
+            return True
+        if _makes_alias(user) and not user.target._schema.is_mutable:
+            pending.extend(user.users)
+    return False

@@ -14,7 +14,7 @@ import torch
 from torch import fx
 
 from .. import _C
-from .fx_nodes import _has_node
+from .fx_nodes import _has_node, promised_strides
 from .product_fusion import (_hoist_product_readers, _hoist_products_to_prologues, _product_epilogues,
                              _product_prologues)
 
@@ -132,7 +132,9 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
             reads += [x[1] for e in encoded if e[0] == "list" for x in e[1] if isinstance(x, tuple) and x[:1] == ("value",)]
             name, overload = schema.name, schema.overload_name
             description = f"{node.name} = {node.format_node()}"
-            steps.append(("op", (name, overload, encoded, results, node in constants, description), reads, results))
+            restride = [] if list_return else promised_strides(node)  # (result position, strides)
+            steps.append(("op", (name, overload, encoded, results, node in constants, description, restride), reads,
+                          results))
             if list_return:  # tuple indexing reads the elements as values of their own
                 val = node.meta.get("val")
                 if not isinstance(val, (list, tuple)):
@@ -176,7 +178,9 @@ def _native_program(gm: fx.GraphModule, lowered, plan: dict, library, constants:
         if kind == "kernel":
             program.add_kernel(*payload)
         elif kind == "op":
-            program.add_op(*payload)
+            program.add_op(*payload[:6])
+            if payload[6]:
+                program.restride_results(payload[6])
         elif kind == "int":
             program.add_int_arithmetic(*payload)
         elif kind == "pack":

@@ -12,7 +12,7 @@ import operator
 import torch
 from torch import fx
 
-from .fx_nodes import _has_node
+from .fx_nodes import _has_node, promised_strides
 from .native_program import _NotNative, _native_program, _static_shape
 # Imported from here by others: ListPack (compile_graph) and _hoist_product_readers (tests).
 from .native_program import ListPack  # noqa: F401
@@ -253,6 +253,13 @@ class CompiledProgram:
                     folded.append(bind(target, env))
                 return folded[0]
 
+        restride = promised_strides(node)
+        if restride:
+            bound = call
+
+            def call(target, env):
+                return _restrided(bound(target, env), restride)
+
         def run(env, slots):
             try:
                 env[node] = call(target, env)
@@ -278,6 +285,17 @@ class CompiledProgram:
         for step in self.steps:
             step(env, slots)
         return self.outputs(env)
+
+
+def _restrided(value, restride):
+    """value with each listed result in its traced strides (copied where eager mode laid it out
+    otherwise)."""
+    results = [value] if isinstance(value, torch.Tensor) else list(value)
+    for index, strides in restride:
+        t = results[index]
+        if t.stride() != tuple(strides):
+            results[index] = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
+    return results[0] if isinstance(value, torch.Tensor) else type(value)(results)
 
 
 def _suits(buffer, shape, dtype, layout) -> bool:

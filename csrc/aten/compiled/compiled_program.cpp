@@ -88,6 +88,15 @@ void NativeProgram::add_op(const std::string& name, const std::string& overload,
   steps_.push_back(std::move(step));
 }
 
+void NativeProgram::restride_results(std::vector<std::pair<int, std::vector<int64_t>>> restride) {
+  TORCH_CHECK(!steps_.empty() && steps_.back().kind == Step::Kind::kOp, "compiled program: restride without an op");
+  for (const auto& [position, strides] : restride) {
+    TORCH_CHECK(position >= 0 && position < static_cast<int>(steps_.back().results.size()),
+                "compiled program: restride of result ", position, " of ", steps_.back().description);
+  }
+  steps_.back().restride = std::move(restride);
+}
+
 void NativeProgram::add_kernel(uintptr_t entry, std::vector<int> inputs, std::vector<KernelOutput> outputs,
                                std::optional<std::vector<int64_t>> static_shape, std::vector<int64_t> reduce_dims) {
   TORCH_CHECK(!inputs.empty() && !outputs.empty(), "compiled kernel: expected inputs and outputs");
@@ -258,6 +267,12 @@ void NativeProgram::run_op(Step& step, std::vector<c10::IValue>& env) {
   }
   TORCH_CHECK(stack.size() == step.results.size(), "compiled program: ", step.description, " returned ", stack.size(),
               " values, expected ", step.results.size());
+  for (const auto& [position, strides] : step.restride) {
+    if (!stack[position].isTensor()) continue;
+    const at::Tensor& t = stack[position].toTensor();
+    if (t.strides() == c10::IntArrayRef(strides) || t.dim() != static_cast<int64_t>(strides.size())) continue;
+    stack[position] = at::empty_strided(t.sizes(), strides, t.options()).copy_(t);
+  }
   for (size_t i = 0; i < stack.size(); ++i) {
     if (step.results[i] >= 0) env[step.results[i]] = stack[i];
   }

@@ -65,6 +65,8 @@ class NativeProgram {
   void add_op(const std::string& name, const std::string& overload, std::vector<c10::IValue> arguments,
               std::vector<ValueArgument> value_arguments, std::vector<ListArgument> list_arguments,
               std::vector<int> results, bool fold, std::string description);
+  // The last op's results at these stack positions get these strides (see Step::restride).
+  void restride_results(std::vector<std::pair<int, std::vector<int64_t>>> restride);
   // A fused kernel at `entry`; `static_shape` is empty when sizes are symbolic (then the
   // inputs' broadcast shape is used). A reduction kernel folds `reduce_dims` (not empty).
   void add_kernel(uintptr_t entry, std::vector<int> inputs, std::vector<KernelOutput> outputs,
@@ -116,6 +118,9 @@ class NativeProgram {
     bool fold = false;
     std::vector<c10::IValue> folded;
     std::string description;
+    // Results (stack positions) that later views need in the traced strides: restrided if the
+    // eager op laid them out otherwise.
+    std::vector<std::pair<int, std::vector<int64_t>>> restride;
     // kKernel
     uintptr_t entry = 0;
     std::vector<int> inputs;

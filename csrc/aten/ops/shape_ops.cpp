@@ -296,8 +296,19 @@ at::Tensor constant_pad_nd(const at::Tensor& self, c10::IntArrayRef pad, const c
   if (spatial == 0 || !has_kernel_dtype(self.scalar_type()) || value.isComplex()) {
     return at::native::constant_pad_nd(self, pad, value);  // composed of fill and copy
   }
-  kernels::PadPlan plan;
   const int64_t first = self.dim() - spatial;
+  if (std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p <= 0; })) {
+    // Only crops: a copy of the narrowed input in its layout, as CPU gives (later views rely on it).
+    at::Tensor cropped = self;
+    for (int64_t dim = first; dim < self.dim(); ++dim) {
+      const int64_t k = self.dim() - 1 - dim, size = self.size(dim), before = pad[2 * k], after = pad[2 * k + 1];
+      TORCH_CHECK(size + before + after >= 0, "The input size ", size, ", plus negative padding ", before, " and ", after,
+                  " resulted in a negative output size, which is invalid. Check dimension ", dim, " of your input.");
+      cropped = cropped.narrow(dim, -before, size + before + after);
+    }
+    return cropped.clone();
+  }
+  kernels::PadPlan plan;
   for (int64_t d = 0; d < first; ++d) plan.planes *= self.size(d);
   for (int64_t dim = first; dim < self.dim(); ++dim) {
     const int64_t k = self.dim() - 1 - dim;
@@ -312,7 +323,10 @@ at::Tensor constant_pad_nd(const at::Tensor& self, c10::IntArrayRef pad, const c
     plan.before.push_back(before);
     plan.source.push_back(std::move(source));
   }
-  return run_pad("aten::constant_pad_nd", self, plan, fill_value(value));
+  at::Tensor out = run_pad("aten::constant_pad_nd", self, plan, fill_value(value));
+  // CPU allocates the result in the input's suggested memory format (channels_last stays so).
+  const c10::MemoryFormat format = self.suggest_memory_format();
+  return format == c10::MemoryFormat::Contiguous ? out : out.contiguous(format);
 }
 
 // Tensor.unfold's backward: the kernel gathers, for each position, the window elements that
