@@ -408,14 +408,16 @@ def k_placed_reshape(x):
     view = placed.reshape((n, f, 1))
     y = nl.ndarray((n, f, 1), nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(y, view)
-    nl.store(out, y.reshape((n, f)))
+    z = nl.ndarray((n, f, 1), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(z, view.ap([[f, n], [1, f], [1, 1]]))  # a pattern on the view counts partitions as rows of f
+    nl.store(out, nl.add(y, z).reshape((n, f)))
     return out
 
 
 @pytest.mark.parametrize("mode", RUNS)
 def test_placed_tile_reshape_with_wide_free_dims(mode):
     x = np.random.default_rng(7).standard_normal((128, 512)).astype(np.float32)
-    np.testing.assert_array_equal(run(k_placed_reshape, mode, x), x)
+    np.testing.assert_array_equal(run(k_placed_reshape, mode, x), 2 * x)
 
 
 def test_destination_positional_with_sources_by_keyword():

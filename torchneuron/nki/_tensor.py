@@ -293,7 +293,10 @@ class Tile:
             for s in reversed(shape[1:]):
                 inner.insert(0, step)
                 step *= s
-            return Tile(self._buffer, self.offset, shape, [self.strides[0]] + inner)
+            tile = Tile(self._buffer, self.offset, shape, [self.strides[0]] + inner)
+            if getattr(self, "_pitch", None) is not None:  # a placed tile: .ap() patterns keep counting alike
+                tile._pitch = self._pitch
+            return tile
         strides, step = [], 1
         for s in reversed(shape):
             strides.append(step)
