@@ -4,7 +4,7 @@ run; then each NKI kernel compiled against TORCHNEURON_NKI_INTERPRET=1 (the inte
 Ratios above 1 mean the NKI kernel is faster. Goals: flash attention >= 0.5x native, compiled
 >= 50x the interpreter.
 
-With NKI_LIBRARY_SRC set to the src/ folder of a clone of AWS's nki-library (not part of this
+With TORCHNEURON_NKI_LIBRARY_SRC set to the src/ folder of a clone of AWS's nki-library (not part of this
 repository), three of its kernels run unmodified too, each checked against its reference first:
 RMSNorm (rmsnorm_tkg), attention context encoding (attention_cte) and the MLP (mlp_cte).
 `--library-only` runs just those rows."""
@@ -82,7 +82,7 @@ def matmul_case(size=1024):
             lambda: a.t() @ b)
 
 
-LIBRARY_ENV = "NKI_LIBRARY_SRC"
+LIBRARY_ENV = "TORCHNEURON_NKI_LIBRARY_SRC"
 
 
 def close_to(got, ref, rtol):
@@ -179,7 +179,7 @@ def library_mlp_case(seq=512, hidden=1024, inter=448):
 
 def library_cases():
     """The nki-library rows, each checked against its reference; none (and how to get the library)
-    when NKI_LIBRARY_SRC does not name its src/ folder."""
+    when TORCHNEURON_NKI_LIBRARY_SRC does not name its src/ folder."""
     src = os.environ.get(LIBRARY_ENV)
     if not src or not os.path.isdir(os.path.join(src, "nkilib_src")):
         print(f"nki-library rows skipped: git clone https://github.com/aws-neuron/nki-library and set "
