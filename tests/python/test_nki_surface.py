@@ -34,10 +34,10 @@ def test_dtype_names_and_str():
     assert f"{nl.bfloat16}" == "bfloat16" and nl.bool is nl.bool_
 
 
-def test_packed_mx_tile_is_refused_by_name():
+def test_packed_mx_tensor_in_device_memory_is_refused_by_name():
     @nki.jit
-    def kernel(x):
-        nl.ndarray((128, 4), nl.float4_e2m1fn_x4, buffer=nl.sbuf)
+    def kernel(x):  # on chip it is a tile of nisa.quantize_mx / nc_matmul_mx (test_nki_isa_mx.py)
+        nl.ndarray((128, 4), nl.float4_e2m1fn_x4, buffer=nl.shared_hbm)
         return x
     with pytest.raises(nki.NKIError, match="float4_e2m1fn_x4"):
         kernel(np.zeros((2, 2), np.float32))

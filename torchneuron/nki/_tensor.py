@@ -87,9 +87,6 @@ def check_on_chip_shape(shape, space: MemorySpace, dtype_: dtype, name: str) -> 
     if pd:
         check_on_chip_shape(tuple(int(s) for s in shape[pd:]), space, dtype_, name)
         return
-    if dtype_.packed != 1:
-        raise NKIError(f"NKI: tile '{name}' of nl.{dtype_.name}: packed MX dtypes (4 values per element) are not "
-                       "supported by torchneuron's engines (nisa.quantize_mx / nc_matmul_mx are not provided)")
     if not shape:
         raise NKIError(f"NKI: on-chip tensor '{name}' needs a partition dimension (shape {tuple(shape)})")
     if shape[0] > PARTITION_MAX:
@@ -314,9 +311,18 @@ class Tile:
             raise NKIError(f"NKI: reinterpreting {self.name} ({self.dtype.name}) as {args[0]!r} is not supported")
         return self.reshape(*args)
 
-    def ap(self, pattern, offset=0, scalar_offset=None, indirect_dim=0, **_unused):
+    reinterpret_hook = None  # set by the MX instructions: .ap(dtype=packed MX dtype) on device memory
+
+    def ap(self, pattern, offset=0, scalar_offset=None, indirect_dim=0, dtype=None, **_unused):
         """An access pattern: [[stride, size], ...] (partition first) from element `offset` of this
         tensor; scalar_offset (a one-element tile read at run time) indexes dim indirect_dim of it."""
+        if dtype is not None and to_dtype(dtype) is not self.dtype:
+            wanted = to_dtype(dtype)
+            if wanted.packed != 1 and scalar_offset is None and Tile.reinterpret_hook is not None:
+                return Tile.reinterpret_hook(self, wanted, pattern, offset)
+            if wanted.is_float or self.dtype.is_float or wanted.itemsize != self.dtype.itemsize:
+                raise NKIError(f"NKI: .ap(dtype={wanted.name}) on '{self.name}' ({self.dtype.name}): reinterpreting "
+                               "the bytes of a tensor as another dtype is supported for packed MX dtypes only")
         sizes = [int(size) for _, size in pattern]
         strides = [int(stride) for stride, _ in pattern]
         pitch = getattr(self, "_pitch", None)

@@ -42,8 +42,13 @@ def ndarray(shape, dtype=float32, buffer=None, name="", address=None, **_unused)
     if address is not None and to_space(buffer).on_chip:
         return _placed(ctx, shape, to_space(buffer), to_dtype(dtype), address, name)
     buf = Buffer(ctx.name(name), to_space(buffer), to_dtype(dtype), shape)
+    packed = buf.dtype.packed  # MX *_x4 tiles hold their values unpacked on chip (nisa.quantize_mx)
+    if packed != 1 and not buf.space.on_chip:
+        raise NKIError(f"NKI: '{buf.name}': device-memory tensors of {buf.dtype.name} are not supported; keep packed "
+                       "MX data on chip, or pass it in as bytes and read it with .ap(dtype=...)")
+    buf.elements *= packed
     ctx.allocate(buf)
-    strides, step = [], 1
+    strides, step = [], packed
     for s in reversed(shape):
         strides.append(step)
         step *= s
@@ -352,7 +357,10 @@ def memset_tile(tile, value, mask=None):
 
 def copy_into(dst: Tile, value, mask=None, name="tensor_copy"):
     """dst[...] = value: a copy (a DMA when either side is in HBM) or a fill with a scalar."""
-    if isinstance(value, Tile):
+    if isinstance(value, Tile) and (dst.dtype.packed != 1 or value.dtype.packed != 1):
+        from ._isa_mx import copy_packed
+        copy_packed(dst, value, name)
+    elif isinstance(value, Tile):
         expr = Expression()
         expr.source(0)
         dma = not dst.buffer.on_chip or not value.buffer.on_chip
