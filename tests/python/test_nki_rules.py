@@ -136,14 +136,22 @@ def test_engines_read_on_chip_memory_only(nki_mode):
         run(body, torch.zeros(4, 4))
 
 
-def test_python_control_flow_on_a_program_id_is_named(monkeypatch):
+def test_python_control_flow_on_a_program_id_traces_programs_in_lockstep(monkeypatch):
     monkeypatch.setenv("TORCHNEURON_NKI_INTERPRET", "0")
 
     def body(x):
-        if nl.program_id(0) > 1:  # symbolic when compiled (loop indices are integers: see test_nki_surface)
-            nl.load(x)
-    with pytest.raises(KernelTraceError, match="control flow depends on a loop variable or program id"):
-        nki.jit(body)[4](torch.zeros(4, 4).to("neuron"))
+        out = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+        pid = nl.program_id(0)
+        t = nl.load(x[pid:pid + 1, :])
+        if pid > 1:  # an integer in each program's trace (symbolic ids would make this Python control flow)
+            t = nl.multiply(t, 10.0)
+        nl.store(out[pid:pid + 1, :], t)
+        return out
+    kernel = nki.jit(body)[4]
+    x = torch.arange(16.0).reshape(4, 4)
+    expected = x.clone()
+    expected[2:] *= 10
+    assert torch.equal(kernel(x.to("neuron")).cpu(), expected)
 
 
 def test_dynamic_index_out_of_range_is_a_device_fault():

@@ -169,7 +169,7 @@ class Executor:
                            f"kernel's live tiles take {self.live[space] + nbytes} bytes per partition, the core has "
                            f"{limit} ({total} over 128 partitions)")
         self.live[space] += nbytes
-        lease = [space, nbytes, True]
+        lease = [space, nbytes, True, self.live]  # the program's count (a grid in lockstep has one each)
         self.scopes[-1].append(lease)
         weakref.finalize(buffer, self._release, lease)
 
@@ -201,7 +201,7 @@ class Executor:
     def _release(self, lease) -> None:
         if lease[2]:
             lease[2] = False
-            self.live[lease[0]] -= lease[1]
+            lease[3][lease[0]] -= lease[1]
 
     def enter_scope(self):
         self.scopes.append([])

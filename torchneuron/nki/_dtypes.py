@@ -25,6 +25,22 @@ class dtype:
     def __hash__(self):
         return hash(self.name)
 
+    @property
+    def dtype(self):
+        """The NumPy dtype of this dtype, so `np.zeros(shape, dtype=nl.bfloat16)` works as with AWS's nl
+        dtypes: bfloat16 and float8 from ml_dtypes when installed (else float32), packed MX dtypes as
+        their raw unsigned words."""
+        import numpy as np
+        if self.name in ("bfloat16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "float8_e8m0fnu"):
+            try:
+                import ml_dtypes
+                return np.dtype(getattr(ml_dtypes, self.name))
+            except (ImportError, AttributeError):
+                return np.dtype(np.float32)
+        packed = {"float8_e4m3fn_x4": np.uint32, "float8_e5m2_x4": np.uint32, "float4_e2m1fn_x4": np.uint16,
+                  "tfloat32": np.float32}
+        return np.dtype(packed.get(self.name, self.name))
+
 
 DTYPES = {d.name: d for d in [
     dtype("float32", 4, True), dtype("bfloat16", 2, True), dtype("float16", 2, True), dtype("float64", 8, True),
@@ -34,6 +50,8 @@ DTYPES = {d.name: d for d in [
     dtype("float8_e4m3fn", 1, True), dtype("float8_e8m0fnu", 1, True),
     dtype("float8_e4m3fn_x4", 4, True, 4), dtype("float8_e5m2_x4", 4, True, 4), dtype("float4_e2m1fn_x4", 2, True, 4),
 ]}
+for _name, _dtype in DTYPES.items():  # nki.dtype.bfloat16 (`import nki.dtype as nt; nt.float8_e4m3`)
+    setattr(dtype, _name, _dtype)
 _ALIASES = {"float": "float32", "half": "float16", "bool_": "bool", "fp32": "float32", "bf16": "bfloat16"}
 
 

@@ -9,6 +9,18 @@ class KernelTraceError(TypeError):
     """A kernel did something that cannot be compiled (Python control flow on a loop variable)."""
 
 
+class ProgramTraceError(KernelTraceError):
+    """Python control flow on a program id, or a barrier / exchange between a grid's programs: the
+    kernel is traced again with each program's id an integer (its programs in lockstep)."""
+
+
+def _error(index, message):
+    """The trace error for Python control flow on `index`: ProgramTraceError when it involves a program id."""
+    import re
+    names = index.terms.keys() if index.terms is not None else re.findall(r"\b(p\d)\b", index.text or "")
+    return (ProgramTraceError if any(n.startswith("p") for n in names) else KernelTraceError)(message)
+
+
 # Variable name -> (creation order, its highest value as affine terms and constant), in the trace
 # being built. A loop's extent may depend on outer variables (range(j, n)): bounds substitute the
 # innermost variable's highest value first, so j + step over step < n - j is at most n - 1.
@@ -129,13 +141,13 @@ class Index(LinearOps):
         raise KernelTraceError("a loop variable can only be taken modulo a positive integer constant")
 
     def __bool__(self):
-        raise KernelTraceError(
+        raise _error(self,
             "a kernel's Python control flow depends on a loop variable or program id, which is symbolic when "
             "the kernel is compiled; use nl.static_range for that loop, a mask=, nisa.affine_select or nl.where "
             "(or run with TORCHNEURON_NKI_INTERPRET=1)")
 
     def __index__(self):
-        raise KernelTraceError("a loop variable or program id was used where Python needs a concrete integer "
+        raise _error(self, "a loop variable or program id was used where Python needs a concrete integer "
                                "(range(), a list index); use nl.static_range or nl.ds(start, size)")
 
     def __int__(self):
@@ -152,7 +164,7 @@ class Index(LinearOps):
     __lt__ = __le__ = __gt__ = __ge__ = _compare
 
     def __eq__(self, other):
-        raise KernelTraceError("comparing a loop variable or program id is Python control flow, which is "
+        raise _error(self, "comparing a loop variable or program id is Python control flow, which is "
                                "symbolic when the kernel is compiled; use a mask= or nl.static_range")
 
 

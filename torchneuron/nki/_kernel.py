@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ._context import Interpreter, Recorder, activate
-from ._expr import KernelTraceError, is_symbolic
+from ._expr import KernelTraceError, ProgramTraceError, is_symbolic
 from ._dtypes import STORAGE_DTYPES, to_dtype
 from ._tensor import SPACES, Buffer, NKIError, Tile
 
@@ -183,31 +183,40 @@ class Kernel:
         return wrapped
 
     # Compiled ------------------------------------------------------------------------------------
-    def _record(self, bound, unrolled):
+    def _record(self, bound, unrolled, lockstep=False):
         from .. import _C
+        from ._lockstep import Lockstep, LockstepRecorder
         program = _C._compiler.TileProgram()
-        recorder = Recorder(self.grid, program, unrolled)
+        recorder = (LockstepRecorder if lockstep else Recorder)(self.grid, program, unrolled)
         with activate(recorder):
             wrapped = self._wrap(bound, recorder)
-            result = self.fn(**wrapped)
-        return program, recorder, result
+            if not lockstep:
+                return program, recorder, self.fn(**wrapped)
+        return program, recorder, Lockstep(recorder).run(lambda k: self.fn(**wrapped))[0]
 
     def _trace(self, bound):
         # Loops stay loops with symbolic indices; a kernel whose Python code needs their values
         # (an `if`, a list index: current NKI gives affine_range indices as integers at trace
         # time) is traced again with its short loops unrolled (up to 2, 4, ... 64 iterations:
         # the fewest that let it trace, so the compiled code stays small), then with all of them.
+        # Python code that branches on a program id, or programs that synchronise (core_barrier,
+        # sendrecv), switch to tracing the grid's programs in lockstep with integer ids (_lockstep.py).
         with _trace_lock:
-            first = None
-            for unrolled in (False, 2, 4, 8, 16, 64, True):
+            first, lockstep, levels = None, False, [False, 2, 4, 8, 16, 64, True]
+            while levels:
+                unrolled = levels[0]
                 try:
-                    program, recorder, result = self._record(bound, unrolled)
+                    program, recorder, result = self._record(bound, unrolled, lockstep)
                     break
                 except (KernelTraceError, IndexError) as error:
                     if isinstance(error, IndexError) and first is None:
                         raise
+                    if isinstance(error, ProgramTraceError) and not lockstep and math.prod(self.grid or (1,)) > 1:
+                        lockstep = True
+                        continue
                     first = first or error
-                    if unrolled is True:
+                    levels.pop(0)
+                    if not levels:
                         raise first from None
         tiles, structure = _flatten_outputs(result)
         for t in tiles:
@@ -287,11 +296,9 @@ class Kernel:
                 for v in values]
         storages = [h.contiguous().reshape(-1).clone() for h in host]
         interpreter = Interpreter(self.grid)
-        result = None
-        for pid in itertools.product(*(range(g) for g in (self.grid or (1,)))):
-            interpreter.start_program(pid)
-            with activate(interpreter):
-                result = self.fn(**self._wrap(bound, interpreter, storages))
+        # The programs run in lockstep (_lockstep.py): one at a time, switching at barriers and exchanges.
+        from ._lockstep import Lockstep
+        result = Lockstep(interpreter).run(lambda k: self.fn(**self._wrap(bound, interpreter, storages)))[-1]
         tiles, structure = _flatten_outputs(result)
         for t in tiles:
             _check_output(t)

@@ -49,6 +49,9 @@ def install() -> list[str]:
                 module = targets[suffix]
             sys.modules[name] = module
             registered.append(name)
+    if "nki" in registered:  # `import nki.dtype as nt`: the dtype class, its dtypes as attributes
+        sys.modules["nki.dtype"] = package.dtype
+        registered.append("nki.dtype")
     if not _real_installation("neuron_dtypes"):  # the NumPy dtype helpers AWS's kernels import
         from . import neuron_dtypes
         neuron_dtypes.__torchneuron__ = True

@@ -506,16 +506,35 @@ find_index8 = nc_find_index8  # the legacy name
 
 # Between the cores of a multi-core (LNC2) launch ------------------------------------------------------
 def core_barrier(*args, **kwargs):
-    """Waits for the other cores of a multi-core launch; with one program there is none to wait for."""
-    if current().num_programs(None) > 1:
-        raise NKIError("nisa.core_barrier: barriers between the programs of a grid are not supported by torchneuron "
-                       "(its programs run independently); launch the kernel without a grid")
+    """Waits until every program of the grid has reached it (programs in lockstep); with one program
+    there is none to wait for."""
+    _sync("core_barrier")
 
 
 def sendrecv(*args, **kwargs):
-    """Exchanges tiles between the cores of a multi-core launch: not supported."""
-    raise NKIError("nisa.sendrecv: exchanging tiles between the cores of a multi-core launch is not supported by "
-                   "torchneuron")
+    """Sends src to the program send_to_rank and receives into dst what recv_from_rank sends (the
+    programs of a grid exchange tiles, each a barrier)."""
+    b = _bind(args, kwargs, ["src", "dst", "send_to_rank", "recv_from_rank", "pipe_id"], "sendrecv")
+    from ._lockstep import rank_of
+    payload = (b["src"], b["dst"], rank_of(b["send_to_rank"]), rank_of(b["recv_from_rank"]))
+    if tuple(payload[0].shape) != tuple(payload[1].shape) and \
+            math.prod(payload[0].shape) != math.prod(payload[1].shape):
+        raise NKIError(f"nisa.sendrecv: src {payload[0].shape} and dst {payload[1].shape} differ in size")
+    if current().num_programs(None) == 1:
+        raise NKIError("nisa.sendrecv: the kernel runs as one program (launch it on a grid, kernel[2](...), for its "
+                       "programs to exchange tiles)")
+    _sync("sendrecv", payload)
+
+
+def _sync(kind, payload=None):
+    ctx = current()
+    if ctx.num_programs(None) == 1:
+        return
+    lockstep = getattr(ctx, "lockstep", None)
+    if lockstep is None:  # a compiled trace with symbolic program ids: traced again in lockstep
+        from ._expr import ProgramTraceError
+        raise ProgramTraceError(f"nisa.{kind} between the programs of a grid")
+    lockstep.sync(kind, payload)
 
 
 def get_nc_version():
