@@ -85,10 +85,15 @@ void complex_binary_typed(BinaryOp op, const ElementwiseArgs& args, OpScalar alp
   using Z = std::complex<R>;
   const R scale = static_cast<R>(alpha.real);
   switch (op) {
+    // x + alpha y with alpha the complex (alpha, 0), multiplied out as CPU PyTorch does (sub adds
+    // -alpha): 0 times an infinite part of y is NaN, so an infinity in y's other part gives NaN.
     case BinaryOp::kAdd:
-      return map<Z, Z, 2>(args, [scale](Z x, Z y) { return Z(x.real() + scale * y.real(), x.imag() + scale * y.imag()); });
-    case BinaryOp::kSub:
-      return map<Z, Z, 2>(args, [scale](Z x, Z y) { return Z(x.real() - scale * y.real(), x.imag() - scale * y.imag()); });
+    case BinaryOp::kSub: {
+      const R s = op == BinaryOp::kSub ? -scale : scale;
+      return map<Z, Z, 2>(args, [s](Z x, Z y) {
+        return Z(x.real() + (s * y.real() - R(0) * y.imag()), x.imag() + (s * y.imag() + R(0) * y.real()));
+      });
+    }
     case BinaryOp::kMul:
       return map<Z, Z, 2>(args, [](Z x, Z y) {
         return Z(x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real());

@@ -10,6 +10,7 @@
 #include <ATen/ops/geometric_ops.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/view_as_real.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <limits>
@@ -168,7 +169,7 @@ at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Gene
               self.scalar_type());
   if (self.numel() == 0) return self;
   const runtime::PhiloxStream stream = reserve_stream(self, generator, words);
-  const kernels::StridedView view = strided_view(self);
+  const kernels::StridedView view = bits_view(self);  // uint16/32/64: random_ writes their bits
   enqueue(self, op, {&self}, [view, stream, launch] { launch(view, stream); });
   return self;
 }
@@ -179,6 +180,11 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
   TORCH_CHECK(std::isfinite(to - from), "uniform_: range [", from, ", ", to, ") is not finite");
+  if (self.is_complex()) {  // as CPU: real and imaginary parts each uniform in [from, to)
+    at::Tensor parts = at::view_as_real(self);
+    uniform_(parts, from, to, generator);
+    return self;
+  }
   const kernels::StridedView view = strided_view(self);
   return random_fill(self, "aten::uniform_", generator, kernels::uniform_words_needed(view),
                      [from, to](const kernels::StridedView& v, runtime::PhiloxStream s) {
@@ -188,6 +194,11 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> generator) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.is_complex()) {  // as CPU: real and imaginary parts each carry half the variance
+    at::Tensor parts = at::view_as_real(self);
+    normal_(parts, mean, std / std::sqrt(2.0), generator);
+    return self;
+  }
   const kernels::StridedView view = strided_view(self);
   return random_fill(self, "aten::normal_", generator, kernels::normal_words_needed(view),
                      [mean, std](const kernels::StridedView& v, runtime::PhiloxStream s) {
@@ -211,13 +222,52 @@ int64_t default_random_max(c10::ScalarType type) {
     case at::kShort: return 32767;
     case at::kInt: return 2147483647;
     case at::kLong: return std::numeric_limits<int64_t>::max();
+    case at::kUInt16: return 65535;
+    case at::kUInt32: return 4294967295;
+    case at::kUInt64: return -1;  // as CPU: the maximum cast to int64, which check_random_bounds rejects
     default: TORCH_CHECK(false, "random_ does not support dtype ", type);
   }
 }
 
+// CPU PyTorch's bounds on random_'s [from, to_inc] (check_from_to_in_range), with its messages.
+void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
+  const c10::ScalarType type = self.scalar_type();
+  if (at::isFloatingType(type)) {
+    const double max = type == at::kHalf       ? 65504.0
+                       : type == at::kBFloat16 ? 3.3895313892515355e38
+                       : type == at::kFloat    ? static_cast<double>(std::numeric_limits<float>::max())
+                                               : std::numeric_limits<double>::max();
+    TORCH_CHECK(from >= -max && from <= max, "from is out of bounds for ", self.dtype());
+    TORCH_CHECK(to_inc >= -max && to_inc <= max, "to - 1 is out of bounds for ", self.dtype());
+    const int digits = type == at::kHalf ? 11 : type == at::kBFloat16 ? 8 : type == at::kFloat ? 24 : 53;
+    for (auto [value, name] : {std::pair{from, "from"}, std::pair{to_inc, "to - 1"}}) {
+      if (value < -(int64_t{1} << digits) || value > (int64_t{1} << digits)) {
+        TORCH_WARN(name, " is out of bounds [-(2^", digits, "), 2^", digits, "]. Due to precision limitations ",
+                   self.dtype(), " can support discrete uniform distribution only within this range. ",
+                   "This warning will become an error in version 1.7 release, please fix the code in advance");
+      }
+    }
+    return;
+  }
+  int64_t min = 0, max = std::numeric_limits<int64_t>::max();
+  switch (type) {
+    case at::kBool: max = 1; break;
+    case at::kByte: max = 255; break;
+    case at::kChar: min = -128, max = 127; break;
+    case at::kShort: min = -32768, max = 32767; break;
+    case at::kInt: min = std::numeric_limits<int32_t>::min(), max = std::numeric_limits<int32_t>::max(); break;
+    case at::kLong: min = std::numeric_limits<int64_t>::min(); break;
+    case at::kUInt16: max = 65535; break;
+    case at::kUInt32: max = 4294967295; break;
+    default: break;  // kUInt64: [0, INT64_MAX]
+  }
+  TORCH_CHECK(from >= min && from <= max, "from is out of bounds for ", self.dtype());
+  TORCH_CHECK(to_inc >= min && to_inc <= max, "to - 1 is out of bounds for ", self.dtype());
+}
+
 at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, std::optional<at::Generator> generator) {
   TORCH_CHECK(!self.is_complex(), "random_ does not support complex tensors");
-  const kernels::StridedView view = strided_view(self);
+  const kernels::StridedView view = bits_view(self);  // uint16/32/64 as the signed type's bits
   return random_fill(
       self, "aten::random_", generator, kernels::integer_words_needed(view),
       [from, range](const kernels::StridedView& v, runtime::PhiloxStream s) { kernels::random_integers(v, s, from, range); },
@@ -229,10 +279,16 @@ at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, std::op
 at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> generator) {
   if (to.has_value()) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    check_random_bounds(from, *to - 1, self);
     return random_range(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), generator);
   }
+  if (from == std::numeric_limits<int64_t>::min()) return random_range(self, from, 0, generator);  // all 2^64
   const int64_t max = default_random_max(self.scalar_type());
-  TORCH_CHECK(from <= max, "random_ expects 'from' to be at most ", max, " for ", self.scalar_type(), ", got ", from);
+  if (at::isFloatingType(self.scalar_type())) {
+    TORCH_CHECK(from < max, "random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' casted to ",
+                "dtype, but got from=", from, " > to_inc=", max);
+  }
+  check_random_bounds(from, max, self);
   return random_range(self, from, static_cast<uint64_t>(max) - static_cast<uint64_t>(from) + 1, generator);
 }
 
@@ -241,6 +297,9 @@ at::Tensor& random_to_(at::Tensor& self, int64_t to, std::optional<at::Generator
 }
 
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> generator) {
+  const c10::ScalarType type = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(type != at::kUInt16 && type != at::kUInt32 && type != at::kUInt64,
+                              "\"random_\" not implemented for '", type, "'");
   return random_from_(self, 0, std::nullopt, generator);
 }
 

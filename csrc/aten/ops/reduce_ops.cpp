@@ -162,9 +162,17 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool k
               "mean(): could not infer output dtype. Optional dtype must be either a floating point "
               "or complex dtype. Got: ", type);
   const DimMask mask = reduced_dims(self, dim);
-  const bool launched = self.is_complex() ? launch_complex_reduce(ReduceOp::kMean, "aten::mean", self, mask, keepdim, result)
-                                          : launch_reduce(ReduceOp::kMean, "aten::mean", self, mask, keepdim, result);
-  if (!launched) {
+  if (self.is_complex()) {
+    // As CPU PyTorch: the sum divided by the count as complex numbers, so that a NaN or an
+    // infinity in either part of the sum reaches both parts of the mean.
+    if (!launch_complex_reduce(ReduceOp::kSum, "aten::mean", self, mask, keepdim, result)) {
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(mean, out)>::call(self, dim, keepdim, dtype, result);
+    }
+    int64_t count = 1;
+    for (int64_t d = 0; d < self.dim(); ++d) count *= mask[d] ? self.size(d) : 1;
+    return result.div_(c10::complex<double>(static_cast<double>(count), 0.0));
+  }
+  if (!launch_reduce(ReduceOp::kMean, "aten::mean", self, mask, keepdim, result)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(mean, out)>::call(self, dim, keepdim, dtype, result);
   }
   return result;
