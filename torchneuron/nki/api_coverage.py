@@ -34,7 +34,6 @@ HINTS = {"name", "engine", "priority", "dge_mode", "dma_engine", "perf_mode", "t
 # What the probes cannot see: what is missing from a name that exists (module.name -> note).
 NOTES = {
     "nki.simulate": "the legacy `nki.simulate_kernel(kernel, *arrays)` runs a kernel in the interpreter",
-    "nki.isa.core_barrier": "a grid's programs run independently: raises NKIError when the launch has a grid",
     "nki.isa.bn_stats": ("writes (count, mean, variance, 0, 0, 0) per partition, not the documented even / odd halves; "
                         "bn_aggr reads it"),
     "nki.isa.nc_matmul": "`is_transpose` is accepted; the product is stationary.T @ moving either way",
@@ -46,9 +45,9 @@ NOTES = {
     "nki.language.float8_e5m2": "on chip only (device-memory tensors refused), not rounded to the format",
     "nki.language.float8_e4m3fn": "on chip only (device-memory tensors refused), not rounded to the format",
     "nki.language.float8_e8m0fnu": "on chip only (device-memory tensors refused), not rounded to the format",
-    "nki.language.float8_e5m2_x4": "a name only: any tile of a packed dtype is refused",
-    "nki.language.float8_e4m3fn_x4": "a name only: any tile of a packed dtype is refused",
-    "nki.language.float4_e2m1fn_x4": "a name only: any tile of a packed dtype is refused",
+    "nki.language.float8_e5m2_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",
+    "nki.language.float8_e4m3fn_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",
+    "nki.language.float4_e2m1fn_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",
     "nki.language.uint16": "device-memory tensors are stored as int32",
     "nki.language.uint32": "device-memory tensors are stored as int32",
 }
