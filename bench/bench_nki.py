@@ -93,6 +93,7 @@ def close_to(got, ref, rtol):
 
 
 def library(module):
+    """A module of the library's core/ (nkilib_src.nkilib.core.<module>)."""
     return importlib.import_module("nkilib_src.nkilib.core." + module)
 
 
