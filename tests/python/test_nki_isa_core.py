@@ -102,3 +102,168 @@ def test_sendrecv_without_a_peer_is_refused():
         return x
     with pytest.raises(nki.NKIError, match="does not send"):
         nki.simulate_kernel(lonely[2], np.zeros((2, 2), np.float32))
+
+
+# Instructions of _isa_core.py -----------------------------------------------------------------------
+@nki.jit
+def k_predicated(x, pred):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    a = nl.load(x)
+    p = nl.ndarray(pred.shape, nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(dst=p, src=pred)
+    d = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=d, value=-1.0)
+    nisa.tensor_copy_predicated(dst=d, src=a, predicate=p)
+    e = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=e, src=d)
+    nisa.tensor_copy_predicated(dst=e, src=7.0, predicate=p, reverse_pred=True)
+    nl.store(out, e)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_tensor_copy_predicated(mode):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 24)).astype(np.float32)
+    pred = (rng.random((16, 24)) > 0.5).astype(np.uint8)
+    got = run(k_predicated, mode, x, pred)
+    np.testing.assert_array_equal(got, np.where(pred != 0, x, 7.0))
+
+
+@nki.jit
+def k_range_select(x, lo, hi, start):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    best = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+    a, b0, b1 = nl.load(x), nl.load(lo), nl.load(hi)
+    d = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    r = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+    nisa.range_select(dst=d, on_true_tile=a, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=b0, bound1=b1,
+                      reduce_res=r, reduce_op=nl.maximum, range_start=start, on_false_value=-100.0)
+    nl.store(out, d)
+    nl.store(best, r)
+    return out, best
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_range_select(mode):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 32)).astype(np.float32)
+    lo = rng.integers(0, 40, (8, 1)).astype(np.float32)
+    hi = lo + rng.integers(0, 20, (8, 1)).astype(np.float32)
+    got, best = run(k_range_select, mode, x, lo, hi, 10)
+    pos = np.arange(32)[None, :] + 10
+    expected = np.where((pos >= lo) & (pos < hi), x, -100.0)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(best[:, 0], expected.max(axis=1))
+
+
+@nki.jit
+def k_select_reduce(x, pred, fill):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    best = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+    a, f = nl.load(x), nl.load(fill)
+    p = nl.ndarray(pred.shape, nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(dst=p, src=pred)
+    d = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    r = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=d, predicate=p, on_true=a, on_false=f, reduce_res=r, reverse_pred=True)
+    nl.store(out, d)
+    nl.store(best, r)
+    return out, best
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_select_reduce(mode):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 20)).astype(np.float32)
+    pred = (rng.random((8, 20)) > 0.5).astype(np.uint8)
+    fill = rng.standard_normal((8, 1)).astype(np.float32)
+    got, best = run(k_select_reduce, mode, x, pred, fill)
+    expected = np.where(pred == 0, x, fill)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(best[:, 0], expected.max(axis=1))
+
+
+@nki.jit
+def k_partition_reduce(x):
+    out = nl.ndarray((3, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+    a = nl.load(x)
+    for k, op in enumerate((nl.add, nl.maximum, nl.minimum)):
+        r = nl.ndarray((1, x.shape[1]), x.dtype, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(r, op, a)
+        nl.store(out[k:k + 1, :], r)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_tensor_partition_reduce(mode):
+    x = np.random.default_rng(5).standard_normal((100, 300)).astype(np.float32)  # free size past 128
+    got = run(k_partition_reduce, mode, x)
+    np.testing.assert_allclose(got, np.stack([x.sum(0), x.max(0), x.min(0)]), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def k_n_gather(x, idx):
+    out = nl.ndarray(idx.shape, x.dtype, buffer=nl.shared_hbm)
+    data = nl.ndarray((x.shape[0], 4, x.shape[1] // 4), x.dtype, buffer=nl.sbuf)  # free dims flattened
+    nisa.dma_copy(dst=data, src=x.reshape((x.shape[0], 4, x.shape[1] // 4)))
+    i = nl.ndarray(idx.shape, nl.uint32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=i, src=idx)
+    d = nl.ndarray(idx.shape, x.dtype, buffer=nl.sbuf)
+    nisa.nc_n_gather(dst=d, data=data, indices=i)
+    nl.store(out, d)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_nc_n_gather(mode):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((16, 64)).astype(np.float32)
+    idx = rng.integers(0, 64, (16, 10)).astype(np.int32)
+    np.testing.assert_array_equal(run(k_n_gather, mode, x, idx), np.take_along_axis(x, idx, axis=1))
+
+
+@nki.jit
+def k_nonzero(x):
+    out = nl.ndarray((x.shape[0], x.shape[1] + 1), nl.int32, buffer=nl.shared_hbm)
+    a = nl.load(x)
+    d = nl.ndarray((x.shape[0], x.shape[1] + 1), nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=d, value=-7)
+    nisa.nonzero_with_count(dst=d, src=a, index_offset=100, padding_val=-1)
+    nl.store(out, d)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_nonzero_with_count(mode):
+    rng = np.random.default_rng(7)
+    x = (rng.random((40, 50)) > 0.6).astype(np.float32) * rng.standard_normal((40, 50)).astype(np.float32)
+    x[16] = 0.0  # a partition with none
+    got = run(k_nonzero, mode, x)
+    for p in range(40):
+        if p % 16:
+            assert (got[p] == -7).all()  # only partitions 0, 16, 32, ... are written
+            continue
+        nz = np.flatnonzero(x[p])
+        expected = np.concatenate([nz + 100, -np.ones(50 - len(nz)), [len(nz)]])
+        np.testing.assert_array_equal(got[p], expected)
+
+
+@nki.jit
+def k_dma_compute(a, b, c):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_compute(out, (a, b, c), scales=(1.0, 1.0, 1.0), reduce_op=nl.add)  # device memory to device memory
+    t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    nisa.dma_compute(dst=t, srcs=[out, a], scales=[1.0, -2.0], reduce_op=nl.add)
+    out2 = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(out2, t)
+    return out, out2
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_dma_compute(mode):
+    rng = np.random.default_rng(8)
+    a, b, c = (rng.standard_normal((8, 16)).astype(np.float32) for _ in range(3))
+    s, t = run(k_dma_compute, mode, a, b, c)
+    np.testing.assert_allclose(s, a + b + c, rtol=1e-6)
+    np.testing.assert_allclose(t, a + b + c - 2 * a, rtol=1e-6, atol=1e-6)

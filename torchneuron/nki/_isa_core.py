@@ -1,0 +1,219 @@
+"""nki.isa instructions that reduce across partitions, select by predicates and ranges, gather
+within a partition, compact nonzeros, and compute in the DMA engines (the core kernels of AWS's
+nki-library use them). Each is built from the tile ops both executors share (pointwise, reduce,
+scan), so compiled and interpreted kernels agree."""
+from __future__ import annotations
+
+import math
+
+from . import language as nl
+from ._context import Expression, Op, current
+from ._tensor import NKIError, Tile
+
+_FP32_MIN = -3.4028234663852886e38
+
+
+def _bind(args, kwargs, names, fn):
+    if len(args) > len(names):
+        raise NKIError(f"nisa.{fn}: too many positional arguments ({len(args)})")
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    for name in names:
+        if name not in bound and name in ("dst",):
+            raise NKIError(f"nisa.{fn} writes into dst=: pass the destination tile")
+    return bound
+
+
+def _rows(t: Tile) -> Tile:
+    """t as [partitions, elements per partition] (its free dims flattened)."""
+    if len(t.shape) == 2:
+        return t
+    if len(t.shape) == 1:
+        return Tile(t._buffer, t.offset, [t.sizes[0], 1], [t.strides[0], 0])
+    return t.reshape((t.shape[0], math.prod(t.shape[1:])))
+
+
+def _partitions(t: Tile, start, count, step=1) -> Tile:
+    """Partitions start, start + step, ... (count of them) of a [P, F] view."""
+    return Tile(t._buffer, t.offset + start * t.strides[0], [count] + t.sizes[1:], [step * t.strides[0]] + t.strides[1:])
+
+
+def _scratch(shape, dtype=nl.float32) -> Tile:
+    return nl.ndarray(tuple(shape), dtype, buffer=nl.sbuf)
+
+
+def _emit(dst, sources, expr, name, dma=False):
+    current().emit(Op("pointwise", dst, sources, expr.nodes, dma=dma, name=name))
+
+
+def _operand(expr, sources, value, shape):
+    """A scalar literal, or a tile (a [P, 1] tile broadcast along the free axis) as an expression node."""
+    if isinstance(value, Tile):
+        sources.append(nl._matched(value, shape))
+        return expr.source(len(sources) - 1)
+    return expr.integer(value) if not isinstance(value, float) else expr.literal(value)
+
+
+# Across partitions --------------------------------------------------------------------------------
+def tensor_partition_reduce(*args, **kwargs):
+    """dst [1, F] = op (add, max or min) over the partitions of data [P, F]."""
+    b = _bind(args, kwargs, ["dst", "op", "data"], "tensor_partition_reduce")
+    data, dst = _rows(b["data"]), _rows(b["dst"])
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(b["op"]))
+    if reduce_op is None:
+        raise NKIError("nisa.tensor_partition_reduce: op must be an add, max or min")
+    if dst.shape != (1, data.shape[1]):
+        raise NKIError(f"nisa.tensor_partition_reduce: dst {b['dst'].shape} must hold one partition of "
+                       f"{data.shape[1]} elements")
+    for f0 in range(0, data.shape[1], 128):  # the transposed view: free elements along partitions, 128 at a time
+        n = min(128, data.shape[1] - f0)
+        view = Tile(data._buffer, data.offset + f0 * data.strides[1], [n, data.shape[0]],
+                    [data.strides[1], data.strides[0]])
+        out = Tile(dst._buffer, dst.offset + f0 * dst.strides[1], [n, 1], [dst.strides[1], 0])
+        nl.reduce_tile(reduce_op, view, (1,), out=out, name="nisa.tensor_partition_reduce")
+    return b["dst"]
+
+
+# Predicates and ranges ----------------------------------------------------------------------------
+def tensor_copy_predicated(*args, **kwargs):
+    """dst = src where predicate is non-zero (zero with reverse_pred), dst unchanged elsewhere; src a
+    tile or a scalar."""
+    b = _bind(args, kwargs, ["dst", "src", "predicate", "reverse_pred"], "tensor_copy_predicated")
+    dst, src, pred = b["dst"], b["src"], b["predicate"]
+    expr, sources = Expression(), [dst, nl._matched(pred, dst.shape)]
+    keep, test = expr.source(0), expr.op("ne", expr.source(1), expr.literal(0.0))
+    if b.get("reverse_pred"):
+        test = expr.op("logical_not", test)
+    value = _operand(expr, sources, src, dst.shape)
+    expr.op("where", test, value, keep)
+    _emit(dst, sources, expr, "nisa.tensor_copy_predicated")
+    return dst
+
+
+def _reduce_result(b, data, expr, sources, name):
+    if b.get("reduce_res") is None:
+        return
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(b.get("reduce_op") or nl.maximum))
+    if reduce_op is None:
+        raise NKIError(f"nisa.{name}: reduce_op must be add, max or min")
+    nl.reduce_tile(reduce_op, data, tuple(range(1, len(data.shape))), out=b["reduce_res"], expression=expr,
+                   sources=sources, name=f"nisa.{name}")
+
+
+def range_select(*args, **kwargs):
+    """dst = on_true_tile where comp_op0(i + range_start, bound0) and comp_op1(i + range_start, bound1)
+    for the free index i (bounds [P, 1] tiles or scalars), else on_false_value; reduce_res gets
+    reduce_op (max by default) of the result along the free axis."""
+    b = _bind(args, kwargs, ["dst", "on_true_tile", "comp_op0", "comp_op1", "bound0", "bound1", "reduce_cmd",
+                             "reduce_res", "reduce_op", "range_start", "on_false_value"], "range_select")
+    dst, on_true = b["dst"], _rows(b["on_true_tile"])
+    if len(b["on_true_tile"].shape) > 2:
+        raise NKIError("nisa.range_select takes a 2-D on_true_tile [P, F]")
+    false_value = b.get("on_false_value", _FP32_MIN)
+    false_value = _FP32_MIN if false_value is Ellipsis or false_value is None else float(false_value)
+    expr, sources = Expression(), [on_true]
+    position = expr.op("add", expr.index(1), expr.integer(b.get("range_start", 0)))
+    first = expr.op(nl.op_name(b["comp_op0"]), position, _operand(expr, sources, b["bound0"], on_true.shape))
+    second = expr.op(nl.op_name(b["comp_op1"]), position, _operand(expr, sources, b["bound1"], on_true.shape))
+    expr.op("where", expr.op("logical_and", first, second), expr.source(0), expr.literal(false_value))
+    _emit(nl._matched(dst, on_true.shape) if dst.shape != on_true.shape else dst, sources, expr, "nisa.range_select")
+    _reduce_result(b, on_true, expr, sources, "range_select")
+    return dst
+
+
+def select_reduce(*args, **kwargs):
+    """dst = on_true where predicate (not, with reverse_pred) else on_false (a scalar or [P, 1] tile);
+    reduce_res gets the max (reduce_op) of dst along the free axes."""
+    b = _bind(args, kwargs, ["dst", "predicate", "on_true", "on_false", "reduce_res", "reduce_cmd", "reduce_op",
+                             "reverse_pred"], "select_reduce")
+    dst, on_true = b["dst"], b["on_true"]
+    expr, sources = Expression(), [on_true, nl._matched(b["predicate"], on_true.shape)]
+    test = expr.op("ne", expr.source(1), expr.literal(0.0))
+    if b.get("reverse_pred"):
+        test = expr.op("logical_not", test)
+    on_false = b["on_false"]
+    expr.op("where", test, expr.source(0), _operand(expr, sources, float(on_false) if not isinstance(on_false, Tile)
+                                                    else on_false, on_true.shape))
+    _emit(dst, sources, expr, "nisa.select_reduce")
+    _reduce_result(b, on_true, expr, sources, "select_reduce")
+    return dst
+
+
+# Gathers and compaction ---------------------------------------------------------------------------
+def nc_n_gather(*args, **kwargs):
+    """dst[p, j] = data[p, indices[p, j]], the free dims of data flattened (an index outside them gives 0)."""
+    b = _bind(args, kwargs, ["dst", "data", "indices"], "nc_n_gather")
+    data, idx, dst = _rows(b["data"]), _rows(b["indices"]), _rows(b["dst"])
+    p, j, f = data.shape[0], idx.shape[1], data.shape[1]
+    if idx.shape[0] != p or dst.shape != (p, j):
+        raise NKIError(f"nisa.nc_n_gather: data {b['data'].shape}, indices {b['indices'].shape} and dst "
+                       f"{b['dst'].shape} must share partitions, dst as many elements as indices")
+    wanted = Tile(idx._buffer, idx.offset, [p, j, f], [idx.strides[0], idx.strides[1], 0])
+    values = Tile(data._buffer, data.offset, [p, j, f], [data.strides[0], 0, data.strides[1]])
+    expr = Expression()
+    expr.op("where", expr.op("eq", expr.source(0), expr.index(2)), expr.source(1), expr.literal(0.0))
+    out = Tile(dst._buffer, dst.offset, [p, j, 1], [dst.strides[0], dst.strides[1], 0])
+    nl.reduce_tile("add", wanted, (2,), out=out, expression=expr, sources=[wanted, values], name="nisa.nc_n_gather")
+    return b["dst"]
+
+
+def nonzero_with_count(*args, **kwargs):
+    """For partitions 0, 16, ..., 112 of src [P, F] (free dims flattened): dst[p, :n] = the positions
+    (+ index_offset) of its n nonzero elements in order, dst[p, n:F] = padding_val, dst[p, F] = n.
+    Other partitions of dst are left as they are."""
+    b = _bind(args, kwargs, ["dst", "src", "index_offset", "padding_val"], "nonzero_with_count")
+    src, dst = _rows(b["src"]), _rows(b["dst"])
+    f = src.shape[1]
+    if dst.shape[1] != f + 1 or dst.shape[0] != src.shape[0]:
+        raise NKIError(f"nisa.nonzero_with_count: dst {b['dst'].shape} must have the partitions of src "
+                       f"{b['src'].shape} and one element more per partition")
+    active = math.ceil(src.shape[0] / 16)
+    src, dst = _partitions(src, 0, active, 16), _partitions(dst, 0, active, 16)
+    nonzero, count = _scratch((active, f)), _scratch((active, f))
+    expr = Expression()
+    expr.op("ne", expr.source(0), expr.literal(0.0))
+    _emit(nonzero, [src], expr, "nisa.nonzero_with_count")
+    scan = Expression()
+    scan.op("add", scan.carry(), scan.source(0))  # count[i]: nonzeros among 0..i
+    current().emit(Op("scan", count, [nonzero, nonzero], scan.nodes, initial=0.0, name="nisa.nonzero_with_count"))
+    # The j-th nonzero sits where the running count first exceeds j: at the number of i with count[i] <= j.
+    position = _scratch((active, f))
+    block = max(1, (1 << 22) // max(1, active * f))
+    for j0 in range(0, f, block):
+        n = min(block, f - j0)
+        counts = Tile(count._buffer, count.offset, [active, n, f], [count.strides[0], 0, count.strides[1]])
+        expr = Expression()
+        expr.op("le", expr.source(0), expr.op("add", expr.index(1), expr.literal(float(j0))))
+        out = Tile(position._buffer, position.offset + j0, [active, n, 1], [position.strides[0], 1, 0])
+        nl.reduce_tile("add", counts, (2,), out=out, expression=expr, sources=[counts], name="nisa.nonzero_with_count")
+    expr, total = Expression(), Tile(count._buffer, count.offset + f - 1, [active, f], [count.strides[0], 0])
+    offset = expr.op("add", expr.source(0), expr.integer(b.get("index_offset", 0)))
+    padding = b.get("padding_val", -1)
+    expr.op("where", expr.op("lt", expr.index(1), expr.source(1)), offset, expr.literal(float(padding)))
+    _emit(Tile(dst._buffer, dst.offset, [active, f], dst.strides), [position, total], expr, "nisa.nonzero_with_count")
+    nl.copy_into(Tile(dst._buffer, dst.offset + f * dst.strides[1], [active, 1], [dst.strides[0], 0]),
+                 Tile(count._buffer, count.offset + f - 1, [active, 1], [count.strides[0], 0]),
+                 name="nisa.nonzero_with_count")
+    return b["dst"]
+
+
+# The DMA engines' arithmetic ----------------------------------------------------------------------
+def dma_compute(*args, **kwargs):
+    """dst = reduce_op(srcs[0] * scales[0], srcs[1] * scales[1], ...) in float32, between any memories."""
+    b = _bind(args, kwargs, ["dst", "srcs", "reduce_op", "scales"], "dma_compute")
+    dst, srcs = b["dst"], list(b["srcs"])
+    scales = list(b.get("scales") or [1.0] * len(srcs))
+    if len(scales) != len(srcs) or not srcs:
+        raise NKIError(f"nisa.dma_compute: {len(srcs)} srcs and {len(scales)} scales")
+    name = nl.op_name(b.get("reduce_op") or nl.add)
+    if name not in ("add", "maximum", "minimum", "mul"):
+        raise NKIError(f"nisa.dma_compute: reduce_op must be add (or max, min, multiply), got {name}")
+    expr, sources, value = Expression(), [], None
+    for src, scale in zip(srcs, scales):
+        sources.append(nl._matched(src, dst.shape))
+        term = expr.source(len(sources) - 1)
+        if float(scale) != 1.0:
+            term = expr.op("mul", term, expr.literal(float(scale)))
+        value = term if value is None else expr.op(name, value, term)
+    _emit(dst, sources, expr, "nisa.dma_compute", dma=True)
+    return dst
