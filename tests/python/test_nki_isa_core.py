@@ -267,3 +267,35 @@ def test_dma_compute(mode):
     s, t = run(k_dma_compute, mode, a, b, c)
     np.testing.assert_allclose(s, a + b + c, rtol=1e-6)
     np.testing.assert_allclose(t, a + b + c - 2 * a, rtol=1e-6, atol=1e-6)
+
+
+def test_dtypes_survive_copies():
+    import copy
+    import pickle
+    cfg = {"dtype": nl.bfloat16}
+    assert copy.deepcopy(cfg)["dtype"] is nl.bfloat16 and pickle.loads(pickle.dumps(nl.int32)) is nl.int32
+    assert copy.deepcopy(nl.bfloat16) in (nl.float32, nl.bfloat16)
+    assert np.zeros(2, dtype=nl.int32).dtype == np.int32 and np.zeros(2, dtype=nl.float16).dtype == np.float16
+
+
+@nki.jit
+def k_broadcast_psum_source(x, w):
+    """A PSUM column read through a stride-0 view (AWS's layernorm_tkg: the mean, broadcast)."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    a, ws = nl.load(x), nl.load(w)
+    mean = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=mean, stationary=ws, moving=nl.load(x[:, 0:1]))
+    wide = mean.ap([[1, x.shape[0]], [0, x.shape[1]]], 0)
+    d = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=d, data1=a, data2=wide, op=nl.subtract)
+    nl.store(out, d)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_broadcast_view_of_psum_as_a_source(mode):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    w = rng.standard_normal((16, 16)).astype(np.float32)
+    expected = x - (w.T @ x[:, 0:1])
+    np.testing.assert_allclose(run(k_broadcast_psum_source, mode, x, w), expected, rtol=1e-4, atol=1e-4)

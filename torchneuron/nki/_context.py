@@ -494,6 +494,10 @@ class Interpreter(Executor):
 
     def store(self, tile: Tile, values: torch.Tensor, limits=None) -> None:
         target = self.view(tile, limits)
+        values = values.expand_as(target)
+        repeated = tuple(slice(-1, None) if st == 0 and n > 1 else slice(None) for n, st in zip(target.shape, tile.strides))
+        if any(r.start is not None for r in repeated):  # a broadcast view written: its last value lands
+            target, values = target[repeated], values[repeated]
         if tile.buffer.on_chip:
             target.copy_(round_to(values, tile.dtype).expand_as(target))
         else:

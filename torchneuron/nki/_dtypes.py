@@ -18,9 +18,12 @@ class dtype:
 
     def __eq__(self, other):
         try:
-            return to_dtype(other) is self
+            return to_dtype(other).name == self.name
         except (TypeError, KeyError):
             return False
+
+    def __reduce__(self):  # copies and pickles are the one dtype of that name
+        return (to_dtype, (self.name,))
 
     def __hash__(self):
         return hash(self.name)
