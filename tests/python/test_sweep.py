@@ -94,18 +94,27 @@ def test_shrinker_without_transformers_objects():
 
 def test_unknown_model_type_is_skipped_with_reason():
     row = sweep.run_model("no_such_model_type")
-    assert row["status"] == "skipped" and row["load"] == "skipped"
+    assert row["status"] == "skipped" and row["load"] == "skipped" and row["reference"] == "skipped"
     assert "unknown model type" in row["reasons"]["load"]
     for column in ("forward", "backward", "compile"):
         assert row[column] == "skipped" and row["reasons"][column]
 
 
 def test_model_that_fails_to_build_is_recorded():
+    # Every shrink strategy fails to make a config: the CPU reference column says so, apart from
+    # the device columns (which say there was no reference), and the totals count it there.
     with mock.patch.object(sweep.models, "tiny_config", side_effect=ValueError("bad config")):
         row = sweep.run_model("bert")
-    assert row["status"] == "skipped"
-    assert row["reasons"]["load"].endswith("ValueError: bad config")
+    assert row["status"] == "reference_error" and row["reference"] == "error" and not row["built"]
+    assert "could not be built" in row["reasons"]["reference"]
+    assert "ValueError: bad config" in row["reasons"]["reference"]
+    assert [a.split(" ")[0] for a in row["shrink_attempts"]] == list(sweep.STRATEGIES)
+    assert row["load"] == "skipped" and row["reasons"]["forward"].startswith("no CPU reference")
     assert row["time_s"] is not None
+    t = sweep.totals([row])
+    assert t["reference_error"] == 1 and t["error"] == 0 and t["built"] == 0
+    text = sweep.markdown([row])
+    assert "CPU-reference failures by class" in text and "build: ValueError" in text
 
 
 def test_failed_worker_row_is_an_error_with_reason():
@@ -305,3 +314,115 @@ def test_graphs_the_compiler_gives_back_are_counted(monkeypatch):
     assert row["graphs_eager"] == 1 and row["graphs_compiled"] == 0
     assert "lowering rejected this graph" in row["reasons"]["graphs_eager"]
     assert sweep.totals([row])["models_with_eager_graphs"] == 1
+
+
+# --- The harness (issue 46): shrink ladder, inputs from what a model declares, sub-models. ---
+
+def test_shrinker_keeps_derived_sizes_consistent():
+    import transformers as tf
+    # MLA (DeepSeek-V3) needs as many key/value heads as heads: the ratio is kept, not the count.
+    config = sweep.tiny_config(tf.DeepseekV3Config)
+    assert config.num_attention_heads == config.num_key_value_heads == 4
+    assert config.n_group == config.topk_group == 1 and config.n_routed_experts == 4
+    # GPT-J rotates only rotary_dim of each head: it must fit the tiny head.
+    config = sweep.tiny_config(tf.GPTJConfig)
+    assert config.rotary_dim <= config.n_embd // config.n_head
+    # M-RoPE: the sections fill half of the tiny head (the model reads [16, 24, 24] otherwise).
+    text = sweep.tiny_config(tf.Qwen2_5_VLConfig).text_config
+    head = text.hidden_size // text.num_attention_heads
+    assert sum(text.rope_parameters["mrope_section"]) * 2 == head
+    assert sweep.check_config(sweep.tiny_config(tf.Qwen2_5_VLConfig)) == []
+    # Per-stage head lists (Swin) divide every stage's width.
+    config = sweep.tiny_config(tf.SwinConfig)
+    assert all(config.embed_dim * 2 ** i % h == 0 for i, h in enumerate(config.num_heads))
+
+
+def test_shrinker_cuts_per_layer_lists_and_configs_together():
+    import transformers as tf
+    # Gemma 4's text config is heterogeneous (some layers have their own head_dim): the tiny
+    # config keeps one such layer, as layer 1, with the layer-type list cut to the same layers.
+    default = tf.Gemma4TextConfig()
+    config = sweep.tiny_config(tf.Gemma4TextConfig)
+    assert config.num_hidden_layers == 2 and len(config.layer_types) == 2
+    assert config.layer_types[0] != config.layer_types[1]
+    assert set(default.layer_types) == set(config.layer_types)
+    assert [int(k) for k in config.to_dict()["per_layer_config"]] == [1]
+    model, config = sweep.build_model("gemma4_text")
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000
+
+
+def test_check_config_names_broken_invariants():
+    class Config:  # what a careless shrink would make (transformers' own checks refuse it)
+        sub_configs = {}
+
+        def __init__(self):
+            self.hidden_size, self.num_attention_heads, self.num_key_value_heads = 30, 4, 3
+            self.num_hidden_layers, self.layer_types = 2, ["full_attention"] * 3
+            self.rope_parameters = {"rope_type": "default", "mrope_section": [16, 24, 24]}
+
+    problems = sweep.check_config(Config())
+    assert any("mrope_section" in p for p in problems)
+    assert any("not a multiple" in p for p in problems)
+    assert any("key/value heads" in p for p in problems)
+    assert any("layer_types has 3 entries for 2 layers" in p for p in problems)
+
+
+def test_ladder_falls_back_to_a_less_tiny_strategy_and_records_it():
+    # Bros's tiny config builds but its CPU forward raises; keeping the widths ("layers") runs.
+    prep = sweep.prepare("bros")
+    assert prep.strategy == "layers" and prep.built_strategy == "tiny"
+    assert [(s, stage) for s, stage, _ in prep.attempts] == [("tiny", "reference")]
+    assert "bbox" in prep.inputs  # a layout model gets boxes beside its token ids
+    box = prep.inputs["bbox"]
+    assert box.shape == (sweep.BATCH, sweep.SEQ, 4) and (box[..., 2:] > box[..., :2]).all()
+
+
+def test_inputs_come_from_the_forward_signature_and_config():
+    import torch
+
+    class Declares(torch.nn.Module):
+        main_input_name = "past_values"
+
+        def forward(self, past_values, past_observed_mask, freq, attention_mask=None):
+            return past_values
+
+    from types import SimpleNamespace
+    config = SimpleNamespace(context_length=24, lags_sequence=[1, 4], num_input_channels=1)
+    cands, why = sweep.input_candidates(Declares(), config)
+    assert why == "" and set(cands[0]) == {"past_values", "past_observed_mask", "freq"}
+    assert cands[0]["past_values"].shape == (sweep.BATCH, 28)  # context plus the largest lag
+    assert cands[0]["past_observed_mask"].shape == cands[0]["past_values"].shape
+    assert sweep.required_params(Declares().forward) == ["past_values", "past_observed_mask", "freq"]
+
+    # Real models: a Qwen-VL style vision tower gets flattened patches and their (t, h, w) grid;
+    # a video model a (batch, frames, channels, height, width) clip.
+    prep = sweep.prepare("qwen2_5_vl_vision")
+    grid = prep.inputs["grid_thw"]
+    assert prep.strategy == "tiny" and grid.shape == (1, 3)
+    assert prep.inputs["hidden_states"].shape[0] == int(grid.prod())
+    prep = sweep.prepare("videomae")
+    assert prep.inputs["pixel_values"].dim() == 5
+    assert prep.inputs["pixel_values"].shape[1] == prep.config.num_frames
+
+
+def test_sub_model_inputs_are_captured_from_its_parent():
+    # Blip-2's Q-Former takes query embeddings that only its parent makes: the sweep builds
+    # blip-2, hooks the Q-Former and runs the Q-Former alone on what it was called with.
+    import torch
+    assert "blip-2" in sweep.submodel.parents("blip_2_qformer", sweep.architectures())
+    prep = sweep.prepare("blip_2_qformer")
+    assert prep.strategy == "tiny, inputs from blip-2"
+    assert type(prep.model).__name__ == "Blip2QFormerModel"
+    assert isinstance(prep.inputs["query_embeds"], torch.Tensor)
+    assert not prep.inputs["query_embeds"].requires_grad
+    again = prep.model(**prep.inputs)  # the captured call runs again and gives the same output
+    assert torch.equal(again.last_hidden_state, prep.outputs.last_hidden_state)
+
+
+def test_missing_package_is_its_own_class():
+    row = sweep.run_model("timm_wrapper")
+    assert row["reference"] == "unavailable" and row["status"] == "unavailable"
+    assert row["reasons"]["reference"].startswith("needs timm")
+    t = sweep.totals([row])
+    assert t["unavailable"] == 1 and t["reference_error"] == 0 and t["error"] == 0
+    assert "unavailable: needs timm" in sweep.markdown([row])

@@ -7,12 +7,18 @@ import contextlib
 import copy
 import time
 
-from .models import _seed, _set_offline, architectures, build_model, input_candidates
+from . import reference
+from .inputs import moved, widened
+from .models import _seed, _set_offline, architectures
 
 
 ATOL = RTOL = 1e-4
 COLUMNS = ("load", "forward", "backward", "compile", "compile_backward")
 RANK = {"n/a": 0, "skipped": 0, "pass": 1, "mismatch": 2, "error": 3}
+# The CPU reference (the tiny model built and run on the CPU): pass | error (the harness could
+# not build or run it: a harness bug) | unavailable (it needs a package this environment lacks)
+# | skipped (an unknown model type). Never mixed with the device columns above.
+REFERENCE_STATUSES = ("pass", "error", "unavailable", "skipped")
 
 
 def float_outputs(out, prefix="out"):
@@ -56,17 +62,14 @@ def compare_tensors(actual, expected):
 
 def _record(model_type, class_name):
     """Returns an empty sweep row."""
-    return {"model": model_type, "class": class_name, "status": "skipped",
-            "load": "skipped", "forward": "skipped", "backward": "skipped", "compile": "skipped",
+    return {"model": model_type, "class": class_name, "status": "skipped", "reference": "skipped",
+            "built": False, "strategy": None, "shrink_attempts": [], "load": "skipped", "forward": "skipped", "backward": "skipped", "compile": "skipped",
             "compile_backward": "skipped", "reasons": {}, "fallback": {}, "forward_max_err": None,
             "backward_max_err": None, "compile_max_err": None, "compile_backward_max_err": None,
             "graphs_compiled": 0, "graphs_eager": 0, "time_s": None}
 
 
-def _first_line(exc):
-    """Returns 'Type: first line of message' for an exception."""
-    text = (str(exc).strip().splitlines() or [""])[0][:300]
-    return f"{type(exc).__name__}: {text}".rstrip(": ")
+_first_line = reference.first_line
 
 
 def _set(row, column, status, reason=""):
@@ -74,24 +77,6 @@ def _set(row, column, status, reason=""):
     row[column] = status
     if reason:
         row["reasons"][column] = reason
-
-
-def _cpu_reference(model, config, row):
-    """Finds inputs the CPU model accepts; returns (inputs, outputs) or (None, None) with a reason."""
-    cands, why = input_candidates(model, config)
-    errors = [why] if why else []
-    for inputs in cands:
-        _seed()
-        try:
-            out = model(**inputs)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(_first_line(exc))
-            continue
-        return inputs, out
-    reason = "CPU reference forward raised " + (errors[-1] if errors else "(no inputs)")
-    for column in ("forward", "backward", "compile", "compile_backward"):
-        _set(row, column, "skipped", reason)
-    return None, None
 
 
 def _loss(outputs):
@@ -113,7 +98,7 @@ def _neuron_run(model, inputs, expected, expected_grads, row):
     """Runs the neuron model forward and backward; fills the row's columns and returns the
     outputs and the parameter gradients (on CPU), each None when not computed."""
     import torch
-    dev = {k: v.to("neuron") for k, v in inputs.items()}
+    dev = moved(inputs, "neuron")
     _seed()
     try:
         out = float_outputs(model(**dev))
@@ -152,7 +137,7 @@ def _compile_run(model, cpu_model, inputs, expected, row):
         compiled = torch.compile(model, backend="neuron")
         _seed()
         with torch.no_grad(), _counting_graphs(row):
-            out = float_outputs(compiled(**{k: v.to("neuron") for k, v in inputs.items()}))
+            out = float_outputs(compiled(**moved(inputs, "neuron")))
     except Exception as exc:  # noqa: BLE001
         _set(row, "compile", "error", _first_line(exc) + _if_dynamo_cpu_raises(cpu_model, inputs))
         return
@@ -182,7 +167,7 @@ def _compile_backward_run(model, cpu_model, inputs, expected_grads, eager_grads,
         compiled = torch.compile(model, backend="neuron")
         _seed()
         with _counting_graphs(row):
-            out = float_outputs(compiled(**{k: v.to("neuron") for k, v in inputs.items()}))
+            out = float_outputs(compiled(**moved(inputs, "neuron")))
             grads = {n: g.cpu() for n, g in (_backward(model, out) or {}).items()}
     except Exception as exc:  # noqa: BLE001
         _set(row, "compile_backward", "error", _first_line(exc) + _if_dynamo_cpu_raises(cpu_model, inputs))
@@ -264,22 +249,47 @@ def _dynamo_cpu_agrees(cpu_model, inputs, out):
     return compare_tensors(out, traced)[0] is None
 
 
-def run_model(model_type, class_name=None):
-    """Runs one model type through load / forward / backward / compile; returns its row."""
+def _cpu_reference(model_type, class_name, row, names=None):
+    """Builds the model and runs it on the CPU (reference.prepare: the shrink ladder, inputs
+    from what the model declares, a sub-model's inputs from its parent); fills the row's
+    reference column and returns the Prepared (None for an unknown model type)."""
+    try:
+        prep = reference.prepare(model_type, class_name, names)
+    except LookupError as exc:
+        _set(row, "reference", "skipped", str(exc).strip("'\""))
+        _set(row, "load", "skipped", str(exc).strip("'\""))
+        return None
+    row["strategy"] = prep.strategy or prep.built_strategy
+    row["built"] = prep.built_strategy is not None
+    row["shrink_attempts"] = [f"{s} ({stage}): {why[:200]}" for s, stage, why in prep.attempts]
+    if prep.inputs is not None:
+        _set(row, "reference", "pass")
+    elif prep.unavailable:
+        _set(row, "reference", "unavailable", f"needs {prep.unavailable}: {prep.reason}")
+    elif not row["built"]:
+        _set(row, "reference", "error", "tiny model could not be built on CPU: " + prep.reason)
+    else:
+        _set(row, "reference", "error", prep.reason)
+    return prep
+
+
+def run_model(model_type, class_name=None, names=None):
+    """Runs one model type: the CPU reference, then load / forward / backward / compile on
+    neuron; returns its row."""
     import torchneuron
     start = time.monotonic()
-    class_name = class_name or architectures().get(model_type)
+    names = names or architectures()
+    class_name = class_name or names.get(model_type)
     row = _record(model_type, class_name)
-    try:
-        model, config = build_model(model_type, class_name)
-    except Exception as exc:  # noqa: BLE001
-        _set(row, "load", "skipped", "tiny model could not be built on CPU: " + _first_line(exc))
-        for column in ("forward", "backward", "compile", "compile_backward"):
-            _set(row, column, "skipped", "model not built")
+    prep = _cpu_reference(model_type, class_name, row, names)
+    if prep is None or prep.inputs is None:
+        for column in COLUMNS:
+            if column not in row["reasons"]:
+                _set(row, column, "skipped", "no CPU reference: " + row["reasons"]["reference"][:200])
         return _finish(row, start)
-    inputs, cpu_out = _cpu_reference(model, config, row)
-    expected = float_outputs(cpu_out) if cpu_out is not None else {}
-    expected_grads = _backward(model, expected) if inputs is not None else None
+    model, inputs = prep.model, prep.inputs
+    expected = float_outputs(prep.outputs)
+    expected_grads = _backward(model, expected)
     torchneuron.reset_fallback_report()
     try:
         neuron_model = copy.deepcopy(model).to("neuron")
@@ -288,13 +298,12 @@ def run_model(model_type, class_name=None):
     except Exception as exc:  # noqa: BLE001
         _set(row, "load", "error", "copy to neuron raised " + _first_line(exc))
         return _finish(row, start, torchneuron)
-    if inputs is not None:
-        eager_out, eager_grads = _neuron_run(neuron_model, inputs, expected, expected_grads, row)
-        compiled_out = _compile_run(neuron_model, model, inputs, expected, row)
-        compiled_grads = _compile_backward_run(neuron_model, model, inputs, expected_grads, eager_grads, row)
-        results = {"forward": (eager_out, expected), "backward": (eager_grads, expected_grads),
-                   "compile": (compiled_out, expected), "compile_backward": (compiled_grads, expected_grads)}
-        _weigh_mismatches_against_float64(row, model, inputs, results)
+    eager_out, eager_grads = _neuron_run(neuron_model, inputs, expected, expected_grads, row)
+    compiled_out = _compile_run(neuron_model, model, inputs, expected, row)
+    compiled_grads = _compile_backward_run(neuron_model, model, inputs, expected_grads, eager_grads, row)
+    results = {"forward": (eager_out, expected), "backward": (eager_grads, expected_grads),
+               "compile": (compiled_out, expected), "compile_backward": (compiled_grads, expected_grads)}
+    _weigh_mismatches_against_float64(row, model, inputs, results)
     return _finish(row, start, torchneuron)
 
 
@@ -304,7 +313,7 @@ def _float64_reference(cpu_model, inputs):
     try:
         model = copy.deepcopy(cpu_model).double()
         model.zero_grad(set_to_none=True)
-        wide = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+        wide = widened(inputs)
         _seed()
         out = float_outputs(model(**wide))
         detached = {k: v.detach().clone() for k, v in out.items()}
@@ -342,6 +351,11 @@ def _finish(row, start, torchneuron=None):
         report = torchneuron.fallback_report()
         row["fallback"] = dict(sorted(report.items(), key=lambda kv: (-kv[1], kv[0])))
     worst = max(RANK[row[c]] for c in COLUMNS)
+    if row["reference"] != "pass":  # a harness failure or a missing package, not the device's
+        row["status"] = {"error": "reference_error", "unavailable": "unavailable"}.get(
+            row["reference"], "skipped")
+        row["time_s"] = round(time.monotonic() - start, 2)
+        return row
     row["status"] = ("skipped" if row["load"] == "skipped" or worst == 0 else
                      {1: "pass", 2: "mismatch", 3: "error"}[worst])
     if row["status"] == "pass" and row["forward"] == "skipped":
@@ -368,7 +382,7 @@ class SweepRunner:
 
     def run(self, task):
         """Runs one model type and returns its row."""
-        return run_model(task, self.names.get(task))
+        return run_model(task, self.names.get(task), self.names)
 
     def failed(self, task, detail, trace=None):
         """Returns the error row of a model whose run raised, timed out or killed its worker."""
