@@ -53,10 +53,23 @@ class NKIObject(metaclass=_NKIObjectType):
             values[key] = value
         for name in fields:
             if name not in values:
-                if not hasattr(type(self), name):
+                if hasattr(type(self), name):
+                    values[name] = getattr(type(self), name)
+                elif self._optional(name):  # an Optional[...] field left out is None (AWS's kernels rely on it)
+                    values[name] = None
+                else:
                     raise TypeError(f"{type(self).__name__} is missing field {name!r}")
-                values[name] = getattr(type(self), name)
             object.__setattr__(self, name, values[name])
+
+    @classmethod
+    def _optional(cls, name) -> bool:
+        """Whether field `name` is annotated Optional[...] (or a union with None)."""
+        for klass in cls.__mro__:
+            annotation = getattr(klass, "__annotations__", {}).get(name)
+            if annotation is not None:
+                text = annotation if isinstance(annotation, str) else repr(annotation)
+                return text.startswith(("Optional[", "typing.Optional[")) or "None" in text.replace(" ", "").split("|")
+        return False
 
     def __repr__(self):
         fields = ", ".join(f"{n}={getattr(self, n, None)!r}" for n in self._nki_fields())

@@ -313,7 +313,7 @@ class Tile:
 
     reinterpret_hook = None  # set by the MX instructions: .ap(dtype=packed MX dtype) on device memory
 
-    def ap(self, pattern, offset=0, scalar_offset=None, indirect_dim=0, dtype=None, **_unused):
+    def ap(self, pattern, offset=0, scalar_offset=None, indirect_dim=0, dtype=None, vector_offset=None, **_unused):
         """An access pattern: [[stride, size], ...] (partition first) from element `offset` of this
         tensor; scalar_offset (a one-element tile read at run time) indexes dim indirect_dim of it."""
         if dtype is not None and to_dtype(dtype) is not self.dtype:
@@ -331,10 +331,15 @@ class Tile:
             strides = [(st // logical) * physical + st % logical if st >= logical else st for st in strides]
             if not is_symbolic(offset):
                 offset = (offset // logical) * physical + offset % logical
+        if isinstance(getattr(scalar_offset, "tile", None), Tile):  # a register (nisa.register_alloc)
+            scalar_offset = scalar_offset.tile
+        if scalar_offset is not None and not isinstance(scalar_offset, Tile):  # a loop variable or an int
+            if not isinstance(scalar_offset, int) and not is_symbolic(scalar_offset):
+                raise NKIError("NKI: .ap(scalar_offset=) takes a one-element tile, a register or a loop variable")
+            offset = offset + scalar_offset * self.strides[int(indirect_dim)]
+            scalar_offset = None
         if scalar_offset is not None:
             from ._context import current
-            if not isinstance(scalar_offset, Tile):
-                raise NKIError("NKI: .ap(scalar_offset=) takes a one-element tile")
             dim = int(indirect_dim)
             where = f"dim {dim} of '{self.name}' (.ap scalar_offset)"
             # the run-time index keeps the whole pattern inside the tensor (and indexes dim `dim`)
@@ -347,6 +352,9 @@ class Tile:
         lo, hi = bounds(tile.offset)
         top = hi + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
         bottom = lo + sum((s - 1) * st for s, st in zip(sizes, strides) if st < 0)
+        if vector_offset is not None:  # partition p at index vector_offset[p] of dim indirect_dim
+            from ._isa_indirect import indirect_view
+            return indirect_view(self, tile, vector_offset, indirect_dim)
         if bottom < 0 or top >= self._buffer.elements:
             raise NKIError(f"NKI: out-of-bounds access pattern on '{self.name}': elements {bottom}..{top} of "
                            f"{self._buffer.elements}")

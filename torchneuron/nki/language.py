@@ -357,7 +357,10 @@ def memset_tile(tile, value, mask=None):
 
 def copy_into(dst: Tile, value, mask=None, name="tensor_copy"):
     """dst[...] = value: a copy (a DMA when either side is in HBM) or a fill with a scalar."""
-    if isinstance(value, Tile) and (dst.dtype.packed != 1 or value.dtype.packed != 1):
+    if isinstance(value, Tile) and (hasattr(dst, "row_stride") or hasattr(value, "row_stride")):
+        from ._isa_indirect import copy_indirect  # an indirect DMA (.ap(vector_offset=)): a copy per partition
+        copy_indirect(dst, value, mask, name)
+    elif isinstance(value, Tile) and (dst.dtype.packed != 1 or value.dtype.packed != 1):
         from ._isa_mx import copy_packed
         copy_packed(dst, value, name)
     elif isinstance(value, Tile):
