@@ -299,3 +299,25 @@ def test_broadcast_view_of_psum_as_a_source(mode):
     w = rng.standard_normal((16, 16)).astype(np.float32)
     expected = x - (w.T @ x[:, 0:1])
     np.testing.assert_allclose(run(k_broadcast_psum_source, mode, x, w), expected, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def k_free_shapes(x, m):
+    """tensor_tensor over [P, 160] tiles and a [P, 8, 20] broadcast view of a [P, 20] tile (AWS's
+    attention_tkg subtracts a row max so): operands agree in elements per partition."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    a, mx = nl.load(x), nl.load(m)
+    wide = mx.ap([[m.shape[1], m.shape[0]], [0, 8], [1, m.shape[1]]], 0)
+    d = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(d, a, wide, op=nl.subtract)
+    nl.store(out, d)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_tensor_tensor_operands_of_other_free_shapes(mode):
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((16, 160)).astype(np.float32)
+    m = rng.standard_normal((16, 20)).astype(np.float32)
+    expected = (x.reshape(16, 8, 20) - m[:, None, :]).reshape(16, 160)
+    np.testing.assert_allclose(run(k_free_shapes, mode, x, m), expected, rtol=1e-6)

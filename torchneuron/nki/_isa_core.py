@@ -178,7 +178,7 @@ def nonzero_with_count(*args, **kwargs):
     current().emit(Op("scan", count, [nonzero, nonzero], scan.nodes, initial=0.0, name="nisa.nonzero_with_count"))
     # The j-th nonzero sits where the running count first exceeds j: at the number of i with count[i] <= j.
     position = _scratch((active, f))
-    block = max(1, (1 << 22) // max(1, active * f))
+    block = max(1, (1 << 23) // max(1, active * f))
     for j0 in range(0, f, block):
         n = min(block, f - j0)
         counts = Tile(count._buffer, count.offset, [active, n, f], [count.strides[0], 0, count.strides[1]])
@@ -217,3 +217,21 @@ def dma_compute(*args, **kwargs):
         value = term if value is None else expr.op(name, value, term)
     _emit(dst, sources, expr, "nisa.dma_compute", dma=True)
     return dst
+
+
+def conform(*tiles):
+    """Tiles of one partition count and one number of elements per partition but different free
+    shapes ([128, 160] against a broadcast view [128, 8, 20]) seen in one shape: the shape of the
+    one whose free dims cannot be merged, the others (contiguous per partition) reshaped to it."""
+    present = [t for t in tiles if isinstance(t, Tile)]
+    shapes = {tuple(t.shape) for t in present}
+    if len(shapes) < 2 or len({(s[0], math.prod(s[1:])) for s in shapes if s}) != 1:
+        return tiles
+    def mergeable(t):
+        free = Tile(t._buffer, t.offset, t.sizes[1:], t.strides[1:])
+        return free.is_contiguous()
+    fixed = [t for t in present if not mergeable(t)]
+    if len({tuple(t.shape) for t in fixed}) > 1:
+        return tiles
+    shape = tuple(fixed[0].shape) if fixed else max(shapes, key=len)
+    return tuple(t.reshape(shape) if isinstance(t, Tile) and tuple(t.shape) != shape else t for t in tiles)

@@ -231,7 +231,10 @@ def tensor_tensor(*args, **kwargs):
     name = nl.op_name(b["op"])
     d1, d2 = b["data1"], b["data2"]
     if new:
-        return nl.elementwise(name, d1, d2, mask=b.get("mask"), out=b["dst"])
+        from ._isa_core import conform  # one shape for operands that differ only in their free dims' split
+        dst, d1, d2 = conform(b["dst"], d1, d2)
+        nl.elementwise(name, d1, d2, mask=b.get("mask"), out=dst)
+        return b["dst"]
     return nl.elementwise(name, d1, d2, dtype=b.get("dtype"), mask=b.get("mask"))
 
 
