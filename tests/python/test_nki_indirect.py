@@ -98,3 +98,22 @@ def test_nkiobject_optional_fields_default_to_none():
     assert c.size == 3 and c.limit is None and c.other is None
     with pytest.raises(TypeError, match="missing field 'size'"):
         Config(limit=1.0)
+
+
+@nki.jit
+def k_one_partition_row(x):
+    """t[0, :] of a [128, F] tile (F > 128) is partition 0's F elements, to and from device memory."""
+    f = x.shape[1]
+    t = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[0, :], src=x[...])
+    u = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=u[0:1, :], data=t[0:1, :], op0=nl.add, operand0=1.0)
+    out = nl.ndarray((1, f), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[0, :], src=u[0, :])
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_an_int_index_on_the_partition_dim_keeps_one_partition(mode):
+    x = np.arange(300, dtype=np.float32).reshape(1, 300)
+    np.testing.assert_array_equal(run(k_one_partition_row, mode, x), x + 1)

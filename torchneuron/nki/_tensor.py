@@ -503,6 +503,9 @@ def index_tile(tile: Tile, key) -> Tile:
         else:
             raise NKIError(f"NKI: cannot index '{tile.name}' with {k!r}")
         d += 1
+    if tile.buffer.on_chip and sizes and sizes[0] > PARTITION_MAX and key and isinstance(key[0], (int, Index)) \
+            and not isinstance(key[0], bool):  # t[0, :] of a [P, F] tile: one partition, its F elements
+        sizes, strides = [1] + sizes, [tile.strides[0]] + strides
     result = Tile(tile._buffer, offset, sizes, strides, tile.checks)
     if result.buffer.on_chip and sizes and sizes[0] > PARTITION_MAX:
         raise NKIError(f"NKI: a view of '{tile.name}' with {sizes[0]} partitions exceeds {PARTITION_MAX}")

@@ -367,6 +367,9 @@ def copy_into(dst: Tile, value, mask=None, name="tensor_copy"):
         expr = Expression()
         expr.source(0)
         dma = not dst.buffer.on_chip or not value.buffer.on_chip
+        if value.buffer.on_chip and not dst.buffer.on_chip and value.sizes[:1] == [1] and dst.sizes and \
+                dst.sizes[0] > PARTITION_MAX and value.sizes[1:] == dst.sizes:  # one partition's row to device memory
+            dst = Tile(dst._buffer, dst.offset, [1] + dst.sizes, [0] + dst.strides, dst.checks)
         current().emit(Op("pointwise", dst, [_matched(value, dst.shape)], expr.nodes, mask=mask, dma=dma, name=name))
     elif isinstance(value, (int, float, builtins.bool)):
         memset_tile(dst, value, mask)
