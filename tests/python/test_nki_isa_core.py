@@ -321,3 +321,44 @@ def test_tensor_tensor_operands_of_other_free_shapes(mode):
     m = rng.standard_normal((16, 20)).astype(np.float32)
     expected = (x.reshape(16, 8, 20) - m[:, None, :]).reshape(16, 160)
     np.testing.assert_allclose(run(k_free_shapes, mode, x, m), expected, rtol=1e-6)
+
+
+@nki.jit
+def k_scatter_rows_skip(x, where):
+    """Row k of x goes to row where[k] of the output, or nowhere when where[k] is out of range
+    (nisa.oob_mode.skip; AWS's indexed_flatten writes so)."""
+    out = nl.ndarray((6, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+    zero = nl.ndarray((6, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zero, value=0.0)
+    nisa.dma_copy(dst=out, src=zero)
+    for k in nl.sequential_range(x.shape[0]):
+        row = nl.ndarray((1, x.shape[1]), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=row, src=x[k:k + 1, :])
+        index = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=where[0:1, k:k + 1])
+        nisa.dma_copy(dst=out.ap(pattern=[[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=index,
+                                 indirect_dim=0),
+                      src=row, oob_mode=nisa.oob_mode.skip)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_dma_copy_oob_mode_skip(mode):
+    x = np.arange(1, 17, dtype=np.float32).reshape(4, 4)
+    where = np.array([[4, -3, 1, 9]], np.int32)
+    expected = np.zeros((6, 4), np.float32)
+    expected[4], expected[1] = x[0], x[2]
+    np.testing.assert_array_equal(run(k_scatter_rows_skip, mode, x, where), expected)
+
+
+def test_dynamic_index_out_of_range_without_skip_is_an_error():
+    @nki.jit
+    def k(x, where):
+        out = nl.ndarray((2, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+        index = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=index, src=where[0:1, 0:1])
+        nisa.dma_copy(dst=out.ap(pattern=[[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=index,
+                                 indirect_dim=0), src=x[0:1, :])
+        return out
+    with pytest.raises(nki.NKIError, match="out of range"):
+        nki.simulate_kernel(k, np.ones((2, 4), np.float32), np.array([[5]], np.int32))

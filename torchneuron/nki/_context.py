@@ -228,6 +228,9 @@ class Executor:
         return self.grid[axis]
 
     def emit(self, op: Op) -> None:
+        error, self.oob_error, self.dynamic_reads = getattr(self, "oob_error", None), None, []
+        if error is not None:  # a dynamic index out of range, read for this op (nisa.oob_mode.skip skips instead)
+            raise error
         _engine_check(op)
         if op.dst is not None and not op.dst.buffer.on_chip:
             self.written.add(op.dst._buffer)
@@ -306,6 +309,7 @@ class Recorder(Executor):
 
     def dynamic_index(self, tile: Tile, limit: int, where: str) -> Index:
         self._check_index_tile(tile, where)
+        self.__dict__.setdefault("dynamic_reads", []).append((f"s{tile._buffer.id}[{cpp(tile.offset)}]", limit))
         return Index(None, 0, f"tn_checked(s{tile._buffer.id}[{cpp(tile.offset)}], {limit}, fault)", 0, limit - 1)
 
     def add_hbm(self, buffer: Buffer) -> None:
@@ -389,15 +393,11 @@ def round_to(values: torch.Tensor, nki_dtype) -> torch.Tensor:
     return values
 
 
-def _erf_gelu(x):
-    return torch.nn.functional.gelu(x)
-
-
 _TORCH_OPS = {
     "identity": lambda x: x, "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
     "maximum": torch.maximum, "minimum": torch.minimum, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
     "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
-    "relu": torch.relu, "gelu": _erf_gelu, "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "relu": torch.relu, "gelu": torch.nn.functional.gelu, "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "silu": torch.nn.functional.silu, "abs": torch.abs, "neg": torch.neg, "sign": torch.sign, "sin": torch.sin,
     "cos": torch.cos, "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "pow": torch.pow,
     "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
@@ -438,9 +438,9 @@ class Interpreter(Executor):
     def dynamic_index(self, tile: Tile, limit: int, where: str) -> int:
         self._check_index_tile(tile, where)
         value = int(tile._buffer.storage[int(tile.offset)])
-        if not 0 <= value < limit:
-            raise NKIError(f"NKI: dynamic index {value} out of range [0, {limit}) for {where}")
-        return value
+        if not 0 <= value < limit:  # raised by the op that reads it (emit), unless it skips (oob_mode.skip)
+            self.oob_error = NKIError(f"NKI: dynamic index {value} out of range [0, {limit}) for {where}")
+        return min(max(value, 0), limit - 1)
 
     def add_hbm(self, buffer: Buffer) -> None:
         buffer.argument = self.arguments

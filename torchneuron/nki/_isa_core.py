@@ -235,3 +235,23 @@ def conform(*tiles):
         return tiles
     shape = tuple(fixed[0].shape) if fixed else max(shapes, key=len)
     return tuple(t.reshape(shape) if isinstance(t, Tile) and tuple(t.shape) != shape else t for t in tiles)
+
+
+def copy_skipping_oob(dst, src, mask, name):
+    """A DMA with oob_mode=skip: left out where a dynamic index its views read (.ap(scalar_offset=))
+    is out of range (compiled: the copy runs under a run-time test of every such index)."""
+    ctx = current()
+    if ctx.interpreting:
+        if getattr(ctx, "oob_error", None) is not None:
+            ctx.oob_error = None
+            return
+        nl.copy_into(dst, src, mask, name=name)
+        return
+    reads = list(getattr(ctx, "dynamic_reads", None) or [])
+    if not reads:
+        nl.copy_into(dst, src, mask, name=name)
+        return
+    test = " && ".join(f"({v} >= 0 && {v} < {limit})" for v, limit in reads)
+    ctx.program.begin_loop(f"({test} ? 1 : 0)")
+    nl.copy_into(dst, src, mask, name=name)
+    ctx.program.end_loop()

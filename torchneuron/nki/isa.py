@@ -71,6 +71,10 @@ def _emit_pointwise(dst, sources, expr, name, mask=None, dma=False):
 def dma_copy(*args, **kwargs):
     """dst = src between any memories (HBM, SBUF)."""
     b = _bind(args, kwargs, ["dst", "src", "mask"], "dma_copy")
+    if b.get("oob_mode") == oob_mode.skip:  # skipped where a dynamic index is out of range
+        from ._isa_core import copy_skipping_oob
+        copy_skipping_oob(b["dst"], b["src"], b.get("mask"), "nisa.dma_copy")
+        return b["dst"]
     nl.copy_into(b["dst"], b["src"], b.get("mask"), name="nisa.dma_copy")
     return b["dst"]
 
