@@ -137,7 +137,7 @@ def library_attention_case(heads=8, seq=1024, dim=128):
 @contextlib.contextmanager
 def neuroncore_v3_sbuf():
     """mlp_cte places its tiles up to NeuronCore-v3's SBUF size (224 KiB per partition, the generation
-    nisa.get_nc_version() reports); torchneuron's rules check NeuronCore-v2's 192 KiB."""
+    nisa.get_nc_version() reports), which torchneuron's rules now model too: kept so older checkouts bench alike."""
     import torchneuron.nki._context as context
     saved, context.SBUF_BYTES_PER_PARTITION = context.SBUF_BYTES_PER_PARTITION, 224 * 1024
     try:

@@ -96,8 +96,9 @@ class Config(nl.NKIObject):
 def test_nkiobject_optional_fields_default_to_none():
     c = Config(size=3)
     assert c.size == 3 and c.limit is None and c.other is None
-    with pytest.raises(TypeError, match="missing field 'size'"):
-        Config(limit=1.0)
+    # a field without a value left out is None too (AWS's moe_cte DimensionSizes leaves out fields its
+    # derive_all_dims() sets; mlp_tkg's @dataclass constants leave one out)
+    assert Config(limit=1.0).size is None
 
 
 @nki.jit
@@ -117,3 +118,42 @@ def k_one_partition_row(x):
 def test_an_int_index_on_the_partition_dim_keeps_one_partition(mode):
     x = np.arange(300, dtype=np.float32).reshape(1, 300)
     np.testing.assert_array_equal(run(k_one_partition_row, mode, x), x + 1)
+
+
+@nki.jit
+def k_column_into_p1(x):
+    """tensor_scalar of a column t[:, j] (a [P] tile) into a [P, 1] destination, on a grid of 2."""
+    out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    a = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=a, data=t[:, 1], op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out, src=a)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_tensor_scalar_of_a_column_into_p_by_1(mode):
+    x = np.arange(512, dtype=np.float32).reshape(128, 4)
+    np.testing.assert_array_equal(run(k_column_into_p1, mode, x)[:, 0], 2 * x[:, 1])
+
+
+@nki.jit
+def k_gather_unit_dims(table, rows):
+    """An indirect DMA between shapes that differ in unit dims ([P, 1, F] from [P, F] rows)."""
+    n, h = table.shape
+    p = rows.shape[0]
+    idx = nl.ndarray((p, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=rows)
+    got = nl.ndarray((p, 1, h), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=got, src=table.ap(pattern=[[h, p], [1, h]], offset=0, vector_offset=idx, indirect_dim=0))
+    out = nl.ndarray((p, h), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=got.reshape((p, h)))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_indirect_dma_across_unit_dims(mode):
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    rows = np.array([[7], [2], [9]], np.int32)
+    np.testing.assert_array_equal(run(k_gather_unit_dims, mode, table, rows), table[[7, 2, 9]])

@@ -362,3 +362,42 @@ def test_dynamic_index_out_of_range_without_skip_is_an_error():
         return out
     with pytest.raises(nki.NKIError, match="out of range"):
         nki.simulate_kernel(k, np.ones((2, 4), np.float32), np.array([[5]], np.int32))
+
+
+def test_nkiobject_fields_left_out_are_none():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Constants(nl.NKIObject):  # AWS's mlp_tkg constants leave a field out of their constructor call
+        a: int
+        b: int
+        c: int = 3
+
+    class Dims(nl.NKIObject):  # AWS's moe_cte DimensionSizes: fields set later by a method
+        T: int
+        derived: int
+
+        def derive(self):
+            self.derived = self.T * 2
+
+    k = Constants(a=1)
+    assert (k.a, k.b, k.c) == (1, None, 3)
+    d = Dims(T=4)
+    assert d.derived is None
+    d.derive()
+    assert d.derived == 8
+
+
+def test_sbuf_is_neuroncore_v3s():
+    from torchneuron.nki._tensor import SBUF_BYTES_PER_PARTITION
+    assert SBUF_BYTES_PER_PARTITION == 224 * 1024
+
+    @nki.jit
+    def fits(x):  # 208 KiB per partition: over NeuronCore-v2's 192 KiB, within v3's 224 KiB
+        tiles = [nl.ndarray((128, 13312), nl.float32, buffer=nl.sbuf) for _ in range(4)]
+        for t in tiles:
+            nisa.memset(dst=t, value=1.0)
+        out = nl.ndarray((1, 1), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, tiles[3][0:1, 0:1])
+        return out
+    assert nki.simulate_kernel(fits, np.zeros((1, 1), np.float32))[0, 0] == 1.0

@@ -83,7 +83,7 @@ def test_sbuf_capacity(nki_mode):
     def body(x):
         tiles = [nl.ndarray((128, 16384), nl.float32) for _ in range(4)]  # 4 x 64 KiB per partition
         return tiles
-    with pytest.raises(NKIError, match="SBUF capacity exceeded .* the core has 196608"):
+    with pytest.raises(NKIError, match="SBUF capacity exceeded .* the core has 229376"):
         run(body, torch.zeros(1))
 
 

@@ -28,6 +28,14 @@ class NKIObject(metaclass=_NKIObjectType):
     with their own __init__ keep theirs. Class attributes without annotations are set by
     keyword too."""
 
+    def __init_subclass__(cls, **kwargs):
+        # A field declared without a value defaults to None, also under @dataclass (AWS's configs declare
+        # fields that their own methods set after construction, and leave them out of the constructor).
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("__annotations__", {}):
+            if name not in cls.__dict__ and not name.startswith("__"):
+                setattr(cls, name, None)
+
     @classmethod
     def _nki_fields(cls):
         names = []

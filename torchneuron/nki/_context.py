@@ -164,7 +164,7 @@ class Executor:
                                f"does not fit the {limit} bytes per partition of {space.upper()}")
             return
         if self.live[space] + nbytes > limit:
-            total = "24 MiB" if space == "sbuf" else "2 MiB"
+            total = "28 MiB" if space == "sbuf" else "2 MiB"
             raise NKIError(f"NKI: {space.upper()} capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: the "
                            f"kernel's live tiles take {self.live[space] + nbytes} bytes per partition, the core has "
                            f"{limit} ({total} over 128 partitions)")

@@ -9,7 +9,7 @@ from ._dtypes import dtype, to_dtype
 from ._expr import Index, LinearOps, bounds, is_symbolic
 
 PARTITION_MAX = 128
-SBUF_BYTES_PER_PARTITION = 192 * 1024  # 24 MiB over 128 partitions
+SBUF_BYTES_PER_PARTITION = 224 * 1024  # 28 MiB over 128 partitions: NeuronCore-v3 (get_nc_version: gen3)
 PSUM_BYTES_PER_PARTITION = 16 * 1024  # 2 MiB over 128 partitions
 PSUM_TILE_BYTES_PER_PARTITION = 2 * 1024  # one PSUM bank: 512 fp32
 

@@ -37,8 +37,7 @@ NOTES = {
     "nki.isa.bn_stats": ("writes (count, mean, variance, 0, 0, 0) per partition, not the documented even / odd halves; "
                         "bn_aggr reads it"),
     "nki.isa.nc_matmul": "`is_transpose` is accepted; the product is stationary.T @ moving either way",
-    "nki.isa.get_nc_version": ("always gen3, while the SBUF modelled is NeuronCore-v2's (192 KiB per partition, "
-                               "gen3 has 224 KiB)"),
+    "nki.isa.get_nc_version": "always gen3, whose SBUF (224 KiB per partition) is the one modelled",
     "nki.language.tile_size": "`total_available_sbuf_size` is the SBUF of the whole core, not of one partition",
     "nki.language.tfloat32": "tiles are not rounded to the format",
     "nki.language.float8_e4m3": "on chip only (device-memory tensors refused), not rounded to the format",

@@ -24,7 +24,7 @@ bool = bool_  # noqa: A001 - NKI spells it nl.bool
 hbm, shared_hbm, private_hbm, sbuf, psum = (SPACES[n] for n in ("hbm", "shared_hbm", "private_hbm", "sbuf", "psum"))
 
 tile_size = SimpleNamespace(pmax=128, psum_fmax=512, gemm_stationary_fmax=128, gemm_moving_fmax=512,
-                            bn_stats_fmax=512, psum_max=512, total_available_sbuf_size=24 * 1024 * 1024)
+                            bn_stats_fmax=512, psum_max=512, total_available_sbuf_size=28 * 1024 * 1024)
 
 
 def par_dim(size):
