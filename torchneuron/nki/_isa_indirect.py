@@ -51,7 +51,8 @@ def indirect_view(tensor: Tile, view: Tile, vector_offset, indirect_dim) -> Indi
 def copy_indirect(dst: Tile, src: Tile, mask, name: str) -> None:
     """dst = src where either is an indirect view: one copy per partition."""
     partitions = dst.sizes[0]
-    if src.sizes[0] != partitions or list(src.sizes[1:]) != list(dst.sizes[1:]):
+    free = [[s for s in t.sizes[1:] if s != 1] for t in (dst, src)]
+    if src.sizes[0] != partitions or free[0] != free[1]:  # unit dims may differ, as in any DMA
         raise NKIError(f"NKI {name}: an indirect DMA copies matching shapes, got {list(src.sizes)} to {list(dst.sizes)}")
     if mask is not None:
         raise NKIError(f"NKI {name}: mask= on an indirect DMA is not supported")

@@ -257,6 +257,8 @@ def tensor_scalar(*args, **kwargs):
                    lambda a: _first_tile(a, 2))
     data = b["data"]
     dst = _result(b, new, data.shape, data.dtype)
+    if list(data.shape) != list(dst.shape):  # a [P] tile into a [P, 1] destination
+        data = data.expanded(dst.shape)
     expr, sources = Expression(), [data]
     x = _scalar_chain(expr, sources, expr.source(0), data.shape, b["op0"], b["operand0"], b.get("reverse0", False))
     if b.get("op1") is not None:
