@@ -7,10 +7,15 @@ Usage:
 
 One entry per model type in transformers' auto mappings: the base model class (AutoModel), or the
 first task head when a type has no base model. Its config class is built with defaults and then
-shrunk (few layers, hidden size 32, small vocabulary, 32x32 images; nested sub-configs too), the
-model is built on the CPU with a fixed seed and put in eval() mode (load), a deep copy is moved to
-`neuron`, and both run forward on the same inputs (forward) and a backward step from the sum of the
-floating outputs (backward). Outputs and parameter gradients are compared with the CPU as the
+shrunk by the first strategy of a ladder that works: "tiny" (few layers, hidden size 32, small
+vocabulary, 32x32 images; nested sub-configs too; head, rotary and per-layer sizes kept
+consistent), "layers" (layer and expert counts only), "default". The model is built on the CPU
+with a fixed seed in eval() mode and run on inputs made from what it declares (forward's
+signature, main_input_name, the config; a sub-model gets the arguments its parent model calls it
+with): that is the CPU reference (`reference`: pass | error | unavailable, when a package such as
+timm is missing), a harness result kept apart from the device columns. Then a deep copy is moved
+to `neuron` (load), and both run forward on the same inputs (forward) and a backward step from
+the sum of the floating outputs (backward). Outputs and parameter gradients are compared with the CPU as the
 reference (atol = rtol = 1e-4, float32). `compile` runs torch.compile(backend="neuron") forward
 under no_grad; `compile_backward` runs it with autograd and compares the gradients of the same
 loss. `fallback` lists the ATen ops that fell back to the CPU during the
@@ -18,7 +23,8 @@ neuron run (copy, forward, backward), with calls.
 
 Every model runs in a spawned worker (conformance.run_tasks), so a hang (`--timeout` seconds per
 model) or a crash is recorded as an error and the run goes on. Column statuses are pass | mismatch
-| error | skipped | n/a; every skip carries its reason in `reasons`. Nothing is downloaded:
+| error | skipped | n/a; every skip carries its reason in `reasons`; a row's status is
+reference_error or unavailable when its CPU reference did not run. Nothing is downloaded:
 HF_HUB_OFFLINE=1 is set.
 """
 
@@ -95,7 +101,8 @@ def main(argv=None):
         f.write(markdown(rows, elapsed, transformers.__version__))
     t = report["totals"]
     print(f"sweep: {t['models']} models in {elapsed:.1f} s: built={t['built']} "
-          f"forward_pass={t['forward_pass']} backward_pass={t['backward_pass']} "
+          f"reference_pass={t['reference_pass']} reference_error={t['reference_error']} "
+          f"unavailable={t['unavailable']} loaded={t['loaded']} forward_pass={t['forward_pass']} backward_pass={t['backward_pass']} "
           f"compile_pass={t['compile_pass']} compile_backward_pass={t['compile_backward_pass']} "
           f"graphs_compiled={t['graphs_compiled']} graphs_eager={t['graphs_eager']} "
           f"mismatch={t['mismatch']} error={t['error']} skipped={t['skipped']} "

@@ -57,7 +57,7 @@ class _Maker:
         self.vocab = _vocab(config)
         self.frames = _find(config, "num_frames", "frames_per_clip", default=None)
         self.mels = _find(config, "num_mel_bins", "feature_size", "input_feat_per_channel",
-                          "n_mels", "mel_bins", default=80)
+                          "n_mels", "mel_bins", "input_feat_size", default=80)
         src = getattr(config, "max_source_positions", None)
         self.mel_frames = 2 * src if _is_int(src) else 64
         self.patch = _find(config, "patch_size", default=4)
@@ -150,6 +150,9 @@ class _Maker:
             return self.randn(BATCH, shape[1], _find(c, "num_time_features", default=1))
         if name == "freq":
             return t.zeros(BATCH, 1, dtype=t.long)
+        if name in ("visual_feats", "visual_pos"):  # LXMERT's region features and boxes
+            size = _find(c, "visual_feat_dim" if name == "visual_feats" else "visual_pos_dim", default=4)
+            return t.rand(BATCH, 4, size, generator=self.gen)
         return self._decision(name)
 
     def _mask(self, name):
@@ -177,6 +180,34 @@ class _Maker:
         if name == "timesteps":
             return t.arange(SEQ).repeat(BATCH, 1)
         return None
+
+
+_WHEN_ACCEPTED = ("visual_feats", "visual_pos")  # optional in forward, needed all the same
+_PARTNERS = {"pixel_values": ("image_grid_thw", "spatial_shapes", "pixel_attention_mask"),
+             "hidden_states": ("grid_thw",), "pixel_values_videos": ("video_grid_thw",)}
+
+
+def with_placeholders(inputs, config, count, kind="image"):
+    """The inputs with `count` placeholder tokens of a kind (image, video, audio) at the start of
+    each sample's token ids: what a multimodal model matches its features against."""
+    import torch
+    token = None
+    for name in (f"{kind}_token_id", f"{kind}_token_index", f"{kind}_token"):
+        for c in (config, getattr(config, "text_config", None)):
+            if _is_int(getattr(c, name, None)):
+                token = getattr(c, name)
+                break
+        if token is not None:
+            break
+    if token is None or "input_ids" not in inputs or count < 1:
+        return None
+    ids = inputs["input_ids"]
+    per = -(-count // ids.shape[0])
+    rest = ids[:, :max(SEQ - per, 2)]
+    out = {**inputs, "input_ids": torch.cat([torch.full((ids.shape[0], per), token), rest], 1)}
+    if "attention_mask" in inputs:
+        out["attention_mask"] = torch.ones_like(out["input_ids"])
+    return out
 
 
 def _main_names(model):
@@ -215,6 +246,14 @@ def input_candidates(model, config, forward=None, names=None):
         for name in ("past_time_features", "past_observed_mask", "future_values"):
             if name in params and name not in first and name != "future_values":
                 first[name] = maker.make(name)
+    for main, partners in _PARTNERS.items():  # what a main input is read with
+        if main in first:
+            for name in partners:
+                if name in params and name not in first:
+                    first[name] = maker.make(name)
+    for name in _WHEN_ACCEPTED:
+        if name in params and name not in first:
+            first[name] = maker.make(name)
     if "lang_ids" in params and "input_ids" in first:
         first["lang_ids"] = maker.make("lang_ids")
     return _variants(first, params, maker), ""
@@ -229,6 +268,9 @@ def _variants(first, params, maker):
         cands.append({**first, "pixel_values": maker.video()})  # video models name them so too
         pair = maker.randn(BATCH, 2, maker.channels, maker.size, maker.size)
         cands.append({**first, "pixel_values": pair})  # image pairs (keypoint matching)
+    if "past_values" in first and first["past_values"].dim() == 2:
+        cands.append({k: (v.unsqueeze(-1) if k in ("past_values", "past_observed_mask") else v)
+                      for k, v in first.items()})  # (batch, time, channels)
     for name in ("input_values", "inputs"):
         if name in first and first[name].dim() == 2:
             cands.append({**first, name: first[name].unsqueeze(1)})  # (batch, channels, samples)

@@ -6,7 +6,7 @@ to try come from inputs.py; reference.py walks the shrink strategies until the C
 import os
 import random
 
-from .inputs import AUDIO_SAMPLES, BATCH, SEQ, input_candidates  # noqa: F401  (re-exported)
+from .inputs import AUDIO_SAMPLES, BATCH, SEQ, input_candidates, with_placeholders  # noqa: F401
 from .shrink import (STRATEGIES, check_config, shrink_overrides, sub_config_names,  # noqa: F401
                      tiny_config)
 

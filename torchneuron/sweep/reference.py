@@ -12,7 +12,7 @@ from . import models
 from .shrink import STRATEGIES, check_config
 
 
-PARAMETER_BUDGET = 100_000_000  # a strategy whose model is larger is not built
+PARAMETER_BUDGET = 100_000_000  # a less tiny strategy whose model is larger is not built
 _NEEDS = re.compile(r"requires the (\S+) library but it was not found|No module named '([^']+)'")
 
 
@@ -67,11 +67,13 @@ def _try_inputs(model, config, prep, strategy):
     """Runs the CPU model on each input candidate; True (prep filled in) on the first that runs."""
     cands, why = models.input_candidates(model, config)
     errors = [why] if why else []
+    cands = list(cands)
     for inputs in cands:
         try:
             out = run_forward(model, inputs)
         except Exception as exc:  # noqa: BLE001
             errors.append(first_line(exc))
+            cands += _retry_with_placeholders(str(exc), inputs, config, len(cands))
             continue
         prep.model, prep.config, prep.inputs, prep.outputs = model, config, inputs, out
         prep.strategy = strategy
@@ -79,6 +81,20 @@ def _try_inputs(model, config, prep, strategy):
     prep.attempts.append((strategy, "reference", "CPU reference forward raised " + (
         errors[0] if errors else "(no inputs)")))
     return False
+
+
+_PLACEHOLDERS = re.compile(r"(Image|Video|Audio) features and \w+ tokens do not match[,:] tokens: (\d+), "
+                           r"features:? (\d+)")
+
+
+def _retry_with_placeholders(message, inputs, config, tried):
+    """A multimodal model that counted N features and no placeholder tokens for them gets one
+    more candidate with N placeholders (at most 3 such retries)."""
+    found = _PLACEHOLDERS.search(message)
+    if not found or tried > 12:
+        return []
+    more = models.with_placeholders(inputs, config, int(found.group(3)), found.group(1).lower())
+    return [more] if more is not None else []
 
 
 def _try_submodel(model_type, class_name, names, prep, strategy):
@@ -101,32 +117,16 @@ def prepare(model_type, class_name=None, names=None):
     names = names or models.architectures()
     class_name = class_name or names.get(model_type)
     prep = Prepared()
-    models.model_class(model_type, class_name)  # LookupError for an unknown type
+    if class_name is None:
+        raise LookupError(f"unknown model type {model_type!r}")
     is_sub = None
     for strategy in STRATEGIES:
         try:
-            config = models.tiny_config(models.config_class(model_type), strategy)
+            model, config = _build(model_type, class_name, strategy, prep)
         except Exception as exc:  # noqa: BLE001
             prep.attempts.append((strategy, "build", first_line(exc)))
             continue
-        problems = check_config(config) if strategy != "default" else []
-        if problems:
-            prep.attempts.append((strategy, "check", "shrunk config breaks: " + "; ".join(problems[:3])))
-            continue
-        count = models.parameter_count(model_type, class_name, _copy(config))
-        if isinstance(count, Exception):  # what the meta build raised, the real one would too
-            if "meta" not in str(count) or strategy != "tiny":
-                prep.attempts.append((strategy, "build", first_line(count)))
-                continue
-        elif count is not None and count > PARAMETER_BUDGET:
-            prep.attempts.append((strategy, "budget", f"{count / 1e6:.0f}M parameters (budget "
-                                  f"{PARAMETER_BUDGET / 1e6:.0f}M)"))
-            continue
-        try:
-            models._seed()
-            model = models.model_class(model_type, class_name)(config).float().eval()
-        except Exception as exc:  # noqa: BLE001
-            prep.attempts.append((strategy, "build", first_line(exc)))
+        if model is None:
             continue
         prep.built_strategy = prep.built_strategy or strategy
         if _try_inputs(model, config, prep, strategy):
@@ -136,6 +136,27 @@ def prepare(model_type, class_name=None, names=None):
         if is_sub and _try_submodel(model_type, class_name, names, prep, strategy):
             return prep
     return prep
+
+
+def _build(model_type, class_name, strategy, prep):
+    """The config shrunk by a strategy, checked and weighed, and the model built from it;
+    returns (model, config), or (None, None) with the reason in prep.attempts."""
+    config = models.tiny_config(models.config_class(model_type), strategy)
+    problems = check_config(config) if strategy != "default" else []
+    if problems:
+        prep.attempts.append((strategy, "check", "shrunk config breaks: " + "; ".join(problems[:3])))
+        return None, None
+    count = models.parameter_count(model_type, class_name, _copy(config))
+    if isinstance(count, Exception):  # what the meta build raised, the real one would too
+        if "meta" not in str(count) or strategy != "tiny":
+            prep.attempts.append((strategy, "build", first_line(count)))
+            return None, None
+    elif strategy != "tiny" and count > PARAMETER_BUDGET:  # "tiny" is as small as it gets
+        prep.attempts.append((strategy, "budget", f"{count / 1e6:.0f}M parameters (budget "
+                              f"{PARAMETER_BUDGET / 1e6:.0f}M)"))
+        return None, None
+    models._seed()
+    return models.model_class(model_type, class_name)(config).float().eval(), config
 
 
 def _copy(config):

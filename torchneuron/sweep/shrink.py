@@ -5,7 +5,8 @@ keeping the sizes a model derives from one another consistent, and a check of th
   counts, head sizes, rotary sizes and M-RoPE sections follow the hidden size, per-layer lists and
   per-layer configs are cut to the same two layers, expert groups to one.
 - "layers": only what does not change a width: layer counts (per-layer lists with them), experts,
-  the vocabulary; widths, heads and image sizes stay the defaults.
+  the vocabulary, and images down to 64x64; widths and heads stay the defaults.
+- "layers_only": as "layers", with the default image size.
 - "default": the config as its class builds it.
 
 models.build_model builds one strategy; reference.prepare walks the ladder and keeps the first
@@ -14,10 +15,10 @@ whose model builds, fits the parameter budget and runs on the CPU."""
 import copy
 
 
-STRATEGIES = ("tiny", "layers", "default")
+STRATEGIES = ("tiny", "layers", "layers_only", "default")
 _LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers",
            "decoder_layers", "num_encoder_layers", "num_decoder_layers")
-_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")
+_EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _HEADS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
           "decoder_attention_heads", "num_heads")
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
@@ -41,6 +42,7 @@ _SHRINK = {
 _LAYERS_ONLY = {2: _LAYERS + ("num_experts_per_tok", "moe_top_k"), 4: _EXPERTS, 128: ("vocab_size",),
                 1: ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace")}
 IMAGE_SIZE = 32
+_LAYERS_IMAGE_SIZE = 64
 SPECIAL_ROOM = 16  # the top ids of the tiny vocabulary hold the special tokens
 
 
@@ -81,7 +83,10 @@ def shrink_overrides(config, strategy="tiny"):
     if strategy == "tiny":
         _tiny_widths(values, out)
         _keep_head_groups(values, out)
+    elif strategy == "layers":
+        _image_size(values, out, _LAYERS_IMAGE_SIZE)
     _per_layer(config, values, out, strategy)
+    _fill_derived(values, out)
     types = out.get("layer_types", values.get("layer_types"))
     if values.get("rope_parameters") == {} and isinstance(types, list) and types:
         # A config that keys its RoPE by layer type but has none (its default): one per type.
@@ -109,13 +114,19 @@ def _keep_head_groups(values, out):
             del out[kv]
 
 
+def _image_size(values, out, size):
+    """Images no larger than size x size."""
+    if isinstance(values.get("image_size"), (list, tuple)) and all(map(_is_int, values["image_size"])):
+        if max(values["image_size"]) > size:
+            out["image_size"] = [size] * len(values["image_size"])
+    elif _is_int(values.get("image_size")) and values["image_size"] > size:
+        out["image_size"] = size
+
+
 def _tiny_widths(values, out):
     """The widths "tiny" sets besides the table: images, stage depths, conv dims, per-stage head
     lists, rotary sizes and M-RoPE sections that follow the head size."""
-    if isinstance(values.get("image_size"), (list, tuple)):
-        out["image_size"] = [IMAGE_SIZE] * len(values["image_size"])
-    elif _is_int(values.get("image_size")) and values["image_size"] > IMAGE_SIZE:
-        out["image_size"] = IMAGE_SIZE
+    _image_size(values, out, IMAGE_SIZE)
     if isinstance(values.get("depths"), (list, tuple)) and all(map(_is_int, values["depths"])):
         out["depths"] = [1] * len(values["depths"])
     if isinstance(values.get("conv_dim"), (list, tuple)):
@@ -128,6 +139,9 @@ def _tiny_widths(values, out):
     head_dim = out.get("head_dim", values.get("head_dim"))
     if _is_int(hidden) and _is_int(heads) and heads and not _is_int(head_dim):
         head_dim = hidden // heads
+    expand = values.get("expand")
+    if _is_int(expand) and _is_int(hidden) and _is_int(heads) and _is_int(values.get("head_dim")):
+        out["head_dim"] = head_dim = expand * hidden // heads  # Mamba-2: heads x head_dim = expand x width
     if _is_int(values.get("rotary_dim")) and _is_int(head_dim):
         out["rotary_dim"] = min(values["rotary_dim"], head_dim)
 
@@ -165,6 +179,24 @@ def _sections(sections, total):
     return out
 
 
+def _fill_derived(values, out):
+    """Sizes a default config leaves None for a checkpoint to set, filled as the model would
+    derive them: the head size from the width and heads, key/value heads as heads, a vocabulary."""
+    get = (lambda n: out.get(n, values.get(n)))
+    heads = next((n for n in _HEADS if _is_int(values.get(n))), None)
+    if "head_dim" in values and values["head_dim"] is None and heads and _is_int(get("hidden_size")):
+        out["head_dim"] = get("hidden_size") // get(heads)
+    for kv in _KV_HEADS:
+        if kv in values and values[kv] is None and heads:
+            out[kv] = get(heads)
+    if "vocab_size" in values and values["vocab_size"] is None:
+        out["vocab_size"] = 128
+        if "pad_token_id" in values and values["pad_token_id"] is None:
+            out["pad_token_id"] = 1
+    if _is_int(values.get("num_kv_shared_layers")) and values["num_kv_shared_layers"]:
+        out["num_kv_shared_layers"] = 0  # two layers leave no room to share caches
+
+
 def _layer_picks(values, count):
     """The two layer indices every per-layer list keeps: the first layer and the first layer of
     another kind in the config's layer-type list (else the second layer)."""
@@ -188,6 +220,24 @@ def _per_layer(config, values, out, strategy):
                 "layer" in name or "pattern" in name or "types" in name):
             kept = [value[i] for i in picks]
             out[name] = "".join(kept) if isinstance(value, str) else kept
+    typed = any(isinstance(v, (list, str)) and len(v) == count and ("types" in n or "pattern" in n)
+                for n, v in values.items())
+    for name, value in values.items():
+        if typed or not isinstance(value, list) or not value or not all(map(_is_int, value)):
+            continue
+        if ("indices" in name or "layers_idx" in name or name.endswith("_layer_ids")) and \
+                all(0 <= v < count for v in value) and len(value) < count:
+            out[name] = [1]  # hybrids: the layers of the other kind (attention) sit at index 1
+    for name, value in values.items():  # ... or every `period` layers from `offset`
+        if name.endswith("_period") and _is_int(value) and value > 2:
+            out[name] = 2
+            offset = name[:-len("period")] + "offset"
+            if _is_int(values.get(offset)):
+                out[offset] = 1
+        elif isinstance(value, list) and 2 < len(value) < count and (
+                "types" in name or "pattern" in name) and len(set(map(str, value))) > 1:
+            # A cycle of layer kinds (repeated over the layers): the first two layers keep two kinds.
+            out[name] = [value[0], next(x for x in value[1:] if x != value[0])]
     spec = vars(config).get("_heterogeneity_spec")
     if spec is not None and spec.per_layer_overrides:
         # A heterogeneous config keeps one layer of its own kind, as layer 1, shrunk like the rest.
@@ -288,7 +338,7 @@ def check_config(config):
         if layers and isinstance(values.get(name), list) and len(values[name]) != layers:
             problems.append(f"{name} has {len(values[name])} entries for {layers} layers")
     rope = values.get("rope_parameters")
-    head_dim = values.get("head_dim") or (hidden // heads if _is_int(hidden) and heads else None)
+    head_dim = values.get("head_dim") or (hidden // heads if _is_int(hidden) and _is_int(heads) and heads else None)
     if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list) and _is_int(head_dim):
         rotary = int(head_dim * (rope.get("partial_rotary_factor") or values.get("partial_rotary_factor") or 1))
         if sum(rope["mrope_section"]) * 2 != rotary:
