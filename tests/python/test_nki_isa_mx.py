@@ -199,8 +199,11 @@ def k_bad_packed_add(codes):
 
 @nki.jit
 def k_reinterpret_float(x):
+    """An on-chip tile's bytes seen as another dtype: refused (device memory only)."""
+    s = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=x)
     t = nl.ndarray((x.shape[0], x.shape[1] // 2), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x.ap(pattern=[[x.shape[1] // 2, x.shape[0]], [1, x.shape[1] // 2]], dtype=nl.float32))
+    nisa.tensor_copy(dst=t, src=s.ap(pattern=[[x.shape[1] // 2, x.shape[0]], [1, x.shape[1] // 2]], dtype=nl.float32))
     return x
 
 

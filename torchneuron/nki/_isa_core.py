@@ -202,6 +202,9 @@ def dma_compute(*args, **kwargs):
     """dst = reduce_op(srcs[0] * scales[0], srcs[1] * scales[1], ...) in float32, between any memories."""
     b = _bind(args, kwargs, ["dst", "srcs", "reduce_op", "scales"], "dma_compute")
     dst, srcs = b["dst"], list(b["srcs"])
+    if any(hasattr(t, "row_stride") for t in [dst] + srcs):  # an indirect access: one DMA per partition
+        from ._isa_indirect import per_partition
+        return per_partition(lambda d, s: dma_compute(d, s, b.get("reduce_op"), b.get("scales")), dst, srcs)
     scales = list(b.get("scales") or [1.0] * len(srcs))
     if len(scales) != len(srcs) or not srcs:
         raise NKIError(f"nisa.dma_compute: {len(srcs)} srcs and {len(scales)} scales")

@@ -48,27 +48,34 @@ def indirect_view(tensor: Tile, view: Tile, vector_offset, indirect_dim) -> Indi
     return IndirectView(view, vector_offset, row_stride, min(tensor.sizes[dim], room))
 
 
-def copy_indirect(dst: Tile, src: Tile, mask, name: str) -> None:
-    """dst = src where either is an indirect view: one copy per partition."""
+def _row(t: Tile, p) -> Tile:
+    if isinstance(t, IndirectView):
+        return t.row(p)
+    return Tile(t._buffer, t.offset + p * t.strides[0], [1] + t.sizes[1:], [0] + t.strides[1:], t.checks)
+
+
+def per_partition(fn, dst: Tile, srcs) -> Tile:
+    """fn(dst row, [src rows]) for every partition: a Python loop interpreted, a loop compiled."""
     partitions = dst.sizes[0]
-    free = [[s for s in t.sizes[1:] if s != 1] for t in (dst, src)]
-    if src.sizes[0] != partitions or free[0] != free[1]:  # unit dims may differ, as in any DMA
-        raise NKIError(f"NKI {name}: an indirect DMA copies matching shapes, got {list(src.sizes)} to {list(dst.sizes)}")
-    if mask is not None:
-        raise NKIError(f"NKI {name}: mask= on an indirect DMA is not supported")
-
-    def row(t: Tile, p) -> Tile:
-        if isinstance(t, IndirectView):
-            return t.row(p)
-        return Tile(t._buffer, t.offset + p * t.strides[0], [1] + t.sizes[1:], [0] + t.strides[1:], t.checks)
-
+    for s in srcs:
+        free = [[n for n in t.sizes[1:] if n != 1] for t in (dst, s)]
+        if s.sizes[0] != partitions or free[0] != free[1]:  # unit dims may differ, as in any DMA
+            raise NKIError(f"NKI: an indirect DMA copies matching shapes, got {list(s.sizes)} to {list(dst.sizes)}")
     ctx = current()
     if ctx.interpreting:
         for p in range(partitions):
-            nl.copy_into(row(dst, p), row(src, p), name=name)
-        return
+            fn(_row(dst, p), [_row(s, p) for s in srcs])
+        return dst
     p = ctx.loop(partitions)  # compiled: one loop over the partitions, each reading its index
     try:
-        nl.copy_into(row(dst, p), row(src, p), name=name)
+        fn(_row(dst, p), [_row(s, p) for s in srcs])
     finally:
         ctx.end_loop()
+    return dst
+
+
+def copy_indirect(dst: Tile, src: Tile, mask, name: str) -> None:
+    """dst = src where either is an indirect view: one copy per partition."""
+    if mask is not None:
+        raise NKIError(f"NKI {name}: mask= on an indirect DMA is not supported")
+    per_partition(lambda d, s: nl.copy_into(d, s[0], name=name), dst, [src])

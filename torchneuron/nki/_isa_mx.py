@@ -178,12 +178,12 @@ def _scale_value(b: _Builder, node, scale: Tile):
 
 # DMA between device memory bytes and packed tiles --------------------------------------------------
 def reinterpret(tile: Tile, dtype_, pattern, offset) -> Tile:
-    """tensor.ap(pattern, offset, dtype=packed MX dtype) on device memory: the tensor's bytes seen
-    as packed elements (a view only nisa.dma_copy to a packed SBUF tile reads)."""
+    """tensor.ap(pattern, offset, dtype=another dtype) on device memory: the tensor's bytes seen as
+    elements of that dtype (packed MX elements, or any other: a view DMAs read, see _isa_bytes)."""
     dt = to_dtype(dtype_)
-    if dt.packed == 1 or tile.buffer.on_chip:
-        raise NKIError(f"NKI: .ap(dtype={dt.name}) reinterprets device memory as a packed MX dtype only; "
-                       f"'{tile.name}' is {tile.dtype.name} in {tile.buffer.name}")
+    if tile.buffer.on_chip:
+        raise NKIError(f"NKI: .ap(dtype={dt.name}) reinterprets device memory only; '{tile.name}' is "
+                       f"{tile.dtype.name} in {tile.buffer.name}")
     source = tile._buffer
     nbytes = source.elements * source.dtype.itemsize
     ctx = current()

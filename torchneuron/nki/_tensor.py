@@ -318,11 +318,14 @@ class Tile:
         tensor; scalar_offset (a one-element tile read at run time) indexes dim indirect_dim of it."""
         if dtype is not None and to_dtype(dtype) is not self.dtype:
             wanted = to_dtype(dtype)
-            if wanted.packed != 1 and scalar_offset is None and Tile.reinterpret_hook is not None:
+            differs = wanted.is_float or self.dtype.is_float or wanted.itemsize != self.dtype.itemsize
+            if differs and not self.buffer.on_chip and scalar_offset is None and vector_offset is None and \
+                    Tile.reinterpret_hook is not None:  # device-memory bytes seen as another dtype
                 return Tile.reinterpret_hook(self, wanted, pattern, offset)
-            if wanted.is_float or self.dtype.is_float or wanted.itemsize != self.dtype.itemsize:
-                raise NKIError(f"NKI: .ap(dtype={wanted.name}) on '{self.name}' ({self.dtype.name}): reinterpreting "
-                               "the bytes of a tensor as another dtype is supported for packed MX dtypes only")
+            if differs:
+                raise NKIError(f"NKI: .ap(dtype={wanted.name}) on '{self.name}' ({self.dtype.name} in "
+                               f"{self.buffer.name}): reinterpreting bytes as another dtype is supported for "
+                               "device memory only (without scalar_offset / vector_offset)")
         sizes = [int(size) for _, size in pattern]
         strides = [int(stride) for stride, _ in pattern]
         pitch = getattr(self, "_pitch", None)

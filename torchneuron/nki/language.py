@@ -363,6 +363,9 @@ def copy_into(dst: Tile, value, mask=None, name="tensor_copy"):
     elif isinstance(value, Tile) and (dst.dtype.packed != 1 or value.dtype.packed != 1):
         from ._isa_mx import copy_packed
         copy_packed(dst, value, name)
+    elif isinstance(value, Tile) and (hasattr(value._buffer, "raw") or hasattr(dst._buffer, "raw")):
+        from ._isa_bytes import copy_bytes  # device-memory bytes seen as another dtype (.ap(dtype=))
+        copy_bytes(dst, value, mask, name)
     elif isinstance(value, Tile):
         expr = Expression()
         expr.source(0)
@@ -381,6 +384,9 @@ def _matched(value: Tile, shape) -> Tile:
     """`value` seen with `shape`: broadcast, or (a DMA between shapes that differ only in unit
     dims, [128, 1, 64] to [128, 64]) the same elements with the unit dims dropped or added."""
     shape = list(shape)
+    if hasattr(value, "row_stride"):
+        raise NKIError(f"NKI: an indirect access to '{value.name}' (.ap(vector_offset=)) is read and written by "
+                       "nisa.dma_copy / dma_compute only")
     if not value.checks and list(value.shape) != shape and math.prod(value.shape) == math.prod(shape) and \
             [s for s in value.shape if s != 1] == [s for s in shape if s != 1]:
         kept = [(size, stride) for size, stride in zip(value.sizes, value.strides) if size != 1]

@@ -1,0 +1,72 @@
+"""Device-memory bytes seen as another dtype: a DMA from tensor.ap(pattern, dtype=other) (a bf16
+tensor read as int32 or float32 words, AWS's kernels pack indices and pairs so) reads the bytes and
+builds each element's value from them with ordinary arithmetic, so both executors agree. Integer
+values are exact up to 2 ** 24 (engines compute in float32); float values are exact, NaN payloads
+are not kept."""
+from __future__ import annotations
+
+from . import language as nl
+from ._context import Op, current
+from ._isa_mx import _Builder
+from ._tensor import NKIError, Tile
+
+# name: (mantissa bits, exponent bias, exponent bits) of the float formats a word can be read as
+_FLOATS = {"float32": (23, 127, 8), "bfloat16": (7, 127, 8), "float16": (10, 15, 5)}
+_INTS = {"uint8": (1, False), "int8": (1, True), "uint16": (2, False), "int16": (2, True), "uint32": (4, False),
+         "int32": (4, True)}
+
+
+def _field(b: _Builder, value, low_bits: int, width: int):
+    """floor(value / 2 ** low_bits) mod 2 ** width for a non-negative integer value."""
+    shifted = b.f("floor", b.f("div", value, b.lit(2 ** low_bits))) if low_bits else value
+    return b.f("sub", shifted, b.f("mul", b.f("floor", b.f("div", shifted, b.lit(2 ** width))), b.lit(2 ** width)))
+
+
+def _float(b: _Builder, sign, exponent, mantissa, mbits: int, bias: int, ebits: int):
+    """The value of sign / biased exponent / mantissa fields (integers) of an IEEE format."""
+    normal = b.f("mul", b.f("add", mantissa, b.lit(2 ** mbits)), b.f("exp2", b.f("sub", exponent, b.lit(bias + mbits))))
+    subnormal = b.f("mul", mantissa, b.lit(2.0 ** (1 - bias - mbits)))
+    value = b.f("where", b.f("eq", exponent, b.lit(0)), subnormal, normal)
+    special = b.f("where", b.f("eq", mantissa, b.lit(0)), b.lit(float("inf")), b.lit(float("nan")))
+    value = b.f("where", b.f("eq", exponent, b.lit(2 ** ebits - 1)), special, value)
+    return b.f("mul", value, b.f("sub", b.lit(1), b.f("mul", sign, b.lit(2))))
+
+
+def _decode(b: _Builder, name: str, nbytes: int):
+    """The value of a little-endian element of dtype `name` from its bytes (sources 0 .. nbytes-1)."""
+    byte = [b.source(j) for j in range(nbytes)]
+    if name in _INTS:  # the low bytes (exact below 2 ** 24), then the top byte, signed if the dtype is
+        value = b.lit(0)
+        for j in range(nbytes - 1):
+            value = b.f("add", value, b.f("mul", byte[j], b.lit(256.0 ** j)))
+        top = byte[-1]
+        if _INTS[name][1]:
+            top = b.f("sub", top, b.f("mul", b.f("ge", top, b.lit(128)), b.lit(256)))
+        return b.f("add", b.f("mul", top, b.lit(256.0 ** (nbytes - 1))), value)
+    mbits, bias, ebits = _FLOATS[name]
+    high = b.f("add", byte[-2], b.f("mul", byte[-1], b.lit(256)))  # the top 16 bits: sign, exponent, mantissa top
+    sign = b.f("floor", b.f("div", high, b.lit(32768)))
+    top_mbits = 15 - ebits
+    exponent = _field(b, high, top_mbits, ebits)
+    mantissa = _field(b, high, 0, top_mbits)
+    if nbytes == 4:  # the low 16 bits complete the mantissa
+        low = b.f("add", byte[0], b.f("mul", byte[1], b.lit(256)))
+        mantissa = b.f("add", b.f("mul", mantissa, b.lit(65536)), low)
+    return _float(b, sign, exponent, mantissa, mbits, bias, ebits)
+
+
+def copy_bytes(dst: Tile, src: Tile, mask, name: str) -> None:
+    """dst = src where src is device memory read as another dtype (.ap(dtype=))."""
+    if hasattr(dst._buffer, "raw"):
+        raise NKIError(f"NKI {name}: writing through .ap(dtype={dst.dtype.name}) on '{dst.name}' is supported for "
+                       "packed MX dtypes only")
+    dtype_name = src.dtype.name
+    nbytes = src.dtype.itemsize
+    if dtype_name not in _INTS and dtype_name not in _FLOATS:
+        raise NKIError(f"NKI {name}: reading device memory as {dtype_name} is not supported")
+    raw = src._buffer.raw
+    views = [nl._matched(Tile(raw, src.offset * nbytes + j, src.sizes, [st * nbytes for st in src.strides], src.checks),
+                         dst.shape) for j in range(nbytes)]
+    b = _Builder()
+    _decode(b, dtype_name, nbytes)
+    current().emit(Op("pointwise", dst, views, b.nodes, mask=mask, dma=True, name=name))
