@@ -401,3 +401,24 @@ def test_sbuf_is_neuroncore_v3s():
         nl.store(out, tiles[3][0:1, 0:1])
         return out
     assert nki.simulate_kernel(fits, np.zeros((1, 1), np.float32))[0, 0] == 1.0
+
+
+@nki.jit
+def k_ap_of_a_view(x):
+    """.ap() on a view of an on-chip tile counts its partitions as rows of the view's free size, as
+    AWS's TensorView builds patterns (trivial strides over the view's shape): here t[:, 4:12] of a
+    [P, 16] tile, its columns read in reverse pairs."""
+    out = nl.ndarray((x.shape[0], 8), x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    view = t[:, 4:12]
+    pairs = view.ap([[8, x.shape[0]], [2, 4], [1, 2]], 0)  # [P, 4, 2] over the view's own row-major layout
+    d = nl.ndarray((x.shape[0], 4, 2), x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=d, src=pairs)
+    nl.store(out, d.reshape((x.shape[0], 8)))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_ap_of_a_sliced_view(mode):
+    x = np.arange(6 * 16, dtype=np.float32).reshape(6, 16)
+    np.testing.assert_array_equal(run(k_ap_of_a_view, mode, x), x[:, 4:12])

@@ -329,6 +329,10 @@ class Tile:
         sizes = [int(size) for _, size in pattern]
         strides = [int(stride) for stride, _ in pattern]
         pitch = getattr(self, "_pitch", None)
+        if pitch is None and self.buffer.on_chip and len(self.sizes) > 1 and self.sizes[0] > 1 and \
+                Tile(self._buffer, 0, self.sizes[1:], self.strides[1:]).is_contiguous() and \
+                self.strides[0] != math.prod(self.sizes[1:]):  # a view (t[:, 0:4], a view of a placed tile): alike
+            pitch = (math.prod(self.sizes[1:]), self.strides[0])
         if pitch is not None:  # a placed tile: the pattern counts elements as if partitions were rows of `logical`
             logical, physical = pitch
             strides = [(st // logical) * physical + st % logical if st >= logical else st for st in strides]
