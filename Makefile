@@ -25,7 +25,7 @@ all: build
 $(VENV)/.stamp-deps: pyproject.toml Makefile | .stamp-system
 	@echo "== setting up $(VENV) with torch==$(TORCH_VERSION)"
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PIP) install -q --disable-pip-version-check torch==$(TORCH_VERSION) numpy pytest expecttest \
+	@$(PIP) install -q --disable-pip-version-check torch==$(TORCH_VERSION) numpy scipy pytest expecttest \
 	  pybind11 cmake ninja setuptools wheel
 	@# transformers without its dependency resolution, so that it cannot replace torch.
 	@$(PIP) install -q --disable-pip-version-check --no-deps transformers==$(TRANSFORMERS_VERSION)
