@@ -422,3 +422,20 @@ def k_ap_of_a_view(x):
 def test_ap_of_a_sliced_view(mode):
     x = np.arange(6 * 16, dtype=np.float32).reshape(6, 16)
     np.testing.assert_array_equal(run(k_ap_of_a_view, mode, x), x[:, 4:12])
+
+
+def test_neuron_dtypes_pack_mx_x4():
+    nki.install()
+    import neuron_dtypes as dt
+    x = np.array([[0.5, -1.5, 3.0, 7.0, 0.25, 2.5, -6.0, 5.0]], np.float32)
+    fp4 = dt.static_cast(x, dt.float4_e2m1fn_x4)
+    assert fp4.shape == (1, 2) and fp4.dtype == np.uint16
+    assert int(fp4[0, 0]) == 0x1 | 0xB << 4 | 0x5 << 8 | 0x7 << 12  # first value in the lowest nibble
+    # nearest e2m1 value, ties to the even code, saturating at 6
+    np.testing.assert_array_equal(dt.static_cast(fp4, np.float32), [[0.5, -1.5, 3, 6, 0, 2, -6, 4]])
+    fp8 = dt.static_cast(x, nl.float8_e4m3fn_x4)
+    assert fp8.shape == (1, 2) and fp8.dtype == np.uint32
+    assert int(fp8[0, 0]) & 0xFF == torch.tensor(0.5).to(torch.float8_e4m3fn).view(torch.uint8).item()
+    np.testing.assert_array_equal(dt.static_cast(fp8, np.float32), x)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        dt.static_cast(x[:, :6], dt.float8_e5m2_x4)
