@@ -125,7 +125,54 @@ def test_unsupported_reinterpretations_are_refused():
     x = torch.zeros(2, 8, dtype=torch.bfloat16, device="neuron")
     with pytest.raises(nki.NKIError, match="writing through"):
         k_write_through_view(x)
-    with pytest.raises(nki.NKIError, match="device memory only"):
+    with pytest.raises(nki.NKIError, match="on chip, float32 words"):
         k_on_chip_view(x)
     with pytest.raises(nki.NKIError, match="indirect access|SBUF or PSUM only"):
         k_indirect_in_an_engine_op(np.zeros((8, 6), np.float32), np.zeros((4, 1), np.int32))
+
+
+@nki.jit
+def k_words_as_halves(x):
+    """x (bf16 [P, 2F]) read as float32 words, then on chip the words seen as bf16 halves again."""
+    p, f2 = x.shape
+    words = nl.ndarray((p, f2 // 2), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=words, src=x.ap(pattern=[[f2 // 2, p], [1, f2 // 2]], dtype=nl.float32))
+    out = nl.ndarray((p, f2), nl.bfloat16, buffer=nl.shared_hbm)
+    for i in nl.range(2):  # the view's offset follows a loop index (traced unrolled)
+        halves = words.ap(pattern=[[f2, p], [1, f2 // 2]], offset=i * (f2 // 2), dtype=nl.bfloat16)
+        t = nl.ndarray((p, f2 // 2), nl.bfloat16, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=t, src=halves)
+        nisa.dma_copy(dst=out[:, nl.ds(i * (f2 // 2), f2 // 2)], src=t)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_on_chip_float32_words_as_bf16_halves(mode):
+    x = torch.randn(8, 32).bfloat16()
+    x[0, :4] = torch.tensor([0.0, -0.0, 1e-39, -3e38]).bfloat16()  # zeros, a subnormal, a large value
+    got = host(run(k_words_as_halves, mode, x.to("neuron")))
+    assert torch.equal(got.view(torch.int16), x.view(torch.int16))  # the same bits
+
+
+@nki.jit
+def k_packed_output(x):
+    """A float8_e4m3fn_x4 tensor in device memory: int32 words, written by a DMA from a packed tile."""
+    p, f = x.shape
+    src = nl.ndarray((p, f), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=src, src=x)
+    data = nl.ndarray((p, f // 4), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    scale = nl.ndarray((p, f // 4), nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=data, src=src, dst_scale=scale)
+    out = nl.ndarray((p, f // 4), nl.float8_e4m3fn_x4, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=data)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_packed_tensor_in_device_memory_is_int32_words(mode):
+    x = (torch.arange(32 * 16, dtype=torch.float32).reshape(32, 16) % 7 - 3).bfloat16()  # exact in e4m3 after scaling
+    got = host(run(k_packed_output, mode, x.to("neuron")))
+    assert got.dtype == torch.int32 and tuple(got.shape) == (32, 4)
+    values = got.contiguous().view(torch.float8_e4m3fn).float().reshape(32, 16)
+    # every group's largest magnitude is 3 (exponent 1): scale 2 ** (1 - 8), values x * 2 ** 7
+    torch.testing.assert_close(values, x.float() * 128, rtol=0, atol=0)

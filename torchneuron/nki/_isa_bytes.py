@@ -70,3 +70,58 @@ def copy_bytes(dst: Tile, src: Tile, mask, name: str) -> None:
     b = _Builder()
     _decode(b, dtype_name, nbytes)
     current().emit(Op("pointwise", dst, views, b.nodes, mask=mask, dma=True, name=name))
+
+
+def _word_fields(b: _Builder, v):
+    """(sign, biased exponent, 23-bit mantissa) of the float32 value v, as integers."""
+    a = b.f("abs", v)
+    sign = b.f("logical_or", b.f("lt", v, b.lit(0)), b.f("lt", b.f("div", b.lit(1), v), b.lit(0)))
+    e = b.f("maximum", b.floor_log2(b.f("maximum", a, b.lit(2.0 ** -149))), b.lit(-126))
+    subnormal = b.f("lt", a, b.lit(2.0 ** -126))
+    exponent = b.f("where", subnormal, b.lit(0), b.f("add", e, b.lit(127)))
+    mantissa = b.f("sub", b.f("div", a, b.f("exp2", b.f("sub", e, b.lit(23)))),
+                   b.f("where", subnormal, b.lit(0), b.lit(2 ** 23)))
+    infinite = b.f("eq", a, b.lit(float("inf")))
+    nan = b.f("ne", v, v)
+    special = b.f("logical_or", infinite, nan)
+    exponent = b.f("where", special, b.lit(255), exponent)
+    mantissa = b.f("where", nan, b.lit(2 ** 22), b.f("where", infinite, b.lit(0), mantissa))
+    return sign, exponent, mantissa
+
+
+def split_words(tile: Tile, wanted, pattern, offset) -> Tile:
+    """An on-chip float32 tile's words seen as bfloat16 halves (tile.ap(pattern, dtype=nl.bfloat16)):
+    the halves are made when the view is taken (a copy, so later writes to the tile do not show)."""
+    if tile.dtype.name != "float32" or wanted.name != "bfloat16" or getattr(tile, "_pitch", None) is not None:
+        raise NKIError(f"NKI: .ap(dtype={wanted.name}) on the on-chip '{tile.name}' ({tile.dtype.name}): on chip, "
+                       "float32 words seen as bfloat16 halves are supported")
+    if not isinstance(tile.offset, int) or not isinstance(offset, int):  # traced again with loops unrolled
+        from ._expr import KernelTraceError
+        raise KernelTraceError(f".ap(dtype=bfloat16) on '{tile.name}' needs a constant offset")
+    first = tile.offset
+    last = first + sum((s - 1) * st for s, st in zip(tile.sizes, tile.strides) if st > 0)
+    words = last - first + 1
+    ctx = current()
+    from ._tensor import Buffer
+    halves = Buffer(ctx.name(f"{tile.name}_bf16_{ctx.names}"), tile._buffer.space, wanted, (2 * words,))
+    ctx.allocate_unchecked(halves)
+    source = Tile(tile._buffer, first, [1, words], [0, 1])
+    for half in (0, 1):  # little-endian: the low half first
+        b = _Builder()
+        sign, exponent, mantissa = _word_fields(b, b.source(0))
+        top = b.f("floor", b.f("div", mantissa, b.lit(65536)))
+        if half:  # the high half: sign, the exponent and the mantissa's top 7 bits
+            _float(b, sign, exponent, top, 7, 127, 8)
+        else:  # the low half: the mantissa's low 16 bits, read as a bfloat16
+            low = b.f("sub", mantissa, b.f("mul", top, b.lit(65536)))
+            _float(b, b.f("floor", b.f("div", low, b.lit(32768))), _field(b, low, 7, 8), _field(b, low, 0, 7), 7, 127, 8)
+        current().emit(Op("pointwise", Tile(halves, half, [1, words], [0, 2]), [source], b.nodes,
+                          name=".ap(dtype=bfloat16)"))
+    sizes = [int(s) for _, s in pattern]
+    strides = [int(st) for st, _ in pattern]
+    view = Tile(halves, 2 * (tile.offset - first) + offset, sizes, strides)
+    top = view.offset + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
+    if view.offset < 0 or top >= halves.elements:
+        raise NKIError(f"NKI: out-of-bounds access pattern on '{tile.name}' as bfloat16: elements {view.offset}..{top} "
+                       f"of {halves.elements}")
+    return view

@@ -194,7 +194,7 @@ def reinterpret(tile: Tile, dtype_, pattern, offset) -> Tile:
     else:
         raw.id = ctx.program.add_buffer(raw.name, "hbm", "uint8", nbytes, source.argument)
     packed = Buffer(source.name + "_" + dt.name, source.space, dt, (nbytes // dt.itemsize,))
-    packed.raw = raw
+    packed.raw, packed.argument, packed.storage = raw, source.argument, source.storage
     base = tile.offset * source.dtype.itemsize
     if not isinstance(base, int) or base % dt.itemsize:
         raise NKIError(f"NKI: .ap(dtype={dt.name}) on '{tile.name}' must start at a whole {dt.itemsize}-byte element")
@@ -206,6 +206,22 @@ def reinterpret(tile: Tile, dtype_, pattern, offset) -> Tile:
         raise NKIError(f"NKI: out-of-bounds access pattern on '{tile.name}' as {dt.name}: elements "
                        f"{view.offset}..{top} of {packed.elements}")
     return view
+
+
+def packed_in_device_memory(ctx, buf: Buffer) -> Tile:
+    """nl.ndarray(shape, float8_*_x4, buffer=nl.shared_hbm): int32 words (returned to PyTorch as an
+    int32 tensor of `shape`) seen as packed elements, which DMAs from packed tiles encode."""
+    if buf.dtype.itemsize != 4:
+        raise NKIError(f"NKI: '{buf.name}': device-memory tensors of {buf.dtype.name} are not supported (FP8 x4 "
+                       "ones are, as int32 words); pass FP4 data in and out as bytes, read with .ap(dtype=...)")
+    words = Buffer(buf.name, buf.space, DTYPES["int32"], buf.shape)
+    ctx.allocate(words)
+    strides, step = [], 1
+    for s in reversed(buf.shape):
+        strides.append(step)
+        step *= s
+    tile = Tile(words, 0, list(buf.shape), list(reversed(strides)))
+    return reinterpret(tile, buf.dtype, [[st, s] for st, s in zip(tile.strides, tile.sizes)], 0)
 
 
 def copy_packed(dst: Tile, src: Tile, name: str) -> None:

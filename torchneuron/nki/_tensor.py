@@ -322,6 +322,9 @@ class Tile:
             if differs and not self.buffer.on_chip and scalar_offset is None and vector_offset is None and \
                     Tile.reinterpret_hook is not None:  # device-memory bytes seen as another dtype
                 return Tile.reinterpret_hook(self, wanted, pattern, offset)
+            if differs and self.buffer.on_chip and scalar_offset is None and vector_offset is None:
+                from ._isa_bytes import split_words  # float32 words as bfloat16 halves
+                return split_words(self, wanted, pattern, offset)
             if differs:
                 raise NKIError(f"NKI: .ap(dtype={wanted.name}) on '{self.name}' ({self.dtype.name} in "
                                f"{self.buffer.name}): reinterpreting bytes as another dtype is supported for "

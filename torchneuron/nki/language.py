@@ -44,8 +44,8 @@ def ndarray(shape, dtype=float32, buffer=None, name="", address=None, **_unused)
     buf = Buffer(ctx.name(name), to_space(buffer), to_dtype(dtype), shape)
     packed = buf.dtype.packed  # MX *_x4 tiles hold their values unpacked on chip (nisa.quantize_mx)
     if packed != 1 and not buf.space.on_chip:
-        raise NKIError(f"NKI: '{buf.name}': device-memory tensors of {buf.dtype.name} are not supported; keep packed "
-                       "MX data on chip, or pass it in as bytes and read it with .ap(dtype=...)")
+        from ._isa_mx import packed_in_device_memory
+        return packed_in_device_memory(ctx, buf)
     buf.elements *= packed
     ctx.allocate(buf)
     strides, step = [], packed
@@ -70,7 +70,7 @@ def _placed(ctx, shape, space, dtype, address, name):
         raise NKIError(f"NKI: tile {list(shape)} of {dtype.name} placed at address={address!r} does not fit "
                        f"{space.name} ({row * dtype.itemsize} bytes per partition, {PARTITION_MAX} partitions)")
     strides, step = [0] * len(shape), 1
-    for d in reversed(range(len(shape))):
+    for d in reversed(builtins.range(len(shape))):
         if d == pd:
             continue
         strides[d] = step
@@ -181,9 +181,9 @@ def _range(start, stop, step):
         start, stop = 0, start
     ctx = current()
     unrolled = ctx.unrolled is True or (
-        ctx.unrolled and not is_symbolic(start) and not is_symbolic(stop) and len(range(start, stop, step)) <= ctx.unrolled)
+        ctx.unrolled and not is_symbolic(start) and not is_symbolic(stop) and len(builtins.range(start, stop, step)) <= ctx.unrolled)
     if ctx.interpreting or unrolled:
-        for value in range(int(start), int(stop), step):
+        for value in builtins.range(int(start), int(stop), step):
             ctx.enter_scope()
             try:
                 yield value
@@ -208,6 +208,9 @@ def affine_range(start, stop=None, step=1, **_unused):
 def sequential_range(start, stop=None, step=1, **_unused):
     """A loop whose iterations depend on each other (compiled as one loop, run in order)."""
     return _range(start, stop, step)
+
+
+range = sequential_range  # nl.range: a loop run in order (NKI 0.3's name)
 
 
 def dynamic_range(start, stop=None, step=1, **_unused):
@@ -239,14 +242,14 @@ def spmd_dim(size, *cores):
 
 def static_range(start, stop=None, step=1):
     """A loop unrolled at trace time: its variable is a Python int."""
-    return range(start, stop, step) if stop is not None else range(start)
+    return builtins.range(start, stop, step) if stop is not None else builtins.range(start)
 
 
 # Elementwise -------------------------------------------------------------------------------------
 def _broadcast_shape(shapes):
     rank = builtins.max(len(s) for s in shapes)
     out = []
-    for d in range(rank):
+    for d in builtins.range(rank):
         sizes = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0} - {1}
         if len(sizes) > 1:
             raise NKIError(f"NKI: tiles of shapes {[tuple(s) for s in shapes]} do not broadcast")
@@ -475,7 +478,7 @@ def _kept_strides(out, dims, rank):
     if len(out.sizes) == rank:
         return list(out.strides)
     strides, k = [], 0
-    for d in range(rank):
+    for d in builtins.range(rank):
         if d in dims:
             strides.append(0)
         else:
