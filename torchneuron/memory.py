@@ -52,7 +52,7 @@ def _snapshot(device=None):
     for dev in range(torch.neuron.device_count()):
         if device is not None and torch.device(device).index not in (None, dev):
             continue
-        for address, size, pool, blocks in _C._memory_segments(dev):
+        for address, size, pool, graph_pool, blocks in _C._memory_segments(dev):
             block_dicts = []
             for b_address, b_size, requested, allocated in blocks:
                 block_dicts.append({
@@ -64,7 +64,7 @@ def _snapshot(device=None):
             segments.append({
                 "device": dev, "address": address, "total_size": size, "allocated_size": allocated_size,
                 "active_size": allocated_size, "requested_size": sum(b["requested_size"] for b in block_dicts),
-                "stream": 0, "segment_type": pool, "segment_pool_id": (0, 0), "is_expandable": False,
+                "stream": 0, "segment_type": pool, "segment_pool_id": (0, graph_pool), "is_expandable": False,
                 "frames": [], "blocks": block_dicts,
             })
     return {"segments": segments, "device_traces": traces,

@@ -207,11 +207,6 @@ def stream(stream):
     return StreamContext(stream)
 
 
-def is_current_stream_capturing():
-    """False: neuron has no stream capture (graph recording), so no stream is ever capturing."""
-    return False
-
-
 def can_device_access_peer(device, peer_device):
     """Whether `device` can copy to and from `peer_device` directly: any two distinct neuron
     devices can (copies between them run on the queues, without a stop on the host)."""
@@ -446,3 +441,8 @@ def is_bf16_supported(including_emulation=True):
 def get_amp_supported_dtype():
     """Returns the dtypes autocast may use on neuron."""
     return [torch.bfloat16, torch.float16]
+
+
+# Graph capture and replay (torchneuron/graphs.py), as torch.cuda has them.
+from torchneuron.graphs import (NeuronGraph, graph, graph_pool_handle, is_current_stream_capturing,  # noqa: E402,F401
+                                make_graphed_callables)

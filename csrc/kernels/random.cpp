@@ -23,7 +23,7 @@ using namespace random_detail;
 // Reads consecutive 32-bit words of a Philox stream, one block computation per four words.
 class WordReader {
  public:
-  explicit WordReader(PhiloxStream stream) : stream_(stream) {}
+  explicit WordReader(PhiloxStream stream) : stream_(stream.resolved()) {}
   uint32_t next() {
     if (used_ == 4) {
       const uint64_t block = stream_.offset / 4 + block_index_++;
@@ -201,7 +201,8 @@ void multinomial(DType dtype, int64_t rows, int64_t categories, const void* prob
       std::vector<double> key(static_cast<size_t>(categories));
       std::vector<int64_t> order(static_cast<size_t>(categories));
       for (int64_t r = begin; r < end; ++r) {
-        WordReader reader(PhiloxStream{stream.seed, stream.offset + static_cast<uint64_t>(r) * row_words});
+        const PhiloxStream base = stream.resolved();
+        WordReader reader(PhiloxStream{base.seed, base.offset + static_cast<uint64_t>(r) * row_words});
         const T* row = p + r * categories;
         int64_t* dst = out + r * samples;
         if (replacement) {

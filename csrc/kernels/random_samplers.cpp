@@ -22,7 +22,8 @@ constexpr uint32_t kPerElementStream = 0x9e3779b9;
 // Element `index`'s private stream (see per_element_words_needed).
 class ElementStream {
  public:
-  ElementStream(PhiloxStream stream, uint64_t index) : seed_(stream.seed), block_(stream.offset / 4 + index) {}
+  ElementStream(PhiloxStream stream, uint64_t index)
+      : seed_(stream.resolved().seed), block_(stream.resolved().offset / 4 + index) {}
 
   // Uniform in [0, 1) with 53 random bits.
   double uniform() {

@@ -5,6 +5,7 @@
 
 #include "runtime/caching_allocator.h"
 #include "runtime/device.h"
+#include "runtime/graph_capture.h"
 #include "runtime/memory_history.h"
 
 namespace py = pybind11;
@@ -28,14 +29,23 @@ const char* action_name(rt::MemoryAction action) {
 }  // namespace
 
 void register_memory(py::module_& m) {
-  // [(address, size, pool, [(address, size, requested, allocated), ...]), ...] of started devices.
+  // Graph capture state of the calling thread, and new pool handles for graphs to share.
+  m.def("_is_current_stream_capturing", [] {
+    if (!rt::is_initialized()) return false;
+    const int device = rt::current_device();
+    return rt::device(device).queue().capturing(rt::current_stream(device)) != nullptr;
+  });
+  m.def("_graph_pool_handle", [] { return py::make_tuple(0, rt::new_graph_pool_id()); });
+  // [(address, size, pool, graph pool key (0: none), [(address, size, requested, allocated), ...]), ...]
+  // of started devices.
   m.def("_memory_segments", [](int device) {
     py::list segments;
     if (!rt::is_initialized()) return segments;
     for (const auto& s : rt::device(device).allocator().snapshot()) {
       py::list blocks;
       for (const auto& b : s.blocks) blocks.append(py::make_tuple(b.address, b.size, b.requested, b.allocated));
-      segments.append(py::make_tuple(s.address, s.size, s.pool == rt::kSmallPool ? "small" : "large", blocks));
+      segments.append(py::make_tuple(s.address, s.size, s.pool == rt::kSmallPool ? "small" : "large", s.memory_pool,
+                                     blocks));
     }
     return segments;
   });

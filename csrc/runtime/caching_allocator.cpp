@@ -1,5 +1,6 @@
 #include "runtime/caching_allocator.h"
 
+#include "runtime/device.h"
 #include "runtime/hardware_queue.h"
 #include "runtime/memory_history.h"
 
@@ -21,12 +22,14 @@ struct CachingAllocator::Block {
   bool allocated = false;
   Block* prev = nullptr;  // neighbours inside the same segment
   Block* next = nullptr;
+  uint64_t memory_pool = 0;  // the graph pool of its segment, or 0
 
   bool is_whole_segment() const { return prev == nullptr && next == nullptr; }
   bool is_split() const { return !is_whole_segment(); }
 };
 
 bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
+  if (a->memory_pool != b->memory_pool) return a->memory_pool < b->memory_pool;
   if (a->size != b->size) return a->size < b->size;
   return a->ptr < b->ptr;
 }
@@ -99,8 +102,9 @@ void* CachingAllocator::allocate(size_t bytes, void** handle) {
   // The launching line is read before the lock: reading it may take the GIL.
   const char* site = memory_history::recording() ? capture_launch_site() : "";
   std::unique_lock<std::mutex> lock(mutex_);
-  Block* block = find_free_block(rounded);
-  if (block == nullptr) block = allocate_segment(rounded);
+  const uint64_t memory_pool = routed_pool();
+  Block* block = find_free_block(rounded, memory_pool);
+  if (block == nullptr) block = allocate_segment(rounded, memory_pool);
   if (block == nullptr) {
     // Past capacity: wait for the device, return cached segments, and try once more.
     lock.unlock();
@@ -108,8 +112,8 @@ void* CachingAllocator::allocate(size_t bytes, void** handle) {
     lock.lock();
     stats_.num_alloc_retries += 1;
     release_free_segments();
-    block = find_free_block(rounded);
-    if (block == nullptr) block = allocate_segment(rounded);
+    block = find_free_block(rounded, memory_pool);
+    if (block == nullptr) block = allocate_segment(rounded, memory_pool);
   }
   if (block == nullptr) {
     stats_.num_ooms += 1;
@@ -131,16 +135,17 @@ void* CachingAllocator::allocate(size_t bytes, void** handle) {
   return block->ptr;
 }
 
-CachingAllocator::Block* CachingAllocator::find_free_block(size_t rounded) {
+CachingAllocator::Block* CachingAllocator::find_free_block(size_t rounded, uint64_t memory_pool) {
   FreeBlocks& pool = free_blocks(pool_kind_for(rounded));
   Block key{nullptr, nullptr, rounded, 0, kSmallPool, false};
+  key.memory_pool = memory_pool;
   auto it = pool.lower_bound(&key);
   // A mid-size request must not pin a whole segment that was sized for one large request.
-  while (it != pool.end() && rounded < kMinLargeAlloc && (*it)->dedicated &&
+  while (it != pool.end() && (*it)->memory_pool == memory_pool && rounded < kMinLargeAlloc && (*it)->dedicated &&
          (*it)->is_whole_segment()) {
     ++it;
   }
-  if (it == pool.end()) return nullptr;
+  if (it == pool.end() || (*it)->memory_pool != memory_pool) return nullptr;
   Block* block = *it;
   pool.erase(it);
   if (block->is_split()) {
@@ -150,7 +155,7 @@ CachingAllocator::Block* CachingAllocator::find_free_block(size_t rounded) {
   return block;
 }
 
-CachingAllocator::Block* CachingAllocator::allocate_segment(size_t rounded) {
+CachingAllocator::Block* CachingAllocator::allocate_segment(size_t rounded, uint64_t memory_pool) {
   const size_t size = segment_size(rounded);
   const int64_t reserved = stats_.reserved_bytes[kAggregatePool].current;
   if (static_cast<size_t>(reserved) + size > capacity_) return nullptr;
@@ -158,6 +163,7 @@ CachingAllocator::Block* CachingAllocator::allocate_segment(size_t rounded) {
   if (base == nullptr) return nullptr;
   const PoolKind pool = pool_kind_for(rounded);
   Block* block = new Block{this, base, size, 0, pool, rounded >= kMinLargeAlloc};
+  block->memory_pool = memory_pool;
   segments_.emplace(base, Segment{block, size});
   if (memory_history::recording()) {
     memory_history::record(device_index_, MemoryAction::kSegmentAlloc, reinterpret_cast<uintptr_t>(base), size);
@@ -173,6 +179,7 @@ CachingAllocator::Block* CachingAllocator::split(Block* block, size_t rounded) {
   const size_t min_remainder = block->pool == kSmallPool ? kMinBlockSize : kSmallSize + 1;
   if (remaining < min_remainder) return block;
   Block* rest = new Block{this, block->ptr + rounded, remaining, 0, block->pool, block->dedicated};
+  rest->memory_pool = block->memory_pool;
   rest->prev = block;
   rest->next = block->next;
   if (rest->next != nullptr) rest->next->prev = rest;
@@ -238,7 +245,7 @@ std::vector<CachingAllocator::SegmentInfo> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<SegmentInfo> out;
   for (const auto& [base, segment] : segments_) {
-    SegmentInfo info{reinterpret_cast<uintptr_t>(base), segment.size, segment.first->pool, {}};
+    SegmentInfo info{reinterpret_cast<uintptr_t>(base), segment.size, segment.first->pool, segment.first->memory_pool, {}};
     for (const Block* b = segment.first; b != nullptr; b = b->next) {
       info.blocks.push_back(BlockInfo{reinterpret_cast<uintptr_t>(b->ptr), b->size, b->requested, b->allocated});
     }
@@ -266,7 +273,7 @@ void CachingAllocator::release_free_segments() {
   for (FreeBlocks* pool : {&small_blocks_, &large_blocks_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* block = *it;
-      if (!block->is_whole_segment()) {
+      if (!block->is_whole_segment() || block->memory_pool != 0) {  // a graph's memory stays its own
         ++it;
         continue;
       }
@@ -320,6 +327,58 @@ void CachingAllocator::reset_peak_stats() {
         &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
         &stats_.inactive_split_bytes, &stats_.requested_bytes}) {
     for (Stat& s : *stat) s.reset_peak();
+  }
+}
+
+uint64_t CachingAllocator::routed_pool() const {
+  if (pool_routes_.empty()) return 0;
+  const int64_t stream = current_stream(device_index_);
+  for (const auto& [routed, pool] : pool_routes_) {
+    if (routed == stream) return pool;
+  }
+  return 0;
+}
+
+void CachingAllocator::begin_allocate_to_pool(uint64_t pool, int64_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_routes_.emplace_back(stream, pool);
+}
+
+void CachingAllocator::end_allocate_to_pool(int64_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::find_if(pool_routes_.begin(), pool_routes_.end(), [&](const auto& r) { return r.first == stream; });
+  if (it != pool_routes_.end()) pool_routes_.erase(it);
+}
+
+void CachingAllocator::retain_pool(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_users_[pool] += 1;
+}
+
+int CachingAllocator::pool_users(uint64_t pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pool_users_.find(pool);
+  return it == pool_users_.end() ? 0 : it->second;
+}
+
+void CachingAllocator::release_pool(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto users = pool_users_.find(pool);
+  if (users == pool_users_.end() || --users->second > 0) return;
+  pool_users_.erase(users);
+  // The queue runs in order: a replay still queued runs before any later user of this memory.
+  for (auto& [base, segment] : segments_) {
+    if (segment.first->memory_pool != pool) continue;
+    for (Block* block = segment.first; block != nullptr; block = block->next) {
+      if (block->allocated) {
+        block->memory_pool = 0;
+        continue;
+      }
+      FreeBlocks& blocks = free_blocks(block->pool);
+      blocks.erase(block);  // its position in the set depends on its pool
+      block->memory_pool = 0;
+      blocks.insert(block);
+    }
   }
 }
 

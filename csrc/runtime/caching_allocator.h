@@ -78,6 +78,16 @@ class CachingAllocator {
   // True when `ptr` lies in a segment of this allocator.
   bool owns(const void* ptr) const;
 
+  // Graph memory pools (pool 0 is everyone's). Allocations made while a stream routed to a pool
+  // is current take the pool's blocks and segments only, and what a pool holds never serves
+  // pool 0 while the pool has users, so a captured graph's memory stays valid for its replays.
+  void begin_allocate_to_pool(uint64_t pool, int64_t stream);
+  void end_allocate_to_pool(int64_t stream);
+  void retain_pool(uint64_t pool);
+  // Drops a user; with the last gone, the pool's memory (free and live) joins pool 0.
+  void release_pool(uint64_t pool);
+  int pool_users(uint64_t pool) const;
+
   // Every segment with its blocks in address order, for memory snapshots.
   struct BlockInfo {
     uintptr_t address;
@@ -88,6 +98,7 @@ class CachingAllocator {
     uintptr_t address;
     size_t size;
     PoolKind pool;
+    uint64_t memory_pool;  // 0, or the graph pool it belongs to
     std::vector<BlockInfo> blocks;
   };
   std::vector<SegmentInfo> snapshot() const;
@@ -106,8 +117,9 @@ class CachingAllocator {
   static size_t segment_size(size_t rounded);
   static PoolKind pool_kind_for(size_t rounded) { return rounded <= kSmallSize ? kSmallPool : kLargePool; }
   FreeBlocks& free_blocks(PoolKind pool) { return pool == kSmallPool ? small_blocks_ : large_blocks_; }
-  Block* find_free_block(size_t rounded);
-  Block* allocate_segment(size_t rounded);  // nullptr past capacity
+  Block* find_free_block(size_t rounded, uint64_t memory_pool);
+  Block* allocate_segment(size_t rounded, uint64_t memory_pool);  // nullptr past capacity
+  uint64_t routed_pool() const;  // caller holds mutex_
   Block* split(Block* block, size_t rounded);
   void free_block(Block* block);
   void release_free_segments();  // caller holds mutex_
@@ -125,6 +137,8 @@ class CachingAllocator {
     size_t size;
   };
   std::unordered_map<char*, Segment> segments_;  // keyed by base address
+  std::vector<std::pair<int64_t, uint64_t>> pool_routes_;  // (stream, pool) of the capturing streams
+  std::unordered_map<uint64_t, int> pool_users_;
   AllocatorStats stats_;
 };
 

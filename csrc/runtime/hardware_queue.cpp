@@ -11,6 +11,8 @@
 
 #include "runtime/cpu_relax.h"
 #include "runtime/errors.h"
+#include "runtime/device.h"
+#include "runtime/graph_capture.h"
 
 namespace torchneuron::runtime {
 namespace {
@@ -113,6 +115,12 @@ HardwareQueue::~HardwareQueue() {
 
 uint64_t HardwareQueue::submit(StreamId stream, const LaunchInfo& info, Kernel&& kernel) {
   flush_deferred_work();
+  if (any_capture()) {
+    if (CapturedGraph* graph = capturing(stream)) {
+      graph->record(info, std::move(kernel));  // run by the graph's replays, not now
+      return last_submitted(stream);
+    }
+  }
   uint64_t seq;
   {
     std::unique_lock<std::mutex> lock(submit_mutex_);
@@ -268,6 +276,7 @@ void HardwareQueue::record_fault(const Command& command, const char* what) {
 }
 
 void HardwareQueue::wait_for(uint64_t seq) {
+  if (any_capture()) check_not_capturing(current_stream(device_index_), "waiting for the device");
   if (is_complete(seq)) return;
   ScopedBlockingWait blocking;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -283,12 +292,21 @@ void HardwareQueue::wait_for(uint64_t seq) {
 }
 
 void HardwareQueue::synchronize() {
+  if (any_capture()) {
+    std::lock_guard<std::mutex> lock(capture_mutex_);
+    for (const auto& [stream, graph] : captures_) {
+      const std::string message = capture_error_message("synchronizing the device", device_index_, stream);
+      if (graph->invalidated.empty()) graph->invalidated = message;
+      throw CaptureError(message);
+    }
+  }
   flush_deferred_work();
   wait_for(last_submitted());
   raise_pending_fault();
 }
 
 void HardwareQueue::synchronize_stream(StreamId stream) {
+  if (any_capture()) check_not_capturing(stream, "synchronizing the stream");
   flush_deferred_work();
   wait_for(last_submitted(stream));
   raise_pending_fault();
@@ -317,6 +335,34 @@ void HardwareQueue::raise_pending_fault() {
 bool HardwareQueue::has_pending_fault() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return fault_.has_value();
+}
+
+void HardwareQueue::begin_capture(StreamId stream, CapturedGraph* graph) {
+  std::lock_guard<std::mutex> lock(capture_mutex_);
+  if (!captures_.emplace(stream, graph).second) {
+    throw InvalidArgument("neuron:" + std::to_string(device_index_) + " stream " + std::to_string(stream) +
+                          " is capturing a graph already; end that capture first");
+  }
+  num_captures_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void HardwareQueue::end_capture(StreamId stream) {
+  std::lock_guard<std::mutex> lock(capture_mutex_);
+  if (captures_.erase(stream) > 0) num_captures_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+CapturedGraph* HardwareQueue::capturing(StreamId stream) const {
+  std::lock_guard<std::mutex> lock(capture_mutex_);
+  auto it = captures_.find(stream);
+  return it == captures_.end() ? nullptr : it->second;
+}
+
+void HardwareQueue::check_not_capturing(StreamId stream, const char* action) const {
+  CapturedGraph* graph = capturing(stream);
+  if (graph == nullptr) return;
+  const std::string message = capture_error_message(action, device_index_, stream);
+  if (graph->invalidated.empty()) graph->invalidated = message;
+  throw CaptureError(message);
 }
 
 uint64_t HardwareQueue::last_submitted() const {

@@ -16,6 +16,8 @@
 
 namespace torchneuron::runtime {
 
+class CapturedGraph;  // graph_capture.h
+
 using StreamId = int64_t;
 constexpr StreamId kDefaultStream = 0;
 
@@ -121,6 +123,13 @@ class HardwareQueue {
   // the worker's completion count only when the last one it read leaves more than `n` pending.
   bool depth_exceeds(uint64_t n) const;
 
+  // Graph capture: while `stream` captures, the commands submitted on it (from any thread) are
+  // recorded into `graph` instead of run, and host waits on it raise CaptureError.
+  void begin_capture(StreamId stream, CapturedGraph* graph);
+  void end_capture(StreamId stream);
+  CapturedGraph* capturing(StreamId stream) const;
+  bool any_capture() const { return num_captures_.load(std::memory_order_acquire) > 0; }
+
   // Whether the host holds deferred work for this queue (see DeferredWorkFlusher).
   void set_has_deferred_work(bool deferred) { has_deferred_work_.store(deferred, std::memory_order_release); }
   bool has_deferred_work() const { return has_deferred_work_.load(std::memory_order_acquire); }
@@ -170,6 +179,12 @@ class HardwareQueue {
   mutable std::atomic<uint64_t> completed_hint_{0};  // likewise, for depth_exceeds (no lock)
 
   std::atomic<bool> has_deferred_work_{false};
+
+  mutable std::mutex capture_mutex_;
+  std::unordered_map<StreamId, CapturedGraph*> captures_;
+  std::atomic<int> num_captures_{0};
+  // Raises CaptureError (and marks the capture unusable) if `stream` captures.
+  void check_not_capturing(StreamId stream, const char* action) const;
 
   // Written by submit under submit_mutex_, in order; polled by the worker.
   alignas(64) std::atomic<uint64_t> submitted_{0};

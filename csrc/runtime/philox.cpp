@@ -59,9 +59,34 @@ uint64_t PhiloxGenerator::offset() const {
 
 PhiloxStream PhiloxGenerator::reserve(uint64_t words) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t rounded = (words + 3) / 4 * 4;
+  if (capture_ != nullptr) {
+    PhiloxStream stream{0, capture_offset_, capture_};
+    capture_offset_ += rounded;
+    return stream;
+  }
   PhiloxStream stream{seed_, offset_};
-  offset_ += (words + 3) / 4 * 4;
+  offset_ += rounded;
   return stream;
+}
+
+void PhiloxGenerator::begin_capture(const GraphRngState* state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture_ = state;
+  capture_offset_ = 0;
+}
+
+uint64_t PhiloxGenerator::end_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture_ = nullptr;
+  return capture_offset_;
+}
+
+std::pair<uint64_t, uint64_t> PhiloxGenerator::take_for_replay(uint64_t words) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::pair<uint64_t, uint64_t> state{seed_, offset_};
+  offset_ += words;
+  return state;
 }
 
 }  // namespace torchneuron::runtime

@@ -194,9 +194,16 @@ def _decompositions():
     return table
 
 
-# torch.compile's modes, all of which compile the same way here: the neuron compiler has no
-# autotuning or graph capture for them to switch on.
+# torch.compile's modes. "reduce-overhead" runs each compiled program through graph capture
+# (graphed_program.py); the others compile the same way: the neuron compiler does no autotuning.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _graphed_compile_graph(gm: torch.fx.GraphModule, example_inputs):
+    """compile_graph for mode="reduce-overhead": the program runs through graphs."""
+    from .graphed_program import GraphedProgram
+
+    return GraphedProgram(compile_graph(gm, example_inputs), gm)
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
@@ -212,9 +219,12 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=
 
     from . import autograd_cache
 
-    key = autograd_cache.cache_key(gm, example_inputs)
+    graphed = mode == "reduce-overhead"
+    # The graph cache stores plain programs only.
+    key = None if graphed else autograd_cache.cache_key(gm, example_inputs)
+    compiler = _graphed_compile_graph if graphed else compile_graph
     # Two compilers: aot_autograd wraps the backward's in place.
-    fw_compiler, bw_compiler = (compile_graph, compile_graph) if key is None else (
+    fw_compiler, bw_compiler = (compiler, compiler) if key is None else (
         autograd_cache.serializable_compiler(compile_graph), autograd_cache.serializable_compiler(compile_graph))
     backend = aot_autograd(fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                            decompositions=_decompositions(), partition_fn=min_cut_rematerialization_partition,

@@ -1,5 +1,6 @@
 // c10::DeviceAllocator over the runtime's per-device CachingAllocator (torch.accelerator.memory_*
 // reaches it), and the pinned host allocator behind tensor.pin_memory().
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstdlib>
@@ -122,7 +123,9 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
 
 // Page-locked memory has no meaning on a simulated device; pinned buffers are ordinary host
 // memory that we track, so that is_pinned() answers and non_blocking copies may skip staging.
-class PinnedHostAllocator final : public c10::Allocator {
+// It is the device's at::HostAllocator (torch.accelerator.empty_host_cache, host memory stats):
+// nothing is cached, so emptying the cache has nothing to do.
+class PinnedHostAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t bytes) override {
     void* ptr = nullptr;
@@ -132,6 +135,11 @@ class PinnedHostAllocator final : public c10::Allocator {
                        " bytes failed: the host is out of memory.");
       std::lock_guard<std::mutex> lock(mutex_);
       blocks_.emplace(static_cast<char*>(ptr), bytes);
+      stats_.active_requests.increase(1);
+      stats_.active_bytes.increase(bytes);
+      stats_.allocations.increase(1);
+      stats_.allocated_bytes.increase(bytes);
+      stats_.num_host_alloc += 1;
     }
     return {ptr, ptr, &release, c10::Device(c10::DeviceType::CPU)};
   }
@@ -140,6 +148,29 @@ class PinnedHostAllocator final : public c10::Allocator {
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
+  }
+
+  // A copy's command keeps its source buffer alive itself: no stream bookkeeping is needed.
+  bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override { return true; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void reset_accumulated_stats() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (c10::CachingAllocator::Stat* stat :
+         {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
+      stat->reset_accumulated();
+    }
+    stats_.num_host_alloc = stats_.num_host_free = 0;
+  }
+  void reset_peak_stats() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (c10::CachingAllocator::Stat* stat :
+         {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
+      stat->reset_peak();
+    }
   }
 
   bool owns(const void* ptr) {
@@ -155,6 +186,7 @@ class PinnedHostAllocator final : public c10::Allocator {
   static void release(void* ptr);
   std::mutex mutex_;
   std::map<char*, size_t> blocks_;
+  at::HostStats stats_;
 };
 
 NeuronDeviceAllocator g_device_allocator;
@@ -170,7 +202,15 @@ void PinnedHostAllocator::release(void* ptr) {
   PinnedHostAllocator& self = pinned_allocator();
   {
     std::lock_guard<std::mutex> lock(self.mutex_);
-    self.blocks_.erase(static_cast<char*>(ptr));
+    auto it = self.blocks_.find(static_cast<char*>(ptr));
+    if (it != self.blocks_.end()) {
+      self.stats_.active_requests.decrease(1);
+      self.stats_.active_bytes.decrease(it->second);
+      self.stats_.allocations.decrease(1);
+      self.stats_.allocated_bytes.decrease(it->second);
+      self.stats_.num_host_free += 1;
+      self.blocks_.erase(it);
+    }
   }
   std::free(ptr);
 }
@@ -182,5 +222,6 @@ c10::Allocator* pinned_host_allocator() { return &pinned_allocator(); }
 bool is_pinned_host_pointer(const void* ptr) { return pinned_allocator().owns(ptr); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
+REGISTER_HOST_ALLOCATOR(c10::DeviceType::PrivateUse1, &pinned_allocator());
 
 }  // namespace torchneuron::aten

@@ -24,6 +24,8 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
 
   // Reserves `words` 32-bit random words for one kernel launch.
   runtime::PhiloxStream reserve(uint64_t words) { return philox_.reserve(words); }
+  // The state itself, for graph capture and replay.
+  runtime::PhiloxGenerator& philox() { return philox_; }
 
  private:
   NeuronGeneratorImpl* clone_impl() const override;

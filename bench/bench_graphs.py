@@ -1,0 +1,97 @@
+"""Graph capture benchmarks: plain eager vs a graph replay vs torch.compile(backend="neuron")
+(default mode, and mode="reduce-overhead"), taking turns in one run and printed as ratios to
+plain eager: a 20-op pointwise chain on 4K and on 4M elements, the tiny GPT training step (whole
+step, AdamW with capturable=True, captured), and a tiny-Llama decode step (batch 1 and 8: the
+forward over a fixed 32-token window and the greedy next token into a static buffer)."""
+
+import copy
+import os
+import sys
+import warnings
+
+import torch
+
+import torchneuron
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_compile import TinyLlama, gpt_case, interleaved_step_seconds  # noqa: E402
+
+warnings.simplefilter("ignore")
+
+
+def chain20(x):
+    for i in range(10):
+        x = torch.sin(x) * (1.0 + 0.01 * i)
+        x = x + 0.5
+    return x
+
+
+def graphed(fn, *static_inputs):
+    """fn captured once with `static_inputs`; returns a replay function."""
+    for _ in range(2):
+        fn(*static_inputs)
+    g = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g):
+        fn(*static_inputs)
+    return g.replay
+
+
+def four_ways(fn, *inputs):
+    compiled = torch.compile(fn, backend="neuron")
+    reduced = torch.compile(fn, backend="neuron", mode="reduce-overhead")
+    return {"eager": lambda: fn(*inputs), "graphed": graphed(fn, *inputs), "compiled": lambda: compiled(*inputs),
+            "reduce-overhead": lambda: reduced(*inputs)}
+
+
+def chain_cases():
+    for label, numel in (("20 pointwise ops, 4K elements", 4096), ("20 pointwise ops, 4M elements", 4 << 20)):
+        yield label, four_ways(chain20, torch.randn(numel, device="neuron"))
+
+
+def gpt_training_case():
+    model, batch, step = gpt_case()
+    runs = {}
+    for name in ("eager", "graphed", "compiled", "reduce-overhead"):
+        m = copy.deepcopy(model).to("neuron")
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3, capturable=name == "graphed")
+        forward = {"compiled": lambda mod: torch.compile(mod, backend="neuron"),
+                   "reduce-overhead": lambda mod: torch.compile(mod, backend="neuron", mode="reduce-overhead")}.get(
+            name, lambda mod: mod)(m)
+        data = [t.to("neuron") for t in batch]
+        run = (lambda f=forward, o=opt, d=data: step(f, o, d))
+        runs[name] = graphed(run) if name == "graphed" else run
+    return "tiny GPT training step", runs
+
+
+def decode_case(batch):
+    torch.manual_seed(0)
+    model = TinyLlama().to("neuron").eval()
+    window = torch.randint(0, 96, (batch, 32), device="neuron")
+    next_token = torch.empty(batch, dtype=torch.long, device="neuron")
+
+    def decode_step(tokens):
+        with torch.no_grad():
+            next_token.copy_(model(tokens)[:, -1].argmax(-1))
+
+    return f"tiny Llama decode step, batch {batch}", four_ways(decode_step, window)
+
+
+def main():
+    print(f"torchneuron {torchneuron.cpu_capability()}")
+    names = ("graphed", "compiled", "reduce-overhead")
+    print(f"{'case':<40}{'eager ms':>10}" + "".join(f"{n:>17}" for n in names))
+    cases = list(chain_cases()) + [gpt_training_case(), decode_case(1), decode_case(8)]
+    for label, runs in cases:
+        for run in runs.values():  # warm up: compile
+            for _ in range(3):
+                run()
+        torch.neuron.synchronize()
+        seconds, ratio = interleaved_step_seconds(runs)
+        print(f"{label:<40}{seconds['eager'] * 1e3:>10.3f}" + "".join(f"{ratio('eager', n):>16.2f}x" for n in names),
+              flush=True)
+    print("ratios: plain eager time / time (above 1 is faster than plain eager)")
+
+
+if __name__ == "__main__":
+    main()
