@@ -184,7 +184,8 @@ NEURON_BINARY(special_xlog1py, BinaryOp::kXlog1py, binary_float_op, false, ATEN_
 
 // heaviside requires one dtype for both operands, as CPU PyTorch does.
 at::Tensor& heaviside_out(const at::Tensor& self, const at::Tensor& values, at::Tensor& result) {
-  TORCH_CHECK(!self.is_complex() && !values.is_complex(), "heaviside is not yet implemented for complex tensors.");
+  TORCH_CHECK(!self.is_complex() && !values.is_complex() && !result.is_complex(),
+              "heaviside is not yet implemented for complex tensors.");
   TORCH_CHECK(self.dtype() == values.dtype(), "heaviside is not yet implemented for tensors with different dtypes");
   at::TensorBase out = result;
   auto iter = at::TensorIterator::binary_op(out, self, values);

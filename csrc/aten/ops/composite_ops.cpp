@@ -106,6 +106,8 @@ at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tens
 // sum's, which reduces every dim): the truth values themselves, as on the CPU.
 at::Tensor& truth_reduce_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, bool all,
                              at::Tensor& result) {
+  TORCH_CHECK(result.scalar_type() == at::kBool || result.scalar_type() == at::kByte, all ? "all" : "any",
+              " only supports bool tensor for result, got: ", result.scalar_type());
   const at::Tensor truth = self.scalar_type() == at::kBool ? self : at::ne(self, 0);
   const std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>{};
   at::Tensor value;
@@ -150,6 +152,8 @@ at::Tensor& any_dims_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bo
 
 at::Tensor& infinity_test_out(const at::Tensor& self, bool negative, at::Tensor& result) {
   TORCH_CHECK(!self.is_complex(), negative ? "isneginf" : "isposinf", " does not support complex inputs.");
+  TORCH_CHECK(result.scalar_type() == at::kBool, negative ? "isneginf" : "isposinf",
+              " does not support non-boolean outputs.");
   at::Tensor value = at::isFloatingType(self.scalar_type())
                          ? at::eq(self, negative ? -std::numeric_limits<double>::infinity()
                                                  : std::numeric_limits<double>::infinity())

@@ -2,6 +2,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/ScalarOps.h>
+#include <c10/util/TypeCast.h>
 
 #include <cstring>
 
@@ -17,9 +18,14 @@ using kernels::UnaryOp;
 namespace {
 
 // Writes a host scalar into `bytes` as `dtype`; TensorIterator leaves CPU scalars unpromoted.
+// The conversion is the unchecked cast CPU PyTorch applies to a wrapped number: 100000 in
+// float16 is inf and 1000 in uint8 is 232, where Scalar::to would raise.
 void store_scalar(const c10::Scalar& value, c10::ScalarType dtype, unsigned char* bytes) {
   AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, dtype, "store_scalar", [&] {
-    const scalar_t typed = value.to<scalar_t>();
+    const scalar_t typed = value.isComplex()         ? c10::convert<scalar_t>(value.toComplexDouble())
+                           : value.isFloatingPoint() ? c10::convert<scalar_t>(value.toDouble())
+                           : value.isBoolean()       ? c10::convert<scalar_t>(value.toBool())
+                                                     : c10::convert<scalar_t>(value.toLong());
     std::memcpy(bytes, &typed, sizeof(scalar_t));
   });
 }

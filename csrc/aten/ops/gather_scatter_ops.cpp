@@ -128,8 +128,9 @@ bool bag_inputs(const char* op, const at::Tensor& weight, const at::Tensor& indi
     TORCH_CHECK(mode == 0, "embedding_bag: per_sample_weights only supported with mode='sum'");
     TORCH_CHECK(scale->dim() == 1 && scale->numel() == indices.numel(), "embedding_bag: expected per_sample_weights to be a 1D tensor of ",
                 indices.numel(), " elements (as many as indices), got shape ", scale->sizes());
-    TORCH_CHECK(scale->scalar_type() == weight.scalar_type(), "embedding_bag: expected per_sample_weights of dtype ",
-                weight.scalar_type(), ", got ", scale->scalar_type());
+    TORCH_CHECK(scale->scalar_type() == weight.scalar_type(), "embedding_bag: expected scalar type ",
+                weight.scalar_type(), " for per_sample_weights, which must have the same type as weight; got ",
+                scale->scalar_type());
   }
   check_same_device(op, weight.device(), {&indices, &offsets, scale});
   if (!floating_kernel_dtype(weight)) return false;

@@ -27,8 +27,14 @@
 #include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/nonzero.h>
+#include <ATen/ops/argmax.h>
+#include <c10/util/accumulate.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/logical_or.h>
+#include <ATen/ops/lt.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -94,7 +100,10 @@ IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list) {
     const at::Tensor& index = *entry;
     const c10::ScalarType type = index.scalar_type();
     if (type == at::kBool || type == at::kByte) {
-      TORCH_CHECK(dim + index.dim() <= self.dim(), "too many indices for tensor of dimension ", self.dim());
+      if (type == at::kByte) {  // CPU PyTorch's deprecation warning, at every such index
+        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+      }
+      TORCH_CHECK_INDEX(dim + index.dim() <= self.dim(), "too many indices for tensor of dimension ", self.dim());
       for (int64_t j = 0; j < index.dim(); ++j) {
         TORCH_CHECK_INDEX(index.size(j) == self.size(dim + j), "The shape of the mask ", index.sizes(), " at index ", j,
                           " does not match the shape of the indexed tensor ", self.sizes(), " at index ", dim + j);
@@ -109,6 +118,16 @@ IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list) {
     TORCH_CHECK_INDEX(type == at::kLong || type == at::kInt,
                       "tensors used as indices must be long, int, byte or bool tensors");
     TORCH_CHECK_INDEX(dim < self.dim(), "too many indices for tensor of dimension ", self.dim());
+    if (index.is_cpu() && index.numel() > 0) {  // host values (Python lists): checked now, as CPU PyTorch does
+      const int64_t size = self.size(dim);
+      const at::Tensor bad = at::logical_or(at::lt(index, -size), at::ge(index, size)).flatten();
+      if (size > 0 && bad.any().item<bool>()) {
+        const int64_t first = at::argmax(bad.to(at::kByte)).item<int64_t>();
+        // CPU PyTorch numbers the dimension among the index tensors, as its kernel does.
+        TORCH_CHECK_INDEX(false, "index ", index.flatten()[first].item<int64_t>(), " is out of bounds for dimension ",
+                          plan.indices.size(), " with size ", size);
+      }
+    }
     plan.dims.push_back(dim++);
     plan.indices.push_back(index.to(self.device(), at::kLong));  // CPU indices are accepted, as on CUDA
   }
@@ -116,6 +135,10 @@ IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list) {
   TORCH_CHECK(!plan.dims.empty(), "index: expected at least one index tensor");
   plan.broadcast = plan.indices.front().sizes().vec();
   for (const at::Tensor& t : plan.indices) plan.broadcast = at::infer_size(plan.broadcast, t.sizes());
+  // As CPU PyTorch: a non-empty index into a dim of size 0 is out of bounds whatever its values.
+  const bool empty_dim = std::any_of(plan.dims.begin(), plan.dims.end(), [&](int64_t d) { return self.size(d) == 0; });
+  TORCH_CHECK_INDEX(!empty_dim || c10::multiply_integers(plan.broadcast) == 0,
+                    "index is out of bounds for dimension with size 0");
   for (at::Tensor& t : plan.indices) t = t.expand(plan.broadcast).contiguous();
   plan.in_place = plan.dims.back() - plan.dims.front() + 1 == static_cast<int64_t>(plan.dims.size());
   plan.first = plan.dims.front();
@@ -301,7 +324,9 @@ at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& 
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Scalar)>::call(self, dim, index, value);
   }
   const at::Tensor source = at::scalar_tensor(value, self.options().dtype(self.scalar_type()));
-  put_along_dim(self, dim, index, source, /*accumulate=*/false, "index_fill_", /*fill=*/true);
+  // A CPU index is taken, as CPU PyTorch's index_fill_ takes one beside a tensor of another device.
+  put_along_dim(self, dim, index.is_cpu() ? index.to(self.device()) : index, source, /*accumulate=*/false,
+                "index_fill_", /*fill=*/true);
   return self;
 }
 
@@ -311,7 +336,8 @@ at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& 
   if (!along_dim_native(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Tensor)>::call(self, dim, index, value);
   }
-  put_along_dim(self, dim, index, value.to(self.device(), self.scalar_type()), /*accumulate=*/false, "index_fill_", /*fill=*/true);
+  put_along_dim(self, dim, index.is_cpu() ? index.to(self.device()) : index, value.to(self.device(), self.scalar_type()),
+                /*accumulate=*/false, "index_fill_", /*fill=*/true);
   return self;
 }
 

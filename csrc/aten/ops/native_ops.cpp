@@ -162,6 +162,16 @@ runtime::PhiloxStream reserve_stream(const at::Tensor& self, std::optional<at::G
   return gen->reserve(words);
 }
 
+// The largest finite value of a floating dtype.
+double floating_max(c10::ScalarType type) {
+  switch (type) {
+    case at::kHalf: return 65504.0;
+    case at::kBFloat16: return 3.3895313892515355e38;
+    case at::kFloat: return static_cast<double>(std::numeric_limits<float>::max());
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
 template <typename Launch>
 at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Generator> generator,
                         uint64_t words, Launch launch, bool floating_only = true) {
@@ -177,14 +187,22 @@ at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Gene
 }  // namespace
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> generator) {
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
-              " > to=", to);
-  TORCH_CHECK(std::isfinite(to - from), "uniform_: range [", from, ", ", to, ") is not finite");
   if (self.is_complex()) {  // as CPU: real and imaginary parts each uniform in [from, to)
     at::Tensor parts = at::view_as_real(self);
     uniform_(parts, from, to, generator);
     return self;
   }
+  if (at::isFloatingType(self.scalar_type())) {  // CPU PyTorch's checks, in its order and words
+    const double max = floating_max(self.scalar_type());
+    TORCH_CHECK(from >= -max && from <= max, "from is out of bounds for ", self.dtype());
+    TORCH_CHECK(to >= -max && to <= max, "to is out of bounds for ", self.dtype());
+    TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+    TORCH_CHECK(to - from <= max, "uniform_ expects to-from <= std::numeric_limits<", self.scalar_type(),
+                ">::max(), but found to=", to, " and from=", from, " which result in to-from to exceed the limit");
+  }
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+              " > to=", to);
+  TORCH_CHECK(std::isfinite(to - from), "uniform_: range [", from, ", ", to, ") is not finite");
   const kernels::StridedView view = strided_view(self);
   return random_fill(self, "aten::uniform_", generator, kernels::uniform_words_needed(view),
                      [from, to](const kernels::StridedView& v, runtime::PhiloxStream s) {
@@ -233,10 +251,7 @@ int64_t default_random_max(c10::ScalarType type) {
 void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
   const c10::ScalarType type = self.scalar_type();
   if (at::isFloatingType(type)) {
-    const double max = type == at::kHalf       ? 65504.0
-                       : type == at::kBFloat16 ? 3.3895313892515355e38
-                       : type == at::kFloat    ? static_cast<double>(std::numeric_limits<float>::max())
-                                               : std::numeric_limits<double>::max();
+    const double max = floating_max(type);
     TORCH_CHECK(from >= -max && from <= max, "from is out of bounds for ", self.dtype());
     TORCH_CHECK(to_inc >= -max && to_inc <= max, "to - 1 is out of bounds for ", self.dtype());
     const int digits = type == at::kHalf ? 11 : type == at::kBFloat16 ? 8 : type == at::kFloat ? 24 : 53;

@@ -70,7 +70,7 @@ PoolPlan plan_pool(const char* op, int dims, const at::Tensor& input, c10::IntAr
   const std::string t = dims == 3 ? "T: " + std::to_string(k.kernel_d) + " " : "";
   TORCH_CHECK(k.kernel_d > 0 && k.kernel_h > 0 && k.kernel_w > 0, op, ": kernel size should be greater than zero, but got k",
               t, "kH: ", k.kernel_h, " kW: ", k.kernel_w);
-  TORCH_CHECK(k.stride_d > 0 && k.stride_h > 0 && k.stride_w > 0, op, ": stride should be greater than zero, but got ",
+  TORCH_CHECK(k.stride_d > 0 && k.stride_h > 0 && k.stride_w > 0, op, ": stride should not be zero; it must be greater than zero, but got ",
               dims == 3 ? "dT: " + std::to_string(k.stride_d) + " " : "", "dH: ", k.stride_h, " dW: ", k.stride_w);
   TORCH_CHECK(k.dilation_d > 0 && k.dilation_h > 0 && k.dilation_w > 0, op, ": dilation should be greater than zero, but got ",
               dims == 3 ? "dilationT: " + std::to_string(k.dilation_d) + " " : "", "dilationH: ", k.dilation_h,

@@ -51,6 +51,17 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   if (out.numel() != steps) at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
+  if (out.is_complex()) {  // the same two halves in the complex dtype, as CPU computes them
+    const c10::complex<double> lo = start.toComplexDouble(), hi = end.toComplexDouble();
+    const c10::complex<double> step = (hi - lo) / static_cast<double>(steps - 1);
+    const at::Tensor index = at::arange(steps, out.options().dtype(c10::toRealValueType(out.scalar_type())))
+                                 .to(out.scalar_type());
+    const at::Tensor rising = at::mul(index, step).add_(lo);
+    const at::Tensor falling = at::mul(at::rsub(index, static_cast<double>(steps - 1)), -step).add_(hi);
+    const at::Tensor first_half = at::lt(at::arange(steps, out.options().dtype(at::kLong)), steps / 2);
+    out.copy_(at::where(first_half, rising, falling).view(out.sizes()));
+    return out;
+  }
   const bool wide = out.scalar_type() == at::kDouble || at::isIntegralType(out.scalar_type(), true);
   const auto compute = out.options().dtype(wide ? at::kDouble : at::kFloat);
   const double lo = start.toDouble(), hi = end.toDouble();

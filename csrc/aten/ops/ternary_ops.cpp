@@ -168,7 +168,8 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
                     .cast_common_dtype_to_outputs(true)                                        \
                     .enforce_safe_casting_to_output(true)                                      \
                     .build();                                                                  \
-    if (!launch_ternary(iter, KOP, "aten::" #name, to_op_scalar(value))) {                     \
+    /* the kernels take a real value; a complex one runs on the counted CPU route */            \
+    if (value.isComplex() || !launch_ternary(iter, KOP, "aten::" #name, to_op_scalar(value))) { \
       return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, t1, t2, value, result); \
     }                                                                                          \
     return result;                                                                             \
@@ -309,7 +310,12 @@ at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Ten
 }
 
 at::Tensor clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max) {
-  at::Tensor result = at::empty({0}, self.options());
+  // The result type of all three operands, as CPU PyTorch's clamp.Tensor gives it.
+  std::vector<at::Tensor> operands{self};
+  for (const auto& bound : {min, max}) {
+    if (bound.has_value() && bound->defined()) operands.push_back(*bound);
+  }
+  at::Tensor result = at::empty({0}, self.options().dtype(at::native::result_type(operands)));
   return ternary::clamp_tensor_out(self, min, max, result);
 }
 at::Tensor& clamp_tensor_(at::Tensor& self, const std::optional<at::Tensor>& min, const std::optional<at::Tensor>& max) {

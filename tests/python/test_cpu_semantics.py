@@ -1,0 +1,169 @@
+"""Argument checks, result dtypes and scalar conversions as CPU PyTorch has them, found by running
+PyTorch's own device-generic test files on neuron (docs/conformance.md, the upstream record)."""
+
+import itertools
+import re
+
+import pytest
+import torch
+
+DEV = "neuron"
+
+
+def _raises_like_cpu(fn, *cpu_args):
+    """fn raises on neuron the exception type and message it raises on CPU."""
+    with pytest.raises(Exception) as on_cpu:
+        fn(*cpu_args)
+    with pytest.raises(type(on_cpu.value), match=re.escape(str(on_cpu.value).split("\n")[0][:40])):
+        fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in cpu_args])
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.int64, torch.complex64])
+def test_all_any_reject_non_bool_out(op, out_dtype):
+    x = torch.randn(3, 4)
+    _raises_like_cpu(lambda t, o: op(t, 1, out=o), x, torch.empty(3, dtype=out_dtype))
+    _raises_like_cpu(lambda t, o: op(t, out=o), x, torch.empty((), dtype=out_dtype))
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+def test_all_any_keep_uint8_out(op):
+    x = torch.randn(3, 4).gt(0)
+    out = torch.empty(3, dtype=torch.uint8, device=DEV)
+    op(x.to(DEV), 1, out=out)
+    assert torch.equal(out.cpu(), op(x, 1).to(torch.uint8))
+
+
+@pytest.mark.parametrize("op", [torch.isposinf, torch.isneginf])
+def test_isposinf_rejects_non_bool_out(op):
+    _raises_like_cpu(lambda t, o: op(t, out=o), torch.tensor([1.0, float("inf")]), torch.empty(2))
+
+
+def test_heaviside_rejects_complex_out():
+    real = torch.randn(3)
+    _raises_like_cpu(lambda a, o: torch.heaviside(a, a, out=o), real, torch.empty(3, dtype=torch.complex64))
+
+
+DTYPES = [torch.bool, torch.int32, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtypes", list(itertools.product(DTYPES, repeat=3)))
+def test_clamp_tensor_bounds_result_dtype(dtypes):
+    torch.manual_seed(0)
+
+    def make(dtype):
+        return torch.randint(0, 10, (4,)).to(dtype) if dtype != torch.float32 else torch.randn(4)
+
+    x, lo, hi = (make(d) for d in dtypes)
+    try:
+        expected = torch.clamp(x, lo, hi)
+    except RuntimeError:
+        _raises_like_cpu(torch.clamp, x, lo, hi)
+        return
+    actual = torch.clamp(x.to(DEV), lo.to(DEV), hi.to(DEV))
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize(
+    "dtype,scalar", [(torch.float16, 100000), (torch.float16, 1e6), (torch.uint8, 1000), (torch.int8, 300),
+                     (torch.bfloat16, 1e39), (torch.int32, 2**40)])
+def test_wrapped_scalar_is_cast_without_overflow_check(dtype, scalar):
+    x = torch.tensor([1, 2, 3]).to(dtype)
+    for fn in (lambda t: t + scalar, lambda t: t * scalar, lambda t: t - scalar):
+        expected = fn(x)
+        actual = fn(x.to(DEV)).cpu()
+        assert actual.dtype == expected.dtype
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+def test_index_fill_with_cpu_index():
+    x = torch.randn(4, 5)
+    index = torch.tensor([0, 3])
+    expected = x.index_fill(1, index, -2.0)
+    assert torch.equal(x.to(DEV).index_fill(1, index, -2.0).cpu(), expected)
+    assert torch.equal(x.to(DEV).index_fill_(1, index, torch.tensor(-2.0)).cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("steps", [0, 1, 2, 7, 50])
+def test_complex_linspace_and_logspace(dtype, steps):
+    start, end = complex(1, -2), complex(-3, 5)
+    expected = torch.linspace(start, end, steps, dtype=dtype)
+    torch.testing.assert_close(torch.linspace(start, end, steps, dtype=dtype, device=DEV).cpu(), expected)
+    torch.testing.assert_close(torch.logspace(start, end, steps, dtype=dtype, device=DEV).cpu(),
+                               torch.logspace(start, end, steps, dtype=dtype))
+
+
+@pytest.mark.parametrize("op", [torch.addcmul, torch.addcdiv])
+def test_addcmul_addcdiv_complex_value(op):
+    torch.manual_seed(0)
+    a, b, c = (torch.randn(5, dtype=torch.complex64) for _ in range(3))
+    expected = op(a, b, c, value=2 - 3j)
+    torch.testing.assert_close(op(a.to(DEV), b.to(DEV), c.to(DEV), value=2 - 3j).cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("shape", [(50, 3), (2, 3, 5, 5), (40, 7, 9)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_and_cross_entropy_round_as_cpu(dtype, reduction, shape, weighted):
+    # CPU sums the losses in the storage dtype by a cascade of partial sums; with weights of both
+    # signs the mean's divisor is small, so float accumulation would differ by far more than an ulp.
+    torch.manual_seed(1)
+    x = (torch.randn(shape) * 4).to(dtype)
+    target = torch.randint(0, shape[1], (shape[0],) + tuple(shape[2:]))
+    target[::7] = -100
+    weight = (torch.randn(shape[1]) * 3).to(dtype) if weighted else None
+    log_probs = torch.log_softmax(x, 1)
+    on_dev = lambda t: None if t is None else t.to(DEV)  # noqa: E731
+    for fn, inp in ((torch.nn.functional.nll_loss, log_probs), (torch.nn.functional.cross_entropy, x)):
+        expected = fn(inp, target, weight=weight, reduction=reduction)
+        actual = fn(inp.to(DEV), target.to(DEV), weight=on_dev(weight), reduction=reduction).cpu()
+        if fn is torch.nn.functional.nll_loss:
+            assert torch.equal(actual, expected), (actual, expected)
+        else:  # log_softmax itself may differ by an ulp of its own
+            torch.testing.assert_close(actual, expected, atol=1e-2, rtol=2e-3)
+
+
+def test_uint8_mask_index_warns_as_cpu():
+    import warnings
+
+    v = torch.tensor([True, False, True])
+    mask = torch.tensor([1, 0, 0], dtype=torch.uint8)
+    for device in ("cpu", DEV):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = v.to(device)[mask.to(device)]
+        assert out.cpu().tolist() == [True]
+        assert [str(w.message) for w in caught if "uint8" in str(w.message)], device
+
+
+def test_index_errors_raised_at_the_call_as_cpu():
+    x = torch.empty(10, 0)
+    _raises_like_cpu(lambda t: t[:, [0, 1]], x)  # a dim of size 0: any index is out of bounds
+    y = torch.randn(5, 3)
+    # CPU index tensors are read on the host and checked at the call (Python lists arrive on the
+    # device and are checked there, at the next synchronization, as on CUDA).
+    _raises_like_cpu(lambda t: t[torch.tensor([0, 7])], y)
+    _raises_like_cpu(lambda t: t[torch.tensor([0, -6])], y)
+    _raises_like_cpu(lambda t: t[:, torch.tensor([1, 3])], y)
+    assert torch.equal(y.to(DEV)[[0, -5, 4]].cpu(), y[[0, -5, 4]])
+    assert x.to(DEV)[[1, 2]].shape == (2, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_uniform_range_checks_as_cpu(dtype):
+    big = torch.finfo(dtype).max
+    _raises_like_cpu(lambda t: t.uniform_(-big, big), torch.empty(3, dtype=dtype))
+    _raises_like_cpu(lambda t: t.uniform_(1, 0), torch.empty(3, dtype=dtype))
+    _raises_like_cpu(lambda t: t.uniform_(-1e300, 0), torch.empty(3, dtype=dtype))
+
+
+def test_pooling_zero_stride_and_embedding_bag_weight_dtype_messages():
+    with pytest.raises(RuntimeError, match="stride should not be zero"):
+        torch.nn.functional.max_pool2d(torch.randn(1, 1, 4, 4, device=DEV), 2, stride=0)
+    bag = torch.nn.EmbeddingBag(5, 2, mode="sum").to(DEV)
+    idx = torch.tensor([1, 2, 3], device=DEV)
+    with pytest.raises(RuntimeError, match="expected scalar type.*same type as"):
+        bag(idx, torch.tensor([0], device=DEV), torch.ones(3, dtype=torch.float64, device=DEV))
