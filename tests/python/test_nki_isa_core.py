@@ -439,3 +439,25 @@ def test_neuron_dtypes_pack_mx_x4():
     np.testing.assert_array_equal(dt.static_cast(fp8, np.float32), x)
     with pytest.raises(ValueError, match="multiple of 4"):
         dt.static_cast(x[:, :6], dt.float8_e5m2_x4)
+
+
+@nki.jit
+def k_placed_per_program(x):
+    """Tiles placed with address= are each program's (core's) own SBUF: both programs place a tile
+    at one address, write their half, then swap halves."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    half = x.shape[0] // 2
+    mine = nl.ndarray((half, x.shape[1]), x.dtype, buffer=nl.sbuf, address=(0, 0))
+    nisa.dma_copy(dst=mine, src=x[pid * half:(pid + 1) * half, :])
+    nisa.core_barrier(out, (0, 1))
+    theirs = nl.ndarray((half, x.shape[1]), x.dtype, buffer=nl.sbuf, address=(0, 4096))
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+    nisa.dma_copy(dst=out[pid * half:(pid + 1) * half, :], src=theirs)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_placed_tiles_are_per_program(mode):
+    x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    np.testing.assert_array_equal(run(k_placed_per_program[2], mode, x), np.concatenate([x[4:], x[:4]]))

@@ -177,7 +177,7 @@ class Executor:
         """The memory that tiles placed with address= in `space` share, one per dtype: [128
         partitions, the space's bytes per partition / itemsize] elements, so tiles placed at one
         address alias each other (as a kernel's circular buffers expect)."""
-        key = (space, dtype.name)
+        key = (space, dtype.name, getattr(self, "pid", None))  # each program (core) has its own
         placed = getattr(self, "_placed", None)
         if placed is None:
             placed = self._placed = {}
