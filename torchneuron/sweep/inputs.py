@@ -98,8 +98,9 @@ class _Maker:
         """A past window as long as the config's context (plus lags) for time-series models."""
         c = self.config
         length = _find(c, "context_length", "context_len", "patch_length", default=32)
-        if _is_int(getattr(c, "context_length", None)) and isinstance(getattr(c, "lags_sequence", None), list):
-            length += max(c.lags_sequence)
+        lags = getattr(c, "lags_sequence", None)
+        if _is_int(getattr(c, "context_length", None)) and isinstance(lags, (list, tuple)) and lags:
+            length += max(lags)
         channels = _find(c, "num_input_channels", "input_size", default=1)
         return (BATCH, length, channels) if channels > 1 else (BATCH, length)
 
@@ -147,9 +148,14 @@ class _Maker:
             return t.ones(*self.time_series())
         if name == "past_time_features":
             shape = self.time_series()
-            return self.randn(BATCH, shape[1], _find(c, "num_time_features", default=1))
+            features = getattr(c, "num_time_features", 1)
+            return self.randn(BATCH, shape[1], features if _is_int(features) else 1)
         if name == "freq":
             return t.zeros(BATCH, 1, dtype=t.long)
+        if name in _HIDDEN:  # features another model would make: (batch, time, width)
+            width = _find(c, "hidden_size", "d_model", "latent_dim", "codebook_dim", "hidden_dim",
+                          "embed_dim", "n_embd", default=32)
+            return self.randn(BATCH, SEQ, width)
         if name in ("visual_feats", "visual_pos"):  # LXMERT's region features and boxes
             size = _find(c, "visual_feat_dim" if name == "visual_feats" else "visual_pos_dim", default=4)
             return t.rand(BATCH, 4, size, generator=self.gen)
@@ -182,6 +188,7 @@ class _Maker:
         return None
 
 
+_HIDDEN = ("latents", "hidden_states", "inputs_embeds", "encoder_hidden_states", "embeddings")
 _WHEN_ACCEPTED = ("visual_feats", "visual_pos")  # optional in forward, needed all the same
 _PARTNERS = {"pixel_values": ("image_grid_thw", "spatial_shapes", "pixel_attention_mask"),
              "hidden_states": ("grid_thw",), "pixel_values_videos": ("video_grid_thw",)}
@@ -271,9 +278,15 @@ def _variants(first, params, maker):
     if "past_values" in first and first["past_values"].dim() == 2:
         cands.append({k: (v.unsqueeze(-1) if k in ("past_values", "past_observed_mask") else v)
                       for k, v in first.items()})  # (batch, time, channels)
+    hidden = [n for n in _HIDDEN if n in first and first[n].dim() == 3]
+    if hidden:  # ... or (batch, channels, time), as codec decoders take latents
+        cands.append({k: (v.transpose(1, 2).contiguous() if k in hidden else v) for k, v in first.items()})
     for name in ("input_values", "inputs"):
         if name in first and first[name].dim() == 2:
             cands.append({**first, name: first[name].unsqueeze(1)})  # (batch, channels, samples)
+            # Codecs that frame audio in hops of 1920 (or 960, 640, 480, 320) samples.
+            cands.append({**first, name: maker.randn(BATCH, 1, 2 * 1920)})
+            cands.append({**first, name: maker.randn(BATCH, 2 * 1920)})
     if "input_ids" not in first and "input_ids" in params and "pixel_values" in first:
         cands.append({**first, "input_ids": maker.ids()})
     if "pixel_values" not in first and "pixel_values" in params and "input_ids" in first:

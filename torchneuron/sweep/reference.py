@@ -129,6 +129,10 @@ def prepare(model_type, class_name=None, names=None):
         if model is None:
             continue
         prep.built_strategy = prep.built_strategy or strategy
+        if _has_no_forward(model):  # generation-only or codec wrappers: no shrink changes that
+            prep.attempts.append((strategy, "reference", f"{type(model).__name__} has no forward "
+                                  "(only generate, encode or decode)"))
+            return prep
         if _try_inputs(model, config, prep, strategy):
             return prep
         if is_sub is None:
@@ -136,6 +140,12 @@ def prepare(model_type, class_name=None, names=None):
         if is_sub and _try_submodel(model_type, class_name, names, prep, strategy):
             return prep
     return prep
+
+
+def _has_no_forward(model):
+    """True for a model class that does not define forward (torch's placeholder raises)."""
+    import torch
+    return getattr(type(model).forward, "__name__", "") == torch.nn.Module.forward.__name__ == "_forward_unimplemented"
 
 
 def _build(model_type, class_name, strategy, prep):

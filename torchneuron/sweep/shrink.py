@@ -24,7 +24,7 @@ _HEADS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
 # Size attributes shrunk by "tiny" when a config has them (and they are larger), by target value.
 _SHRINK = {
-    2: _LAYERS + _KV_HEADS + ("num_experts_per_tok", "moe_top_k"),
+    2: _LAYERS + _KV_HEADS + ("num_experts_per_tok", "num_experts_per_token", "moe_top_k"),
     32: ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "projection_dim",
          "text_embed_dim", "vision_embed_dim", "audio_embed_dim"),
     4: _HEADS + _EXPERTS + ("patch_size",),
@@ -36,11 +36,13 @@ _SHRINK = {
     64: ("max_position_embeddings", "n_positions", "max_target_positions", "n_ctx",
          "moe_intermediate_size", "shared_expert_intermediate_size"),
     128: ("vocab_size",),
-    1: ("n_shared_experts", "first_k_dense_replace", "n_group", "topk_group"),
+    1: ("n_shared_experts", "first_k_dense_replace", "n_group", "topk_group", "num_expert_group"),
+    16: ("mamba_d_state",),
 }
 # What "layers" shrinks: nothing that is a width.
-_LAYERS_ONLY = {2: _LAYERS + ("num_experts_per_tok", "moe_top_k"), 4: _EXPERTS, 128: ("vocab_size",),
-                1: ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace")}
+_LAYERS_ONLY = {2: _LAYERS + ("num_experts_per_tok", "num_experts_per_token", "moe_top_k"), 4: _EXPERTS,
+                128: ("vocab_size",),
+                1: ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace", "num_expert_group")}
 IMAGE_SIZE = 32
 _LAYERS_IMAGE_SIZE = 64
 SPECIAL_ROOM = 16  # the top ids of the tiny vocabulary hold the special tokens
@@ -139,9 +141,17 @@ def _tiny_widths(values, out):
     head_dim = out.get("head_dim", values.get("head_dim"))
     if _is_int(hidden) and _is_int(heads) and heads and not _is_int(head_dim):
         head_dim = hidden // heads
+    width = next((n for n in ("hidden_size", "d_model", "n_embd", "embed_dim") if n in out), None)
+    for name, value in values.items():  # sizes tied to the width (depthwise groups, codebook dims)
+        if width and name not in out and _is_int(value) and value == values[width] and any(
+                w in name for w in ("groups", "dim", "size", "channels")) and "vocab" not in name:
+            out[name] = out[width]
     expand = values.get("expand")
     if _is_int(expand) and _is_int(hidden) and _is_int(heads) and _is_int(values.get("head_dim")):
         out["head_dim"] = head_dim = expand * hidden // heads  # Mamba-2: heads x head_dim = expand x width
+    if all(_is_int(values.get(n)) for n in ("mamba_expand", "mamba_n_heads", "mamba_d_head")) and _is_int(hidden):
+        out["mamba_n_heads"] = 4  # hybrids' Mamba-2 layers: the same rule
+        out["mamba_d_head"] = values["mamba_expand"] * hidden // 4
     if _is_int(values.get("rotary_dim")) and _is_int(head_dim):
         out["rotary_dim"] = min(values["rotary_dim"], head_dim)
 
@@ -193,17 +203,33 @@ def _fill_derived(values, out):
         out["vocab_size"] = 128
         if "pad_token_id" in values and values["pad_token_id"] is None:
             out["pad_token_id"] = 1
+    if "moe_intermediate_size" in values:  # a MoE config whose expert counts a checkpoint sets
+        for name in _EXPERTS:
+            if name in values and values[name] is None:
+                out[name] = 4
+    if any(_is_int(get(n)) for n in _EXPERTS):
+        for name in ("num_experts_per_tok", "num_experts_per_token"):
+            if name in values and values[name] is None:
+                out[name] = 2
+    for name in ("attn_layer_indices", "attention_layer_indices"):
+        if name in values and values[name] is None:
+            out[name] = [1]  # a hybrid with no attention layer keeps no cache its model can read
+    if "prediction_length" in values and values["prediction_length"] is None:
+        out["prediction_length"] = 4  # time-series transformers need a horizon
     if _is_int(values.get("num_kv_shared_layers")) and values["num_kv_shared_layers"]:
         out["num_kv_shared_layers"] = 0  # two layers leave no room to share caches
 
 
 def _layer_picks(values, count):
     """The two layer indices every per-layer list keeps: the first layer and the first layer of
-    another kind in the config's layer-type list (else the second layer)."""
-    for name, value in values.items():
-        if isinstance(value, (list, str)) and len(value) == count and (
-                "types" in name or "pattern" in name):
-            other = next((i for i, x in enumerate(value) if x != value[0]), 1)
+    another kind in the config's main layer-kind list (layer_types, layers_block_type, ...; a
+    list of MLP kinds last), else the second layer."""
+    kinds = [(("mlp" in n or "moe" in n), n) for n, v in values.items()
+             if isinstance(v, (list, str)) and len(v) == count and ("type" in n or "pattern" in n)]
+    for _, name in sorted(kinds):
+        value = values[name]
+        other = next((i for i, x in enumerate(value) if x != value[0]), None)
+        if other is not None:
             return [0, other]
     return [0, 1]
 
@@ -217,10 +243,10 @@ def _per_layer(config, values, out, strategy):
     picks = _layer_picks(values, count)
     for name, value in values.items():
         if isinstance(value, (list, str)) and len(value) == count and (
-                "layer" in name or "pattern" in name or "types" in name):
+                "layer" in name or "pattern" in name or "type" in name):
             kept = [value[i] for i in picks]
             out[name] = "".join(kept) if isinstance(value, str) else kept
-    typed = any(isinstance(v, (list, str)) and len(v) == count and ("types" in n or "pattern" in n)
+    typed = any(isinstance(v, (list, str)) and len(v) == count and ("type" in n or "pattern" in n)
                 for n, v in values.items())
     for name, value in values.items():
         if typed or not isinstance(value, list) or not value or not all(map(_is_int, value)):
