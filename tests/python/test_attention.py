@@ -130,3 +130,11 @@ def test_fully_masked_row_gives_zeros_like_cpu():
     assert_same(F.scaled_dot_product_attention(q.to("neuron"), q.to("neuron")[:, :, :1].expand(1, 1, 5, 4),
                                                q.to("neuron")[:, :, :1].expand(1, 1, 5, 4), attn_mask=mask.to("neuron")),
                 F.scaled_dot_product_attention(q, q[:, :, :1].expand(1, 1, 5, 4), q[:, :, :1].expand(1, 1, 5, 4), attn_mask=mask))
+
+
+def test_fused_attention_backward_takes_an_undefined_gradient():
+    # gradcheck's undefined-gradient check (PyTorch's test_modules runs it on every module).
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True).double().to("neuron").eval()
+    x = torch.randn(2, 3, 4, dtype=torch.float64, device="neuron", requires_grad=True)
+    assert torch.autograd.gradcheck(layer, (x,), check_undefined_grad=True, fast_mode=True)

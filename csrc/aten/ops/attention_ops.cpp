@@ -137,6 +137,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out, const at::Tensor& logsumexp,
     const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p,
     bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset, std::optional<double> scale) {
+  // An undefined output gradient (autograd's undefined-gradient check) gives undefined input gradients.
+  if (!grad_out.defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   TORCH_CHECK(dropout_p == 0.0, "neuron's fused attention backward does not apply dropout");
   check_same_device("aten::_scaled_dot_product_fused_attention_overrideable_backward", query.device(),
                     {&grad_out, &key, &value, &attn_bias, &out, &logsumexp});
