@@ -556,6 +556,7 @@ from ._isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401
 from ._isa_core import (dma_compute, nc_n_gather, nonzero_with_count, range_select, select_reduce,  # noqa: E402,F401
                         tensor_copy_predicated, tensor_partition_reduce)
 from ._isa_partitions import nc_stream_shuffle  # noqa: E402,F401
+from ._isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: E402,F401
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
            ("annotations", "nl", "Expression", "Op", "check_matmul_sizes", "current", "ArangeIndex", "Mask", "NKIError",
