@@ -167,3 +167,13 @@ def test_pooling_zero_stride_and_embedding_bag_weight_dtype_messages():
     idx = torch.tensor([1, 2, 3], device=DEV)
     with pytest.raises(RuntimeError, match="expected scalar type.*same type as"):
         bag(idx, torch.tensor([0], device=DEV), torch.ones(3, dtype=torch.float64, device=DEV))
+
+
+@pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format])
+def test_cat_keeps_the_inputs_memory_format(fmt):
+    a = torch.randn(2, 3, 4, 5).to(memory_format=fmt)
+    for parts, dim in (([a, a], 1), ([a, a], 0), ([a, a.contiguous()], 0), ([a, a[:, :2]], 1)):
+        expected = torch.cat(parts, dim)
+        actual = torch.cat([p.to(DEV) for p in parts], dim)
+        assert actual.stride() == expected.stride()
+        assert torch.equal(actual.cpu(), expected)

@@ -129,7 +129,17 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
     total += tensor.size(wrapped);
   }
   shape[wrapped] = total;
-  at::native::resize_output(result, shape);
+  // As CPU PyTorch: a result allocated here takes the inputs' memory format when all suggest the
+  // same one (channels_last inputs give a channels_last result), else it is contiguous.
+  std::optional<c10::MemoryFormat> format;
+  for (const auto& t : inputs) {
+    const c10::MemoryFormat f = t.get().suggest_memory_format();
+    format = (f == c10::MemoryFormat::Contiguous || (format.has_value() && *format != f)) ? c10::MemoryFormat::Contiguous : f;
+    if (*format == c10::MemoryFormat::Contiguous) break;
+  }
+  if (at::native::resize_output(result, shape) && *format != c10::MemoryFormat::Contiguous) {
+    result.resize_(shape, *format);
+  }
   bool one_command = has_kernel_dtype(result.scalar_type()) && result.dim() <= kernels::kMaxDims;
   for (const auto& t : inputs) {
     const at::Tensor& tensor = t.get();
