@@ -118,14 +118,14 @@ class _Graphed:
             outputs = _flat_tensors(self.fn(*self.static_inputs))
             self._run_backward(outputs, [torch.empty_like(o) for o in outputs])
 
-    def capture(self):
+    def capture(self, stream):
         self.forward_graph, self.backward_graph = NeuronGraph(), NeuronGraph()
-        with graph(self.forward_graph, pool=self.pool):
+        with graph(self.forward_graph, pool=self.pool, stream=stream):
             outputs = self.fn(*self.static_inputs)
         self.output_structure = outputs
         self.static_outputs = _flat_tensors(outputs)
         self.static_grad_outputs = [torch.empty_like(o) if o.requires_grad else None for o in self.static_outputs]
-        with graph(self.backward_graph, pool=self.forward_graph.pool()):
+        with graph(self.backward_graph, pool=self.forward_graph.pool(), stream=stream):
             grads = self._run_backward(self.static_outputs, self.static_grad_outputs)
         self.static_grads = grads
 
@@ -192,6 +192,8 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
         if not all(isinstance(a, torch.Tensor) for a in args):
             raise TypeError("make_graphed_callables: sample_args must hold tensors only")
         graphed.append(_Graphed(fn, tuple(args), num_warmup_iters, allow_unused_input, pool))
+    # Warm-up and capture on one stream: autograd accumulates a parameter's gradient on the stream
+    # where its first backward ran, and work on another stream would not be captured.
     torch.neuron.synchronize()
     side = torch.neuron.Stream()
     with torch.neuron.stream(side):
@@ -199,7 +201,7 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, al
             g.warm_up()
     torch.neuron.synchronize()
     for g in graphed:
-        g.capture()
+        g.capture(side)
     results = []
     for fn, g in zip(callables, graphed):
         run = g.function()

@@ -101,6 +101,11 @@ c10d::ReduceOp CollectiveLaunch::prescale(at::Tensor& tensor, const c10d::Reduce
 c10::intrusive_ptr<c10d::Work> CollectiveLaunch::submit(std::function<InnerWorks()> post,
                                                         std::vector<at::Tensor> results, bool host_wait) {
   if (device_index_ < 0) device_index_ = runtime::current_device();
+  // A collective's command waits on its peers and hands its Work the result: it cannot be
+  // replayed by a graph.
+  TORCH_CHECK(runtime::device(device_index_).queue().capturing(runtime::current_stream(device_index_)) == nullptr,
+              op_, " on ", backend_.group_label(), ": collectives cannot be captured in a neuron graph (the group ",
+              "was not set up for capture); run them outside the captured region.");
   const uint64_t number = backend_.next_sequence_number();
   state_->device_index = device_index_;
   state_->description = c10::str(op_, " #", number, " on ", backend_.group_label(), " (", bytes_, " bytes)");

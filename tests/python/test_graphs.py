@@ -193,3 +193,19 @@ def test_captured_optimizer_step_matches_eager(no_fallback):
         ref_opt.step()
     for p, r in zip(params, reference):
         assert torch.equal(p.detach().cpu(), r.detach().cpu())
+
+
+def test_a_collective_raises_at_capture():
+    import torch.distributed as dist
+
+    dist.init_process_group("neuron", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        t = torch.ones(4, device="neuron")
+        g = torch.neuron.NeuronGraph()
+        with pytest.raises(RuntimeError, match="collectives cannot be captured"):
+            with torch.neuron.graph(g):
+                dist.all_reduce(t)
+        dist.all_reduce(t)  # outside a capture it runs
+        assert torch.equal(t.cpu(), torch.ones(4))
+    finally:
+        dist.destroy_process_group()
