@@ -177,3 +177,14 @@ def test_cat_keeps_the_inputs_memory_format(fmt):
         actual = torch.cat([p.to(DEV) for p in parts], dim)
         assert actual.stride() == expected.stride()
         assert torch.equal(actual.cpu(), expected)
+
+
+def test_index_shape_errors_as_cpu():
+    a = torch.ones(2, 3, 4)
+    _raises_like_cpu(lambda t: t[False, [0, 1], ...], a)  # IndexError: shapes [0], [2] do not broadcast
+    assert a.to(DEV)[True, [0, 1], True, True, [1], [[2]]].shape == a[True, [0, 1], True, True, [1], [[2]]].shape
+
+    def assign(t, v):
+        t[t > -1] = v.to(t.device)
+
+    _raises_like_cpu(assign, torch.arange(4), torch.tensor([1.0, 2.0, 3.0]))  # the shape is checked first

@@ -134,7 +134,19 @@ IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list) {
   TORCH_CHECK_INDEX(dim <= self.dim(), "too many indices for tensor of dimension ", self.dim(), " (got ", dim, ")");
   TORCH_CHECK(!plan.dims.empty(), "index: expected at least one index tensor");
   plan.broadcast = plan.indices.front().sizes().vec();
-  for (const at::Tensor& t : plan.indices) plan.broadcast = at::infer_size(plan.broadcast, t.sizes());
+  for (const at::Tensor& t : plan.indices) {
+    bool fits = true;
+    for (int64_t i = 0; i < t.dim() && i < static_cast<int64_t>(plan.broadcast.size()); ++i) {
+      const int64_t a = t.size(t.dim() - 1 - i), b = plan.broadcast[plan.broadcast.size() - 1 - i];
+      fits = fits && (a == b || a == 1 || b == 1);
+    }
+    if (!fits) {  // CPU PyTorch's IndexError and words
+      std::string shapes;
+      for (const at::Tensor& u : plan.indices) shapes += (shapes.empty() ? "" : ", ") + c10::str(u.sizes());
+      TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes);
+    }
+    plan.broadcast = at::infer_size(plan.broadcast, t.sizes());
+  }
   // As CPU PyTorch: a non-empty index into a dim of size 0 is out of bounds whatever its values.
   const bool empty_dim = std::any_of(plan.dims.begin(), plan.dims.end(), [&](int64_t d) { return self.size(d) == 0; });
   TORCH_CHECK_INDEX(!empty_dim || c10::multiply_integers(plan.broadcast) == 0,
@@ -202,14 +214,14 @@ at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Ten
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(self, indices, values,
                                                                                                accumulate, unsafe);
   }
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, got ",
-              self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   TORCH_CHECK(values.device() == self.device() || values.dim() == 0,
               "index_put_: expected values on ", self.device(), " (or a 0-dim CPU tensor), got ", values.device());
   const IndexPlan plan = plan_indexing(self, indices);
   const std::vector<int64_t> result_shape = plan.result_shape();
   TORCH_CHECK(at::is_expandable_to(values.sizes(), result_shape), "shape mismatch: value tensor of shape ", values.sizes(),
               " cannot be broadcast to indexing result of shape ", c10::IntArrayRef(result_shape));
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   const at::Tensor rows = flat_rows(self, plan, "aten::index_put_");
   if (rows.numel() == 0) return self;
   // Values in the [broadcast..., rest...] layout, one row per index element.
