@@ -91,7 +91,8 @@ class NeuronProfilerSession : public libkineto::IActivityProfilerSession {
       if (r.correlation != 0 && r.submit_ns != 0) add_launch(r, linked_activity, logger);
       a.addMetadata("device", r.device);
       a.addMetadata("stream", r.stream);
-      a.addMetadata("queue seq", r.seq);
+      a.addMetadata(r.in_graph ? "graph command" : "queue seq", r.seq);
+      if (r.in_graph) a.addMetadata("in graph replay", 1);
       a.addMetadata("correlation", r.correlation);
       if (r.site != nullptr && *r.site != '\0') a.addMetadataQuoted("launched at", r.site);
       queues_.insert({r.device, r.stream});

@@ -24,6 +24,7 @@ struct CommandRecord {
   int64_t submit_ns = 0;  // when the host enqueued it
   int32_t thread = 0;     // the submitting thread's system id
   bool skipped = false;  // not run: an earlier command faulted
+  bool in_graph = false;  // a captured command, run by the graph replay recorded after it
 };
 
 namespace command_trace {

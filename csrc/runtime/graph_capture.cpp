@@ -1,5 +1,7 @@
 #include "runtime/graph_capture.h"
 
+#include "runtime/command_trace.h"
+
 namespace torchneuron::runtime {
 
 void CapturedGraph::record(const LaunchInfo& info, KernelFunction&& kernel) {
@@ -8,14 +10,29 @@ void CapturedGraph::record(const LaunchInfo& info, KernelFunction&& kernel) {
 
 size_t CapturedGraph::size() const { return commands_.size(); }
 
-void CapturedGraph::run(uint64_t seed, uint64_t offset) {
+void CapturedGraph::run(uint64_t seed, uint64_t offset, int64_t replay_stream) {
   if (!invalidated.empty()) throw KernelError("the graph's capture failed: " + invalidated);
   rng_.seed = seed;
   rng_.offset = offset;
+  const bool traced = command_trace::enabled();
   for (size_t i = 0; i < commands_.size(); ++i) {
     Command& command = commands_[i];
     try {
-      command.kernel();
+      if (traced) {
+        CommandRecord record;
+        record.device = device;
+        record.stream = replay_stream;
+        record.seq = i;
+        record.op = command.info.op;
+        record.site = command.info.site;
+        record.in_graph = true;
+        record.start_ns = command_trace::now_ns();
+        command.kernel();
+        record.end_ns = command_trace::now_ns();
+        command_trace::record(record);
+      } else {
+        command.kernel();
+      }
     } catch (const std::exception& e) {
       std::string message = "graph command " + std::to_string(i) + " '" + command.info.op + "' failed: " + e.what();
       if (command.info.num_inputs > 0) message += "\n  inputs: " + command.info.describe_inputs();

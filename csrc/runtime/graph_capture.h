@@ -30,15 +30,17 @@ class CapturedGraph {
 
   void record(const LaunchInfo& info, KernelFunction&& kernel);
   size_t size() const;
-  // Runs every command in capture order with `rng` as the random state; a failing command is
-  // rethrown as a KernelError naming its op, inputs and the line that captured it.
-  void run(uint64_t seed, uint64_t offset);
+  // Runs every command in capture order with the replay's random state (seed, base offset), as
+  // part of a replay on `replay_stream` (for the command trace); a failing command is rethrown as
+  // a KernelError naming its op, inputs and the line that captured it.
+  void run(uint64_t seed, uint64_t offset, int64_t replay_stream = 0);
   // One line per command: index, op, inputs, capturing line.
   std::string describe() const;
 
   GraphRngState* rng_state() { return &rng_; }
   // Philox words the captured random kernels reserved: a replay advances the generator this far.
   uint64_t rng_words = 0;
+  int device = 0;  // for the command trace
   // Why the capture is unusable (an action that could not be captured), or empty.
   std::string invalidated;
 

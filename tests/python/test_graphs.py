@@ -209,3 +209,26 @@ def test_a_collective_raises_at_capture():
         assert torch.equal(t.cpu(), torch.ones(4))
     finally:
         dist.destroy_process_group()
+
+
+def test_the_profiler_shows_a_replay_with_its_captured_commands_under_it(tmp_path):
+    import json
+
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.randn(1024, device="neuron")
+    g = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g):
+        y = (x * 2).relu()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        g.replay()
+        y.cpu()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    replay = next(e for e in events if e["name"] == "graph_replay [neuron]")
+    inner = [e for e in events if e.get("args", {}).get("in graph replay") == 1]
+    assert {e["name"] for e in inner} == {"aten::mul [neuron]", "aten::relu [neuron]"}
+    for e in inner:  # inside the replay's span, on its track
+        assert replay["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= replay["ts"] + replay["dur"] + 1
+        assert e["tid"] == replay["tid"]

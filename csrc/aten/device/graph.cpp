@@ -54,6 +54,7 @@ class NeuronGraphImpl final : public at::GraphImplInterface {
     pool_key_ = allocator_pool_key(pool_);
     device.allocator().retain_pool(pool_key_);
     graph_ = std::make_shared<runtime::CapturedGraph>();
+    graph_->device = device_;
     runtime_call([&] { device.queue().begin_capture(stream_, graph_.get()); });
     device.allocator().begin_allocate_to_pool(pool_key_, stream_);
     default_philox(device_).begin_capture(graph_->rng_state());
@@ -77,9 +78,11 @@ class NeuronGraphImpl final : public at::GraphImplInterface {
     runtime::LaunchInfo info = runtime::LaunchInfo::named("graph_replay");
     info.site = runtime::capture_launch_site();
     std::shared_ptr<runtime::CapturedGraph> graph = graph_;
+    const runtime::StreamId stream = runtime::current_stream(device_);
     runtime_call([&] {
-      runtime::device(device_).queue().submit(runtime::current_stream(device_), info,
-                                              [graph, seed = seed, offset = offset] { graph->run(seed, offset); });
+      runtime::device(device_).queue().submit(stream, info, [graph, seed = seed, offset = offset, stream] {
+        graph->run(seed, offset, stream);
+      });
     });
   }
 
