@@ -352,11 +352,12 @@ def test_conformance_ci_subset_samples_are_bitwise_eager(adaptive):
 @pytest.mark.parametrize("model_type", ["bert", "gpt2", "llama", "vit", "wav2vec2"])
 def test_model_sweep_ci_models_are_bitwise_eager(model_type, adaptive):
     """The sweep's CI models, forward and backward, give plain eager's outputs and gradients."""
-    from torchneuron.sweep.models import build_model  # imports transformers, which make test installs
-    from torchneuron.sweep.run import _backward, _cpu_reference, _record, float_outputs
+    from torchneuron.sweep.reference import prepare  # imports transformers, which make test installs
+    from torchneuron.sweep.run import _backward, float_outputs
 
-    model, config = build_model(model_type)
-    inputs, _ = _cpu_reference(model, config, _record(model_type, None))
+    prepared = prepare(model_type, None)
+    model, inputs = prepared.model, prepared.inputs
+    assert inputs is not None, prepared.reason
 
     def run():
         device_model = copy.deepcopy(model).to("neuron")
