@@ -59,7 +59,7 @@ class _Maker:
         self.mels = _find(config, "num_mel_bins", "feature_size", "input_feat_per_channel",
                           "n_mels", "mel_bins", "input_feat_size", default=80)
         src = getattr(config, "max_source_positions", None)
-        self.mel_frames = 2 * src if _is_int(src) else 64
+        self.mel_frames = min(2 * src, 1024) if _is_int(src) else 64  # (Whisper wants 2 x positions)
         self.patch = _find(config, "patch_size", default=4)
         self.merge = _find(config, "spatial_merge_size", "merge_size", default=2)
         self.temporal = _find(config, "temporal_patch_size", default=1)
@@ -253,11 +253,7 @@ def input_candidates(model, config, forward=None, names=None):
         for name in ("past_time_features", "past_observed_mask", "future_values"):
             if name in params and name not in first and name != "future_values":
                 first[name] = maker.make(name)
-    for main, partners in _PARTNERS.items():  # what a main input is read with
-        if main in first:
-            for name in partners:
-                if name in params and name not in first:
-                    first[name] = maker.make(name)
+    _partnered(first, params, maker)  # what a main input is read with
     for name in _WHEN_ACCEPTED:
         if name in params and name not in first:
             first[name] = maker.make(name)
@@ -278,6 +274,13 @@ def _variants(first, params, maker):
     if "past_values" in first and first["past_values"].dim() == 2:
         cands.append({k: (v.unsqueeze(-1) if k in ("past_values", "past_observed_mask") else v)
                       for k, v in first.items()})  # (batch, time, channels)
+    if "input_features" in first:  # stacked frames (w2v-BERT: feature size x stride)
+        cands.append({**first, "input_features": maker.randn(BATCH, maker.mel_frames, 2 * maker.mels)})
+    if "input_values" in first and first["input_values"].dim() == 2:
+        length = getattr(maker.config, "max_length", None)  # spectrogram patches (AST)
+        frames = length if _is_int(length) and length <= 1024 else maker.mel_frames
+        cands.append({**first, "input_values": maker.randn(BATCH, frames, maker.mels)})
+        cands.append({**first, "input_values": maker.make("hidden_states")})  # no pre-net (SpeechT5)
     hidden = [n for n in _HIDDEN if n in first and first[n].dim() == 3]
     if hidden:  # ... or (batch, channels, time), as codec decoders take latents
         cands.append({k: (v.transpose(1, 2).contiguous() if k in hidden else v) for k, v in first.items()})
@@ -290,11 +293,26 @@ def _variants(first, params, maker):
     if "input_ids" not in first and "input_ids" in params and "pixel_values" in first:
         cands.append({**first, "input_ids": maker.ids()})
     if "pixel_values" not in first and "pixel_values" in params and "input_ids" in first:
-        cands.append({**first, "pixel_values": maker.make("pixel_values")})  # dual encoders (CLIP)
+        both = _partnered({**first, "pixel_values": maker.make("pixel_values")}, params, maker)
+        cands.append(both)  # dual encoders (CLIP, SigLIP 2)
+        if maker.layout == "image":
+            cands.append({**both, "pixel_values": maker.video()})  # video-text (X-CLIP)
     for name in ("input_values", "input_features"):  # audio-text dual encoders (CLAP)
         if name not in first and name in params and "input_ids" in first:
-            cands.append({**first, name: maker.make(name)})
+            cands.append(_partnered({**first, name: maker.make(name)}, params, maker))
+            features = maker.randn(BATCH, 1, maker.mel_frames, maker.mels)
+            cands.append(_partnered({**first, name: features}, params, maker))  # (batch, 1, time, mels)
     return cands
+
+
+def _partnered(inputs, params, maker):
+    """The inputs with what their main inputs are read with (grids, NaFlex shapes and masks)."""
+    for main, partners in _PARTNERS.items():
+        if main in inputs:
+            for name in partners:
+                if name in params and name not in inputs:
+                    inputs[name] = maker.make(name)
+    return inputs
 
 
 def moved(inputs, device):
