@@ -188,3 +188,23 @@ def test_index_shape_errors_as_cpu():
         t[t > -1] = v.to(t.device)
 
     _raises_like_cpu(assign, torch.arange(4), torch.tensor([1.0, 2.0, 3.0]))  # the shape is checked first
+
+
+def test_cat_into_an_overlapping_out_raises_as_cpu():
+    # Built on each device (moving an expanded tensor would materialize it).
+    for device in ("cpu", DEV):
+        x = torch.rand(1, 3, device=device).expand(6, 3)
+        y = torch.rand(3, 3, device=device)
+        with pytest.raises(RuntimeError, match="unsupported operation: more than one element"):
+            torch.cat([y, y], out=x)
+        z = torch.rand(6, 3, device=device)
+        with pytest.raises(RuntimeError, match="unsupported operation: some elements of the input tensor"):
+            torch.cat([z[:3], z[3:]], out=z)
+
+
+@pytest.mark.parametrize("fn", [torch.nn.functional.adaptive_avg_pool2d, torch.nn.functional.adaptive_max_pool2d])
+def test_adaptive_pooling_zero_output_size_backward_raises_as_cpu(fn):
+    def run(t):
+        fn(t.requires_grad_(), 0).sum().backward()
+
+    _raises_like_cpu(run, torch.randn(1, 4, 10, 9))

@@ -305,8 +305,17 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& input, c10::IntArrayRef output_
   return like_input_layout(out, input);
 }
 
+// CPU PyTorch's check on an adaptive pooling's output gradient (an output_size of 0).
+void check_adaptive_grad_nonempty(const char* op, const at::Tensor& grad_out) {
+  for (int64_t i = 1; i < grad_out.dim(); ++i) {
+    TORCH_CHECK(grad_out.size(i) > 0, op, "(): Expected grad_output to have non-zero size for non-batch dimensions, ",
+                "but grad_output has sizes ", grad_out.sizes(), " with dimension ", i, " being empty");
+  }
+}
+
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input) {
   check_same_device("aten::_adaptive_avg_pool2d_backward", input.device(), {&grad_out});
+  check_adaptive_grad_nonempty("adaptive_avg_pool2d_backward", grad_out);
   TORCH_CHECK(floating(input) && grad_out.dim() == input.dim(), "adaptive_avg_pool2d_backward: expected a floating input and a grad_output of the same rank, got ",
               input.scalar_type(), " ", input.sizes(), " and ", grad_out.sizes());
   const at::Tensor go = grad_out.to(input.scalar_type()).contiguous();
@@ -359,6 +368,7 @@ std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& i
 // The gradient goes to the recorded positions, as max_pool2d's does.
 at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& indices) {
   check_same_device("aten::adaptive_max_pool2d_backward", input.device(), {&grad_out, &indices});
+  check_adaptive_grad_nonempty("adaptive_max_pool2d_backward", grad_out);
   TORCH_CHECK(floating(input), "adaptive_max_pool2d_backward: expected a floating input, got ", input.scalar_type());
   TORCH_CHECK(grad_out.dim() == input.dim() && grad_out.sizes() == indices.sizes(),
               "adaptive_max_pool2d_backward: expected grad_output and indices of the same sizes and the input's rank, got ",

@@ -3,6 +3,7 @@
 // and replication padding (1-D to 3-D) and the latter two's backward ops through the pad
 // kernels, tril / triu through the triangle kernel (csrc/kernels/copy); Tensor.unfold's
 // backward (csrc/kernels/patches).
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -129,6 +130,8 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
     total += tensor.size(wrapped);
   }
   shape[wrapped] = total;
+  at::assert_no_internal_overlap(result);  // out= that overlaps itself or an input: CPU's error
+  for (const auto& t : inputs) at::assert_no_overlap(result, t.get());
   // As CPU PyTorch: a result allocated here takes the inputs' memory format when all suggest the
   // same one (channels_last inputs give a channels_last result), else it is contiguous.
   std::optional<c10::MemoryFormat> format;
