@@ -4,7 +4,8 @@ Runs a training or inference script on the neuron device and reports what keeps 
 natively: every CPU fallback with its count and the line of its first call, host synchronizations
 (.item(), .cpu(), printing, data-dependent shapes) per step with their lines, under --compile the
 graphs, graph breaks and recompilations, peak device memory, time per step on neuron against the
-same script on CPU, and a one-line verdict. A step is an optimizer step (or, for a script without
+same script on CPU, whether a step could be captured as a graph (torch.neuron.graph) and why not,
+and a one-line verdict. A step is an optimizer step (or, for a script without
 an optimizer, the whole run). --device-map cuda=neuron runs a script written for CUDA.
 
 Writes the report as PREFIX.json and PREFIX.md (--output PREFIX, default torchneuron-check)."""
@@ -118,10 +119,15 @@ class StepClock:
         self.device_type = device_type
         self.times = []
         self.last = time.perf_counter()
+        self.not_capturable = {}  # optimizer class -> why its step cannot be captured
         from torch.optim.optimizer import register_optimizer_step_post_hook
         register_optimizer_step_post_hook(self.on_step)
 
     def on_step(self, optimizer, args, kwargs):
+        if optimizer.defaults.get("capturable") is False:
+            name = type(optimizer).__name__
+            self.not_capturable[name] = (f"{name} runs with capturable=False: its step reads the step count on the "
+                                         "host; pass capturable=True")
         if self.device_type == "neuron":
             torch.neuron.synchronize()
         now = time.perf_counter()
@@ -207,12 +213,23 @@ def run_script(script, script_args, mapping, device_type, compile_mode):
         result["syncs"] = [{"kind": kind, "site": site, "count": n}
                            for (kind, site), n in sorted(observer.syncs.items(), key=lambda kv: -kv[1])]
         result["peak_memory_bytes"] = torch.neuron.max_memory_allocated()
+        result["graph_capture"] = graph_capture_blockers(result, clock)
         if compile_mode:
             stats = torchneuron.compile_stats()
             result["compile"] = {"graphs": stats["graphs_compiled"], "graph_breaks": log.graph_breaks,
                                  "recompiles": log.recompiles, "ops_lowered": stats["ops_lowered"],
                                  "ops_eager": stats["ops_eager"]}
     return result
+
+
+def graph_capture_blockers(result, clock) -> list[str]:
+    """Why a step could not be captured as a graph (torch.neuron.graph / make_graphed_callables)
+    and replayed: what a capture refuses, seen in the run. Empty: it could be."""
+    steps = max(1, len(clock.times))
+    blockers = [f"CPU fallback {f['op']} (first at {f['first_call']})" for f in result["fallbacks"]]
+    blockers += [f"host synchronization {s['kind']} at {s['site']}" for s in result["syncs"] if s["count"] >= steps]
+    blockers += list(clock.not_capturable.values())
+    return blockers
 
 
 def step_time(result):
@@ -255,6 +272,7 @@ def markdown(report) -> str:
     if report.get("cpu"):
         lines.append(f"| time per step on CPU | {step_time(report['cpu']) * 1e3:.2f} ms |")
     lines.append(f"| peak device memory | {neuron['peak_memory_bytes'] / 2**20:.1f} MiB |")
+    lines += ["", "## Graph capture", "", _graph_capture_line(neuron)]
     lines += ["", "## CPU fallbacks", ""]
     lines += ["| op | calls | first call |", "| --- | --- | --- |"] + [
         f"| `{f['op']}` | {f['calls']} | {f['first_call']} |" for f in neuron["fallbacks"]] if neuron["fallbacks"] \
@@ -268,6 +286,16 @@ def markdown(report) -> str:
                   f"eagerly: {c['ops_eager']}, graph breaks: {len(c['graph_breaks'])}, recompiles: {len(c['recompiles'])}"]
         lines += ["", *("- " + " / ".join(b) for b in c["graph_breaks"] + c["recompiles"])]
     return "\n".join(lines) + "\n"
+
+
+def _graph_capture_line(neuron) -> str:
+    blockers = neuron.get("graph_capture")
+    if blockers is None:
+        return "not assessed (the script did not run)"
+    if not blockers:
+        return ("a step could be captured as a graph and replayed with one launch (torch.neuron.graph, "
+                "make_graphed_callables or torch.compile(mode='reduce-overhead'): see docs/graphs.md)")
+    return "a step cannot be captured as a graph: " + "; ".join(blockers)
 
 
 def print_report(report) -> None:
@@ -286,6 +314,7 @@ def print_report(report) -> None:
     print(f"  steps         {len(neuron['step_seconds'])}, {step_time(neuron) * 1e3:.2f} ms per step on neuron"
           + (f", {step_time(report['cpu']) * 1e3:.2f} ms on CPU" if report.get("cpu") else ""))
     print(f"  peak memory   {neuron['peak_memory_bytes'] / 2**20:.1f} MiB")
+    print(f"  graph capture {_graph_capture_line(neuron)}")
     print(f"  verdict       {report['verdict']}")
 
 

@@ -106,3 +106,20 @@ def test_bad_device_map_is_refused(tmp_path, bad):
     done = run_in_new_group([sys.executable, "-m", "torchneuron.check", "--device-map", bad,
                              os.path.join(SCRIPTS, "clean.py")], 120, capture_output=True, text=True)
     assert done.returncode != 0 and "--device-map takes from=to pairs" in done.stderr
+
+
+def test_graph_capture_assessment(tmp_path):
+    clean, _ = check(tmp_path, "clean.py", "--no-cpu")  # AdamW without capturable=True
+    assert clean["neuron"]["graph_capture"] == [
+        "AdamW runs with capturable=False: its step reads the step count on the host; pass capturable=True"]
+    per_step, printed = check(tmp_path, "item_per_step.py", "--no-cpu")  # SGD, but an .item() each step
+    (blocker,) = per_step["neuron"]["graph_capture"]
+    assert blocker.startswith("host synchronization .item() at") and blocker.endswith("item_per_step.py:15")
+    assert "graph capture a step cannot be captured" in " ".join(printed.split())
+    script = tmp_path / "capturable.py"
+    script.write_text((open(os.path.join(SCRIPTS, "clean.py")).read()
+                       .replace("lr=1e-3)", "lr=1e-3, capturable=True)")))
+    capturable, _ = check(tmp_path, str(script), "--no-cpu")
+    assert capturable["neuron"]["graph_capture"] == []
+    with open(str(tmp_path / "report") + ".md") as f:
+        assert "a step could be captured as a graph" in f.read()
