@@ -461,3 +461,24 @@ def k_placed_per_program(x):
 def test_placed_tiles_are_per_program(mode):
     x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
     np.testing.assert_array_equal(run(k_placed_per_program[2], mode, x), np.concatenate([x[4:], x[:4]]))
+
+
+@nki.jit
+def k_lazy_pattern(x, use_last):
+    """A pattern past the tensor is built each step but used only behind a bounds test (AWS's
+    output_projection_tkg builds its weight pattern before testing the index)."""
+    out = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    for k in range(5):
+        row = t.ap([[x.shape[1], 1], [1, x.shape[1]]], k * x.shape[1])  # k = 4 reaches past t
+        if k < 4 or use_last:
+            nl.store(out[min(k, 3):min(k, 3) + 1, :], nl.copy(row))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_access_pattern_past_the_tensor_is_refused_where_used(mode):
+    x = np.arange(4 * 6, dtype=np.float32).reshape(4, 6)
+    np.testing.assert_array_equal(run(k_lazy_pattern, mode, x, False), x)
+    with pytest.raises(nki.NKIError, match="out-of-bounds access pattern"):
+        run(k_lazy_pattern, mode, x, True)

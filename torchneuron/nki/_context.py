@@ -108,6 +108,8 @@ def check_matmul_sizes(k: int, m: int, n: int, name: str) -> None:
 
 def _engine_check(op: Op) -> None:
     tiles = ([op.dst] if op.dst is not None else []) + list(op.sources)
+    from ._isa_core import check_extents  # an access past its tensor (a lazy .ap() pattern) is refused here
+    check_extents(op, tiles)
     packed = [t.dtype.name for t in tiles if t.dtype.packed != 1]
     if packed and not op.name.startswith(("nisa.quantize_mx", "nisa.nc_matmul_mx", "nisa.dma_copy (MX)")):
         raise NKIError(f"NKI {op.name}: packed MX tiles ({', '.join(packed)}) are made by nisa.quantize_mx or a DMA "

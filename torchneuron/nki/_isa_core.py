@@ -258,3 +258,52 @@ def copy_skipping_oob(dst, src, mask, name):
     ctx.program.begin_loop(f"({test} ? 1 : 0)")
     nl.copy_into(dst, src, mask, name=name)
     ctx.program.end_loop()
+
+
+class _OutOfBounds(Tile):
+    """An access pattern that reaches past its tensor: kernels build such patterns and use them only
+    behind a bounds test (AWS's output_projection_tkg); any instruction that uses it, or a view of
+    it, raises the bounds error."""
+
+    out_of_bounds = ""
+
+    def _keep(self, tile):
+        return out_of_bounds_view(tile, self.out_of_bounds) if isinstance(tile, Tile) else tile
+
+    def __getitem__(self, key):
+        return self._keep(super().__getitem__(key))
+
+    def reshape(self, *shape):
+        return self._keep(super().reshape(*shape))
+
+    def view(self, *args):
+        return self._keep(super().view(*args))
+
+    def expanded(self, shape):
+        return self._keep(super().expanded(shape))
+
+    def ap(self, *args, **kwargs):
+        return self._keep(super().ap(*args, **kwargs))
+
+
+def out_of_bounds_view(tile: Tile, message: str) -> Tile:
+    view = _OutOfBounds(tile._buffer, tile.offset, tile.sizes, tile.strides, tile.checks)
+    view.out_of_bounds = message
+    return view
+
+
+def check_extents(op, tiles) -> None:
+    """Refuses an instruction whose operand reaches past its tensor: a view flagged by .ap(), or any
+    view (without a mask or deferred arange checks) whose elements leave the buffer."""
+    from ._expr import bounds
+    for t in tiles:
+        message = getattr(t, "out_of_bounds", None)
+        if message:
+            raise NKIError(f"{message} (used by {op.name})")
+        if op.mask is not None or t.checks or not t.sizes or not all(t.sizes):
+            continue
+        lo, hi = bounds(t.offset)
+        top = hi + sum((s - 1) * st for s, st in zip(t.sizes, t.strides) if st > 0)
+        bottom = lo + sum((s - 1) * st for s, st in zip(t.sizes, t.strides) if st < 0)
+        if bottom < 0 or top >= t._buffer.elements:
+            raise NKIError(f"NKI {op.name}: access past '{t.name}': elements {bottom}..{top} of {t._buffer.elements}")

@@ -365,9 +365,10 @@ class Tile:
         if vector_offset is not None:  # partition p at index vector_offset[p] of dim indirect_dim
             from ._isa_indirect import indirect_view
             return indirect_view(self, tile, vector_offset, indirect_dim)
-        if bottom < 0 or top >= self._buffer.elements:
-            raise NKIError(f"NKI: out-of-bounds access pattern on '{self.name}': elements {bottom}..{top} of "
-                           f"{self._buffer.elements}")
+        if bottom < 0 or top >= self._buffer.elements:  # refused when an instruction uses it (kernels build
+            from ._isa_core import out_of_bounds_view    # patterns they only use behind a bounds test)
+            return out_of_bounds_view(tile, f"NKI: out-of-bounds access pattern on '{self.name}': elements "
+                                            f"{bottom}..{top} of {self._buffer.elements}")
         return tile
 
     def is_contiguous(self) -> bool:

@@ -37,6 +37,8 @@ class dma_engine(Enum):
     act = 2
     pool = 3
     gpsimd = 3
+    dma = 4  # the shared DMA queues (the current API's default)
+    gpsimd_dma = 5  # GpSimd's own DMA (SBUF-to-SBUF exchanges between the cores of an LNC2 launch)
 
 
 class reduce_cmd(Enum):
