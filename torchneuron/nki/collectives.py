@@ -1,29 +1,162 @@
-"""nki.collectives: collective communication between the ranks of a multi-device kernel. The
-names exist (so kernels that use them on some paths import); a call raises NKIError naming it,
-since torchneuron runs an NKI kernel on one device."""
-from ._tensor import NKIError
+"""nki.collectives: collectives between the ranks (processes) that each run the kernel, on the
+torch.distributed default group (torchneuron's `neuron` c10d backend, or Gloo). The interpreter
+(TORCHNEURON_NKI_INTERPRET=1) runs them where the kernel calls them: it reads the source tiles,
+runs the collective and writes the destination tiles. A compiled kernel runs as one device command
+and cannot stop for the other ranks, so it refuses a collective with an NKIError that says so.
+The ring collectives (collective_permute_implicit*) and send / recv are not provided."""
+from __future__ import annotations
+
+import torch
+
+from ._tensor import NKIError, Tile
 
 
 class ReplicaGroup:
-    """The ranks taking part in a collective."""
+    """The ranks of a collective: a list of rank-lists, each running the collective on its own."""
 
-    def __init__(self, *groups, **_unused):
-        self.groups = groups
+    def __init__(self, replica_groups=None, *more, **_unused):
+        groups = replica_groups if replica_groups is not None else []
+        if groups and not isinstance(groups[0], (list, tuple)):  # ReplicaGroup([0, 1]) or ReplicaGroup(0, 1)
+            groups = [list(groups) + list(more)]
+        self.groups = [list(map(int, g)) for g in groups]
+
+    def __repr__(self):
+        return f"ReplicaGroup({self.groups})"
+
+
+_process_groups = {}
+
+
+def _distributed():
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_initialized():
+        raise NKIError("nki.collectives: no torch.distributed default group; call torch.distributed."
+                       "init_process_group('neuron') in every rank first")
+    return dist
+
+
+def rank_id():
+    """This rank's number in the default group (0 without torch.distributed)."""
+    import torch.distributed as dist
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _group(replica_group):
+    """(process group of this rank's rank-list, that list); every rank creates every rank-list's group."""
+    dist = _distributed()
+    world = dist.get_world_size()
+    lists = replica_group.groups if isinstance(replica_group, ReplicaGroup) and replica_group.groups else \
+        [list(range(world))]
+    key = tuple(tuple(g) for g in lists)
+    if key not in _process_groups:
+        made = [dist.new_group(list(g)) if len(g) != world or sorted(g) != list(range(world)) else dist.group.WORLD
+                for g in lists]
+        _process_groups[key] = made
+    rank = dist.get_rank()
+    for g, pg in zip(lists, _process_groups[key]):
+        if rank in g:
+            return pg, g
+    raise NKIError(f"nki.collectives: rank {rank} is in no rank-list of {lists}")
+
+
+def _context(name):
+    from ._context import current
+    ctx = current()
+    if not ctx.interpreting:
+        raise NKIError(f"nki.collectives.{name}: a compiled kernel runs as one device command and cannot wait for "
+                       "the other ranks inside it; run kernels that use nki.collectives interpreted "
+                       "(TORCHNEURON_NKI_INTERPRET=1), or call torch.distributed on the kernel's outputs")
+    return ctx
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _read(ctx, t: Tile) -> torch.Tensor:
+    return ctx.view(t).float().clone()
+
+
+def _write(ctx, t: Tile, values: torch.Tensor) -> None:
+    if not t.buffer.on_chip:
+        ctx.written.add(t._buffer)
+    ctx.store(t, values.reshape(ctx.view(t).shape))
+
+
+def _on_backend(dist, pg, value: torch.Tensor) -> torch.Tensor:
+    """The tensor where the group's backend takes it: neuron for torchneuron's backend, else CPU."""
+    backend = str(dist.get_backend(pg))
+    return value.to("neuron") if backend == "neuron" else value
+
+
+_OPS = {"add": "SUM", "maximum": "MAX", "minimum": "MIN", "multiply": "PRODUCT"}
+
+
+def _reduce_op(dist, op):
+    from .language import op_name
+    name = op_name(op)
+    if name not in _OPS:
+        raise NKIError(f"nki.collectives: op must be nl.add, nl.maximum or nl.minimum, got {name}")
+    return getattr(dist.ReduceOp, _OPS[name])
+
+
+def all_reduce(srcs, dsts, replica_group=None, op=None, **_unused):
+    """dsts[i] = op over the rank-list of srcs[i]."""
+    ctx, dist = _context("all_reduce"), _distributed()
+    pg, _ = _group(replica_group)
+    for src, dst in zip(_as_list(srcs), _as_list(dsts)):
+        value = _on_backend(dist, pg, _read(ctx, src))
+        dist.all_reduce(value, op=_reduce_op(dist, op if op is not None else "add"), group=pg)
+        _write(ctx, dst, value.cpu())
+
+
+def all_gather(srcs, dsts, replica_group=None, collective_dim=0, **_unused):
+    """dsts[i] = srcs[i] of every rank of the rank-list, in its order, concatenated along collective_dim."""
+    ctx, dist = _context("all_gather"), _distributed()
+    pg, ranks = _group(replica_group)
+    for src, dst in zip(_as_list(srcs), _as_list(dsts)):
+        value = _on_backend(dist, pg, _read(ctx, src))
+        parts = [torch.empty_like(value) for _ in ranks]
+        dist.all_gather(parts, value, group=pg)
+        _write(ctx, dst, torch.cat([p.cpu() for p in parts], dim=int(collective_dim)))
+
+
+def reduce_scatter(srcs, dsts, replica_group=None, collective_dim=0, op=None, **_unused):
+    """dsts[i] = this rank's part (along collective_dim) of op over the rank-list of srcs[i]."""
+    ctx, dist = _context("reduce_scatter"), _distributed()
+    pg, ranks = _group(replica_group)
+    for src, dst in zip(_as_list(srcs), _as_list(dsts)):
+        value = _on_backend(dist, pg, _read(ctx, src))
+        dist.all_reduce(value, op=_reduce_op(dist, op if op is not None else "add"), group=pg)
+        parts = value.cpu().chunk(len(ranks), dim=int(collective_dim))
+        _write(ctx, dst, parts[ranks.index(dist.get_rank())])
+
+
+def all_to_all(srcs, dsts, replica_group=None, collective_dim=0, **_unused):
+    """Part j (along collective_dim) of srcs[i] goes to the rank-list's rank j; dsts[i] is the parts
+    every rank sent this one, in rank-list order (exchanged as one all-gather)."""
+    ctx, dist = _context("all_to_all"), _distributed()
+    pg, ranks = _group(replica_group)
+    me, dim = ranks.index(dist.get_rank()), int(collective_dim)
+    for src, dst in zip(_as_list(srcs), _as_list(dsts)):
+        value = _on_backend(dist, pg, _read(ctx, src))
+        parts = [torch.empty_like(value) for _ in ranks]
+        dist.all_gather(parts, value, group=pg)
+        _write(ctx, dst, torch.cat([p.cpu().chunk(len(ranks), dim=dim)[me] for p in parts], dim=dim))
 
 
 def _unsupported(name):
     def function(*_args, **_kwargs):
-        raise NKIError(f"nki.collectives.{name}: collectives between devices inside an NKI kernel are not supported "
-                       "by torchneuron; use torch.distributed on the kernel's outputs")
+        raise NKIError(f"nki.collectives.{name} is not provided by torchneuron (all_reduce, all_gather, "
+                       "reduce_scatter, all_to_all and rank_id are, in interpreted kernels)")
     function.__name__ = name
     return function
 
 
-for _name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
-              "collective_permute_implicit", "collective_permute_implicit_current_processing_rank_id", "rank_id",
-              "send", "recv"):
+for _name in ("collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
+              "collective_permute_implicit_current_processing_rank_id", "send", "recv"):
     globals()[_name] = _unsupported(_name)
 
 __all__ = ["ReplicaGroup", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
-           "collective_permute_implicit", "collective_permute_implicit_current_processing_rank_id", "rank_id",
-           "send", "recv"]
+           "collective_permute_implicit", "collective_permute_implicit_reduce",
+           "collective_permute_implicit_current_processing_rank_id", "rank_id", "send", "recv"]
