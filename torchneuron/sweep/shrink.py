@@ -89,6 +89,7 @@ def shrink_overrides(config, strategy="tiny"):
         _image_size(values, out, _LAYERS_IMAGE_SIZE)
     _per_layer(config, values, out, strategy)
     _fill_derived(values, out)
+    _backbone_outputs(config, out)
     types = out.get("layer_types", values.get("layer_types"))
     if values.get("rope_parameters") == {} and isinstance(types, list) and types:
         # A config that keys its RoPE by layer type but has none (its default): one per type.
@@ -187,6 +188,22 @@ def _sections(sections, total):
     out = [max(1, s * total // whole) for s in sections]
     out[-1] += total - sum(out)
     return out
+
+
+def _backbone_outputs(config, out):
+    """A ViT-style backbone whose layers were cut keeps as many layers as the stages its owner
+    reads (a DPT neck reads four), each one of them an output."""
+    indices = getattr(config, "out_indices", None)
+    layer = next((n for n in _LAYERS if n in out), None)
+    if not layer or not isinstance(indices, (list, tuple)) or not indices or not all(map(_is_int, indices)):
+        return
+    if max(indices) <= out[layer]:
+        return
+    count = len(indices)
+    out[layer] = max(out[layer], count)
+    out["out_indices"] = list(range(out[layer] - count + 1, out[layer] + 1))
+    out["out_features"] = [f"stage{i}" for i in out["out_indices"]]
+    out["stage_names"] = ["stem"] + [f"stage{i}" for i in range(1, out[layer] + 1)]
 
 
 def _fill_derived(values, out):
