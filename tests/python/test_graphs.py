@@ -232,3 +232,35 @@ def test_the_profiler_shows_a_replay_with_its_captured_commands_under_it(tmp_pat
     for e in inner:  # inside the replay's span, on its track
         assert replay["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= replay["ts"] + replay["dur"] + 1
         assert e["tid"] == replay["tid"]
+
+
+def test_graphed_static_cache_decode_generates_the_same_tokens():
+    """A tiny Llama's decode step with a static KV cache, captured once and replayed per token,
+    gives the tokens of eager greedy generate."""
+    transformers = pytest.importorskip("transformers")  # make test installs it
+    config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval().to("neuron")
+    prompt = torch.randint(0, 128, (1, 6))
+    expected = model.generate(prompt.to("neuron"), max_new_tokens=8, do_sample=False).cpu()
+    cache = transformers.StaticCache(config=config, max_cache_len=32)
+    with torch.no_grad():
+        logits = model(input_ids=prompt.to("neuron"), cache=cache, cache_position=torch.arange(6, device="neuron"),
+                       use_cache=True).logits
+        ids = logits[:, -1].argmax(-1, keepdim=True)
+        position = torch.tensor([6], device="neuron")
+        stream = torch.neuron.Stream()
+        with torch.neuron.stream(stream):  # warm up on the capture stream (rewrites position 6 only)
+            model(input_ids=ids, cache=cache, cache_position=position, use_cache=True)
+        g = torch.neuron.NeuronGraph()
+        with torch.neuron.graph(g, stream=stream):
+            next_ids = model(input_ids=ids, cache=cache, cache_position=position, use_cache=True).logits[:, -1].argmax(
+                -1, keepdim=True)
+        generated = [ids.cpu()]
+        for _ in range(7):
+            g.replay()
+            ids.copy_(next_ids)
+            position.add_(1)
+            generated.append(ids.cpu())
+    assert torch.equal(torch.cat([prompt] + generated, 1), expected)
