@@ -558,7 +558,7 @@ _IMPORTED = {"annotations", "ParDim", "PARTITION_MAX", "bytes_per_partition",
              "check_on_chip_shape", "partition_dim", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
              "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
              "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile"}
-__all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED]
+__all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED and n != "range"]  # keep Python's range
 
 
 def shared_identity_matrix(n, dtype=float32, buffer=None, **_unused):
