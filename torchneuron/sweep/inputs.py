@@ -271,6 +271,8 @@ def _variants(first, params, maker):
         cands.append({**first, "pixel_values": maker.video()})  # video models name them so too
         pair = maker.randn(BATCH, 2, maker.channels, maker.size, maker.size)
         cands.append({**first, "pixel_values": pair})  # image pairs (keypoint matching)
+        line = maker.randn(BATCH, maker.channels, 2 * maker.size, 8 * maker.size)
+        cands.append({**first, "pixel_values": line})  # text lines (OCR recognizers pool the height)
     if "past_values" in first and first["past_values"].dim() == 2:
         cands.append({k: (v.unsqueeze(-1) if k in ("past_values", "past_observed_mask") else v)
                       for k, v in first.items()})  # (batch, time, channels)
