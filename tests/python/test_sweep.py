@@ -426,3 +426,19 @@ def test_missing_package_is_its_own_class():
     t = sweep.totals([row])
     assert t["unavailable"] == 1 and t["reference_error"] == 0 and t["error"] == 0
     assert "unavailable: needs timm" in sweep.markdown([row])
+
+
+def test_shrinker_keeps_a_backbone_output_per_stage_and_hybrid_attention():
+    import transformers as tf
+    # Depth Anything's DPT neck reads four backbone stages: the tiny backbone keeps four layers,
+    # each an output, instead of out_indices 9..12 of a two-layer backbone (no hidden states).
+    backbone = sweep.tiny_config(tf.DepthAnythingConfig).backbone_config
+    assert backbone.num_hidden_layers == 4 and backbone.out_indices == [1, 2, 3, 4]
+    # Zamba 2's two layers keep one of each kind, with the hybrid (attention) layer's id.
+    config = sweep.tiny_config(tf.Zamba2Config)
+    assert config.layers_block_type == ["linear_attention", "hybrid"] and config.hybrid_layer_ids == [1]
+    # Bamba defaults to no attention layer at all (a checkpoint sets them): the tiny one has one,
+    # and its Mamba heads times head size match the expanded width.
+    config = sweep.tiny_config(tf.BambaConfig)
+    assert config.attn_layer_indices == [1]
+    assert config.mamba_n_heads * config.mamba_d_head == config.mamba_expand * config.hidden_size
