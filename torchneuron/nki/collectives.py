@@ -3,7 +3,7 @@ torch.distributed default group (torchneuron's `neuron` c10d backend, or Gloo). 
 (TORCHNEURON_NKI_INTERPRET=1) runs them where the kernel calls them: it reads the source tiles,
 runs the collective and writes the destination tiles. A compiled kernel runs as one device command
 and cannot stop for the other ranks, so it refuses a collective with an NKIError that says so.
-The ring collectives (collective_permute_implicit*) and send / recv are not provided."""
+The variable-size all_to_all_v / all_gather_v and send / recv are not provided."""
 from __future__ import annotations
 
 import torch
@@ -145,16 +145,70 @@ def all_to_all(srcs, dsts, replica_group=None, collective_dim=0, **_unused):
         _write(ctx, dst, torch.cat([p.cpu().chunk(len(ranks), dim=dim)[me] for p in parts], dim=dim))
 
 
+def _gathered(ctx, dist, pg, ranks, src):
+    """src of every rank of the rank-list, in its order (CPU tensors)."""
+    value = _on_backend(dist, pg, _read(ctx, src))
+    parts = [torch.empty_like(value) for _ in ranks]
+    dist.all_gather(parts, value, group=pg)
+    return [p.cpu() for p in parts]
+
+
+def collective_permute(srcs, dsts, source_target_pairs, **_unused):
+    """dsts[i] = srcs[i] of the rank s of a pair [s, this rank]; without such a pair dsts[i] is left."""
+    ctx, dist = _context("collective_permute"), _distributed()
+    pg, ranks = _group(None)
+    me = dist.get_rank()
+    sources = [int(s) for s, t in source_target_pairs if int(t) == me]
+    for src, dst in zip(_as_list(srcs), _as_list(dsts)):
+        parts = _gathered(ctx, dist, pg, ranks, src)
+        if sources:
+            _write(ctx, dst, parts[ranks.index(sources[0])])
+
+
+def _ring(replica_group):
+    dist = _distributed()
+    pg, ranks = _group(replica_group)
+    return dist, pg, ranks, ranks.index(dist.get_rank())
+
+
+def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group=None, channel_ids=(0,), **_unused):
+    """Each rank of a rank-list sends to its successor in the ring: dsts = the predecessor's srcs."""
+    ctx = _context("collective_permute_implicit")
+    dist, pg, ranks, me = _ring(replica_group)
+    for srcs, dsts in zip(_as_list(srcs_by_channel), _as_list(dsts_by_channel)):
+        for src, dst in zip(_as_list(srcs), _as_list(dsts)):
+            _write(ctx, dst, _gathered(ctx, dist, pg, ranks, src)[(me - 1) % len(ranks)])
+
+
+def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group=None,
+                                       op=None, channel_ids=(0,), **_unused):
+    """dsts = the predecessor's op(srcs0, srcs1), around the ring."""
+    from .language import op_name
+    ctx = _context("collective_permute_implicit_reduce")
+    dist, pg, ranks, me = _ring(replica_group)
+    combine = {"add": torch.add, "maximum": torch.maximum, "minimum": torch.minimum}[op_name(op or "add")]
+    for s0, s1, dsts in zip(_as_list(srcs0_by_channel), _as_list(srcs1_by_channel), _as_list(dsts_by_channel)):
+        for a, b, dst in zip(_as_list(s0), _as_list(s1), _as_list(dsts)):
+            value = _on_backend(dist, pg, combine(_read(ctx, a), _read(ctx, b)))
+            parts = [torch.empty_like(value) for _ in ranks]
+            dist.all_gather(parts, value, group=pg)
+            _write(ctx, dst, parts[(me - 1) % len(ranks)].cpu())
+
+
+def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group=None, channel_id=0, **_unused):
+    """The rank whose data a ring step `iteration_id` holds: this rank at 0, then its predecessors."""
+    _, _, ranks, me = _ring(replica_group)
+    return ranks[(me - int(iteration_id)) % len(ranks)]
+
+
 def _unsupported(name):
     def function(*_args, **_kwargs):
-        raise NKIError(f"nki.collectives.{name} is not provided by torchneuron (all_reduce, all_gather, "
-                       "reduce_scatter, all_to_all and rank_id are, in interpreted kernels)")
+        raise NKIError(f"nki.collectives.{name} is not provided by torchneuron")
     function.__name__ = name
     return function
 
 
-for _name in ("collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
-              "collective_permute_implicit_current_processing_rank_id", "send", "recv"):
+for _name in ("send", "recv"):
     globals()[_name] = _unsupported(_name)
 
 __all__ = ["ReplicaGroup", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",

@@ -31,10 +31,17 @@ def k_collectives(x):
     ncc.reduce_scatter(srcs=[t], dsts=[scattered], replica_group=world, collective_dim=0, op=nl.add)
     exchanged = nl.ndarray((8, 4), nl.float32, buffer=nl.sbuf)
     ncc.all_to_all(srcs=[t], dsts=[exchanged], replica_group=world, collective_dim=0)
-    out = nl.ndarray((6, 16, 8), nl.float32, buffer=nl.shared_hbm)
+    swapped = nl.ndarray((8, 4), nl.float32, buffer=nl.sbuf)
+    ncc.collective_permute(srcs=[t], dsts=[swapped], source_target_pairs=[[0, 1], [1, 0]])
+    ring = nl.ndarray((8, 4), nl.float32, buffer=nl.sbuf)
+    ncc.collective_permute_implicit(srcs_by_channel=[[t]], dsts_by_channel=[[ring]], replica_group=world)
+    ring_sum = nl.ndarray((8, 4), nl.float32, buffer=nl.sbuf)
+    ncc.collective_permute_implicit_reduce([[t]], [[summed]], [[ring_sum]], world, nl.add)
+    previous = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=1, replica_group=world)
+    out = nl.ndarray((9, 16, 8), nl.float32, buffer=nl.shared_hbm)
     zeros = nl.ndarray((16, 8), nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zeros, value=float(ncc.rank_id()))  # every slot starts as the rank's number
-    for k in range(6):
+    for k in range(9):
         nisa.dma_copy(dst=out[k], src=zeros)
     nisa.dma_copy(dst=out[0, 0:8, 0:8], src=gathered)
     nisa.dma_copy(dst=out[1, 0:16, 0:4], src=rows)
@@ -42,6 +49,11 @@ def k_collectives(x):
     nisa.dma_copy(dst=out[3, 0:8, 0:4], src=largest)
     nisa.dma_copy(dst=out[4, 0:4, 0:4], src=scattered)
     nisa.dma_copy(dst=out[5, 0:8, 0:4], src=exchanged)
+    nisa.dma_copy(dst=out[6, 0:8, 0:4], src=swapped)
+    nisa.dma_copy(dst=out[7, 0:8, 0:4], src=ring)
+    nisa.dma_copy(dst=out[8, 0:8, 0:4], src=ring_sum)
+    nisa.memset(dst=zeros[0:1, 0:1], value=float(previous))
+    nisa.dma_copy(dst=out[8, 15:16, 7:8], src=zeros[0:1, 0:1])
     return out
 
 
@@ -59,6 +71,12 @@ def main():
     common.check("all_to_all", lambda: np.testing.assert_array_equal(
         got[5, :8, :4], np.concatenate([xs[0][4 * rank:4 * rank + 4], xs[1][4 * rank:4 * rank + 4]])))
     common.check("rank_id", lambda: common.equal(float(got[0, 15, 7]), float(rank)))
+    other = 1 - rank
+    common.check("collective_permute", lambda: np.testing.assert_array_equal(got[6, :8, :4], xs[other]))
+    common.check("ring permute", lambda: np.testing.assert_array_equal(got[7, :8, :4], xs[other]))
+    common.check("ring permute reduce", lambda: np.testing.assert_array_equal(got[8, :8, :4],
+                                                                               xs[other] + xs[0] + xs[1]))
+    common.check("ring rank id", lambda: common.equal(float(got[8, 15, 7]), float(other)))
     common.check("compiled refuses", lambda: common.raises(
         lambda: k_collectives(torch.from_numpy(xs[rank]).to(device)), "TORCHNEURON_NKI_INTERPRET=1"))
     common.report()
