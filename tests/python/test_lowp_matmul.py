@@ -94,3 +94,31 @@ def test_weight_int8pack_mm_matches_cpu(dtype, no_fallback):
     got = torch._weight_int8pack_mm(x.to("neuron"), w.to("neuron"), scales.to("neuron"))
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got.cpu(), expected, rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("form", ["2d_3d", "3d_2d", "2d_2d", "3d_3d"])
+def test_grouped_mm_matches_cpu(dtype, form, no_fallback):
+    """The MoE layouts (tokens grouped by expert, as TorchTitan's grouped experts use them),
+    with an empty group, against CPU PyTorch."""
+    gen = torch.Generator().manual_seed(0)
+    offs = torch.tensor([16, 16, 48], dtype=torch.int32)  # group 1 is empty
+    shapes = {"2d_3d": ((48, 32), (3, 32, 16)), "3d_2d": ((3, 16, 32), (32, 48)), "2d_2d": ((16, 48), (48, 32)),
+              "3d_3d": ((3, 16, 32), (3, 32, 16))}[form]
+    a, b = (torch.randn(*s, generator=gen).to(dtype) for s in shapes)
+    args = (a, b) if form == "3d_3d" else (a, b, offs)
+    expected = torch._grouped_mm(*args)
+    got = torch._grouped_mm(*[t.to("neuron") for t in args])
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    if form == "2d_2d":
+        assert torch.equal(got[1].cpu(), torch.zeros_like(expected[1]))  # the empty group's product
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-4)
+
+
+def test_grouped_mm_bad_offsets_raise_at_the_next_sync():
+    a, b = torch.randn(8, 4, device="neuron"), torch.randn(2, 4, 3, device="neuron")
+    torch._grouped_mm(a, b, torch.tensor([6, 3], dtype=torch.int32, device="neuron"))
+    with pytest.raises(Exception, match="offs must be non-decreasing"):
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="offs is required"):
+        torch._grouped_mm(a, b)

@@ -9,6 +9,7 @@
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/mm_ops.h>
 #include <torch/library.h>
 
@@ -287,9 +288,95 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& batch1, const at::Tenso
   return matmul::baddbmm_out(self, batch1, batch2, beta, alpha, self);
 }
 
+// _grouped_mm, as CPU PyTorch computes it: groups of one product along offs (int32 running ends),
+// each a GEMM of the operands' dtype with float32 accumulation. 2D x 3D: rows of a in groups, one
+// matrix of b each ([T, K] x [G, K, N] -> [T, N]); 3D x 2D: columns of b in groups; 2D x 2D: the
+// contraction in groups ([M, T] x [T, N] -> [G, M, N]); 3D x 3D: a batch. One queue command reads
+// offs on the device and runs the groups, so nothing waits for the host.
+at::Tensor grouped_mm(const at::Tensor& a_in, const at::Tensor& b_in, const std::optional<at::Tensor>& offs,
+                      const std::optional<at::Tensor>& bias, std::optional<c10::ScalarType> out_dtype) {
+  const int64_t da = a_in.dim(), db = b_in.dim();
+  TORCH_CHECK((da == 2 || da == 3) && (db == 2 || db == 3), "grouped gemm: mat_a and mat_b must be 2D or 3D, got ",
+              da, "D and ", db, "D");
+  TORCH_CHECK(a_in.scalar_type() == b_in.scalar_type(), "grouped gemm: mat_a and mat_b must have one dtype, got ",
+              a_in.scalar_type(), " and ", b_in.scalar_type());
+  TORCH_CHECK(out_dtype.value_or(a_in.scalar_type()) == a_in.scalar_type(),
+              "grouped gemm: out_dtype must be the operands' dtype ", a_in.scalar_type());
+  TORCH_CHECK(!bias.has_value() || !bias->defined(), "grouped gemm: bias is not supported yet");
+  TORCH_CHECK(kernel_dtype_ok(a_in), "grouped gemm: ", a_in.scalar_type(), " is not supported on neuron");
+  const bool grouped = da == 2 || db == 2;
+  TORCH_CHECK(grouped == (offs.has_value() && offs->defined()),
+              grouped ? "grouped gemm: offs is required when mat_a or mat_b is 2D"
+                      : "grouped gemm: offs must not be given for 3D x 3D");
+  TORCH_CHECK(a_in.size(-1) == b_in.size(-2) || (da == 2 && db == 2),
+              "grouped gemm: contraction dims differ: mat_a ", a_in.sizes(), ", mat_b ", b_in.sizes());
+  check_same_device("_grouped_mm", a_in.device(), {&b_in});
+  if (!grouped) return matmul::bmm(a_in, b_in);
+  const at::Tensor& offsets = *offs;
+  TORCH_CHECK(offsets.dim() == 1 && offsets.scalar_type() == c10::kInt, "grouped gemm: offs must be a 1D int32 tensor");
+  check_same_device("_grouped_mm", a_in.device(), {&offsets});
+  const int64_t groups = offsets.size(0);
+  const at::Tensor a = a_in.contiguous(), b = b_in.contiguous(), o = offsets.contiguous();
+  at::Tensor out;
+  if (da == 2 && db == 3) {
+    TORCH_CHECK(b.size(0) == groups, "grouped gemm: mat_b has ", b.size(0), " groups, offs ", groups);
+    out = at::zeros({a.size(0), b.size(2)}, a.options());
+  } else if (da == 3 && db == 2) {
+    TORCH_CHECK(a.size(0) == groups, "grouped gemm: mat_a has ", a.size(0), " groups, offs ", groups);
+    out = at::zeros({a.size(1), b.size(1)}, a.options());
+  } else {
+    TORCH_CHECK(a.size(1) == b.size(0), "grouped gemm: contraction dims differ: mat_a ", a.sizes(), ", mat_b ",
+                b.sizes());
+    out = at::zeros({groups, a.size(0), b.size(1)}, a.options());
+  }
+  if (out.numel() == 0 || groups == 0) return out;
+  const kernels::DType dtype = to_kernel_dtype(a.scalar_type());
+  const int64_t item = static_cast<int64_t>(a.element_size());
+  const int64_t extent = da == 2 && db == 3 ? a.size(0) : (da == 3 ? b.size(1) : a.size(1));  // what offs splits
+  char* pa = static_cast<char*>(a.data_ptr());
+  char* pb = static_cast<char*>(b.data_ptr());
+  char* pc = static_cast<char*>(out.data_ptr());
+  const int32_t* po = o.data_ptr<int32_t>();
+  const std::vector<int64_t> as = a.sizes().vec(), bs = b.sizes().vec();
+  const int mode = da == 2 && db == 3 ? 0 : (da == 3 ? 1 : 2);
+  enqueue(out, "aten::_grouped_mm", {&a, &b, &o}, [=] {
+    int64_t start = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t end = po[g];
+      if (end < start || end > extent) {
+        throw runtime::KernelError("grouped gemm: offs must be non-decreasing and at most " + std::to_string(extent) +
+                                   ", got offs[" + std::to_string(g) + "] = " + std::to_string(end));
+      }
+      const int64_t size = end - start;
+      kernels::GemmArgs args;
+      args.dtype = dtype;
+      if (mode == 0) {  // rows start..end of a (and out) times b[g]
+        args.m = size, args.k = as[1], args.n = bs[2];
+        args.a = {pa + start * as[1] * item, 0, as[1], 1};
+        args.b = {pb + g * bs[1] * bs[2] * item, 0, bs[2], 1};
+        args.c = {pc + start * bs[2] * item, 0, bs[2], 1};
+      } else if (mode == 1) {  // a[g] times columns start..end of b (and out)
+        args.m = as[1], args.k = as[2], args.n = size;
+        args.a = {pa + g * as[1] * as[2] * item, 0, as[2], 1};
+        args.b = {pb + start * item, 0, bs[1], 1};
+        args.c = {pc + start * item, 0, bs[1], 1};
+      } else {  // columns start..end of a times rows start..end of b, into out[g]
+        args.m = as[0], args.k = size, args.n = bs[1];
+        args.a = {pa + start * item, 0, as[1], 1};
+        args.b = {pb + start * bs[1] * item, 0, bs[1], 1};
+        args.c = {pc + g * as[0] * bs[1] * item, 0, bs[1], 1};
+      }
+      if (args.m > 0 && args.n > 0 && args.k > 0) kernels::gemm(args);
+      start = end;
+    }
+  });
+  return out;
+}
+
 }  // namespace matmul
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_grouped_mm", TORCH_FN(matmul::grouped_mm));
   m.impl("mm", TORCH_FN(matmul::mm));
   m.impl("mm.out", TORCH_FN(matmul::mm_out));
   m.impl("addmm", TORCH_FN(matmul::addmm));
