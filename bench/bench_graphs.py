@@ -15,18 +15,10 @@ import torchneuron
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from bench_adaptive import chain20  # noqa: E402  (the 20-op pointwise chain)
 from bench_compile import TinyLlama, gpt_case, interleaved_step_seconds  # noqa: E402
 
 warnings.simplefilter("ignore")
-
-
-def chain20(x, y):
-    """bench_adaptive's 20-op pointwise chain."""
-    for _ in range(4):
-        x = x * 1.01 + y
-        x = torch.relu(x) - 0.5
-        x = x.sigmoid()
-    return x
 
 
 def graphed(fn, *static_inputs):
