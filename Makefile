@@ -159,6 +159,7 @@ bench: build
 	@$(PY) bench/bench_nki.py
 	@$(PY) bench/bench_adaptive.py
 	@$(PY) bench/bench_graphs.py
+	@$(PY) bench/bench_lowp.py
 
 clean:
 	rm -rf build build-address build-thread dist torchneuron/_C*.so

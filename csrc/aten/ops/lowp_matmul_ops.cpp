@@ -1,8 +1,7 @@
 // Low-precision matrix products on neuron, with CPU PyTorch's semantics: _scaled_mm (float8
 // operands, tensor-wise or row-wise float32 scales, bias, out_dtype, an output scale for a float8
 // result), _int_mm (int8 / uint8 times int8 into int32, exact) and _weight_int8pack_mm. Each is
-// composed of native device ops: the operands widened and scaled, the float32 (or, for the
-// integer product, float64: exact below 2^53) GEMM, the epilogue.
+// composed of native device ops: the operands widened and scaled, the float32 GEMM, the epilogue.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
@@ -10,6 +9,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "aten/device/neuron_tensor.h"
@@ -82,8 +82,9 @@ at::Tensor scaled_mm(const at::Tensor& self, const at::Tensor& mat2, const at::T
   return scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
 }
 
-// int8 (or uint8) times int8 into int32. Every product is below 2^15 in magnitude, so the sum in
-// float64 is exact for any K a tensor can have, whatever the summation order.
+// int8 (or uint8) times int8 into int32, exactly: a product is at most 2^15 in magnitude, so float32
+// sums of up to 512 of them stay below 2^24 and are exact in any order; longer contractions add
+// such slices' exact sums in int32 (as CPU's int32 accumulation does).
 at::Tensor& int_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   TORCH_CHECK(self.dim() == 2, "Expected self to be of dimension 2 but got ", self.dim());
   TORCH_CHECK(mat2.dim() == 2, "Expected mat2 to be of dimension 2 but got ", mat2.dim());
@@ -97,7 +98,16 @@ at::Tensor& int_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tenso
               c10::toString(out.scalar_type()));
   check_same_device("_int_mm", self.device(), {&mat2, &out});
   at::native::resize_output(out, {self.size(0), mat2.size(1)});
-  return out.copy_(at::mm(self.to(c10::kDouble), mat2.to(c10::kDouble)));
+  constexpr int64_t kExactSlice = 512;
+  const int64_t k = self.size(1);
+  const at::Tensor a = self.to(c10::kFloat), b = mat2.to(c10::kFloat);
+  if (k <= kExactSlice) return out.copy_(at::mm(a, b));
+  out.zero_();
+  for (int64_t start = 0; start < k; start += kExactSlice) {
+    const int64_t size = std::min(kExactSlice, k - start);
+    out.add_(at::mm(a.narrow(1, start, size), b.narrow(0, start, size)).to(c10::kInt));
+  }
+  return out;
 }
 
 at::Tensor int_mm(const at::Tensor& self, const at::Tensor& mat2) {
