@@ -24,7 +24,7 @@ _HEADS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
 # Size attributes shrunk by "tiny" when a config has them (and they are larger), by target value.
 _SHRINK = {
-    2: _LAYERS + _KV_HEADS + ("num_experts_per_tok", "num_experts_per_token", "moe_top_k"),
+    2: _LAYERS + _KV_HEADS + ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "moe_k"),
     32: ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "projection_dim",
          "text_embed_dim", "vision_embed_dim", "audio_embed_dim"),
     4: _HEADS + _EXPERTS + ("patch_size",),
@@ -40,7 +40,7 @@ _SHRINK = {
     16: ("mamba_d_state",),
 }
 # What "layers" shrinks: nothing that is a width.
-_LAYERS_ONLY = {2: _LAYERS + ("num_experts_per_tok", "num_experts_per_token", "moe_top_k"), 4: _EXPERTS,
+_LAYERS_ONLY = {2: _LAYERS + ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "moe_k"), 4: _EXPERTS,
                 128: ("vocab_size",),
                 1: ("n_group", "topk_group", "n_shared_experts", "first_k_dense_replace", "num_expert_group")}
 IMAGE_SIZE = 32
@@ -150,7 +150,8 @@ def _tiny_widths(values, out):
     expand = values.get("expand")
     if _is_int(expand) and _is_int(hidden) and _is_int(heads) and _is_int(values.get("head_dim")):
         out["head_dim"] = head_dim = expand * hidden // heads  # Mamba-2: heads x head_dim = expand x width
-    if all(_is_int(values.get(n)) for n in ("mamba_expand", "mamba_n_heads", "mamba_d_head")) and _is_int(hidden):
+    if all(_is_int(values.get(n)) for n in ("mamba_expand", "mamba_n_heads", "mamba_d_head")) and _is_int(hidden) \
+            and "mamba_d_ssm" not in values:
         out["mamba_n_heads"] = 4  # hybrids' Mamba-2 layers: the same rule
         out["mamba_d_head"] = values["mamba_expand"] * hidden // 4
     if _is_int(values.get("rotary_dim")) and _is_int(head_dim):
@@ -242,7 +243,8 @@ def _layer_picks(values, count):
     another kind in the config's main layer-kind list (layer_types, layers_block_type, ...; a
     list of MLP kinds last), else the second layer."""
     kinds = [(("mlp" in n or "moe" in n), n) for n, v in values.items()
-             if isinstance(v, (list, str)) and len(v) == count and ("type" in n or "pattern" in n)]
+             if (isinstance(v, list) or isinstance(v, str) and ("types" in n or "pattern" in n))
+             and len(v) == count and ("type" in n or "pattern" in n)]
     for _, name in sorted(kinds):
         value = values[name]
         other = next((i for i, x in enumerate(value) if x != value[0]), None)
@@ -259,11 +261,13 @@ def _per_layer(config, values, out, strategy):
     count = layers[0]
     picks = _layer_picks(values, count)
     for name, value in values.items():
+        if isinstance(value, str) and "pattern" not in name and "types" not in name:
+            continue  # a word as long as the layer count (attention_type "block_sparse")
         if isinstance(value, (list, str)) and len(value) == count and (
                 "layer" in name or "pattern" in name or "type" in name):
             kept = [value[i] for i in picks]
             out[name] = "".join(kept) if isinstance(value, str) else kept
-    typed = any(isinstance(v, (list, str)) and len(v) == count and ("type" in n or "pattern" in n)
+    typed = any(isinstance(v, list) and len(v) == count and ("type" in n or "pattern" in n)
                 for n, v in values.items())
     for name, value in values.items():
         if typed or not isinstance(value, list) or not value or not all(map(_is_int, value)):
