@@ -264,3 +264,30 @@ def test_graphed_static_cache_decode_generates_the_same_tokens():
             position.add_(1)
             generated.append(ids.cpu())
     assert torch.equal(torch.cat([prompt] + generated, 1), expected)
+
+
+def test_capture_under_adaptive_eager_records_the_held_back_ops(no_fallback):
+    """Adaptive eager holds ops back while the device is behind: those of the captured region go
+    into the graph, not to the queue after the capture ends."""
+    gen = torch.Generator().manual_seed(0)
+    static_x = torch.randn(1 << 16, generator=gen).to("neuron")
+    busy = torch.randn(768, 768, device="neuron")
+    settings = torchneuron.adaptive_eager_settings()
+    torchneuron.set_adaptive_eager_settings(backlog=0, hot_after=1, min_bytes=0)
+    g = torch.neuron.NeuronGraph()
+    try:
+        with torchneuron.adaptive_eager(True):
+            for _ in range(4):
+                busy = busy @ busy  # the device is behind when the capture begins
+            torchneuron.reset_adaptive_eager_stats()
+            g.capture_begin()
+            static_y = chain(static_x)
+            g.capture_end()
+            recorded = torchneuron.adaptive_eager_stats()["ops_recorded"]
+    finally:
+        torchneuron.set_adaptive_eager_settings(**settings)
+    assert recorded > 0  # the region was held back, so the test exercises the flush
+    x = torch.randn(1 << 16, generator=gen)
+    static_x.copy_(x.to("neuron"))
+    g.replay()
+    assert torch.equal(static_y.cpu(), chain(x.to("neuron")).cpu())

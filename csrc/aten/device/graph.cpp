@@ -112,6 +112,7 @@ class NeuronGraphImpl final : public at::GraphImplInterface {
  private:
   void end_capture_state() {
     runtime::Device& device = runtime::device(device_);
+    device.queue().last_submitted();  // adaptive eager's held-back ops of the region go into the graph
     device.queue().end_capture(stream_);
     graph_->rng_words = default_philox(device_).end_capture();
     device.allocator().end_allocate_to_pool(stream_);
