@@ -482,3 +482,30 @@ def test_access_pattern_past_the_tensor_is_refused_where_used(mode):
     np.testing.assert_array_equal(run(k_lazy_pattern, mode, x, False), x)
     with pytest.raises(nki.NKIError, match="out-of-bounds access pattern"):
         run(k_lazy_pattern, mode, x, True)
+
+
+@nki.jit
+def k_match_replace8(x, v):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    where = nl.ndarray(v.shape, nl.int32, buffer=nl.shared_hbm)
+    data, vals = nl.load(x), nl.load(v)
+    d = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    i = nl.ndarray(v.shape, nl.uint32, buffer=nl.sbuf)
+    nisa.nc_match_replace8(dst=d, data=data, vals=vals, imm=-99.0, dst_idx=i)
+    nl.store(out, d)
+    nl.store(where, i)
+    return out, where
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_nc_match_replace8(mode):
+    x = np.array([[1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8, 5], [7, 6, 5, 4, 3, 2, 1, 0, 9, 9, 9, 9]], np.float32)
+    v = np.array([[3, 8, 8, 8, 8, 8, 8, 8], [9, 0, 7, 9, 2, 4, 6, 5]], np.float32)
+    got, where = run(k_match_replace8, mode, x, v)
+    # AWS's documented example: duplicates take positions from the highest slot down
+    np.testing.assert_array_equal(where[0], [2, 10, 9, 8, 7, 6, 5, 4])
+    np.testing.assert_array_equal(where[1], [9, 7, 0, 8, 5, 3, 1, 2])
+    expected = x.copy()
+    for p in range(2):
+        expected[p, where[p]] = -99.0
+    np.testing.assert_array_equal(got, expected)

@@ -307,3 +307,32 @@ def check_extents(op, tiles) -> None:
         bottom = lo + sum((s - 1) * st for s, st in zip(t.sizes, t.strides) if st < 0)
         if bottom < 0 or top >= t._buffer.elements:
             raise NKIError(f"NKI {op.name}: access past '{t.name}': elements {bottom}..{top} of {t._buffer.elements}")
+
+
+def nc_match_replace8(*args, **kwargs):
+    """dst = data with the first occurrence of each of the 8 values of vals [P, 8] (per partition)
+    replaced by imm; dst_idx (optional) gets their positions. Duplicates in vals are taken from the
+    last slot back, so the first matching position goes to the highest of their slots."""
+    b = _bind(args, kwargs, ["dst", "data", "vals", "imm", "dst_idx"], "nc_match_replace8")
+    data, vals, dst = _rows(b["data"]), _rows(b["vals"]), _rows(b["dst"])
+    p = data.shape[0]
+    if vals.shape != (p, 8) or dst.shape != data.shape:
+        raise NKIError(f"nisa.nc_match_replace8: data [P, F], vals [P, 8] and dst like data, got {b['data'].shape}, "
+                       f"{b['vals'].shape} and {b['dst'].shape}")
+    reversed_vals, found = _scratch((p, 8)), _scratch((p, 8))
+    for k in range(8):  # the slots from the last: find_index8 pairs duplicates with positions in slot order
+        nl.copy_into(reversed_vals[:, 7 - k:8 - k], vals[:, k:k + 1], name="nisa.nc_match_replace8")
+    current().emit(Op("find_index8", found, [data, reversed_vals], name="nisa.nc_match_replace8"))
+    if b.get("dst_idx") is not None:
+        idx = _rows(b["dst_idx"])
+        for k in range(8):
+            nl.copy_into(idx[:, k:k + 1], found[:, 7 - k:8 - k], name="nisa.nc_match_replace8")
+    expr, sources = Expression(), [data]
+    hit = None
+    for k in range(8):
+        sources.append(Tile(found._buffer, found.offset + k, [p, data.shape[1]], [found.strides[0], 0]))
+        test = expr.op("eq", expr.index(1), expr.source(len(sources) - 1))
+        hit = test if hit is None else expr.op("logical_or", hit, test)
+    expr.op("where", hit, expr.literal(float(b["imm"])), expr.source(0))
+    _emit(dst, sources, expr, "nisa.nc_match_replace8")
+    return b["dst"]
