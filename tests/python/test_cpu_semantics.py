@@ -208,3 +208,12 @@ def test_adaptive_pooling_zero_output_size_backward_raises_as_cpu(fn):
         fn(t.requires_grad_(), 0).sum().backward()
 
     _raises_like_cpu(run, torch.randn(1, 4, 10, 9))
+
+
+def test_arange_counts_large_integer_steps_exactly():
+    w = 1449629115440469
+    for args in ((0, 100 * w, w), (100 * w, 0, -w), (0, 10, 3), (-7, 8, 5)):
+        expected = torch.arange(*args)
+        actual = torch.arange(*args, device=DEV)
+        assert actual.numel() == expected.numel(), args
+        assert torch.equal(actual.cpu(), expected)

@@ -198,7 +198,12 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
       result.scalar_type() == c10::kBool) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(arange, start_out)>::call(start, end, step, result);
   }
-  const auto count = static_cast<int64_t>(std::ceil((e - s) / st));
+  // As CPU PyTorch: an int64 result with integer bounds counts in int64 (exact past 2^53).
+  const bool exact = result.scalar_type() == at::kLong && !start.isFloatingPoint() && !end.isFloatingPoint() &&
+                     !step.isFloatingPoint();
+  const int64_t sign = st > 0 ? 1 : -1;
+  const auto count = exact ? (end.toLong() - start.toLong() + step.toLong() - sign) / step.toLong()
+                           : static_cast<int64_t>(std::ceil((e - s) / st));
   // As on the CPU, a `result` of `count` elements keeps its shape (and its strides): the values
   // fill it in its logical order, through a contiguous temporary when it is not contiguous.
   if (result.numel() != count) at::native::resize_output(result, {count});
