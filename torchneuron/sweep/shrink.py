@@ -36,7 +36,7 @@ _SHRINK = {
     64: ("max_position_embeddings", "n_positions", "max_target_positions", "n_ctx",
          "moe_intermediate_size", "shared_expert_intermediate_size"),
     128: ("vocab_size",),
-    1: ("n_shared_experts", "first_k_dense_replace", "n_group", "topk_group", "num_expert_group"),
+    1: ("n_shared_experts", "first_k_dense_replace", "n_group", "topk_group", "num_expert_group", "n_groups"),
     16: ("mamba_d_state",),
 }
 # What "layers" shrinks: nothing that is a width.
