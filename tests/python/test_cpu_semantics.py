@@ -217,3 +217,10 @@ def test_arange_counts_large_integer_steps_exactly():
         actual = torch.arange(*args, device=DEV)
         assert actual.numel() == expected.numel(), args
         assert torch.equal(actual.cpu(), expected)
+
+
+def test_linspace_rejects_an_overlapping_out():
+    for device in ("cpu", DEV):
+        x = torch.rand(1, device=device).expand(10)
+        with pytest.raises(RuntimeError, match="unsupported operation"):
+            torch.linspace(1, 10, 10, out=x)

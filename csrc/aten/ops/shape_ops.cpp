@@ -47,6 +47,7 @@ at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
 // CPU PyTorch's formula: the first half counts up from start, the second half down from end.
 at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::assert_no_internal_overlap(out);
   // As on the CPU, an `out` of `steps` elements keeps its shape (and its strides): the values
   // fill it in its logical order.
   if (out.numel() != steps) at::native::resize_output(out, {steps});
