@@ -9,7 +9,7 @@ NEURON_XML = """<testsuites><testsuite>
 <testcase classname="test_x.TestFooPRIVATEUSE1" name="test_b_neuron"><failure message="RuntimeError: bad 12 of 30">t</failure></testcase>
 <testcase classname="test_x.TestBarNEURON" name="test_c_neuron_uint16"><failure message="RuntimeError: bad 7 of 9">t</failure></testcase>
 <testcase classname="test_x.TestBarNEURON" name="test_d_neuron"><skipped message="Only runs on cpu"/></testcase>
-<testcase classname="test_x.TestBarNEURON" name="test_e_neuron"><error message="AssertionError: IndexError not raised"/></testcase>
+<testcase classname="test_x.TestBarNEURON" name="test_e_out_of_bounds_neuron"><error message="AssertionError: IndexError not raised"/></testcase>
 <testcase classname="test_x.TestPlain" name="test_plain"/>
 </testsuite></testsuites>"""
 
@@ -18,7 +18,7 @@ CPU_XML = """<testsuites><testsuite>
 <testcase classname="test_x.TestFooCPU" name="test_b_cpu"/>
 <testcase classname="test_x.TestBarCPU" name="test_c_cpu_uint16"><failure message="RuntimeError: fails on CPU too">t</failure></testcase>
 <testcase classname="test_x.TestBarCPU" name="test_d_cpu"/>
-<testcase classname="test_x.TestBarCPU" name="test_e_cpu"/>
+<testcase classname="test_x.TestBarCPU" name="test_e_out_of_bounds_cpu"/>
 <testcase classname="test_x.TestPlain" name="test_plain"><failure message="not counted">t</failure></testcase>
 </testsuite></testsuites>"""
 
@@ -41,7 +41,7 @@ def test_counts_pair_neuron_tests_with_their_cpu_twins(results):
     assert by_file["nn/test_y"]["cpu"] == [0, 0, 0]  # no CPU run: nothing is neuron-only
     assert by_file["nn/test_y"]["neuron_only"] == 0
     assert only["RuntimeError: bad N of N"] == ["test_x::TestFoo::test_b_DEVICE"]
-    assert only["AssertionError: IndexError not raised"] == ["test_x::TestBar::test_e_DEVICE"]
+    assert only["AssertionError: IndexError not raised"] == ["test_x::TestBar::test_e_out_of_bounds_DEVICE"]
 
 
 def test_render_and_reasons(results):
