@@ -323,6 +323,8 @@ def test_shrinker_keeps_derived_sizes_consistent():
     # MLA (DeepSeek-V3) needs as many key/value heads as heads: the ratio is kept, not the count.
     config = sweep.tiny_config(tf.DeepseekV3Config)
     assert config.num_attention_heads == config.num_key_value_heads == 4
+    assert config.kv_lora_rank == config.q_lora_rank == 16
+    assert sweep.tiny_config(tf.WhisperConfig).max_source_positions == 16
     assert config.n_group == config.topk_group == 1 and config.n_routed_experts == 4
     # GPT-J rotates only rotary_dim of each head: it must fit the tiny head.
     config = sweep.tiny_config(tf.GPTJConfig)

@@ -30,14 +30,13 @@ _SHRINK = {
     4: _HEADS + _EXPERTS + ("patch_size",),
     8: ("head_dim", "d_kv", "hidden_size_per_layer_input", "kv_channels", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
         "num_queries", "rotary_dim"),
-    16: ("num_conv_pos_embeddings", "max_source_positions", "kv_lora_rank", "q_lora_rank"),
+    16: ("num_conv_pos_embeddings", "max_source_positions", "kv_lora_rank", "q_lora_rank", "mamba_d_state"),
     37: ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner",
          "decoder_intermediate_size"),
     64: ("max_position_embeddings", "n_positions", "max_target_positions", "n_ctx",
          "moe_intermediate_size", "shared_expert_intermediate_size"),
     128: ("vocab_size",),
     1: ("n_shared_experts", "first_k_dense_replace", "n_group", "topk_group", "num_expert_group", "n_groups"),
-    16: ("mamba_d_state",),
 }
 # What "layers" shrinks: nothing that is a width.
 _LAYERS_ONLY = {2: _LAYERS + ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "moe_k"), 4: _EXPERTS,
