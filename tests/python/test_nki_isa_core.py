@@ -509,3 +509,24 @@ def test_nc_match_replace8(mode):
     for p in range(2):
         expected[p, where[p]] = -99.0
     np.testing.assert_array_equal(got, expected)
+
+
+@nki.jit
+def k_shared_constant(x, path):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    from_file = nl.shared_constant(path)
+    from_array = nl.shared_constant(np.full(x.shape, 2.0, np.float32))
+    a, b = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf), nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=from_file)
+    nisa.dma_copy(dst=b, src=from_array)
+    nl.store(out, nl.add(nl.multiply(a, b), nl.load(x)))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_shared_constant(mode, tmp_path):
+    c = np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5
+    path = str(tmp_path / "c.npy")
+    np.save(path, c)
+    x = np.ones((3, 4), np.float32)
+    np.testing.assert_array_equal(run(k_shared_constant, mode, x, path), 2 * c + 1)

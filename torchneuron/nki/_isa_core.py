@@ -336,3 +336,22 @@ def nc_match_replace8(*args, **kwargs):
     expr.op("where", hit, expr.literal(float(b["imm"])), expr.source(0))
     _emit(dst, sources, expr, "nisa.nc_match_replace8")
     return b["dst"]
+
+
+def shared_constant(constant, dtype=None, **_unused):
+    """A device-memory tensor holding `constant` (a NumPy array, or the path of a .npy file), its
+    values fixed when the kernel is traced (passed to the compiled kernel at each launch)."""
+    import numpy as np
+    import torch
+    array = np.load(constant) if isinstance(constant, (str, bytes)) or hasattr(constant, "__fspath__") else \
+        np.asarray(constant)
+    from ._dtypes import to_dtype
+    kind = to_dtype(dtype if dtype is not None else array.dtype)
+    tile = nl.ndarray(array.shape, kind, buffer=nl.shared_hbm, name="shared_constant")
+    array = np.ascontiguousarray(array.astype(np.float32) if kind.is_float else array.astype(np.int64))
+    buffer = tile._buffer
+    if current().interpreting:
+        buffer.storage.copy_(torch.from_numpy(array.reshape(-1)).to(buffer.storage.dtype))
+    else:
+        buffer.constant = array
+    return tile

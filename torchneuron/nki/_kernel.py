@@ -227,7 +227,9 @@ class Kernel:
             if buf.argument < inputs:
                 hbm.append(("input", buf.argument))
             else:
-                hbm.append(("new", buf.shape, torch_dtype(buf.dtype)))
+                constant = getattr(buf, "constant", None)  # nl.shared_constant: its values, passed at launch
+                hbm.append(("new", buf.shape, torch_dtype(buf.dtype)) if constant is None else
+                           ("const", constant, torch_dtype(buf.dtype)))
         for buf in recorder.hbm_buffers:
             name = _storage_name(buf.dtype)
             if name not in STORAGE_DTYPES:
@@ -264,6 +266,8 @@ class Kernel:
         for spec in compiled.hbm:
             if spec[0] == "input":
                 tensors.append(contiguous[spec[1]])
+            elif spec[0] == "const":
+                tensors.append(torch.from_numpy(np.ascontiguousarray(spec[1])).to(spec[2]).to(device))
             else:
                 fill = float("nan") if spec[2].is_floating_point else (-0x5A5A5A5A if spec[2] in (torch.int32, torch.int64) else 0)
                 tensors.append(torch.full(spec[1], fill, dtype=spec[2], device=device))
@@ -282,8 +286,9 @@ class Kernel:
         compiled = self._compiled_for(bound)
         device = values[0].device
         outputs, structure = compiled.outputs
-        results = [torch.empty(compiled.hbm[a][1], dtype=compiled.hbm[a][2], device=device)
-                   if compiled.hbm[a][0] == "new" else values[compiled.hbm[a][1]] for a, _ in outputs]
+        specs = [compiled.hbm[a] for a, _ in outputs]  # ("const", values, dtype): a shared constant's shape
+        results = [values[s[1]] if s[0] == "input" else
+                   torch.empty(tuple(getattr(s[1], "shape", s[1])), dtype=s[2], device=device) for s in specs]
         results = [r.reshape(shape) for r, (_, shape) in zip(results, outputs)]
         return _shape_results(results, structure, False)
 

@@ -583,3 +583,4 @@ def static_cast(array, dtype):
 from ._config import NKIObject  # noqa: E402,F401  (nl.NKIObject)
 from ._dtypes import dtype  # noqa: E402  (the NKI dtype class: nl.dtype, nki.dtype)
 from .typing import tensor  # noqa: E402
+from ._isa_core import shared_constant  # noqa: E402,F401
