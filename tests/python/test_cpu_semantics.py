@@ -224,3 +224,26 @@ def test_linspace_rejects_an_overlapping_out():
         x = torch.rand(1, device=device).expand(10)
         with pytest.raises(RuntimeError, match="unsupported operation"):
             torch.linspace(1, 10, 10, out=x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.complex64])
+def test_copy_into_lazily_negated_or_conjugated_destination(dtype):
+    # The destination's lazy negation / conjugation is honoured, as on CPU (it was written raw).
+    torch.manual_seed(0)
+    src0 = torch.randn(5, 6).to(dtype).t() if not dtype.is_complex else torch.randn(5, 6, dtype=dtype).t()
+    results = {}
+    for device in ("cpu", DEV):
+        src, dst, out = src0.to(device), torch.empty(6, 5, dtype=dtype, device=device), []
+        dst._neg_view().copy_(src)
+        out.append(dst.cpu().clone())
+        dst._neg_view().copy_(src._neg_view())
+        out.append(dst.cpu().clone())
+        if dtype.is_complex:
+            dst.conj().copy_(src)
+            out.append(dst.cpu().clone())
+        host = torch.empty(6, 5, dtype=dtype)
+        host._neg_view().copy_(src)
+        out.append(host)
+        results[device] = out
+    for expected, actual in zip(results["cpu"], results[DEV]):
+        assert torch.equal(actual, expected)

@@ -155,6 +155,16 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
               self.device());
   TORCH_CHECK(is_neuron(dst) || dst.device().is_cpu(), "neuron copy: unsupported destination device ",
               dst.device());
+  if (dst.is_neg() || dst.is_conj()) {
+    // As CPU PyTorch: dst's values become self's, so dst's memory takes them with its lazy
+    // negation / conjugation undone (it was written raw, a silent sign error).
+    at::Tensor raw_dst = dst.is_neg() ? dst._neg_view() : dst;  // clears the bit, same memory
+    raw_dst = raw_dst.is_conj() ? raw_dst.conj() : raw_dst;
+    at::Tensor value = dst.is_neg() ? self._neg_view() : self;
+    value = dst.is_conj() ? value.conj() : value;
+    raw_dst.copy_(value, non_blocking);
+    return dst;
+  }
   if (is_neuron(self) && is_neuron(dst) && (self.is_conj() || dst.is_conj()) && !self.is_neg() && !dst.is_neg()) {
     copy_conjugating_on_device(dst, self);
   } else if (is_neuron(self) && (self.is_conj() || self.is_neg())) {
