@@ -179,3 +179,50 @@ def test_bad_arguments():
         kernel()
     with pytest.raises(NKIError, match="grid has 1 to 3 positive dims"):
         kernel[0](torch.zeros(2, device="neuron"))
+
+
+def _freed_at_last_use(held_until_the_end):
+    def body(x):
+        out = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)
+        tiles = []  # every tile stays referenced; 4 x 64 KiB per partition fit only if the dead ones are freed
+        for k in range(4):
+            t = nl.ndarray((128, 16384), nl.float32, buffer=nl.sbuf)
+            nisa.memset(t, float(k))
+            if not held_until_the_end:
+                nl.store(out[:, k:k + 1], t[:, 0:1])  # its last use
+            tiles.append(t)
+        if held_until_the_end:
+            for k, t in enumerate(tiles):  # used after the last allocation: all four live at once
+                nl.store(out[:, k:k + 1], t[:, 0:1])
+        return out
+    return body
+
+
+def test_capacity_frees_a_tile_at_its_last_use(nki_mode):
+    out = run(_freed_at_last_use(False), torch.zeros(1)).cpu()
+    torch.testing.assert_close(out, torch.arange(4.0).expand(128, 4))
+    with pytest.raises(NKIError, match=r"SBUF capacity exceeded allocating 'tile\d+' .* take 262144 bytes"):
+        run(_freed_at_last_use(True), torch.zeros(1))
+
+
+def _used_in_a_loop(inside):
+    def body(x):
+        out = nl.ndarray((128, 2), nl.float32, buffer=nl.shared_hbm)
+        a = nl.ndarray((128, 20480), nl.float32, buffer=nl.sbuf)  # 80 KiB per partition
+        nisa.memset(a, 1.0)
+        nl.store(out[:, 0:1], a[:, 0:1])
+        for i in nl.affine_range(2):
+            if inside:
+                nl.store(out[:, 0:1], a[:, 0:1])  # a lives through every iteration
+            b = nl.ndarray((128, 40960), nl.float32, buffer=nl.sbuf)  # 160 KiB
+            nisa.memset(b, 2.0)
+            nl.store(out[:, 1:2], b[:, 0:1])
+        return out
+    return body
+
+
+def test_capacity_a_tile_used_in_a_loop_lives_to_its_end(nki_mode):
+    out = run(_used_in_a_loop(False), torch.zeros(1)).cpu()
+    torch.testing.assert_close(out, torch.tensor([1.0, 2.0]).expand(128, 2))
+    with pytest.raises(NKIError, match="SBUF capacity exceeded allocating .* take 245760 bytes"):
+        run(_used_in_a_loop(True), torch.zeros(1))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import threading
-import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -13,6 +12,7 @@ import torch
 from ._activations import COMPOSITES
 from ._expr import Index, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
+from ._capacity import Capacity
 from ._dtypes import DTYPES
 from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError, Tile,
                       bytes_per_partition, check_deferred, check_on_chip_shape)
@@ -139,7 +139,7 @@ def _engine_check(op: Op) -> None:
             check_deferred(t, op.mask)
 
 
-class Executor:
+class Executor(Capacity):
     """What both executors share: allocation bookkeeping and the rules."""
 
     interpreting = False
@@ -149,31 +149,7 @@ class Executor:
         self.grid = tuple(grid)
         self.names = 0
         self.written = set()  # device-memory buffers an op wrote
-        self.live = {"sbuf": 0, "psum": 0}
-        self.scopes = [[]]
-
-    # On-chip capacity counts the tiles alive: an allocation is released when the kernel drops its
-    # last reference to it (as AWS's allocator reuses dead tiles' memory), or at the end of the
-    # loop iteration (interpreted or unrolled) that made it.
-    def lease(self, buffer: Buffer, nbytes: int) -> None:
-        space = buffer.space.name
-        limit = SBUF_BYTES_PER_PARTITION if space == "sbuf" else PSUM_BYTES_PER_PARTITION
-        address = getattr(buffer, "address", None)
-        if address is not None:  # placed by the kernel (address=): its range must fit; it is not pooled
-            start = address[-1] if isinstance(address, (tuple, list)) else address
-            if not isinstance(start, int) or start < 0 or start + nbytes > limit:
-                raise NKIError(f"NKI: '{buffer.name}' placed at address={address!r} with {nbytes} bytes per partition "
-                               f"does not fit the {limit} bytes per partition of {space.upper()}")
-            return
-        if self.live[space] + nbytes > limit:
-            total = "28 MiB" if space == "sbuf" else "2 MiB"
-            raise NKIError(f"NKI: {space.upper()} capacity exceeded allocating '{buffer.name}' {list(buffer.shape)}: the "
-                           f"kernel's live tiles take {self.live[space] + nbytes} bytes per partition, the core has "
-                           f"{limit} ({total} over 128 partitions)")
-        self.live[space] += nbytes
-        lease = [space, nbytes, True, self.live]  # the program's count (a grid in lockstep has one each)
-        self.scopes[-1].append(lease)
-        weakref.finalize(buffer, self._release, lease)
+        self.start_capacity()
 
     def placed_memory(self, space: str, dtype) -> Buffer:
         """The memory that tiles placed with address= in `space` share, one per dtype: [128
@@ -200,18 +176,6 @@ class Executor:
         if flags is not None:
             self._set_flags(flags, 0.0)
 
-    def _release(self, lease) -> None:
-        if lease[2]:
-            lease[2] = False
-            lease[3][lease[0]] -= lease[1]
-
-    def enter_scope(self):
-        self.scopes.append([])
-
-    def exit_scope(self):
-        for lease in self.scopes.pop():
-            self._release(lease)
-
     def name(self, given):
         self.names += 1
         return given or f"tile{self.names}"
@@ -234,6 +198,8 @@ class Executor:
         if error is not None:  # a dynamic index out of range, read for this op (nisa.oob_mode.skip skips instead)
             raise error
         _engine_check(op)
+        for t in ([op.dst] if op.dst is not None else []) + list(op.sources):
+            self.use(t._buffer)
         if op.dst is not None and not op.dst.buffer.on_chip:
             self.written.add(op.dst._buffer)
         if op.kind == "matmul":
@@ -311,6 +277,7 @@ class Recorder(Executor):
 
     def dynamic_index(self, tile: Tile, limit: int, where: str) -> Index:
         self._check_index_tile(tile, where)
+        self.use(tile._buffer)
         self.__dict__.setdefault("dynamic_reads", []).append((f"s{tile._buffer.id}[{cpp(tile.offset)}]", limit))
         return Index(None, 0, f"tn_checked(s{tile._buffer.id}[{cpp(tile.offset)}], {limit}, fault)", 0, limit - 1)
 
@@ -339,10 +306,12 @@ class Recorder(Executor):
                                              buffer.elements, -1)
 
     def loop(self, extent):
+        self.begin_loop_scope()
         var = self.program.begin_loop(cpp(extent))
         return Index.variable(f"i{var}", extent - 1)
 
     def end_loop(self):
+        self.end_loop_scope()
         self.program.end_loop()
 
     @staticmethod
@@ -431,7 +400,7 @@ class Interpreter(Executor):
         for scope in self.scopes:  # the previous program's tiles
             for lease in scope:
                 self._release(lease)
-        self.live = {"sbuf": 0, "psum": 0}
+        self.leases = []
         self.scopes = [[]]
 
     def program_id(self, axis):
@@ -439,6 +408,7 @@ class Interpreter(Executor):
 
     def dynamic_index(self, tile: Tile, limit: int, where: str) -> int:
         self._check_index_tile(tile, where)
+        self.use(tile._buffer)
         value = int(tile._buffer.storage[int(tile.offset)])
         if not 0 <= value < limit:  # raised by the op that reads it (emit), unless it skips (oob_mode.skip)
             self.oob_error = NKIError(f"NKI: dynamic index {value} out of range [0, {limit}) for {where}")

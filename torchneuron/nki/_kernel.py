@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import torch
 
-from ._context import Interpreter, Recorder, activate
+from ._context import Interpreter, Recorder, _state, activate
 from ._expr import KernelTraceError, ProgramTraceError, is_symbolic
 from ._dtypes import STORAGE_DTYPES, to_dtype
 from ._tensor import SPACES, Buffer, NKIError, Tile
@@ -138,6 +138,8 @@ class Kernel:
         return getattr(self, "_parent", self)
 
     def __call__(self, *args, **kwargs):
+        if getattr(_state, "ctx", None) is not None:  # called by a running kernel: its code runs inline, on its grid
+            return self.fn(*args, **kwargs)
         numpy_io = any(isinstance(v, np.ndarray) for v in itertools.chain(args, kwargs.values()))
         if (self.mode == "interpret" or (self.mode is None and interpreting())) and not any(
                 _is_fake(v) for v in itertools.chain(args, kwargs.values())):
@@ -191,7 +193,9 @@ class Kernel:
         with activate(recorder):
             wrapped = self._wrap(bound, recorder)
             if not lockstep:
-                return program, recorder, self.fn(**wrapped)
+                result = self.fn(**wrapped)
+                recorder.check_capacity()  # the tiles' last uses are known now
+                return program, recorder, result
         return program, recorder, Lockstep(recorder).run(lambda k: self.fn(**wrapped))[0]
 
     def _trace(self, bound):

@@ -14,7 +14,7 @@ from ._context import Recorder, activate
 from ._expr import Index, ProgramTraceError
 from ._tensor import NKIError
 
-_PER_PROGRAM = ("pid", "hbm_seen", "live", "scopes")
+_PER_PROGRAM = ("pid", "hbm_seen", "leases", "scopes")
 
 
 class _Abort(BaseException):
@@ -67,7 +67,7 @@ class Lockstep:
         self.done, self.arrived = [False] * n, {}
         self.error = None
         self.results = [None] * n
-        self.states = [{"pid": pid, "hbm_seen": 0, "live": {"sbuf": 0, "psum": 0}, "scopes": [[]]} for pid in self.pids]
+        self.states = [{"pid": pid, "hbm_seen": 0, "leases": [], "scopes": [[]]} for pid in self.pids]
 
     def _load(self, k):
         for name in _PER_PROGRAM:
@@ -109,6 +109,7 @@ class Lockstep:
                 self.results[k] = body(k)
             with self.cond:
                 self.done[k] = True
+                self.executor.check_capacity()  # the program's tiles, freed at their last use
                 for scope in self.executor.scopes:  # this program's tiles
                     for lease in scope:
                         self.executor._release(lease)
