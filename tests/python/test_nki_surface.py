@@ -450,3 +450,23 @@ def test_lower_rank_tiles_align_on_the_partition_dim(mode):
     x = np.random.default_rng(8).standard_normal((16, 16)).astype(np.float32)  # square: no accidental fit
     np.testing.assert_allclose(run(k_row_softmax, mode, x), torch.softmax(torch.from_numpy(x), 1).numpy(), rtol=1e-5,
                                atol=1e-6)
+
+
+@nki.jit
+def k_inner_rows(x, out):
+    i = nl.program_id(0)
+    nl.store(out[nl.ds(i * 8, 8), :], nl.add(nl.load(x[nl.ds(i * 8, 8), :]), float(nl.num_programs(0))))
+    return out
+
+
+@nki.jit
+def k_calls_a_kernel(x):
+    """A kernel that calls another kernel (as AWS's dispatchers do): it runs inline, on the caller's grid."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    return k_inner_rows(x, out)
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_a_kernel_called_by_a_kernel_runs_on_its_grid(mode):
+    x = np.arange(16 * 4, dtype=np.float32).reshape(16, 4)
+    np.testing.assert_allclose(run(k_calls_a_kernel[2], mode, x), x + 2)
