@@ -105,12 +105,14 @@ void for_each_indexed(int ndim, const int64_t* index_sizes, const int64_t* index
         for (int64_t t = begin; t < end; ++t) {
           const int64_t o = t / inner_chunks, i0 = (t % inner_chunks) * chunk, i1 = std::min(inner, i0 + chunk);
           const int64_t base = base_of(o);
-          if (inner == 1) {  // dim is the last: one run of K entries, data offsets base + target
+          if (inner == 1) {  // one run of K entries, data offsets base + target * stride (the
+                             // inner dims are the index's size-1 dims, offset 0; it read "+ target"
+                             // alone, right only when dim is the data's last)
             const int64_t* targets = index + o * K;
             bool bad = false;
             for (int64_t k = 0; k < K; ++k) bad |= static_cast<uint64_t>(targets[k]) >= static_cast<uint64_t>(limit);
             if (bad) throw_index_out_of_bounds(-1, dim, limit);  // the caller reports the first bad entry
-            for (int64_t k = 0; k < K; ++k) visit(o * K + k, base + targets[k]);
+            for (int64_t k = 0; k < K; ++k) visit(o * K + k, base + targets[k] * target_stride);
             continue;
           }
           for (int64_t k = 0; k < K; ++k) visit_run(o, k, base, i0, i1);

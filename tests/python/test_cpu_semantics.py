@@ -247,3 +247,20 @@ def test_copy_into_lazily_negated_or_conjugated_destination(dtype):
         results[device] = out
     for expected, actual in zip(results["cpu"], results[DEV]):
         assert torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gather_scatter_with_an_index_narrower_than_the_data(dim):
+    # An index whose dims after `dim` are all 1 while the data's are wider (it wrote and read
+    # along the wrong dim: a silent wrong answer; PyTorch's test_scatter_add_to_large_input).
+    data = torch.arange(16.0).view(4, 4)
+    index = torch.tensor([[1], [2]]) if dim == 0 else torch.tensor([[1, 3]])
+    src = torch.arange(1.0, 5.0).view(2, 2) if dim == 0 else torch.arange(1.0, 5.0).view(1, 4)
+    assert torch.equal(data.to(DEV).gather(dim, index.to(DEV)).cpu(), data.gather(dim, index))
+    for fn in ("scatter_", "scatter_add_"):
+        expected = getattr(torch.zeros(4, 4), fn)(dim, index, src)
+        actual = getattr(torch.zeros(4, 4, device=DEV), fn)(dim, index.to(DEV), src.to(DEV))
+        assert torch.equal(actual.cpu(), expected)
+    expected = torch.zeros(4, 4).scatter_reduce_(dim, index, src, "amax", include_self=False)
+    actual = torch.zeros(4, 4, device=DEV).scatter_reduce_(dim, index.to(DEV), src.to(DEV), "amax", include_self=False)
+    assert torch.equal(actual.cpu(), expected)
