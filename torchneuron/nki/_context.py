@@ -284,7 +284,8 @@ class Recorder(Executor):
     def add_hbm(self, buffer: Buffer) -> None:
         buffer.argument = len(self.hbm_buffers)
         self.hbm_buffers.append(buffer)
-        stored = {"uint32": "int32", "uint16": "int32", "int16": "int32"}.get(buffer.dtype.name, buffer.dtype.name)
+        stored = {"uint32": "int32", "uint16": "int32", "int16": "int32", "float8_e4m3fn": "float32",  # float8: a
+                  "float8_e5m2": "float32"}.get(buffer.dtype.name, buffer.dtype.name)  # float32 copy (_kernel.py)
         buffer.id = self.program.add_buffer(buffer.name, "hbm", stored, buffer.elements, buffer.argument)
 
     def allocate(self, buffer: Buffer) -> None:

@@ -23,7 +23,11 @@ from ._tensor import SPACES, Buffer, NKIError, Tile
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
                  "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,
                  "int64": torch.int64, "bool": torch.bool, "uint32": torch.int32, "uint16": torch.int32,
-                 "int16": torch.int32}
+                 "int16": torch.int32, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+# Float8 tensors in device memory: a compiled kernel reads and writes a float32 copy, and each
+# one it may have written is cast back with torch's own conversion (round to nearest even and its
+# saturation rules), so results match torch's .to(float8).
+_FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def torch_dtype(nki_dtype) -> torch.dtype:
@@ -236,7 +240,7 @@ class Kernel:
                            ("const", constant, torch_dtype(buf.dtype)))
         for buf in recorder.hbm_buffers:
             name = _storage_name(buf.dtype)
-            if name not in STORAGE_DTYPES:
+            if name not in STORAGE_DTYPES and torch_dtype(buf.dtype) not in _FLOAT8:
                 raise NKIError(f"NKI: tensor '{buf.name}' of {buf.dtype.name} is not supported in device memory")
         outputs = [(t._buffer.argument, tuple(int(d) for d in t.shape)) for t in tiles]
         written = sorted({b.argument for b in recorder.written if not b.space.on_chip and b.argument < inputs})
@@ -275,7 +279,15 @@ class Kernel:
             else:
                 fill = float("nan") if spec[2].is_floating_point else (-0x5A5A5A5A if spec[2] in (torch.int32, torch.int64) else 0)
                 tensors.append(torch.full(spec[1], fill, dtype=spec[2], device=device))
+        staged = {k: t for k, t in enumerate(tensors) if t.dtype in _FLOAT8}
+        for k, t in staged.items():
+            tensors[k] = t.float()
         torch.ops.torchneuron.launch_tile_program(compiled.load(), tensors, compiled.programs, self.fn.__name__)
+        for k, t in staged.items():  # the float8 tensors the kernel made or wrote, cast back
+            spec = compiled.hbm[k]
+            if spec[0] != "input" or spec[1] in compiled.written_inputs:
+                t.copy_(tensors[k].to(t.dtype))
+            tensors[k] = t
         for k in compiled.written_inputs:
             if contiguous[k] is not inputs[k]:
                 inputs[k].copy_(contiguous[k])
