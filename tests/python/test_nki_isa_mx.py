@@ -11,16 +11,11 @@ from torchneuron import nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 
-RUNS = ["compiled", "interpreted"]
+from nki_modes import RUNS, run  # noqa: E402  (compiled and interpreted)
 # name: (torch dtype of one value, largest exponent, largest value)
 FP8 = {"float8_e4m3fn_x4": (torch.float8_e4m3fn, 8, 448.0), "float8_e5m2_x4": (torch.float8_e5m2, 15, 57344.0)}
 FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
 
-
-def run(kernel, mode, *args):
-    if mode == "interpreted":
-        return nki.simulate_kernel(kernel, *args)
-    return kernel(*args)
 
 
 def quadrant_row(g):

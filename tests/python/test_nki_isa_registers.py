@@ -10,13 +10,8 @@ from torchneuron import nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 
-RUNS = ["compiled", "interpreted"]
+from nki_modes import RUNS, run  # noqa: E402  (compiled and interpreted)
 
-
-def run(kernel, mode, *args):
-    if mode == "interpreted":
-        return nki.simulate_kernel(kernel, *args)
-    return kernel(*args)
 
 
 @nki.jit
