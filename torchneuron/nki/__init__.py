@@ -4,6 +4,7 @@ shapes into the compiler's tile programs, compiled, and run as one command on th
 `install()` (or TORCHNEURON_NKI_MODULES=1) makes `import nki` and `import neuronxcc.nki` find
 this package; see docs/nki.md."""
 from . import collectives, compiler, isa, language, typing
+from . import _isa_bytes, _isa_indirect, _isa_mx  # noqa: F401  (they provide the tile extensions: _tensor.extensions)
 from ._expr import KernelTraceError
 from ._kernel import Kernel, interpreting, jit, simulate_kernel
 from ._modules import install

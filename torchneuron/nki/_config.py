@@ -1,5 +1,6 @@
 """nl.NKIObject: the base of NKI kernels' configuration classes (keyword construction with class
 defaults, as a dataclass)."""
+import inspect
 
 
 class _NKIObjectType(type):
@@ -7,7 +8,6 @@ class _NKIObjectType(type):
     annotation (`section_idx = None` under @dataclass is no field, yet kernels pass it)."""
 
     def __call__(cls, *args, **kwargs):
-        import inspect
         try:
             params = inspect.signature(cls.__init__).parameters
         except (TypeError, ValueError):

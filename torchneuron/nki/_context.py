@@ -4,42 +4,18 @@ torch tensors. Both take the same ops, checked against the hardware's rules firs
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 
 import torch
 
 from ._activations import COMPOSITES
-from ._expr import Index, cpp, is_symbolic
+from ._expr import Index, bounds, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
 from ._capacity import Capacity
+from ._current import _state, activate, current  # noqa: F401  (re-exported: the executors' entry points)
 from ._dtypes import DTYPES
-from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, Buffer, Mask, NKIError, Tile,
-                      bytes_per_partition, check_deferred, check_on_chip_shape)
-
-_state = threading.local()
-
-
-def current():
-    """The executor running the kernel on this thread."""
-    ctx = getattr(_state, "ctx", None)
-    if ctx is None:
-        raise NKIError("NKI language functions run inside a kernel: decorate it with @nki.jit and call it")
-    return ctx
-
-
-class activate:
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def __enter__(self):
-        self.saved = getattr(_state, "ctx", None)
-        _state.ctx = self.ctx
-        return self.ctx
-
-    def __exit__(self, *exc):
-        _state.ctx = self.saved
-
+from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, SPACES, Buffer, Mask, NKIError,
+                      Tile, bytes_per_partition, check_deferred, check_on_chip_shape)
 
 @dataclass
 class Op:
@@ -106,10 +82,25 @@ def check_matmul_sizes(k: int, m: int, n: int, name: str) -> None:
         raise NKIError(f"NKI {name}: moving free size {n} exceeds 512 (nl.tile_size.gemm_moving_fmax)")
 
 
+def check_extents(op: Op, tiles) -> None:
+    """Refuses an instruction whose operand reaches past its tensor: a view flagged by .ap(), or any
+    view (without a mask or deferred arange checks) whose elements leave the buffer."""
+    for t in tiles:
+        message = getattr(t, "out_of_bounds", None)
+        if message:
+            raise NKIError(f"{message} (used by {op.name})")
+        if op.mask is not None or t.checks or not t.sizes or not all(t.sizes):
+            continue
+        lo, hi = bounds(t.offset)
+        top = hi + sum((s - 1) * st for s, st in zip(t.sizes, t.strides) if st > 0)
+        bottom = lo + sum((s - 1) * st for s, st in zip(t.sizes, t.strides) if st < 0)
+        if bottom < 0 or top >= t._buffer.elements:
+            raise NKIError(f"NKI {op.name}: access past '{t.name}': elements {bottom}..{top} of {t._buffer.elements}")
+
+
 def _engine_check(op: Op) -> None:
     tiles = ([op.dst] if op.dst is not None else []) + list(op.sources)
-    from ._isa_core import check_extents  # an access past its tensor (a lazy .ap() pattern) is refused here
-    check_extents(op, tiles)
+    check_extents(op, tiles)  # an access past its tensor (a lazy .ap() pattern) is refused here
     packed = [t.dtype.name for t in tiles if t.dtype.packed != 1]
     if packed and not op.name.startswith(("nisa.quantize_mx", "nisa.nc_matmul_mx", "nisa.dma_copy (MX)")):
         raise NKIError(f"NKI {op.name}: packed MX tiles ({', '.join(packed)}) are made by nisa.quantize_mx or a DMA "
@@ -161,7 +152,6 @@ class Executor(Capacity):
             placed = self._placed = {}
         if key not in placed:
             per_partition = SBUF_BYTES_PER_PARTITION if space == "sbuf" else PSUM_BYTES_PER_PARTITION
-            from ._tensor import SPACES
             buffer = Buffer(f"{space}_placed_{dtype.name}", SPACES[space], dtype,
                             (PARTITION_MAX, per_partition // dtype.itemsize))
             self.allocate_unchecked(buffer)
@@ -341,9 +331,23 @@ class Recorder(Executor):
 _INT_MARKER = -0x5A5A5A5A
 
 
+_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+                 "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,
+                 "int64": torch.int64, "bool": torch.bool, "uint32": torch.int32, "uint16": torch.int32,
+                 "int16": torch.int32, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+
+
+def torch_dtype(nki_dtype) -> torch.dtype:
+    """The torch dtype an HBM tensor of `nki_dtype` is stored as (unsigned 16/32-bit as int32)."""
+    try:
+        return _TORCH_DTYPES[nki_dtype.name]
+    except KeyError:
+        raise NKIError(f"NKI: HBM tensors of {nki_dtype.name} are not supported; use float32, bfloat16, float16, "
+                       "or an integer type") from None
+
+
 def empty_storage(buffer: Buffer) -> torch.Tensor:
     """New memory as the device hands it out: NaN, or a marker for integers, so unwritten reads show."""
-    from ._kernel import torch_dtype
     if buffer.space.on_chip:
         return torch.full((buffer.elements,), float("nan"), dtype=torch.float32)
     dtype = torch_dtype(buffer.dtype)

@@ -3,6 +3,7 @@ floor-divided) expressions kernels build from them, with their C++ text and valu
 from __future__ import annotations
 
 import itertools
+import re
 
 
 class KernelTraceError(TypeError):
@@ -16,7 +17,6 @@ class ProgramTraceError(KernelTraceError):
 
 def _error(index, message):
     """The trace error for Python control flow on `index`: ProgramTraceError when it involves a program id."""
-    import re
     names = index.terms.keys() if index.terms is not None else re.findall(r"\b(p\d)\b", index.text or "")
     return (ProgramTraceError if any(n.startswith("p") for n in names) else KernelTraceError)(message)
 

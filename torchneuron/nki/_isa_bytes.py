@@ -5,10 +5,11 @@ values are exact up to 2 ** 24 (engines compute in float32); float values are ex
 are not kept."""
 from __future__ import annotations
 
-from . import language as nl
 from ._context import Op, current
+from ._expr import KernelTraceError
 from ._isa_mx import _Builder
-from ._tensor import NKIError, Tile
+from ._ops import _matched
+from ._tensor import Buffer, NKIError, Tile, extensions
 
 # name: (mantissa bits, exponent bias, exponent bits) of the float formats a word can be read as
 _FLOATS = {"float32": (23, 127, 8), "bfloat16": (7, 127, 8), "float16": (10, 15, 5)}
@@ -65,8 +66,8 @@ def copy_bytes(dst: Tile, src: Tile, mask, name: str) -> None:
     if dtype_name not in _INTS and dtype_name not in _FLOATS:
         raise NKIError(f"NKI {name}: reading device memory as {dtype_name} is not supported")
     raw = src._buffer.raw
-    views = [nl._matched(Tile(raw, src.offset * nbytes + j, src.sizes, [st * nbytes for st in src.strides], src.checks),
-                         dst.shape) for j in range(nbytes)]
+    views = [_matched(Tile(raw, src.offset * nbytes + j, src.sizes, [st * nbytes for st in src.strides], src.checks),
+                      dst.shape) for j in range(nbytes)]
     b = _Builder()
     _decode(b, dtype_name, nbytes)
     current().emit(Op("pointwise", dst, views, b.nodes, mask=mask, dma=True, name=name))
@@ -96,13 +97,11 @@ def split_words(tile: Tile, wanted, pattern, offset) -> Tile:
         raise NKIError(f"NKI: .ap(dtype={wanted.name}) on the on-chip '{tile.name}' ({tile.dtype.name}): on chip, "
                        "float32 words seen as bfloat16 halves are supported")
     if not isinstance(tile.offset, int) or not isinstance(offset, int):  # traced again with loops unrolled
-        from ._expr import KernelTraceError
         raise KernelTraceError(f".ap(dtype=bfloat16) on '{tile.name}' needs a constant offset")
     first = tile.offset
     last = first + sum((s - 1) * st for s, st in zip(tile.sizes, tile.strides) if st > 0)
     words = last - first + 1
     ctx = current()
-    from ._tensor import Buffer
     halves = Buffer(ctx.name(f"{tile.name}_bf16_{ctx.names}"), tile._buffer.space, wanted, (2 * words,))
     ctx.allocate_unchecked(halves)
     source = Tile(tile._buffer, first, [1, words], [0, 1])
@@ -125,3 +124,6 @@ def split_words(tile: Tile, wanted, pattern, offset) -> Tile:
         raise NKIError(f"NKI: out-of-bounds access pattern on '{tile.name}' as bfloat16: elements {view.offset}..{top} "
                        f"of {halves.elements}")
     return view
+
+
+extensions.provide(split_words=split_words, copy_bytes=copy_bytes)

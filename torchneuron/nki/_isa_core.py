@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import math
 
-from . import language as nl
+import numpy as np
+import torch
+
 from ._context import Expression, Op, current
-from ._tensor import NKIError, Tile
+from ._dtypes import DTYPES, to_dtype
+from ._isa_indirect import per_partition
+from ._ops import _matched, copy_into, ndarray, op_name, reduce_tile
+from ._tensor import SPACES, NKIError, Tile
 
 _FP32_MIN = -3.4028234663852886e38
 
@@ -38,8 +43,13 @@ def _partitions(t: Tile, start, count, step=1) -> Tile:
     return Tile(t._buffer, t.offset + start * t.strides[0], [count] + t.sizes[1:], [step * t.strides[0]] + t.strides[1:])
 
 
-def _scratch(shape, dtype=nl.float32) -> Tile:
-    return nl.ndarray(tuple(shape), dtype, buffer=nl.sbuf)
+def _scratch(shape, dtype=DTYPES["float32"]) -> Tile:
+    return ndarray(tuple(shape), dtype, buffer=SPACES["sbuf"])
+
+
+def _op_or(op, default: str) -> str:
+    """The name of an op argument, or `default` when none was given."""
+    return op_name(op) if op else default
 
 
 def _emit(dst, sources, expr, name, dma=False):
@@ -49,7 +59,7 @@ def _emit(dst, sources, expr, name, dma=False):
 def _operand(expr, sources, value, shape):
     """A scalar literal, or a tile (a [P, 1] tile broadcast along the free axis) as an expression node."""
     if isinstance(value, Tile):
-        sources.append(nl._matched(value, shape))
+        sources.append(_matched(value, shape))
         return expr.source(len(sources) - 1)
     return expr.integer(value) if not isinstance(value, float) else expr.literal(value)
 
@@ -59,7 +69,7 @@ def tensor_partition_reduce(*args, **kwargs):
     """dst [1, F] = op (add, max or min) over the partitions of data [P, F]."""
     b = _bind(args, kwargs, ["dst", "op", "data"], "tensor_partition_reduce")
     data, dst = _rows(b["data"]), _rows(b["dst"])
-    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(b["op"]))
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(op_name(b["op"]))
     if reduce_op is None:
         raise NKIError("nisa.tensor_partition_reduce: op must be an add, max or min")
     if dst.shape != (1, data.shape[1]):
@@ -70,7 +80,7 @@ def tensor_partition_reduce(*args, **kwargs):
         view = Tile(data._buffer, data.offset + f0 * data.strides[1], [n, data.shape[0]],
                     [data.strides[1], data.strides[0]])
         out = Tile(dst._buffer, dst.offset + f0 * dst.strides[1], [n, 1], [dst.strides[1], 0])
-        nl.reduce_tile(reduce_op, view, (1,), out=out, name="nisa.tensor_partition_reduce")
+        reduce_tile(reduce_op, view, (1,), out=out, name="nisa.tensor_partition_reduce")
     return b["dst"]
 
 
@@ -80,7 +90,7 @@ def tensor_copy_predicated(*args, **kwargs):
     tile or a scalar."""
     b = _bind(args, kwargs, ["dst", "src", "predicate", "reverse_pred"], "tensor_copy_predicated")
     dst, src, pred = b["dst"], b["src"], b["predicate"]
-    expr, sources = Expression(), [dst, nl._matched(pred, dst.shape)]
+    expr, sources = Expression(), [dst, _matched(pred, dst.shape)]
     keep, test = expr.source(0), expr.op("ne", expr.source(1), expr.literal(0.0))
     if b.get("reverse_pred"):
         test = expr.op("logical_not", test)
@@ -93,11 +103,11 @@ def tensor_copy_predicated(*args, **kwargs):
 def _reduce_result(b, data, expr, sources, name):
     if b.get("reduce_res") is None:
         return
-    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(b.get("reduce_op") or nl.maximum))
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(_op_or(b.get("reduce_op"), "maximum"))
     if reduce_op is None:
         raise NKIError(f"nisa.{name}: reduce_op must be add, max or min")
-    nl.reduce_tile(reduce_op, data, tuple(range(1, len(data.shape))), out=b["reduce_res"], expression=expr,
-                   sources=sources, name=f"nisa.{name}")
+    reduce_tile(reduce_op, data, tuple(range(1, len(data.shape))), out=b["reduce_res"], expression=expr,
+                sources=sources, name=f"nisa.{name}")
 
 
 def range_select(*args, **kwargs):
@@ -113,10 +123,10 @@ def range_select(*args, **kwargs):
     false_value = _FP32_MIN if false_value is Ellipsis or false_value is None else float(false_value)
     expr, sources = Expression(), [on_true]
     position = expr.op("add", expr.index(1), expr.integer(b.get("range_start", 0)))
-    first = expr.op(nl.op_name(b["comp_op0"]), position, _operand(expr, sources, b["bound0"], on_true.shape))
-    second = expr.op(nl.op_name(b["comp_op1"]), position, _operand(expr, sources, b["bound1"], on_true.shape))
+    first = expr.op(op_name(b["comp_op0"]), position, _operand(expr, sources, b["bound0"], on_true.shape))
+    second = expr.op(op_name(b["comp_op1"]), position, _operand(expr, sources, b["bound1"], on_true.shape))
     expr.op("where", expr.op("logical_and", first, second), expr.source(0), expr.literal(false_value))
-    _emit(nl._matched(dst, on_true.shape) if dst.shape != on_true.shape else dst, sources, expr, "nisa.range_select")
+    _emit(_matched(dst, on_true.shape) if dst.shape != on_true.shape else dst, sources, expr, "nisa.range_select")
     _reduce_result(b, on_true, expr, sources, "range_select")
     return dst
 
@@ -127,7 +137,7 @@ def select_reduce(*args, **kwargs):
     b = _bind(args, kwargs, ["dst", "predicate", "on_true", "on_false", "reduce_res", "reduce_cmd", "reduce_op",
                              "reverse_pred"], "select_reduce")
     dst, on_true = b["dst"], b["on_true"]
-    expr, sources = Expression(), [on_true, nl._matched(b["predicate"], on_true.shape)]
+    expr, sources = Expression(), [on_true, _matched(b["predicate"], on_true.shape)]
     test = expr.op("ne", expr.source(1), expr.literal(0.0))
     if b.get("reverse_pred"):
         test = expr.op("logical_not", test)
@@ -153,7 +163,7 @@ def nc_n_gather(*args, **kwargs):
     expr = Expression()
     expr.op("where", expr.op("eq", expr.source(0), expr.index(2)), expr.source(1), expr.literal(0.0))
     out = Tile(dst._buffer, dst.offset, [p, j, 1], [dst.strides[0], dst.strides[1], 0])
-    nl.reduce_tile("add", wanted, (2,), out=out, expression=expr, sources=[wanted, values], name="nisa.nc_n_gather")
+    reduce_tile("add", wanted, (2,), out=out, expression=expr, sources=[wanted, values], name="nisa.nc_n_gather")
     return b["dst"]
 
 
@@ -185,15 +195,15 @@ def nonzero_with_count(*args, **kwargs):
         expr = Expression()
         expr.op("le", expr.source(0), expr.op("add", expr.index(1), expr.literal(float(j0))))
         out = Tile(position._buffer, position.offset + j0, [active, n, 1], [position.strides[0], 1, 0])
-        nl.reduce_tile("add", counts, (2,), out=out, expression=expr, sources=[counts], name="nisa.nonzero_with_count")
+        reduce_tile("add", counts, (2,), out=out, expression=expr, sources=[counts], name="nisa.nonzero_with_count")
     expr, total = Expression(), Tile(count._buffer, count.offset + f - 1, [active, f], [count.strides[0], 0])
     offset = expr.op("add", expr.source(0), expr.integer(b.get("index_offset", 0)))
     padding = b.get("padding_val", -1)
     expr.op("where", expr.op("lt", expr.index(1), expr.source(1)), offset, expr.literal(float(padding)))
     _emit(Tile(dst._buffer, dst.offset, [active, f], dst.strides), [position, total], expr, "nisa.nonzero_with_count")
-    nl.copy_into(Tile(dst._buffer, dst.offset + f * dst.strides[1], [active, 1], [dst.strides[0], 0]),
-                 Tile(count._buffer, count.offset + f - 1, [active, 1], [count.strides[0], 0]),
-                 name="nisa.nonzero_with_count")
+    copy_into(Tile(dst._buffer, dst.offset + f * dst.strides[1], [active, 1], [dst.strides[0], 0]),
+              Tile(count._buffer, count.offset + f - 1, [active, 1], [count.strides[0], 0]),
+              name="nisa.nonzero_with_count")
     return b["dst"]
 
 
@@ -203,17 +213,16 @@ def dma_compute(*args, **kwargs):
     b = _bind(args, kwargs, ["dst", "srcs", "reduce_op", "scales"], "dma_compute")
     dst, srcs = b["dst"], list(b["srcs"])
     if any(hasattr(t, "row_stride") for t in [dst] + srcs):  # an indirect access: one DMA per partition
-        from ._isa_indirect import per_partition
         return per_partition(lambda d, s: dma_compute(d, s, b.get("reduce_op"), b.get("scales")), dst, srcs)
     scales = list(b.get("scales") or [1.0] * len(srcs))
     if len(scales) != len(srcs) or not srcs:
         raise NKIError(f"nisa.dma_compute: {len(srcs)} srcs and {len(scales)} scales")
-    name = nl.op_name(b.get("reduce_op") or nl.add)
+    name = _op_or(b.get("reduce_op"), "add")
     if name not in ("add", "maximum", "minimum", "mul"):
         raise NKIError(f"nisa.dma_compute: reduce_op must be add (or max, min, multiply), got {name}")
     expr, sources, value = Expression(), [], None
     for src, scale in zip(srcs, scales):
-        sources.append(nl._matched(src, dst.shape))
+        sources.append(_matched(src, dst.shape))
         term = expr.source(len(sources) - 1)
         if float(scale) != 1.0:
             term = expr.op("mul", term, expr.literal(float(scale)))
@@ -248,65 +257,16 @@ def copy_skipping_oob(dst, src, mask, name):
         if getattr(ctx, "oob_error", None) is not None:
             ctx.oob_error = None
             return
-        nl.copy_into(dst, src, mask, name=name)
+        copy_into(dst, src, mask, name=name)
         return
     reads = list(getattr(ctx, "dynamic_reads", None) or [])
     if not reads:
-        nl.copy_into(dst, src, mask, name=name)
+        copy_into(dst, src, mask, name=name)
         return
     test = " && ".join(f"({v} >= 0 && {v} < {limit})" for v, limit in reads)
     ctx.program.begin_loop(f"({test} ? 1 : 0)")
-    nl.copy_into(dst, src, mask, name=name)
+    copy_into(dst, src, mask, name=name)
     ctx.program.end_loop()
-
-
-class _OutOfBounds(Tile):
-    """An access pattern that reaches past its tensor: kernels build such patterns and use them only
-    behind a bounds test (AWS's output_projection_tkg); any instruction that uses it, or a view of
-    it, raises the bounds error."""
-
-    out_of_bounds = ""
-
-    def _keep(self, tile):
-        return out_of_bounds_view(tile, self.out_of_bounds) if isinstance(tile, Tile) else tile
-
-    def __getitem__(self, key):
-        return self._keep(super().__getitem__(key))
-
-    def reshape(self, *shape):
-        return self._keep(super().reshape(*shape))
-
-    def view(self, *args):
-        return self._keep(super().view(*args))
-
-    def expanded(self, shape):
-        return self._keep(super().expanded(shape))
-
-    def ap(self, *args, **kwargs):
-        return self._keep(super().ap(*args, **kwargs))
-
-
-def out_of_bounds_view(tile: Tile, message: str) -> Tile:
-    view = _OutOfBounds(tile._buffer, tile.offset, tile.sizes, tile.strides, tile.checks)
-    view.out_of_bounds = message
-    return view
-
-
-def check_extents(op, tiles) -> None:
-    """Refuses an instruction whose operand reaches past its tensor: a view flagged by .ap(), or any
-    view (without a mask or deferred arange checks) whose elements leave the buffer."""
-    from ._expr import bounds
-    for t in tiles:
-        message = getattr(t, "out_of_bounds", None)
-        if message:
-            raise NKIError(f"{message} (used by {op.name})")
-        if op.mask is not None or t.checks or not t.sizes or not all(t.sizes):
-            continue
-        lo, hi = bounds(t.offset)
-        top = hi + sum((s - 1) * st for s, st in zip(t.sizes, t.strides) if st > 0)
-        bottom = lo + sum((s - 1) * st for s, st in zip(t.sizes, t.strides) if st < 0)
-        if bottom < 0 or top >= t._buffer.elements:
-            raise NKIError(f"NKI {op.name}: access past '{t.name}': elements {bottom}..{top} of {t._buffer.elements}")
 
 
 def nc_match_replace8(*args, **kwargs):
@@ -321,12 +281,12 @@ def nc_match_replace8(*args, **kwargs):
                        f"{b['vals'].shape} and {b['dst'].shape}")
     reversed_vals, found = _scratch((p, 8)), _scratch((p, 8))
     for k in range(8):  # the slots from the last: find_index8 pairs duplicates with positions in slot order
-        nl.copy_into(reversed_vals[:, 7 - k:8 - k], vals[:, k:k + 1], name="nisa.nc_match_replace8")
+        copy_into(reversed_vals[:, 7 - k:8 - k], vals[:, k:k + 1], name="nisa.nc_match_replace8")
     current().emit(Op("find_index8", found, [data, reversed_vals], name="nisa.nc_match_replace8"))
     if b.get("dst_idx") is not None:
         idx = _rows(b["dst_idx"])
         for k in range(8):
-            nl.copy_into(idx[:, k:k + 1], found[:, 7 - k:8 - k], name="nisa.nc_match_replace8")
+            copy_into(idx[:, k:k + 1], found[:, 7 - k:8 - k], name="nisa.nc_match_replace8")
     expr, sources = Expression(), [data]
     hit = None
     for k in range(8):
@@ -341,13 +301,10 @@ def nc_match_replace8(*args, **kwargs):
 def shared_constant(constant, dtype=None, **_unused):
     """A device-memory tensor holding `constant` (a NumPy array, or the path of a .npy file), its
     values fixed when the kernel is traced (passed to the compiled kernel at each launch)."""
-    import numpy as np
-    import torch
     array = np.load(constant) if isinstance(constant, (str, bytes)) or hasattr(constant, "__fspath__") else \
         np.asarray(constant)
-    from ._dtypes import to_dtype
     kind = to_dtype(dtype if dtype is not None else array.dtype)
-    tile = nl.ndarray(array.shape, kind, buffer=nl.shared_hbm, name="shared_constant")
+    tile = ndarray(array.shape, kind, buffer=SPACES["shared_hbm"], name="shared_constant")
     array = np.ascontiguousarray(array.astype(np.float32) if kind.is_float else array.astype(np.int64))
     buffer = tile._buffer
     if current().interpreting:

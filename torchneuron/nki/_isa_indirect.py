@@ -5,10 +5,10 @@ run time). A DMA through such a view runs as one copy per partition, each at a r
 is checked against the tensor."""
 from __future__ import annotations
 
-from . import language as nl
 from ._context import current
 from ._expr import bounds
-from ._tensor import NKIError, Tile
+from ._ops import copy_into
+from ._tensor import NKIError, Tile, extensions
 
 
 class IndirectView(Tile):
@@ -78,4 +78,7 @@ def copy_indirect(dst: Tile, src: Tile, mask, name: str) -> None:
     """dst = src where either is an indirect view: one copy per partition."""
     if mask is not None:
         raise NKIError(f"NKI {name}: mask= on an indirect DMA is not supported")
-    per_partition(lambda d, s: nl.copy_into(d, s[0], name=name), dst, [src])
+    per_partition(lambda d, s: copy_into(d, s[0], name=name), dst, [src])
+
+
+extensions.provide(indirect_view=indirect_view, copy_indirect=copy_indirect)

@@ -18,7 +18,7 @@ import torch
 
 from ._context import Expression, Op, check_matmul_sizes, current
 from ._dtypes import DTYPES, to_dtype
-from ._tensor import SPACES, Buffer, NKIError, Tile
+from ._tensor import SPACES, Buffer, NKIError, Tile, extensions
 
 
 @dataclass(frozen=True)
@@ -402,4 +402,4 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     return dst
 
 
-Tile.reinterpret_hook = staticmethod(reinterpret)  # tensor.ap(..., dtype=packed MX dtype) on device memory
+extensions.provide(reinterpret=reinterpret, packed_in_device_memory=packed_in_device_memory, copy_packed=copy_packed)

@@ -3,9 +3,9 @@ each 32-partition quadrant. Each run of partitions the shuffle mask moves togeth
 strided copy, so both executors run the same ops."""
 from __future__ import annotations
 
-from . import language as nl
 from ._context import current
 from ._dtypes import DTYPES
+from ._ops import copy_into
 from ._tensor import SPACES, Buffer, NKIError, Tile
 
 QUADRANT = 32
@@ -36,7 +36,7 @@ def _scratch_copy(src: Tile) -> Tile:
         strides.append(step)
         step *= s
     copy = Tile(buf, 0, list(src.sizes), list(reversed(strides)))
-    nl.copy_into(copy, src, name="nisa.nc_stream_shuffle")
+    copy_into(copy, src, name="nisa.nc_stream_shuffle")
     return copy
 
 
@@ -73,5 +73,5 @@ def nc_stream_shuffle(*args, **kwargs):
                    [QUADRANT * dst.strides[0]] + dst.strides, dst.checks)
         inp = Tile(src._buffer, src.offset + j * src.strides[0], [quadrants, length] + src.sizes[1:],
                    [QUADRANT * src.strides[0]] + src.strides, src.checks)
-        nl.copy_into(out, inp, name="nisa.nc_stream_shuffle")
+        copy_into(out, inp, name="nisa.nc_stream_shuffle")
     return dst

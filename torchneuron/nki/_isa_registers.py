@@ -4,10 +4,10 @@ element of on-chip memory, so both executors run the same copies: the interprete
 loop starts, a compiled kernel's C++ loop reads a snapshot of it taken where the loop starts."""
 from __future__ import annotations
 
-from . import language as nl
 from ._context import current
 from ._dtypes import DTYPES
 from ._expr import Index
+from ._ops import copy_into, memset_tile
 from ._tensor import SPACES, Buffer, NKIError, Tile
 
 # A register-bounded loop's variable has no range known at trace time: used in an access, the
@@ -57,7 +57,7 @@ def register_alloc(x=None, name=""):
     reg = VirtualRegister(name)
     if x is not None:
         if isinstance(x, (VirtualRegister, Tile)):
-            nl.copy_into(reg.tile, _one(_as_tile(x, "nisa.register_alloc")), name="nisa.register_alloc")
+            copy_into(reg.tile, _one(_as_tile(x, "nisa.register_alloc")), name="nisa.register_alloc")
         else:
             register_move(reg, x)
     return reg
@@ -73,27 +73,27 @@ def register_move(dst, imm=None, src=None, **_unused):
     value = imm if imm is not None else src
     _check_register(dst, "nisa.register_move")
     if isinstance(value, VirtualRegister):
-        nl.copy_into(dst.tile, value.tile, name="nisa.register_move")
+        copy_into(dst.tile, value.tile, name="nisa.register_move")
         return dst
     if isinstance(value, bool) or not isinstance(value, int):
         raise NKIError(f"NKI nisa.register_move: the value must be a Python int or a register, got {value!r}")
     if not -2 ** 31 <= value < 2 ** 32:
         raise NKIError(f"NKI nisa.register_move: {value} does not fit a 32-bit register")
-    nl.memset_tile(dst.tile, value)
+    memset_tile(dst.tile, value)
     return dst
 
 
 def register_load(dst, src, **_unused):
     """dst = the one element of tensor src (HBM or SBUF), read at run time."""
     _check_register(dst, "nisa.register_load")
-    nl.copy_into(dst.tile, _one(_as_tile(src, "nisa.register_load")), name="nisa.register_load")
+    copy_into(dst.tile, _one(_as_tile(src, "nisa.register_load")), name="nisa.register_load")
     return dst
 
 
 def register_store(dst, src, **_unused):
     """The register src's value written to the one-element tensor dst (HBM or SBUF)."""
     _check_register(src, "nisa.register_store")
-    nl.copy_into(_one(_as_tile(dst, "nisa.register_store")), src.tile, name="nisa.register_store")
+    copy_into(_one(_as_tile(dst, "nisa.register_store")), src.tile, name="nisa.register_store")
     return dst
 
 
@@ -103,7 +103,7 @@ def _snapshot(ctx, value):
     if not isinstance(value, VirtualRegister):
         return str(int(value))
     copy = VirtualRegister("bound")
-    nl.copy_into(copy.tile, value.tile, name="nl.dynamic_range")
+    copy_into(copy.tile, value.tile, name="nl.dynamic_range")
     return f"static_cast<int64_t>(s{copy._buffer.id}[0])"
 
 

@@ -14,29 +14,19 @@ import threading
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
-from ._context import Interpreter, Recorder, _state, activate
+from .. import _C, compiler
+from ._context import Interpreter, Recorder, _state, activate, torch_dtype
 from ._expr import KernelTraceError, ProgramTraceError, is_symbolic
+from ._lockstep import Lockstep, LockstepRecorder
 from ._dtypes import STORAGE_DTYPES, to_dtype
 from ._tensor import SPACES, Buffer, NKIError, Tile
 
-_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-                 "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,
-                 "int64": torch.int64, "bool": torch.bool, "uint32": torch.int32, "uint16": torch.int32,
-                 "int16": torch.int32, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
 # Float8 tensors in device memory: a compiled kernel reads and writes a float32 copy, and each
 # one it may have written is cast back with torch's own conversion (round to nearest even and its
 # saturation rules), so results match torch's .to(float8).
 _FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
-
-
-def torch_dtype(nki_dtype) -> torch.dtype:
-    """The torch dtype an HBM tensor of `nki_dtype` is stored as (unsigned 16/32-bit as int32)."""
-    try:
-        return _TORCH_DTYPES[nki_dtype.name]
-    except KeyError:
-        raise NKIError(f"NKI: HBM tensors of {nki_dtype.name} are not supported; use float32, bfloat16, float16, "
-                       "or an integer type") from None
 
 
 def _storage_name(nki_dtype) -> str:
@@ -57,7 +47,6 @@ _trace_lock = threading.RLock()
 
 
 def _is_fake(value) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
     return isinstance(value, FakeTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta")
 
 
@@ -84,7 +73,6 @@ class _Compiled:
     def load(self) -> int:
         """The entry point, compiling the source (or finding it in the artifact cache) once."""
         if self.entry is None:
-            from .. import compiler
             self.library = compiler._load_artifact(self.source)
             self.entry = ctypes.cast(getattr(self.library, self.symbol), ctypes.c_void_p).value
         return self.entry
@@ -190,8 +178,6 @@ class Kernel:
 
     # Compiled ------------------------------------------------------------------------------------
     def _record(self, bound, unrolled, lockstep=False):
-        from .. import _C
-        from ._lockstep import Lockstep, LockstepRecorder
         program = _C._compiler.TileProgram()
         recorder = (LockstepRecorder if lockstep else Recorder)(self.grid, program, unrolled)
         with activate(recorder):
@@ -318,7 +304,6 @@ class Kernel:
         storages = [h.contiguous().reshape(-1).clone() for h in host]
         interpreter = Interpreter(self.grid)
         # The programs run in lockstep (_lockstep.py): one at a time, switching at barriers and exchanges.
-        from ._lockstep import Lockstep
         result = Lockstep(interpreter).run(lambda k: self.fn(**self._wrap(bound, interpreter, storages)))[-1]
         tiles, structure = _flatten_outputs(result)
         for t in tiles:

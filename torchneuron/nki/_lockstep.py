@@ -12,6 +12,7 @@ import threading
 
 from ._context import Recorder, activate
 from ._expr import Index, ProgramTraceError
+from ._ops import copy_into
 from ._tensor import NKIError
 
 _PER_PROGRAM = ("pid", "hbm_seen", "leases", "scopes")
@@ -153,13 +154,12 @@ class Lockstep:
         if len(kinds) > 1:
             raise NKIError(f"NKI: the programs of the grid met at different instructions ({sorted(kinds)})")
         if kinds == {"sendrecv"}:
-            from . import language as nl
             for k, (_, (src, dst, send_to, recv_from)) in sorted(arrived.items()):
                 peer = arrived.get(recv_from)
                 if peer is None or peer[1][2] != k:
                     raise NKIError(f"nisa.sendrecv: program {k} receives from rank {recv_from}, which does not send "
                                    f"to it")
-                nl.copy_into(dst, peer[1][0], name="nisa.sendrecv")
+                copy_into(dst, peer[1][0], name="nisa.sendrecv")
 
 
 def rank_of(value) -> int:

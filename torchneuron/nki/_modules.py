@@ -7,6 +7,8 @@ import sys
 import types
 import warnings
 
+from . import collectives, compiler, constants, isa, language, neuron_dtypes, typing
+
 _FAMILIES = {"nki": ["", ".language", ".isa", ".isa.constants", ".typing", ".compiler", ".collectives"],
              "neuronxcc": ["", ".nki", ".nki.language", ".nki.isa", ".nki.isa.constants", ".nki.typing", ".nki.compiler", ".nki.collectives"]}
 
@@ -28,8 +30,7 @@ def _real_installation(top: str) -> bool:
 def install() -> list[str]:
     """Registers the modules nki, nki.language, nki.isa (and nki.isa.constants), nki.typing,
     nki.compiler, neuronxcc.nki and its submodules as torchneuron's; returns the names it registered."""
-    from . import collectives, compiler, constants, isa, language, typing
-    import torchneuron.nki as package
+    package = sys.modules[__package__]  # torchneuron.nki, which imports this module
     targets = {"": package, ".language": language, ".isa": isa, ".isa.constants": constants, ".typing": typing,
                ".compiler": compiler, ".collectives": collectives}
     registered = []
@@ -53,7 +54,6 @@ def install() -> list[str]:
         sys.modules["nki.dtype"] = package.dtype
         registered.append("nki.dtype")
     if not _real_installation("neuron_dtypes"):  # the NumPy dtype helpers AWS's kernels import
-        from . import neuron_dtypes
         neuron_dtypes.__torchneuron__ = True
         sys.modules["neuron_dtypes"] = neuron_dtypes
         registered.append("neuron_dtypes")

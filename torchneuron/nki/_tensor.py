@@ -5,8 +5,11 @@ from __future__ import annotations
 import itertools
 import math
 
+from ._current import current
 from ._dtypes import dtype, to_dtype
-from ._expr import Index, LinearOps, bounds, is_symbolic
+from ._errors import NKIError
+from ._expr import Index, bounds, is_symbolic
+from ._indices import ArangeIndex, DynSlice, Mask  # noqa: F401  (re-exported: the index kinds tiles take)
 
 PARTITION_MAX = 128
 SBUF_BYTES_PER_PARTITION = 224 * 1024  # 28 MiB over 128 partitions: NeuronCore-v3 (get_nc_version: gen3)
@@ -14,8 +17,31 @@ PSUM_BYTES_PER_PARTITION = 16 * 1024  # 2 MiB over 128 partitions
 PSUM_TILE_BYTES_PER_PARTITION = 2 * 1024  # one PSUM bank: 512 fp32
 
 
-class NKIError(ValueError):
-    """A kernel broke a rule of the Neuron Kernel Interface (the message names the rule)."""
+class _Extensions:
+    """What tiles do that lives in the layers above this module: Tile's operators call the tile ops
+    (_ops), and its special views and their copies come from the instruction modules (_isa_indirect,
+    _isa_bytes, _isa_mx). Each of those modules provides its entries when imported, so imports
+    point one way (down); importing torchneuron.nki imports them all before any kernel runs."""
+
+    NAMES = ("copy_into", "elementwise", "broadcast_to",  # _ops
+             "indirect_view", "copy_indirect",  # _isa_indirect: .ap(vector_offset=)
+             "split_words", "copy_bytes",  # _isa_bytes: bytes seen as another dtype
+             "reinterpret", "packed_in_device_memory", "copy_packed")  # _isa_mx: packed MX dtypes
+
+    def provide(self, **functions) -> None:
+        unknown = sorted(set(functions) - set(self.NAMES))
+        if unknown:
+            raise TypeError(f"torchneuron.nki: no tile extension point named {unknown}")
+        self.__dict__.update(functions)
+
+    def __getattr__(self, name):  # only reached for an entry not provided yet
+        if name in self.NAMES:
+            raise NKIError(f"torchneuron.nki: '{name}' is not loaded; import torchneuron.nki (not one of its modules "
+                           "alone) before running kernels")
+        raise AttributeError(name)
+
+
+extensions = _Extensions()
 
 
 class MemorySpace:
@@ -98,129 +124,6 @@ def check_on_chip_shape(shape, space: MemorySpace, dtype_: dtype, name: str) -> 
                        f"partition; a PSUM tile holds at most {PSUM_TILE_BYTES_PER_PARTITION} (2 KiB, 512 fp32)")
 
 
-class DynSlice:
-    """nl.ds(start, size): a slice of `size` elements from `start` (which may be a loop variable)."""
-
-    def __init__(self, start, size, step=1):
-        if not isinstance(size, int) or size <= 0:
-            raise NKIError(f"nl.ds: the size must be a positive constant, got {size!r}")
-        self.start, self.size, self.step = start, size, step
-
-
-class ArangeIndex(LinearOps):
-    """Legacy advanced indexing: start + sum(coeffs[axis] * nl.arange(sizes[axis])) over result
-    axes of a tile of rank `ndim` (nl.arange(n)[:, None] is axis 0 of 2, [None, :] axis 1)."""
-
-    def __init__(self, size: int, axis: int, ndim: int, start=0, coeff=1):
-        self.coeffs, self.sizes, self.ndim, self.start = {axis: coeff}, {axis: size}, ndim, start
-
-    @classmethod
-    def _make(cls, coeffs, sizes, ndim, start):
-        made = cls.__new__(cls)
-        made.coeffs, made.sizes, made.ndim, made.start = dict(coeffs), dict(sizes), ndim, start
-        return made
-
-    @property
-    def size(self):
-        (size,) = self.sizes.values()
-        return size
-
-    def __getitem__(self, key):  # nl.arange(n)[:, None] / [None, :]
-        key = key if isinstance(key, tuple) else (key,)
-        axis = [k for k, item in enumerate(key) if isinstance(item, slice)]
-        if len(axis) != 1 or len(self.sizes) != 1 or any(item is not None and not isinstance(item, slice) for item in key):
-            raise NKIError("nl.arange(n)[...]: index with one ':' and Nones, such as [:, None]")
-        (coeff,) = self.coeffs.values()
-        return ArangeIndex(self.size, axis[0], len(key), self.start, coeff)
-
-    def __add__(self, other):
-        if isinstance(other, (int, Index)) and not isinstance(other, bool):
-            return self._make(self.coeffs, self.sizes, self.ndim, self.start + other)
-        if isinstance(other, ArangeIndex):
-            if other.ndim != self.ndim:
-                raise NKIError("NKI: adding nl.arange indices of different ranks")
-            coeffs, sizes = dict(self.coeffs), dict(self.sizes)
-            for axis, c in other.coeffs.items():
-                coeffs[axis] = coeffs.get(axis, 0) + c
-                sizes[axis] = other.sizes[axis]
-            return self._make(coeffs, sizes, self.ndim, self.start + other.start)
-        return NotImplemented
-
-    __radd__ = __add__
-
-    def __mul__(self, other):
-        if isinstance(other, int):
-            return self._make({a: c * other for a, c in self.coeffs.items()}, self.sizes, self.ndim, self.start * other)
-        return NotImplemented
-
-    __rmul__ = __mul__
-
-    def _compare(self, other, op):
-        return Mask([(self - other, op)])
-
-    def __lt__(self, other): return self._compare(other, "lt")
-    def __le__(self, other): return self._compare(other, "le")
-    def __gt__(self, other): return self._compare(other, "gt")
-    def __ge__(self, other): return self._compare(other, "ge")
-
-
-class Mask:
-    """A conjunction of predicates `affine OP 0` over an op's tile indices (comparisons of aranges).
-    As mask= it bounds each axis; nisa.affine_select evaluates it per element."""
-
-    def __init__(self, predicates):
-        self.predicates = list(predicates)
-
-    def __and__(self, other):
-        if not isinstance(other, Mask):
-            return NotImplemented
-        return Mask(self.predicates + other.predicates)
-
-    @property
-    def bounds(self):
-        """{axis: (lower, upper)} with lower <= t < upper, from single-axis predicates."""
-        result = {}
-        for affine, op in self.predicates:
-            if len([c for c in affine.coeffs.values() if c]) != 1:
-                raise NKIError("NKI: a mask= bounds each axis on its own (start + nl.arange(n) < bound); use "
-                               "nisa.affine_select for a predicate over several axes")
-            (axis, c), = [(a, c) for a, c in affine.coeffs.items() if c]
-            k = affine.start
-            if c not in (1, -1):
-                raise NKIError("NKI: a mask= compares start + nl.arange(n) (coefficient 1) with a bound")
-            lo = hi = None
-            if c == 1:  # t + k OP 0
-                hi = {"lt": -k, "le": -k + 1}.get(op)
-                lo = {"gt": -k + 1, "ge": -k}.get(op)
-            else:  # -t + k OP 0
-                lo = {"lt": k + 1, "le": k}.get(op)
-                hi = {"gt": k, "ge": k + 1}.get(op)
-            old_lo, old_hi = result.get(axis, (None, None))
-            result[axis] = (_combine(old_lo, lo, _pick_max), _combine(old_hi, hi, _pick_min))
-        return result
-
-
-def _pick_max(a, b):
-    return a if a >= b else b
-
-
-def _pick_min(a, b):
-    return a if a <= b else b
-
-
-def _combine(a, b, pick):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if not is_symbolic(a) and not is_symbolic(b):
-        return pick(a, b)
-    name = "std::max<int64_t>" if pick is _pick_max else "std::min<int64_t>"
-    from ._expr import cpp
-    (alo, ahi), (blo, bhi) = bounds(a), bounds(b)
-    return Index(None, 0, f"{name}({cpp(a)}, {cpp(b)})", pick(alo, blo), pick(ahi, bhi))
-
-
 class Tile:
     """A strided view of a Buffer: element offset + sum(t[d] * strides[d]) for t < sizes. This is
     the tensor a kernel sees (its arguments, nl.ndarray results and every op's result)."""
@@ -263,11 +166,10 @@ class Tile:
         return index_tile(self, key)
 
     def __setitem__(self, key, value):
-        from . import language
         target = index_tile(self, key)
         if isinstance(value, Tile) and value._same_view(target):
             return  # t[i] += x wrote in place already
-        language.copy_into(target, value)
+        extensions.copy_into(target, value)
 
     def _same_view(self, other) -> bool:
         return (self._buffer is other._buffer and self.sizes == other.sizes and self.strides == other.strides
@@ -311,20 +213,16 @@ class Tile:
             raise NKIError(f"NKI: reinterpreting {self.name} ({self.dtype.name}) as {args[0]!r} is not supported")
         return self.reshape(*args)
 
-    reinterpret_hook = None  # set by the MX instructions: .ap(dtype=packed MX dtype) on device memory
-
     def ap(self, pattern, offset=0, scalar_offset=None, indirect_dim=0, dtype=None, vector_offset=None, **_unused):
         """An access pattern: [[stride, size], ...] (partition first) from element `offset` of this
         tensor; scalar_offset (a one-element tile read at run time) indexes dim indirect_dim of it."""
         if dtype is not None and to_dtype(dtype) is not self.dtype:
             wanted = to_dtype(dtype)
             differs = wanted.is_float or self.dtype.is_float or wanted.itemsize != self.dtype.itemsize
-            if differs and not self.buffer.on_chip and scalar_offset is None and vector_offset is None and \
-                    Tile.reinterpret_hook is not None:  # device-memory bytes seen as another dtype
-                return Tile.reinterpret_hook(self, wanted, pattern, offset)
+            if differs and not self.buffer.on_chip and scalar_offset is None and vector_offset is None:
+                return extensions.reinterpret(self, wanted, pattern, offset)  # device-memory bytes as another dtype
             if differs and self.buffer.on_chip and scalar_offset is None and vector_offset is None:
-                from ._isa_bytes import split_words  # float32 words as bfloat16 halves
-                return split_words(self, wanted, pattern, offset)
+                return extensions.split_words(self, wanted, pattern, offset)  # float32 words as bfloat16 halves
             if differs:
                 raise NKIError(f"NKI: .ap(dtype={wanted.name}) on '{self.name}' ({self.dtype.name} in "
                                f"{self.buffer.name}): reinterpreting bytes as another dtype is supported for "
@@ -349,7 +247,6 @@ class Tile:
             offset = offset + scalar_offset * self.strides[int(indirect_dim)]
             scalar_offset = None
         if scalar_offset is not None:
-            from ._context import current
             dim = int(indirect_dim)
             where = f"dim {dim} of '{self.name}' (.ap scalar_offset)"
             # the run-time index keeps the whole pattern inside the tensor (and indexes dim `dim`)
@@ -363,10 +260,9 @@ class Tile:
         top = hi + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
         bottom = lo + sum((s - 1) * st for s, st in zip(sizes, strides) if st < 0)
         if vector_offset is not None:  # partition p at index vector_offset[p] of dim indirect_dim
-            from ._isa_indirect import indirect_view
-            return indirect_view(self, tile, vector_offset, indirect_dim)
+            return extensions.indirect_view(self, tile, vector_offset, indirect_dim)
         if bottom < 0 or top >= self._buffer.elements:  # refused when an instruction uses it (kernels build
-            from ._isa_core import out_of_bounds_view    # patterns they only use behind a bounds test)
+            # patterns they only use behind a bounds test)
             return out_of_bounds_view(tile, f"NKI: out-of-bounds access pattern on '{self.name}': elements "
                                             f"{bottom}..{top} of {self._buffer.elements}")
         return tile
@@ -380,8 +276,7 @@ class Tile:
         return True
 
     def broadcast_to(self, shape):
-        from . import language
-        return language.broadcast_to(self, shape)
+        return extensions.broadcast_to(self, shape)
 
     def expanded(self, shape) -> "Tile":
         """This view with size-1 (or missing leading) dims repeated to `shape` (stride 0)."""
@@ -403,8 +298,7 @@ class Tile:
 
     # Arithmetic sugar (legacy kernels write a + b on tiles) --------------------------------------
     def _binary(self, op, other, reverse=False):
-        from . import language
-        return language.elementwise(op, other, self) if reverse else language.elementwise(op, self, other)
+        return extensions.elementwise(op, other, self) if reverse else extensions.elementwise(op, self, other)
 
     def __add__(self, o): return self._binary("add", o)
     def __radd__(self, o): return self._binary("add", o, True)
@@ -423,8 +317,7 @@ class Tile:
 
     # In place (acc += nl.matmul(...) in a loop adds into acc's memory, as NKI does).
     def _inplace(self, op, other):
-        from . import language
-        language.elementwise(op, self, other, out=self)
+        extensions.elementwise(op, self, other, out=self)
         return self
 
     def __iadd__(self, o): return self._inplace("add", o)
@@ -443,6 +336,38 @@ class Tile:
         return self._binary("ne", o)
 
     __hash__ = object.__hash__
+
+
+class _OutOfBounds(Tile):
+    """An access pattern that reaches past its tensor: kernels build such patterns and use them only
+    behind a bounds test (AWS's output_projection_tkg); any instruction that uses it, or a view of
+    it, raises the bounds error."""
+
+    out_of_bounds = ""
+
+    def _keep(self, tile):
+        return out_of_bounds_view(tile, self.out_of_bounds) if isinstance(tile, Tile) else tile
+
+    def __getitem__(self, key):
+        return self._keep(super().__getitem__(key))
+
+    def reshape(self, *shape):
+        return self._keep(super().reshape(*shape))
+
+    def view(self, *args):
+        return self._keep(super().view(*args))
+
+    def expanded(self, shape):
+        return self._keep(super().expanded(shape))
+
+    def ap(self, *args, **kwargs):
+        return self._keep(super().ap(*args, **kwargs))
+
+
+def out_of_bounds_view(tile: Tile, message: str) -> Tile:
+    view = _OutOfBounds(tile._buffer, tile.offset, tile.sizes, tile.strides, tile.checks)
+    view.out_of_bounds = message
+    return view
 
 
 def _dim_error(tile: Tile, d: int, lo, hi, size) -> NKIError:
@@ -477,7 +402,6 @@ def index_tile(tile: Tile, key) -> Tile:
             continue
         size, stride = tile.sizes[d], tile.strides[d]
         if isinstance(k, Tile):  # a dynamic index: the value of a one-element on-chip tile at run time
-            from ._context import current
             k = current().dynamic_index(k, size, f"dim {d} of '{tile.name}'")
         if isinstance(k, (int, Index)) and not isinstance(k, bool):
             if isinstance(k, int) and k < 0:

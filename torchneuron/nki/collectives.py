@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from ._current import current
+from ._ops import op_name
 from ._tensor import NKIError, Tile
 
 
@@ -60,7 +62,6 @@ def _group(replica_group):
 
 
 def _context(name):
-    from ._context import current
     ctx = current()
     if not ctx.interpreting:
         raise NKIError(f"nki.collectives.{name}: a compiled kernel runs as one device command and cannot wait for "
@@ -93,7 +94,6 @@ _OPS = {"add": "SUM", "maximum": "MAX", "minimum": "MIN", "multiply": "PRODUCT"}
 
 
 def _reduce_op(dist, op):
-    from .language import op_name
     name = op_name(op)
     if name not in _OPS:
         raise NKIError(f"nki.collectives: op must be nl.add, nl.maximum or nl.minimum, got {name}")
@@ -183,7 +183,6 @@ def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group=
 def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group=None,
                                        op=None, channel_ids=(0,), **_unused):
     """dsts = the predecessor's op(srcs0, srcs1), around the ring."""
-    from .language import op_name
     ctx = _context("collective_permute_implicit_reduce")
     dist, pg, ranks, me = _ring(replica_group)
     combine = {"add": torch.add, "maximum": torch.maximum, "minimum": torch.minimum}[op_name(op or "add")]

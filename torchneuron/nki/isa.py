@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import math
 
+from . import constants
 from . import language as nl
-from ._context import Expression, Op, check_matmul_sizes, current
-from ._expr import is_symbolic
+from ._context import Expression, Op, current
 from ._dtypes import to_dtype
+from ._expr import ProgramTraceError
+from ._isa_core import conform, copy_skipping_oob
+from ._isa_matrix import check_operands, emit_matmul, transposed_view
+from ._lockstep import rank_of
+from ._ops import _axes, _matched, copy_into, elementwise, memset_tile, op_name, reduce_tile
 from ._tensor import ArangeIndex, Mask, NKIError, Tile
 
 # Engines and the other ISA enums, accepted and ignored: one software engine runs every instruction.
-from . import constants  # noqa: E402
 from .constants import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd  # noqa: E402
 
 tensor_engine, vector_engine, scalar_engine = engine.tensor, engine.vector, engine.scalar
@@ -58,7 +62,7 @@ def _apply(expr: Expression, name: str, x: int) -> int:
 def _scalar_operand(expr, sources, value, shape):
     """A scalar, or a [P, 1] tile broadcast along the free axes."""
     if isinstance(value, Tile):
-        sources.append(nl._matched(value, shape))
+        sources.append(_matched(value, shape))
         return expr.source(len(sources) - 1)
     return expr.integer(value) if not isinstance(value, float) else expr.literal(value)
 
@@ -72,10 +76,9 @@ def dma_copy(*args, **kwargs):
     """dst = src between any memories (HBM, SBUF)."""
     b = _bind(args, kwargs, ["dst", "src", "mask"], "dma_copy")
     if b.get("oob_mode") == oob_mode.skip:  # skipped where a dynamic index is out of range
-        from ._isa_core import copy_skipping_oob
         copy_skipping_oob(b["dst"], b["src"], b.get("mask"), "nisa.dma_copy")
         return b["dst"]
-    nl.copy_into(b["dst"], b["src"], b.get("mask"), name="nisa.dma_copy")
+    copy_into(b["dst"], b["src"], b.get("mask"), name="nisa.dma_copy")
     return b["dst"]
 
 
@@ -93,7 +96,7 @@ def dma_transpose(*args, **kwargs):
     view = Tile(src._buffer, src.offset, [src.sizes[a] for a in axes], [src.strides[a] for a in axes],
                 src.checks if rank == 2 else ())
     dst = _result(b, new, view.shape, src.dtype)
-    nl.copy_into(dst, view, b.get("mask"), name="nisa.dma_transpose")
+    copy_into(dst, view, b.get("mask"), name="nisa.dma_transpose")
     return dst
 
 
@@ -101,7 +104,7 @@ def tensor_copy(*args, **kwargs):
     """dst = src on chip (rounded to dst's dtype)."""
     b, new = _call("tensor_copy", args, kwargs, ["src", "mask", "dtype", "engine"], lambda a: _first_tile(a, 2))
     dst = _result(b, new, b["src"].shape, b["src"].dtype)
-    nl.copy_into(dst, b["src"], b.get("mask"), name="nisa.tensor_copy")
+    copy_into(dst, b["src"], b.get("mask"), name="nisa.tensor_copy")
     return dst
 
 
@@ -113,7 +116,7 @@ def memset(*args, **kwargs):
         dst = nl.ndarray(tuple(b["shape"]), b.get("dtype") or nl.float32, nl.sbuf)
     else:
         dst = b["dst"]
-    nl.memset_tile(dst, b["value"], b.get("mask"))
+    memset_tile(dst, b["value"], b.get("mask"))
     return dst
 
 
@@ -125,41 +128,17 @@ def nc_matmul(*args, **kwargs):
                                                "is_transpose", "tile_position", "tile_size", "accumulate", "mask"],
                    lambda a: _first_tile(a, 3))
     stationary, moving = b["stationary"], b["moving"]
-    if len(stationary.shape) != 2 or len(moving.shape) != 2:
-        raise NKIError(f"nisa.nc_matmul takes 2-D tiles, got {stationary.shape} and {moving.shape}")
-    if stationary.shape[0] != moving.shape[0]:
-        raise NKIError(f"nisa.nc_matmul: stationary {stationary.shape} and moving {moving.shape} must share the "
-                       "partition (contraction) dim")
-    check_matmul_sizes(stationary.shape[0], stationary.shape[1], moving.shape[1], "nisa.nc_matmul")
+    check_operands(stationary, moving)
     dst = _result(b, new, (stationary.shape[1], moving.shape[1]), nl.float32, nl.psum)
-    if tuple(dst.shape) != (stationary.shape[1], moving.shape[1]):
-        raise NKIError(f"nisa.nc_matmul: dst {dst.shape} must be [{stationary.shape[1]}, {moving.shape[1]}]")
-    current().emit(Op("matmul", dst, [stationary, moving], accumulate=_accumulate_flag(b.get("accumulate")),
-                      name="nisa.nc_matmul"))
-    return dst
-
-
-def _accumulate_flag(value):
-    """nc_matmul's accumulate: None (the default) follows the PSUM accumulation groups: the matmul
-    adds to what a matmul (or a memset) left in dst and not yet read, and overwrites the rest."""
-    if value is None:
-        return None
-    if isinstance(value, Tile) or is_symbolic(value):
-        raise NKIError("nisa.nc_matmul: accumulate must be True, False or None at trace time")
-    return bool(value)
+    return emit_matmul(dst, stationary, moving, b.get("accumulate"))
 
 
 def nc_transpose(*args, **kwargs):
     """dst [F, P] = data [P, F] (both at most 128)."""
     b, new = _call("nc_transpose", args, kwargs, ["data", "mask", "dtype", "engine"], lambda a: _first_tile(a, 2))
-    data = b["data"]
-    if len(data.shape) != 2:
-        raise NKIError(f"nisa.nc_transpose takes a 2-D tile, got {data.shape}")
-    if data.shape[0] > 128 or data.shape[1] > 128:
-        raise NKIError(f"nisa.nc_transpose: tile {data.shape} exceeds 128 x 128")
-    view = Tile(data._buffer, data.offset, data.sizes[::-1], data.strides[::-1], data.checks)
-    dst = _result(b, new, view.shape, data.dtype)
-    nl.copy_into(dst, view, b.get("mask"), name="nisa.nc_transpose")
+    view = transposed_view(b["data"])
+    dst = _result(b, new, view.shape, b["data"].dtype)
+    copy_into(dst, view, b.get("mask"), name="nisa.nc_transpose")
     return dst
 
 
@@ -171,7 +150,7 @@ def _activation_expr(op, data, bias, scale, shape):
         x = expr.op("mul", x, _scalar_operand(expr, sources, scale if isinstance(scale, Tile) else float(scale), shape))
     if bias is not None:
         x = expr.op("add", x, _scalar_operand(expr, sources, bias if isinstance(bias, Tile) else float(bias), shape))
-    _apply(expr, nl.op_name(op), x)
+    _apply(expr, op_name(op), x)
     return expr, sources
 
 
@@ -190,11 +169,11 @@ def activation(*args, **kwargs):
 
 
 def _reduce_into(res, op, data, sources, expr, name):
-    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(op))
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(op_name(op))
     if reduce_op is None:
         raise NKIError(f"nisa.{name}: reduce_op must be add, max or min")
     axes = tuple(range(1, len(data.shape)))
-    nl.reduce_tile(reduce_op, data, axes, out=res, expression=expr, sources=sources, name=f"nisa.{name}")
+    reduce_tile(reduce_op, data, axes, out=res, expression=expr, sources=sources, name=f"nisa.{name}")
 
 
 def activation_reduce(*args, **kwargs):
@@ -214,37 +193,36 @@ def tensor_reduce(*args, **kwargs):
     b, new = _call("tensor_reduce", args, kwargs, ["op", "data", "axis", "negate", "keepdims", "mask", "dtype"],
                    lambda a: bool(a) and isinstance(a[0], Tile))
     data = b["data"]
-    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(nl.op_name(b["op"]))
+    reduce_op = {"add": "add", "maximum": "max", "minimum": "min"}.get(op_name(b["op"]))
     if reduce_op is None:
         raise NKIError("nisa.tensor_reduce: op must be an add, max or min")
-    axes = nl._axes(b["axis"], len(data.shape))
+    axes = _axes(b["axis"], len(data.shape))
     if 0 in axes:
         raise NKIError("nisa.tensor_reduce: cannot reduce along the partition axis (axis 0); transpose the tile first "
                        "(nisa.nc_transpose) or reduce along the free axes")
     scale = -1.0 if b.get("negate") else 1.0
     if new:
-        return nl.reduce_tile(reduce_op, data, axes, mask=b.get("mask"), scale=scale, out=b["dst"], name="nisa.tensor_reduce")
-    return nl.reduce_tile(reduce_op, data, axes, to_dtype(b.get("dtype") or data.dtype), bool(b.get("keepdims")),
-                          b.get("mask"), scale=scale, name="nisa.tensor_reduce")
+        return reduce_tile(reduce_op, data, axes, mask=b.get("mask"), scale=scale, out=b["dst"], name="nisa.tensor_reduce")
+    return reduce_tile(reduce_op, data, axes, to_dtype(b.get("dtype") or data.dtype), bool(b.get("keepdims")),
+                       b.get("mask"), scale=scale, name="nisa.tensor_reduce")
 
 
 def tensor_tensor(*args, **kwargs):
     """dst = op(data1, data2) elementwise."""
     b, new = _call("tensor_tensor", args, kwargs, ["data1", "data2", "op", "mask", "dtype", "engine"],
                    lambda a: _first_tile(a, 3))
-    name = nl.op_name(b["op"])
+    name = op_name(b["op"])
     d1, d2 = b["data1"], b["data2"]
     if new:
-        from ._isa_core import conform  # one shape for operands that differ only in their free dims' split
         dst, d1, d2 = conform(b["dst"], d1, d2)
-        nl.elementwise(name, d1, d2, mask=b.get("mask"), out=dst)
+        elementwise(name, d1, d2, mask=b.get("mask"), out=dst)
         return b["dst"]
-    return nl.elementwise(name, d1, d2, dtype=b.get("dtype"), mask=b.get("mask"))
+    return elementwise(name, d1, d2, dtype=b.get("dtype"), mask=b.get("mask"))
 
 
 def _scalar_chain(expr, sources, x, shape, op, operand, reverse):
     y = _scalar_operand(expr, sources, operand, shape)
-    name = nl.op_name(op)
+    name = op_name(op)
     if name == "square":
         return expr.op("mul", x, x)
     return expr.op(name, y, x) if reverse else expr.op(name, x, y)
@@ -290,7 +268,7 @@ def scalar_tensor_tensor(*args, **kwargs):
     x = _scalar_chain(expr, sources, expr.source(0), data.shape, b["op0"], b["operand0"], b.get("reverse0", False))
     sources.append(operand1.expanded(data.shape))
     y = expr.source(len(sources) - 1)
-    name = nl.op_name(b["op1"])
+    name = op_name(b["op1"])
     expr.op(name, y, x) if b.get("reverse1") else expr.op(name, x, y)
     _emit_pointwise(dst, sources, expr, "scalar_tensor_tensor", b.get("mask"))
     return dst
@@ -314,8 +292,8 @@ def tensor_tensor_scan(*args, **kwargs):
         at_start = expr.op("eq", expr.index(1), expr.literal(0.0))
         carry = expr.op("where", at_start, expr.source(2), carry)
         initial = 0.0
-    first = expr.op(nl.op_name(b["op0"]), *((a, carry) if b.get("reverse0") else (carry, a)))
-    expr.op(nl.op_name(b["op1"]), *((c, first) if b.get("reverse1") else (first, c)))
+    first = expr.op(op_name(b["op0"]), *((a, carry) if b.get("reverse0") else (carry, a)))
+    expr.op(op_name(b["op1"]), *((c, first) if b.get("reverse1") else (first, c)))
     current().emit(Op("scan", dst, sources, expr.nodes, initial=float(initial), name="nisa.tensor_tensor_scan"))
     return dst
 
@@ -324,8 +302,8 @@ def reciprocal(*args, **kwargs):
     """dst = 1 / data."""
     b, new = _call("reciprocal", args, kwargs, ["data", "mask", "dtype"], lambda a: _first_tile(a, 2))
     if new:
-        return nl.elementwise("reciprocal", b["data"], mask=b.get("mask"), out=b["dst"])
-    return nl.elementwise("reciprocal", b["data"], dtype=b.get("dtype"), mask=b.get("mask"))
+        return elementwise("reciprocal", b["data"], mask=b.get("mask"), out=b["dst"])
+    return elementwise("reciprocal", b["data"], dtype=b.get("dtype"), mask=b.get("mask"))
 
 
 def _affine_value(expr, affine):
@@ -426,7 +404,7 @@ def _affine_select_pattern(b, new):
     dst, on_true = b["dst"], b["on_true_tile"]
     expr, sources = Expression(), [on_true.expanded(dst.shape)]
     value = _pattern_value(expr, dst, [list(p) for p in b["pattern"]], b.get("channel_multiplier", 0), b.get("offset"))
-    test = expr.op(nl.op_name(b.get("cmp_op") or nl.greater_equal), value, expr.literal(0.0))
+    test = expr.op(op_name(b.get("cmp_op") or nl.greater_equal), value, expr.literal(0.0))
     expr.op("where", test, expr.source(0), expr.literal(float(b["on_false_value"])))
     _emit_pointwise(dst, sources, expr, "affine_select", b.get("mask"))
     return dst
@@ -436,7 +414,7 @@ def select(*args, **kwargs):
     """dst = on_true where pred (a tile) is non-zero, else on_false."""
     b, new = _call("select", args, kwargs, ["pred", "on_true", "on_false", "mask", "dtype"], lambda a: _first_tile(a, 4))
     if new:
-        return nl.elementwise("where", b["pred"], b["on_true"], b["on_false"], mask=b.get("mask"), out=b["dst"])
+        return elementwise("where", b["pred"], b["on_true"], b["on_false"], mask=b.get("mask"), out=b["dst"])
     return nl.where(b["pred"], b["on_true"], b["on_false"], dtype=b.get("dtype"), mask=b.get("mask"))
 
 
@@ -449,14 +427,14 @@ def bn_stats(*args, **kwargs):
         raise NKIError(f"nisa.bn_stats takes a 2-D tile, got {data.shape}")
     dst = _result(b, new, (data.shape[0], 6), nl.float32)
     count = data.shape[1]
-    nl.memset_tile(dst, 0.0)
-    nl.memset_tile(dst[:, 0:1], float(count))
-    nl.reduce_tile("add", data, (1,), out=dst[:, 1:2], scale=1.0 / count, name="nisa.bn_stats")
+    memset_tile(dst, 0.0)
+    memset_tile(dst[:, 0:1], float(count))
+    reduce_tile("add", data, (1,), out=dst[:, 1:2], scale=1.0 / count, name="nisa.bn_stats")
     expr, sources = Expression(), [data, dst[:, 1:2].expanded(data.shape)]
     diff = expr.op("sub", expr.source(0), expr.source(1))
     expr.op("mul", diff, diff)
-    nl.reduce_tile("add", data, (1,), out=dst[:, 2:3], scale=1.0 / count, expression=expr, sources=sources,
-                   name="nisa.bn_stats")
+    reduce_tile("add", data, (1,), out=dst[:, 2:3], scale=1.0 / count, expression=expr, sources=sources,
+                name="nisa.bn_stats")
     return dst
 
 
@@ -470,15 +448,15 @@ def bn_aggr(*args, **kwargs):
     counts, means, variances = data[:, 0::6], data[:, 1::6], data[:, 2::6]
     total = nl.sum(counts, axis=1, keepdims=True, dtype=nl.float32)
     weighted = nl.ndarray((data.shape[0], 1), nl.float32)
-    nl.reduce_tile("add", counts, (1,), out=weighted, expression=_product(), sources=[counts, means])
+    reduce_tile("add", counts, (1,), out=weighted, expression=_product(), sources=[counts, means])
     squares = nl.ndarray((data.shape[0], 1), nl.float32)
     expr = Expression()
     m = expr.source(1)
     expr.op("mul", expr.source(0), expr.op("add", expr.source(2), expr.op("mul", m, m)))
-    nl.reduce_tile("add", counts, (1,), out=squares, expression=expr, sources=[counts, means, variances])
+    reduce_tile("add", counts, (1,), out=squares, expression=expr, sources=[counts, means, variances])
     mean = nl.divide(weighted, total)
-    nl.copy_into(dst[:, 0:1], mean)
-    nl.copy_into(dst[:, 1:2], nl.subtract(nl.divide(squares, total), nl.multiply(mean, mean)))
+    copy_into(dst[:, 0:1], mean)
+    copy_into(dst[:, 1:2], nl.subtract(nl.divide(squares, total), nl.multiply(mean, mean)))
     return dst
 
 
@@ -524,7 +502,6 @@ def sendrecv(*args, **kwargs):
     """Sends src to the program send_to_rank and receives into dst what recv_from_rank sends (the
     programs of a grid exchange tiles, each a barrier)."""
     b = _bind(args, kwargs, ["src", "dst", "send_to_rank", "recv_from_rank", "pipe_id"], "sendrecv")
-    from ._lockstep import rank_of
     payload = (b["src"], b["dst"], rank_of(b["send_to_rank"]), rank_of(b["recv_from_rank"]))
     if tuple(payload[0].shape) != tuple(payload[1].shape) and \
             math.prod(payload[0].shape) != math.prod(payload[1].shape):
@@ -541,7 +518,6 @@ def _sync(kind, payload=None):
         return
     lockstep = getattr(ctx, "lockstep", None)
     if lockstep is None:  # a compiled trace with symbolic program ids: traced again in lockstep
-        from ._expr import ProgramTraceError
         raise ProgramTraceError(f"nisa.{kind} between the programs of a grid")
     lockstep.sync(kind, payload)
 
@@ -559,5 +535,6 @@ from ._isa_partitions import nc_stream_shuffle  # noqa: E402,F401
 from ._isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: E402,F401
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
-           ("annotations", "nl", "Expression", "Op", "check_matmul_sizes", "current", "ArangeIndex", "Mask", "NKIError",
-            "Tile", "to_dtype", "is_symbolic", "constants", "math")]
+           ("annotations", "nl", "Expression", "Op", "current", "ArangeIndex", "Mask", "NKIError", "Tile", "to_dtype",
+            "constants", "math", "ProgramTraceError", "check_operands", "emit_matmul", "transposed_view", "conform", "copy_skipping_oob", "rank_of", "copy_into",
+            "elementwise", "memset_tile", "op_name", "reduce_tile")]
