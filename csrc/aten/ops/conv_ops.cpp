@@ -4,7 +4,9 @@
 // ones, plain and transposed, as sums of 2-D ones over depth slices. Other cases (float64,
 // output padding past the stride) take an explicit host route, counted like any fallback, since the
 // boxed fallback has no CPU kernel for this op.
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
@@ -13,6 +15,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "aten/fallback/cpu_fallback.h"
@@ -49,6 +52,52 @@ bool padding_below_stride(c10::IntArrayRef output_padding, c10::IntArrayRef stri
     if (output_padding[d] >= stride[stride.size() == 1 ? 0 : d]) return false;
   }
   return true;
+}
+
+// ---- result memory format, as CPU PyTorch picks it ------------------------------------------
+// CPU gives a 2-D convolution whose input or weight is channels-last a channels-last output and
+// gradients (both its oneDNN and its native kernels). A 3-D one is channels-last-3d only where
+// CPU runs oneDNN: bfloat16 / float16 where the CPU has oneDNN kernels for them, float32 by
+// oneDNN's size heuristic; its native 3-D kernels write contiguous results.
+
+bool mkldnn_supports(const char* check) {
+  const auto handle = c10::Dispatcher::singleton().findSchema({check, ""});
+  return handle.has_value() && handle->typed<bool()>().call();
+}
+
+bool any_not_one(c10::IntArrayRef values) {
+  return std::any_of(values.begin(), values.end(), [](int64_t v) { return v != 1; });
+}
+
+// CPU's choice of oneDNN for a 3-D convolution (its use_mkldnn rule).
+bool cpu_uses_mkldnn_3d(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                        c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+  if (!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) return false;
+  if (transposed && !padding_below_stride(output_padding, stride)) return false;
+  static const bool bf16 = mkldnn_supports("mkldnn::_is_mkldnn_bf16_supported");
+  static const bool fp16 = mkldnn_supports("mkldnn::_is_mkldnn_fp16_supported");
+  if (input.scalar_type() == at::kBFloat16) return bf16;
+  if (input.scalar_type() == at::kHalf) return fp16;
+  if (input.scalar_type() != at::kFloat) return false;
+  const int64_t n = input.size(0);
+  const bool worth = any_not_one(stride) || any_not_one(dilation) || n >= 16 || weight.size(-1) != 1 ||
+                     weight.size(-2) != 1 || at::get_num_threads() > 1;
+  return worth && (groups > 1 || (weight.size(-1) > 3 && weight.size(-2) > 3) || n > 1 ||
+                   n * input.size(1) * input.size(2) * input.size(3) > 20480);
+}
+
+c10::MemoryFormat result_format(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                                c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+                                int64_t groups) {
+  const c10::MemoryFormat in = input.suggest_memory_format(), w = weight.suggest_memory_format();
+  if (input.dim() == 4 && (in == c10::MemoryFormat::ChannelsLast || w == c10::MemoryFormat::ChannelsLast)) {
+    return c10::MemoryFormat::ChannelsLast;
+  }
+  if (input.dim() == 5 && (in == c10::MemoryFormat::ChannelsLast3d || w == c10::MemoryFormat::ChannelsLast3d) &&
+      cpu_uses_mkldnn_3d(input, weight, stride, dilation, transposed, output_padding, groups)) {
+    return c10::MemoryFormat::ChannelsLast3d;
+  }
+  return c10::MemoryFormat::Contiguous;
 }
 
 at::Tensor as_float(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
@@ -141,7 +190,8 @@ std::vector<int64_t> nchw(const at::Tensor& like, int64_t batch, int64_t channel
 
 at::Tensor convolution_native(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                               c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                              bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+                              bool transposed, c10::IntArrayRef output_padding, int64_t groups,
+                              c10::MemoryFormat format) {
   const at::Tensor x = as_float(input), w = as_float(weight), b = as_float(bias);
   at::Tensor out;
   if (!transposed) {
@@ -164,13 +214,14 @@ at::Tensor convolution_native(const at::Tensor& input, const at::Tensor& weight,
     }
     if (b.defined()) out.add_(input.dim() == 3 ? b.view({1, -1, 1}) : b.view({1, -1, 1, 1}));
   }
-  return out.to(input.scalar_type());
+  // One copy both casts back and relays (the kernels write NCHW).
+  return out.to(input.scalar_type(), false, false, format);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_native(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
-    int64_t groups, std::array<bool, 3> output_mask) {
+    int64_t groups, std::array<bool, 3> output_mask, c10::MemoryFormat format) {
   const at::Tensor go = as_float(grad_output), x = as_float(input), w = as_float(weight);
   at::Tensor grad_input = output_mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
   at::Tensor grad_weight = output_mask[1] ? at::empty(w.sizes(), w.options()) : at::Tensor();
@@ -202,8 +253,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_native(
     }
     if (output_mask[2]) grad_bias = at::sum(go, input.dim() == 3 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{0, 2, 3});
   }
-  auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
-  return {back(grad_input), back(grad_weight), back(grad_bias)};
+  auto back = [&](const at::Tensor& t, c10::MemoryFormat f) {
+    return t.defined() ? t.to(input.scalar_type(), false, false, f) : t;
+  };
+  return {back(grad_input, format), back(grad_weight, format), back(grad_bias, c10::MemoryFormat::Contiguous)};
 }
 
 // ---- 3-D convolution: a sum over the kernel's depth taps of 2-D convolutions ---------------
@@ -254,7 +307,7 @@ at::Tensor padded_input(const at::Tensor& input, const DepthWindow& d) {
 }
 
 at::Tensor convolution_3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, c10::IntArrayRef stride,
-                          c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
+                          c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, c10::MemoryFormat format) {
   TORCH_CHECK(weight.dim() == 5, "Expected 5-dimensional weight for 5-dimensional input, but got weight of size ", weight.sizes());
   // Checked here, where the message can name the 5-D shapes rather than a depth slice's.
   TORCH_CHECK(groups > 0 && weight.size(1) * groups == input.size(1), "Given groups=", groups, ", weight of size ",
@@ -271,12 +324,13 @@ at::Tensor convolution_3d(const at::Tensor& input, const at::Tensor& weight, con
                                             spatial(dilation), false, {0, 0}, groups);
     sum = kd == 0 ? part : sum.add_(part);
   }
-  return batch_to_depth(sum, input.size(0)).contiguous();
+  return batch_to_depth(sum, input.size(0)).contiguous(format);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_3d(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask,
+    c10::MemoryFormat format) {
   const DepthWindow d = depth_window(input, weight, stride, padding, dilation);
   const at::Tensor padded = padded_input(input, d);
   const at::Tensor grad_images = depth_to_batch(grad_output);
@@ -290,16 +344,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_3d(
     if (output_mask[0]) tap_view(grad_padded, d, kd, d.out_depth).add_(batch_to_depth(grad_images_in, input.size(0)));
     if (output_mask[1]) grad_weight.select(2, kd).copy_(grad_tap_weight);
   }
-  at::Tensor grad_input = output_mask[0] ? grad_padded.narrow(2, d.padding, d.in_depth).contiguous() : at::Tensor();
+  at::Tensor grad_input = output_mask[0] ? grad_padded.narrow(2, d.padding, d.in_depth).contiguous(format) : at::Tensor();
   at::Tensor grad_bias = output_mask[2] ? at::sum(grad_output, {0, 2, 3, 4}) : at::Tensor();
-  return {grad_input, grad_weight, grad_bias};
+  return {grad_input, output_mask[1] ? grad_weight.contiguous(format) : grad_weight, grad_bias};
 }
 
 // A transposed 3-D convolution: for each tap, the transposed 2-D convolution of every input
 // depth slice, added into output depths t * stride + kd * dilation (before cropping the padding).
 at::Tensor convolution_transpose_3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                                     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                    c10::IntArrayRef output_padding, int64_t groups) {
+                                    c10::IntArrayRef output_padding, int64_t groups, c10::MemoryFormat format) {
   TORCH_CHECK(weight.dim() == 5, "Expected 5-dimensional weight for 5-dimensional input, but got weight of size ", weight.sizes());
   DepthWindow d = depth_window(input, weight, stride, padding, dilation);
   const int64_t extra = output_padding.empty() ? 0 : output_padding[0];
@@ -316,7 +370,7 @@ at::Tensor convolution_transpose_3d(const at::Tensor& input, const at::Tensor& w
     }
     tap_view(buffer, d, kd, d.in_depth).add_(batch_to_depth(part, input.size(0)));
   }
-  at::Tensor out = buffer.narrow(2, d.padding, out_depth).contiguous();
+  at::Tensor out = buffer.narrow(2, d.padding, out_depth).contiguous(format);
   if (bias.defined()) out.add_(bias.view({1, -1, 1, 1, 1}));
   return out;
 }
@@ -324,7 +378,7 @@ at::Tensor convolution_transpose_3d(const at::Tensor& input, const at::Tensor& w
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_transpose_backward_3d(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, c10::IntArrayRef output_padding, int64_t groups,
-    std::array<bool, 3> output_mask) {
+    std::array<bool, 3> output_mask, c10::MemoryFormat format) {
   DepthWindow d = depth_window(input, weight, stride, padding, dilation);
   d.in_depth = grad_output.size(2);  // the transposed convolution's output, padded like an input
   const at::Tensor grad_padded = padded_input(grad_output, d);
@@ -339,9 +393,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_transpose_backward_3d
     if (output_mask[0]) grad_images_sum = kd == 0 ? grad_images_in : grad_images_sum.add_(grad_images_in);
     if (output_mask[1]) grad_weight.select(2, kd).copy_(grad_tap_weight);
   }
-  at::Tensor grad_input = output_mask[0] ? batch_to_depth(grad_images_sum, input.size(0)).contiguous() : at::Tensor();
+  at::Tensor grad_input =
+      output_mask[0] ? batch_to_depth(grad_images_sum, input.size(0)).contiguous(format) : at::Tensor();
   at::Tensor grad_bias = output_mask[2] ? at::sum(grad_output, {0, 2, 3, 4}) : at::Tensor();
-  return {grad_input, grad_weight, grad_bias};
+  return {grad_input, output_mask[1] ? grad_weight.contiguous(format) : grad_weight, grad_bias};
 }
 
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias_opt,
@@ -350,14 +405,17 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
   check_same_device("aten::convolution", input.device(), {&weight, &bias});
   if (native_convolution_3d(input, weight, bias)) {
+    const c10::MemoryFormat format = result_format(input, weight, stride, dilation, transposed, output_padding, groups);
     // In float for half types: the taps' partial sums rounded to bfloat16 were 0.9 off.
     const at::Tensor x = as_float(input), w = as_float(weight), b = as_float(bias);
-    const at::Tensor out = transposed ? convolution_transpose_3d(x, w, b, stride, padding, dilation, output_padding, groups)
-                                      : convolution_3d(x, w, b, stride, padding, dilation, groups);
-    return out.to(input.scalar_type());
+    const at::Tensor out =
+        transposed ? convolution_transpose_3d(x, w, b, stride, padding, dilation, output_padding, groups, format)
+                   : convolution_3d(x, w, b, stride, padding, dilation, groups, format);
+    return out.to(input.scalar_type());  // keeps the layout
   }
   if (native_convolution(input, weight, bias) && (!transposed || padding_below_stride(output_padding, stride))) {
-    return convolution_native(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+    const c10::MemoryFormat format = result_format(input, weight, stride, dilation, transposed, output_padding, groups);
+    return convolution_native(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, format);
   }
   note_cpu_fallback("aten::convolution_overrideable");
   std::optional<at::Tensor> host_bias;
@@ -372,18 +430,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   check_same_device("aten::convolution_backward", input.device(), {&grad_output, &weight});
+  const c10::MemoryFormat format = result_format(input, weight, stride, dilation, transposed, output_padding, groups);
   if (native_convolution_3d(input, weight, at::Tensor()) && grad_output.scalar_type() == input.scalar_type()) {
     const at::Tensor go = as_float(grad_output), x = as_float(input), w = as_float(weight);
     auto [grad_input, grad_weight, grad_bias] =
-        transposed ? convolution_transpose_backward_3d(go, x, w, stride, padding, dilation, output_padding, groups, output_mask)
-                   : convolution_backward_3d(go, x, w, stride, padding, dilation, groups, output_mask);
+        transposed ? convolution_transpose_backward_3d(go, x, w, stride, padding, dilation, output_padding, groups,
+                                                       output_mask, format)
+                   : convolution_backward_3d(go, x, w, stride, padding, dilation, groups, output_mask, format);
     auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
     return {back(grad_input), back(grad_weight), back(grad_bias)};
   }
   if (native_convolution(input, weight, at::Tensor()) && grad_output.scalar_type() == input.scalar_type() &&
       (!transposed || padding_below_stride(output_padding, stride))) {
     return convolution_backward_native(grad_output, input, weight, stride, padding, dilation, transposed,
-                                       output_padding, groups, output_mask);
+                                       output_padding, groups, output_mask, format);
   }
   note_cpu_fallback("aten::convolution_backward_overrideable");
   // The bias has one entry per output channel.

@@ -43,6 +43,12 @@ kernels::BatchNormShape channel_shape(const at::Tensor& x) {
   return s;
 }
 
+// CPU PyTorch gives results (and input gradients) the input's suggested memory format; the
+// kernels write NCHW, so one copy both casts back and relays them.
+at::Tensor in_input_layout(const at::Tensor& result, const at::Tensor& input) {
+  return result.to(input.scalar_type(), false, false, input.suggest_memory_format());
+}
+
 // The dtype parameters and statistics use: the input's, or float when they are float and the
 // input is a half type (as CPU PyTorch's mixed-precision batch norm).
 c10::ScalarType stats_dtype(const at::Tensor& input, std::initializer_list<const at::Tensor*> params) {
@@ -99,7 +105,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
   }
   if (rm.defined() && !rm.is_same(running_mean)) running_mean.copy_(rm);
   if (rv.defined() && !rv.is_same(running_var)) running_var.copy_(rv);
-  return {mixed ? out.to(input.scalar_type()) : out, save_mean, save_invstd};
+  return {in_input_layout(out, input), save_mean, save_invstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
@@ -139,7 +145,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
       kernels::batch_norm_backward(dtype, shape, pgo, px, pw, prm, prv, psm, psi, training, eps, pgx, pgw, pgb);
     });
   }
-  if (grad_x.defined()) grad_x = grad_x.to(input.scalar_type());
+  if (grad_x.defined()) grad_x = in_input_layout(grad_x, input);
   if (weight.defined()) {
     if (grad_w.defined()) grad_w = grad_w.to(weight.scalar_type());
     if (grad_b.defined()) grad_b = grad_b.to(weight.scalar_type());
@@ -196,7 +202,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& inpu
     enqueue(out, "aten::native_group_norm", {&x, &w, &b},
             [=] { kernels::group_norm(dtype, shape, group, eps, px, pw, pb, po, pm, pr); });
   }
-  return {out.to(input.scalar_type()), mean, rstd};
+  return {in_input_layout(out, input), mean, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
@@ -225,7 +231,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(const at::Ten
       kernels::group_norm_backward(dtype, shape, group, pgo, px, pm, pr, pw, pgx, pgw, pgb);
     });
   }
-  if (grad_x.defined()) grad_x = grad_x.to(input.scalar_type());
+  if (grad_x.defined()) grad_x = in_input_layout(grad_x, input);
   if (weight.defined()) {
     if (grad_w.defined()) grad_w = grad_w.to(weight.scalar_type());
     if (grad_b.defined()) grad_b = grad_b.to(weight.scalar_type());

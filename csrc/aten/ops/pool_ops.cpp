@@ -106,6 +106,8 @@ std::tuple<at::Tensor, at::Tensor> max_pool(const char* op, int dims, const at::
                                             c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                             bool ceil_mode) {
   const PoolPlan plan = plan_pool(op, dims, input, kernel, stride, padding, dilation, ceil_mode);
+  TORCH_CHECK(dims != 3 || input.suggest_memory_format() != at::MemoryFormat::ChannelsLast,
+              "Unsupported memory format. Supports only ChannelsLast3d, Contiguous");
   const at::Tensor x = input.contiguous();
   at::Tensor out = at::empty(plan.out_sizes, x.options());
   at::Tensor indices = at::empty(plan.out_sizes, x.options().dtype(at::kLong));
@@ -160,7 +162,8 @@ at::Tensor avg_pool(const char* op, int dims, const at::Tensor& input, c10::IntA
     const int64_t divisor = divisor_override.value_or(0);
     enqueue(out, op, {&x}, [=] { kernels::avg_pool(dtype, shape, window, count_include_pad, divisor, px, po); });
   }
-  return like_input_format(out, input);
+  // CPU's avg_pool3d (forward and backward) writes contiguous results for any input layout.
+  return dims == 3 ? out : like_input_format(out, input);
 }
 
 at::Tensor avg_pool_backward(const char* op, int dims, const at::Tensor& grad_out, const at::Tensor& input,
@@ -185,7 +188,7 @@ at::Tensor avg_pool_backward(const char* op, int dims, const at::Tensor& grad_ou
     enqueue(grad_in, op, {&go},
             [=] { kernels::avg_pool_backward(dtype, shape, window, count_include_pad, divisor, pgo, pgi); });
   }
-  return like_input_format(grad_in, input);
+  return dims == 3 ? grad_in : like_input_format(grad_in, input);
 }
 
 kernels::PlaneShape plane_shape(const at::Tensor& input, int64_t out_h, int64_t out_w) {

@@ -289,7 +289,8 @@ at::Tensor run_pad(const char* op, const at::Tensor& self, const kernels::PadPla
 
 at::Tensor pad(const char* op, PadMode mode, const at::Tensor& self, c10::IntArrayRef padding, int64_t spatial) {
   TORCH_CHECK(has_kernel_dtype(self.scalar_type()), op, ": not implemented on neuron for ", self.scalar_type());
-  return run_pad(op, self, plan_padding(op, mode, self, padding, spatial), {});
+  // CPU gives the result (and the input gradient below) the input's suggested memory format.
+  return run_pad(op, self, plan_padding(op, mode, self, padding, spatial), {}).contiguous(self.suggest_memory_format());
 }
 
 at::Tensor pad_backward(const char* op, PadMode mode, const at::Tensor& grad, const at::Tensor& self,
@@ -307,7 +308,7 @@ at::Tensor pad_backward(const char* op, PadMode mode, const at::Tensor& grad, co
     void* pr = result.data_ptr();
     enqueue(result, op, {&g}, [=] { kernels::pad_backward(dtype, plan, pg, pr); });
   }
-  return result;
+  return result.contiguous(self.suggest_memory_format());
 }
 
 at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
