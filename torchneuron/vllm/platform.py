@@ -1,0 +1,115 @@
+"""NeuronPlatform: what vLLM asks of a device. Attributes vLLM reads that are not defined here
+fall through to torch.neuron (vLLM's Platform.__getattr__)."""
+
+import os
+
+import torch
+from vllm.logger import init_logger
+from vllm.platforms.interface import Platform, PlatformEnum
+from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
+
+import torchneuron  # noqa: F401  (registers the device)
+
+logger = init_logger(__name__)
+
+ATTENTION_BACKEND = "torchneuron.vllm.attention.NeuronAttentionBackend"
+WORKER = "torchneuron.vllm.worker.NeuronWorker"
+
+# Layers look their backend up by name in vLLM's registry.
+if "NEURON_PAGED" not in AttentionBackendEnum.__members__:
+    register_backend("NEURON_PAGED", ATTENTION_BACKEND)
+
+
+class NeuronPlatform(Platform):
+    """vLLM's device abstraction for torchneuron's `neuron` device."""
+
+    _enum = PlatformEnum.OOT
+    device_name: str = "neuron"
+    device_type: str = "neuron"
+    dispatch_key: str = "PrivateUse1"
+    ray_device_key: str = "neuron"
+    dist_backend: str = "neuron"
+    device_control_env_var: str = "TORCHNEURON_VISIBLE_DEVICES"
+    simple_compile_backend: str = "neuron"
+    supported_quantization: list[str] = []
+
+    @property
+    def supported_dtypes(self) -> list[torch.dtype]:
+        return [torch.bfloat16, torch.float16, torch.float32]
+
+    @classmethod
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None) -> str:
+        if attn_selector_config.use_mla or attn_selector_config.use_sparse:
+            raise NotImplementedError("neuron: MLA and sparse attention are not supported")
+        if selected_backend is not None:
+            logger.info("neuron: attention backend %s is not available; using NEURON_PAGED", selected_backend)
+        return ATTENTION_BACKEND
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return torch.neuron.get_device_name(device_id)
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        return torch.neuron.get_device_properties(device_id).total_memory
+
+    @classmethod
+    def get_current_memory_usage(cls, device=None) -> float:
+        return float(torch.neuron.memory_allocated(device))
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        torch.neuron.set_device(device)
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        torch.neuron.manual_seed_all(seed)
+
+    @classmethod
+    def inference_mode(cls):
+        return torch.no_grad()
+
+    @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        return True
+
+    @classmethod
+    def register_triton_kernel_overrides(cls) -> None:
+        from vllm.triton_utils.dispatcher import register_kernels
+
+        from torchneuron.vllm.kernels import TRITON_OVERRIDES
+
+        register_kernels(TRITON_OVERRIDES)
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype):
+        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            raise ValueError(f"neuron serves float32, bfloat16 and float16 models, not {dtype}")
+
+    @classmethod
+    def get_static_graph_wrapper_cls(cls) -> str:
+        return "vllm.compilation.cuda_graph.CUDAGraphWrapper"
+
+    @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        return False
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config) -> None:
+        # vllm.config imports the platform: read it only once the platform is resolved.
+        from vllm.config import CompilationMode, CUDAGraphMode
+
+        parallel_config = vllm_config.parallel_config
+        if parallel_config.worker_cls == "auto":
+            parallel_config.worker_cls = WORKER
+        cache_config = vllm_config.cache_config
+        if not cache_config.user_specified_block_size:
+            cache_config.block_size = 16
+        compilation_config = vllm_config.compilation_config
+        # Eager execution of vLLM's model code on neuron's native ops.
+        compilation_config.mode = CompilationMode.NONE
+        compilation_config.cudagraph_mode = CUDAGraphMode.NONE
+        compilation_config.cudagraph_capture_sizes = []
+        vllm_config.scheduler_config.async_scheduling = False
+        # The engine's processes start fresh (a forked child would inherit the device's threads).
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
