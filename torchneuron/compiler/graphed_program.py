@@ -2,18 +2,29 @@
 graph (torchneuron/graphs.py), so that a call costs the host one replay instead of a launch per
 kernel. Per input signature, the first call runs the program plainly (a warm-up that also shows
 which inputs keep their memory between calls: parameters and buffers), the second captures it.
-Inputs that keep their memory are read in place; the others are copied into static buffers,
-and copied back if the graph writes them. Outputs are copied out of the graph's memory, since the
-next replay overwrites it. Where capture is impossible (a host read, a CPU input, a CPU fallback),
-the program runs plainly after one warning."""
+Inputs that keep their memory, and inputs that are another capture's outputs (the backward reads
+the forward's saved activations where the forward's replay left them), are read in place; the
+others are copied into static buffers, and copied back if the graph writes them.
+
+Outputs are returned as aliases of the graph's memory, not copies, as CUDA graph trees do. A
+graph is replayed only when no alias of its previous outputs is alive (a storage's use count
+above the graph's own); otherwise another capture of the same signature, in its own pool, runs
+(so two forwards before their backwards, or a loop that holds the last output, alternate between
+captures), and past the limit the program runs plainly. Alive outputs are never overwritten.
+Where capture is impossible (a host read, a CPU input, a CPU fallback), the program runs plainly
+after one warning."""
 
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import torch
 
-_MAX_GRAPHS = 8  # input signatures captured per program; more run plainly
+_MAX_GRAPHS = 8  # captures per program (signatures, and siblings of one signature); more run plainly
+
+# Data pointers of the outputs of live captures: memory whose address stays fixed across replays.
+_graph_output_ptrs: dict[int, int] = {}
 
 
 def _signature(inputs) -> tuple:
@@ -31,6 +42,19 @@ def _mutated_inputs(gm) -> set[int]:
     return mutated
 
 
+def _use_count(cdata: int) -> int:
+    return torch._C._storage_Use_Count(cdata)
+
+
+def _forget_ptrs(ptrs):
+    for p in ptrs:
+        left = _graph_output_ptrs.get(p, 0) - 1
+        if left > 0:
+            _graph_output_ptrs[p] = left
+        else:
+            _graph_output_ptrs.pop(p, None)
+
+
 class _Capture:
     def __init__(self, program, inputs, stable: list[bool], mutated: set[int]):
         self.stable_ptrs = [x.data_ptr() if keep else None for x, keep in zip(inputs, stable)]
@@ -44,9 +68,42 @@ class _Capture:
         with graph(self.graph):
             outputs = program(list(self.static))
         self.outputs = outputs
+        self._plan_outputs()
+        # Inputs read in place are checked by address at each replay; holding them would keep
+        # another capture's outputs alive (the backward's inputs are the forward's outputs).
+        self.static = [None if p is not None else s for s, p in zip(self.static, self.stable_ptrs)]
+
+    def _plan_outputs(self):
+        """How each output leaves a replay: an alias of graph memory (tracked), an alias of an
+        input the caller owns, or a clone (it aliases a static input buffer the next call
+        overwrites)."""
+        storage = lambda t: t.untyped_storage()._cdata
+        copied = {storage(s) for s, p in zip(self.static, self.stable_ptrs) if p is None and isinstance(s, torch.Tensor)}
+        owned = {storage(s) for s, p in zip(self.static, self.stable_ptrs) if p is not None}
+        self.how = []
+        tracked = {}
+        for o in self.outputs:
+            if not isinstance(o, torch.Tensor):
+                self.how.append(None)
+            elif storage(o) in copied:
+                self.how.append("clone")
+            else:
+                self.how.append("alias")
+                if storage(o) not in owned:
+                    tracked[storage(o)] = None
+        # The graph's own references: the static outputs (and the program's, if it keeps any).
+        self.tracked = [(cdata, _use_count(cdata)) for cdata in tracked]
+        self.ptrs = [o.data_ptr() for o, how in zip(self.outputs, self.how) if how == "alias"]
+        for p in self.ptrs:
+            _graph_output_ptrs[p] = _graph_output_ptrs.get(p, 0) + 1
+        weakref.finalize(self, _forget_ptrs, list(self.ptrs))
 
     def matches(self, inputs) -> bool:
         return all(p is None or x.data_ptr() == p for x, p in zip(inputs, self.stable_ptrs))
+
+    def outputs_alive(self) -> bool:
+        """Whether something outside the graph still holds memory of its previous outputs."""
+        return any(_use_count(cdata) > own for cdata, own in self.tracked)
 
     def run(self, inputs):
         for x, static, ptr in zip(inputs, self.static, self.stable_ptrs):
@@ -55,7 +112,8 @@ class _Capture:
         self.graph.replay()
         for i in self.copied_back:
             inputs[i].copy_(self.static[i])
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs]
+        return [o if how is None else o.detach() if how == "alias" else o.clone()
+                for o, how in zip(self.outputs, self.how)]
 
 
 class GraphedProgram:
@@ -66,7 +124,8 @@ class GraphedProgram:
         self.program = program
         self.mutated = _mutated_inputs(gm)
         self.warm_ptrs = {}  # signature -> data pointers of the warm-up call's tensor inputs
-        self.captures = {}   # signature -> _Capture
+        self.captures = {}   # signature -> [_Capture], siblings for other input memory or busy outputs
+        self.capture_count = 0
         self.plain_reason = None
 
     def _run_plain(self, inputs):
@@ -87,24 +146,28 @@ class GraphedProgram:
         if self.plain_reason is not None:
             return self._run_plain(inputs)
         key = _signature(inputs)
-        capture = self.captures.get(key)
-        if capture is not None and capture.matches(inputs):
-            return capture.run(inputs)
-        if capture is None and key not in self.warm_ptrs:
+        siblings = self.captures.get(key)
+        if siblings:
+            for capture in siblings:
+                if capture.matches(inputs) and not capture.outputs_alive():
+                    return capture.run(inputs)
+        elif key not in self.warm_ptrs:
             why = self._capturable(inputs)
             if why is not None:
                 return self._give_up(why, inputs)
             self.warm_ptrs[key] = [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in inputs]
             return self._run_plain(inputs)
-        if len(self.captures) >= _MAX_GRAPHS:
+        if self.capture_count >= _MAX_GRAPHS:
             return self._run_plain(inputs)
         warm = self.warm_ptrs.get(key) or [None] * len(inputs)
-        stable = [isinstance(x, torch.Tensor) and x.data_ptr() == p for x, p in zip(inputs, warm)]
+        stable = [isinstance(x, torch.Tensor) and (x.data_ptr() == p or x.data_ptr() in _graph_output_ptrs)
+                  for x, p in zip(inputs, warm)]
         try:
             capture = _Capture(self.program, inputs, stable, self.mutated)
         except RuntimeError as error:
             return self._give_up(str(error).splitlines()[0], inputs)
-        self.captures[key] = capture
+        self.captures.setdefault(key, []).append(capture)
+        self.capture_count += 1
         return capture.run(inputs)
 
     def _give_up(self, why, inputs):
