@@ -167,6 +167,55 @@ def nc_n_gather(*args, **kwargs):
     return b["dst"]
 
 
+GPSIMD_PARTITIONS = 16  # each of the GpSimd engine's 8 cores reads and writes 16 partitions
+
+
+def local_gather(*args, **kwargs):
+    """dst[p, k * n + e] = src_buffer[p, ind[k] + e] (free dims flattened, e < n = num_elem_per_idx):
+    ind lists the index entries of p's GpSimd core (its 16 partitions), partitions first, and the
+    first num_valid_indices of them are used (all by default). The legacy call returns a new tile
+    [P, num_valid_indices, n]."""
+    legacy = "dst" not in kwargs and not (len(args) >= 3 and all(isinstance(a, Tile) for a in args[:3]))
+    names = ["src_buffer", "index", "num_elem_per_idx", "num_valid_indices"]
+    b = _bind(args, kwargs, names if legacy else ["dst"] + names, "local_gather")
+    src, idx = _rows(b["src_buffer"]), _rows(b["index"])
+    p, columns = src.shape[0], idx.shape[1]
+    rows = min(GPSIMD_PARTITIONS, p)
+    per_core = rows * columns
+    n = int(b.get("num_elem_per_idx") or 1)
+    valid = per_core if b.get("num_valid_indices") is None else int(b["num_valid_indices"])
+    if idx.shape[0] != p or p % rows:
+        raise NKIError(f"nisa.local_gather: src_buffer {b['src_buffer'].shape} and index {b['index'].shape} must "
+                       f"share their partitions, in groups of {GPSIMD_PARTITIONS} (one GpSimd core each)")
+    if not 1 <= valid <= per_core or n < 1:
+        raise NKIError(f"nisa.local_gather: num_valid_indices {valid} must be 1..{per_core} (the index entries of a "
+                       f"core) and num_elem_per_idx {n} at least 1")
+    if legacy:
+        b["dst"] = ndarray((p, valid, n), b["src_buffer"].dtype, buffer=SPACES["sbuf"])
+    dst = _rows(b["dst"])
+    if dst.shape != (p, valid * n):
+        raise NKIError(f"nisa.local_gather: dst {b['dst'].shape} needs {p} partitions of num_valid_indices * "
+                       f"num_elem_per_idx = {valid * n} elements")
+    # Each core's index entries, partitions first, in every partition of that core: column
+    # c * rows + r of `ind` holds index[core start + r, c].
+    cores, ind = p // rows, _scratch((p, per_core))
+    step, pitch = ind.strides[0], idx.strides[0]
+    for r in range(rows):
+        copy_into(Tile(ind._buffer, ind.offset + r, [cores, rows, columns], [rows * step, step, rows]),
+                  Tile(idx._buffer, idx.offset + r * pitch, [cores, rows, columns], [rows * pitch, 0, idx.strides[1]]),
+                  name="nisa.local_gather")
+    # dst[p, k, e] = the element of src whose position f equals ind[p, k] + e (a one-hot sum over f)
+    f = src.shape[1]
+    wanted = Tile(ind._buffer, ind.offset, [p, valid, n, f], [step, 1, 0, 0])
+    values = Tile(src._buffer, src.offset, [p, valid, n, f], [src.strides[0], 0, 0, src.strides[1]])
+    expr = Expression()
+    position = expr.op("add", expr.source(0), expr.index(2))
+    expr.op("where", expr.op("eq", position, expr.index(3)), expr.source(1), expr.literal(0.0))
+    out = Tile(dst._buffer, dst.offset, [p, valid, n, 1], [dst.strides[0], n * dst.strides[1], dst.strides[1], 0])
+    reduce_tile("add", wanted, (3,), out=out, expression=expr, sources=[wanted, values], name="nisa.local_gather")
+    return b["dst"]
+
+
 def nonzero_with_count(*args, **kwargs):
     """For partitions 0, 16, ..., 112 of src [P, F] (free dims flattened): dst[p, :n] = the positions
     (+ index_offset) of its n nonzero elements in order, dst[p, n:F] = padding_val, dst[p, F] = n.

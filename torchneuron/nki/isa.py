@@ -529,7 +529,7 @@ def get_nc_version():
 
 from ._isa_registers import VirtualRegister, register_alloc, register_load, register_move, register_store  # noqa: E402,F401
 from ._isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401
-from ._isa_core import (dma_compute, nc_match_replace8, nc_n_gather, nonzero_with_count, range_select,  # noqa: E402,F401
+from ._isa_core import (dma_compute, local_gather, nc_match_replace8, nc_n_gather, nonzero_with_count, range_select,  # noqa: E402,F401
                         select_reduce, tensor_copy_predicated, tensor_partition_reduce)
 from ._isa_partitions import nc_stream_shuffle  # noqa: E402,F401
 from ._isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: E402,F401
