@@ -16,6 +16,13 @@ TorchDispatchMode saw during the neuron run and that have a PrivateUse1 registra
 fall back. "Native share" in the summary is the share of run entries (pass or mismatch) whose
 neuron run had zero fallbacks; it says nothing about how much of the work ran natively otherwise.
 
+Dtypes: float32, bfloat16, int64, float64, float16, complex64, uint16, uint32, uint64 and bool
+by default; gradients are compared in float32. The unsigned types run even where an OpInfo does
+not list them, and a sample that CPU refuses is skipped. An op that takes out= also writes into a
+non-contiguous out= (out_arg.py). --modules adds module_db entries (`module:nn.Conv2d`),
+--optimizers optim_db entries (`optim:Adam`). --shard K/N runs one of N slices; --merge combines
+the slices' reports; --write-doc puts the record in docs/conformance.md.
+
 OpInfo names with a variant are keyed `name.variant` (e.g. `max.reduction_with_dim`); `--ops name`
 selects every variant of `name`.
 """
@@ -27,7 +34,10 @@ import time
 
 from .opinfo import CI_OPS, DTYPES, all_ops, select_ops
 from .reference import TOLERANCES
-from .report import markdown, regressions, totals
+from .report import DOC_BEGIN, DOC_END, doc_record, markdown, regressions, totals, totals_by_dtype
+from .upstream import write_between_markers
+from .modules import module_tasks
+from .optimizers import optim_tasks
 from .samples import OpInfoRunner
 from .workers import run_tasks
 
@@ -69,6 +79,19 @@ def parse_args(argv=None):
     p.add_argument("--check-regressions", action="store_true",
                    help="exit 1 when a baseline pass no longer passes")
     p.add_argument("--write-baseline", help="also write {op|dtype: status} to this path")
+    p.add_argument("--modules", action="store_true",
+                   help="also run module_db (forward, backward, channels-last); with --ops, "
+                        "names like nn.Conv2d or module:nn.Conv2d select modules")
+    p.add_argument("--optimizers", action="store_true",
+                   help="also run optim_db (steps and state); names like Adam or optim:Adam select")
+    p.add_argument("--no-opinfo", action="store_true", help="run no OpInfo entries")
+    p.add_argument("--no-out", action="store_true",
+                   help="skip the out= check (an op that takes out= writing a non-contiguous one)")
+    p.add_argument("--shard", help="K/N: run only every N-th selected op, starting at the K-th (1-based)")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="run nothing: combine these reports (e.g. shards) into one")
+    p.add_argument("--write-doc", metavar="PAGE",
+                   help="write the summary between the page's opinfo-record markers")
     p.add_argument("--extra-ops", help=argparse.SUPPRESS)  # module:attr with OpInfo-like test ops
     return p.parse_args(argv)
 
@@ -86,24 +109,67 @@ def _names(args):
     return names or None
 
 
-def main(argv=None):
-    """Command-line entry point; returns the process exit code."""
-    args = parse_args(argv)
+def _shard(keys, spec):
+    """The K-th of N interleaved shards of `keys` (spec 'K/N', K from 1)."""
+    if not spec:
+        return keys
+    k, _, n = spec.partition("/")
+    k, n = int(k), int(n)
+    if not 1 <= k <= n:
+        raise SystemExit(f"conformance: --shard {spec!r} wants K/N with 1 <= K <= N")
+    return keys[k - 1::n]
+
+
+def _merged(paths):
+    """(entries, elapsed, dtypes, grad, compile) of several reports run with the same options."""
+    entries, elapsed, dtypes, flags = [], 0.0, [], None
+    for path in paths:
+        with open(path) as f:
+            r = json.load(f)
+        entries += r["entries"]
+        elapsed += r.get("elapsed_s", 0.0)
+        dtypes += [d for d in r.get("dtypes", []) if d not in dtypes]
+        flags = flags or (r.get("grad", True), r.get("compile", False))
+    return entries, elapsed, dtypes, *(flags or (True, False))
+
+
+def _run(args):
+    """Runs the selected entries; returns (entries, elapsed, dtypes, grad, compile)."""
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
     for d in dtypes:
         if d not in TOLERANCES:
             raise SystemExit(f"conformance: unsupported dtype {d!r}; choose from {DTYPES}")
+    names = _names(args)
+    tasks = []
+    if not args.no_opinfo:
+        ops = all_ops(args.extra_ops)
+        op_names = None if names is None else [n for n in names if n in ops or
+                                                 any(o.name == n for o in ops.values())]
+        if names is None or op_names:
+            keys = _shard(select_ops(ops, op_names, args.limit), args.shard)
+            tasks += [(k, d) for k in keys for d in dtypes]
+        elif not (args.modules or args.optimizers):
+            select_ops(ops, names)  # raises on the unknown names
+    if args.modules:
+        tasks += _shard(module_tasks(names, dtypes), args.shard)
+    if args.optimizers:
+        tasks += _shard(optim_tasks(names, dtypes), args.shard)
+    start, counts = time.monotonic(), {}
+    runner = OpInfoRunner(args.extra_ops, not args.no_grad, args.compile, not args.no_out)
+    entries = run_tasks(tasks, args.jobs, args.timeout, on_result=_progress(counts), runner=runner)
+    sys.stderr.write("\n")
+    return entries, time.monotonic() - start, dtypes, not args.no_grad, args.compile
+
+
+def main(argv=None):
+    """Command-line entry point; returns the process exit code."""
+    args = parse_args(argv)
     if args.check_regressions and not args.baseline:
         raise SystemExit("conformance: --check-regressions needs --baseline")
-    keys = select_ops(all_ops(args.extra_ops), _names(args), args.limit)
-    tasks = [(k, d) for k in keys for d in dtypes]
-    start, counts = time.monotonic(), {}
-    runner = OpInfoRunner(args.extra_ops, not args.no_grad, args.compile)
-    entries = run_tasks(tasks, args.jobs, args.timeout, on_result=_progress(counts), runner=runner)
-    elapsed = time.monotonic() - start
-    sys.stderr.write("\n")
-    report = {"totals": totals(entries), "elapsed_s": round(elapsed, 1), "dtypes": dtypes,
-              "grad": not args.no_grad, "compile": args.compile, "entries": entries}
+    entries, elapsed, dtypes, grad, compiled = _merged(args.merge) if args.merge else _run(args)
+    report = {"totals": totals(entries), "by_dtype": totals_by_dtype(entries),
+              "elapsed_s": round(elapsed, 1), "dtypes": dtypes, "grad": grad, "compile": compiled,
+              "entries": entries}
     with open(args.output, "w") as f:
         json.dump(report, f, indent=1)
     with open(args.markdown, "w") as f:
@@ -112,6 +178,8 @@ def main(argv=None):
         with open(args.write_baseline, "w") as f:
             json.dump({f"{e['op']}|{e['dtype']}": e["status"] for e in entries}, f, indent=1,
                       sort_keys=True)
+    if args.write_doc:
+        write_between_markers(args.write_doc, doc_record(entries, elapsed), DOC_BEGIN, DOC_END)
     t = report["totals"]
     print(f"conformance: {t['total']} entries in {elapsed:.1f} s: pass={t['pass']} "
           f"mismatch={t['mismatch']} error={t['error']} skipped={t['skipped']} "

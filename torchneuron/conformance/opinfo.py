@@ -7,7 +7,12 @@ import sys
 import types
 
 
-DTYPES = ("float32", "bfloat16", "int64")
+DTYPES = ("float32", "bfloat16", "int64", "float64", "float16", "complex64", "uint16", "uint32",
+          "uint64", "bool")
+# Dtypes whose samples are integers: an op with floating outputs is compared (and arbitrated) as floats.
+INTEGRAL_DTYPES = ("int64", "uint16", "uint32", "uint64")
+# Dtypes run even where an OpInfo does not list them; a sample CPU refuses is skipped.
+UNDECLARED_PROBED = ("uint16", "uint32", "uint64")
 MAX_SAMPLES = 8
 # Random ops: CPU and device generators differ, so values cannot be compared.
 NONDETERMINISTIC = {

@@ -2,8 +2,11 @@
 run (with the gradients of its floating outputs), tolerances per dtype, and the float64 run of
 the op that arbitrates when the device and the CPU disagree."""
 
+from .opinfo import INTEGRAL_DTYPES
 
-TOLERANCES = {"float32": (1e-5, 1.3e-6), "bfloat16": (1e-2, 1.6e-2), "int64": (0.0, 0.0)}
+TOLERANCES = {"float32": (1e-5, 1.3e-6), "bfloat16": (1e-2, 1.6e-2), "int64": (0.0, 0.0),
+              "float64": (1e-7, 1e-7), "float16": (1e-3, 1e-3), "complex64": (1e-5, 1.3e-6),
+              "uint16": (0.0, 0.0), "uint32": (0.0, 0.0), "uint64": (0.0, 0.0), "bool": (0.0, 0.0)}
 
 
 def _to_device(tree, device, requires_grad=False, host_leaves=frozenset()):
@@ -21,7 +24,13 @@ def _to_device(tree, device, requires_grad=False, host_leaves=frozenset()):
             y.requires_grad_(True)
         return y
     leaves, spec = tree_flatten(tree)
-    return tree_unflatten([move(i, x) for i, x in enumerate(leaves)], spec)
+    moved = tree_unflatten([move(i, x) for i, x in enumerate(leaves)], spec)
+    # A factory op's sample names the device it was made for (arange(..., device="cpu")): the
+    # device run must make its result on `device`, not on the CPU.
+    if isinstance(moved, tuple) and len(moved) == 3 and isinstance(moved[2], dict) \
+            and moved[2].get("device") is not None:
+        moved = (moved[0], moved[1], {**moved[2], "device": device})
+    return moved
 
 
 def _leaves(tree):
@@ -88,6 +97,8 @@ def _grads(op, sample, device, call=None, host_leaves=frozenset()):
 
 
 FLOAT64_ARBITRATED = "differs from CPU, matches the float64 reference"
+# The sample dtypes a float64 run can arbitrate (float64 itself has nothing wider to ask).
+ARBITRATED_DTYPES = ("float32", "bfloat16", "float16", "complex64") + INTEGRAL_DTYPES
 
 
 class _Float64Reference:
@@ -108,11 +119,19 @@ class _Float64Reference:
         import types
         import torch
         from torch.utils._pytree import tree_map
-        # An int64 sample is widened too: it only comes here for floating outputs, which its ops
-        # compute by promoting the integers (hfft2 of integers).
-        widen_ints = self.dtype == "int64"
-        widen = (lambda x: x.double() if isinstance(x, torch.Tensor) and (
-            x.is_floating_point() or (widen_ints and not x.is_complex() and x.dtype != torch.bool)) else x)
+        # An integer sample is widened too: it only comes here for floating outputs, which its
+        # ops compute by promoting the integers (hfft2 of integers).
+        widen_ints = self.dtype in INTEGRAL_DTYPES
+
+        def widen(x):
+            """float64 (complex128) copy of a floating (complex, integer) sample tensor."""
+            if not isinstance(x, torch.Tensor):
+                return x
+            if x.is_complex():
+                return x.to(torch.complex128)
+            if x.is_floating_point() or (widen_ints and x.dtype != torch.bool):
+                return x.double()
+            return x
         s = self.sample
         wide = types.SimpleNamespace(input=tree_map(widen, s.input), args=tree_map(widen, s.args),
                                      kwargs=tree_map(widen, s.kwargs))
@@ -130,9 +149,9 @@ class _Float64Reference:
         """True if `actual` (the device's out or grads) is within tolerance of the float64 result."""
         import torch
         from torch.utils._pytree import tree_flatten, tree_unflatten
-        if self.dtype not in ("float32", "bfloat16", "int64"):
+        if self.dtype not in ARBITRATED_DTYPES:
             return False
-        if self.dtype == "int64" and not all(
+        if self.dtype in INTEGRAL_DTYPES and not all(
                 isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) for t in tree_flatten(expected)[0]):
             return False
         if self.results is None:
@@ -145,7 +164,8 @@ class _Float64Reference:
         if len(ref_leaves) != len(like_leaves):
             return False
         rounded = [r.detach().to(e.dtype) if isinstance(r, torch.Tensor) and isinstance(e, torch.Tensor)
-                   and r.is_floating_point() and e.is_floating_point() else r
+                   and (r.is_floating_point() or r.is_complex())
+                   and (e.is_floating_point() or e.is_complex()) else r
                    for r, e in zip(ref_leaves, like_leaves)]
         if compare(actual, tree_unflatten(rounded, spec), self.dtype) is None:
             return True
@@ -157,6 +177,9 @@ class _Float64Reference:
         """Whether `actual` is at each element as close to the float64 `ref` as the CPU's
         `expected`, within the dtype's tolerance, with NaNs where CPU has them."""
         import torch
+        if all(isinstance(t, torch.Tensor) and t.is_complex() for t in (actual, expected, ref)):
+            actual, expected, ref = (torch.view_as_real(t.detach().cpu().resolve_conj())
+                                     for t in (actual, expected, ref))
         if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in (actual, expected, ref)):
             return False
         if actual.shape != expected.shape or actual.shape != ref.shape:

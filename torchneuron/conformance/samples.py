@@ -2,9 +2,11 @@
 through torch.compile), compared, with the ATen ops the neuron run ran natively or sent to the
 CPU fallback; OpInfoRunner runs entries in the workers of workers.py."""
 
+import contextlib
 import itertools
 
-from .opinfo import MAX_SAMPLES, NONDETERMINISTIC, all_ops, op_key
+from .out_arg import out_phase
+from .opinfo import MAX_SAMPLES, NONDETERMINISTIC, UNDECLARED_PROBED, all_ops, op_key
 from .reference import FLOAT64_ARBITRATED, _Float64Reference, _grads, _to_device, compare, max_abs_error
 from .workers import heartbeat
 
@@ -56,6 +58,17 @@ class _Placement:
         for name, calls in self.tn.fallback_report().items():
             self.fallback[name] = self.fallback.get(name, 0) + calls
         return False
+
+    @contextlib.contextmanager
+    def fallbacks_only(self):
+        """Counts fallbacks without the dispatch mode: under any Python mode a composite's out=
+        (linalg.matrix_rank) runs functionally and never writes out=, on CPU as on neuron."""
+        mode, self.mode = self.mode, None
+        try:
+            with self:
+                yield self
+        finally:
+            self.mode = mode
 
     def native(self):
         """Returns sorted ops seen in dispatch that have a neuron registration and never fell back."""
@@ -161,8 +174,9 @@ def _meta_probes(op, dtype, requires_grad, count):
     return probes if len(probes) == count else [None] * count
 
 
-def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=False):
-    """Runs one (OpInfo, dtype) entry in this process and returns its record."""
+def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=False, out_check=True):
+    """Runs one (OpInfo, dtype) entry in this process and returns its record; with out_check
+    (eager only) an op that takes out= also writes into a non-contiguous one (out_arg.py)."""
     import torch
     dtype = getattr(torch, dtype_name)
     entry = {"op": op_key(op), "dtype": dtype_name, "status": "skipped", "detail": "",
@@ -172,8 +186,12 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=F
         entry["detail"] = "random op (values not comparable)"
         return entry
     if dtype not in op.supported_dtypes("cpu"):
-        entry["detail"] = "dtype not supported on CPU"
-        return entry
+        if dtype_name not in UNDECLARED_PROBED:
+            entry["detail"] = "dtype not supported on CPU"
+            return entry
+        # OpInfos rarely list the unsigned types that PyTorch gives the basic ops: run the
+        # samples anyway and compare those that CPU itself runs.
+        entry["undeclared"] = True
     place = _Placement(track_native=not compile_mode)
     phases = [False] + ([True] if grad and dtype_name == "float32" and op.supports_autograd else [])
     for with_grad in phases:
@@ -192,6 +210,11 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=F
             entry["samples"] += status != "skipped"
             entry["float64_arbitrated"] += detail == FLOAT64_ARBITRATED
             _merge(entry, status, detail, err)
+        if out_check and not with_grad and not compile_mode:
+            entry["out_samples"] = out_phase(
+                op, samples, probes, dtype_name, _host_leaves,
+                lambda st, de, er: _merge(entry, st, de, er), heartbeat, place)
+            entry["samples"] += entry["out_samples"]
     if entry["status"] == "skipped" and not entry["detail"]:
         entry["detail"] = "no samples"
     if entry["status"] in ("pass", "mismatch", "error"):
@@ -203,8 +226,9 @@ def run_entry(op, dtype_name, grad=True, max_samples=MAX_SAMPLES, compile_mode=F
 class OpInfoRunner:
     """Runs (op key, dtype) tasks in a worker: the conformance tool's task runner for run_tasks."""
 
-    def __init__(self, extra=None, grad=True, compile_mode=False):
+    def __init__(self, extra=None, grad=True, compile_mode=False, out_check=True):
         self.extra, self.grad, self.compile_mode, self.ops = extra, grad, compile_mode, None
+        self.out_check = out_check
 
     def setup(self):
         """Prepares a fresh worker process: quiet fallbacks, OpInfo database loaded."""
@@ -217,7 +241,11 @@ class OpInfoRunner:
     def run(self, task):
         """Runs one task and returns its record."""
         key, dtype = task
-        return run_entry(self.ops[key], dtype, self.grad, compile_mode=self.compile_mode)
+        if key.startswith(("module:", "optim:")):
+            from .suites import run_suite_entry
+            return run_suite_entry(key, dtype, self.grad)
+        return run_entry(self.ops[key], dtype, self.grad, compile_mode=self.compile_mode,
+                         out_check=self.out_check)
 
     def failed(self, task, detail, trace=None):
         """Returns the error record of a task that raised, timed out or killed its worker."""

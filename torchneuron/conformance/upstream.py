@@ -182,15 +182,15 @@ def render(files, only, examples=2):
     return "\n".join(out) + "\n"
 
 
-def write_between_markers(page, text):
+def write_between_markers(page, text, begin=BEGIN, end=END):
     """Replace what lies between the record's markers in `page` (markers must exist)."""
     path = Path(page)
     body = path.read_text()
-    if BEGIN not in body or END not in body:
-        raise SystemExit(f"{page} has no {BEGIN} / {END} markers; add them where the record goes")
-    head, rest = body.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    path.write_text(head + BEGIN + "\n" + text + END + tail)
+    if begin not in body or end not in body:
+        raise SystemExit(f"{page} has no {begin} / {end} markers; add them where the record goes")
+    head, rest = body.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    path.write_text(head + begin + "\n" + text + end + tail)
 
 
 def main(argv=None):

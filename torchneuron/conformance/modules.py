@@ -1,0 +1,200 @@
+"""PyTorch's ModuleInfo database (`module_db`) on CPU and on `neuron`: each module built once on
+the CPU and copied to the device, its forward output, the gradients of its inputs and parameters,
+and (for 4-D and 5-D inputs) its channels-last forward, values and output memory format, held
+against the CPU's. Entries are keyed `module:<name>` (`module:nn.Conv2d`)."""
+
+import copy
+import itertools
+
+from .reference import _leaves, _to_device, compare, max_abs_error
+
+PREFIX = "module:"
+MAX_INPUTS = 6  # module inputs per entry
+# Modules whose outputs are random whatever their inputs.
+RANDOM_MODULES = {"nn.FractionalMaxPool2d", "nn.FractionalMaxPool3d", "nn.RReLU"}
+# Looser than the OpInfo tolerances: a module chains several ops (a convolution, then its
+# gradients), each free to sum in another order; the model sweep uses the same 1e-4.
+MODULE_TOLERANCES = {"float32": (1e-4, 1e-4), "float64": (1e-7, 1e-7),
+                     "bfloat16": (1e-2, 1.6e-2), "float16": (1e-3, 1e-3),
+                     "complex64": (1e-4, 1e-4)}
+
+
+def module_infos():
+    """Returns {entry key: ModuleInfo} for module_db."""
+    from torch.testing._internal.common_modules import module_db
+    return {PREFIX + m.name: m for m in module_db}
+
+
+def module_tasks(names, dtypes):
+    """(key, dtype) tasks: the named modules (all without names) in the dtypes each declares."""
+    import torch
+    infos = module_infos()
+    keys = list(infos)
+    if names:
+        keys = [k for k in keys if k in names or k[len(PREFIX):] in names]
+    return [(k, d) for k in keys for d in dtypes if getattr(torch, d) in infos[k].dtypes]
+
+
+def _draws_random_numbers(module):
+    """True if a module in training mode would drop out (Dropout with p > 0, attention dropout)."""
+    import torch
+    for m in module.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0:
+            return True
+        if isinstance(m, torch.nn.MultiheadAttention) and m.dropout > 0:
+            return True
+    return False
+
+
+def _close(actual, expected, dtype, scale=1.0):
+    """None or why `actual` (moved to the CPU) differs from `expected` at the module tolerance
+    (its atol times `scale`)."""
+    import torch
+    atol, rtol = MODULE_TOLERANCES.get(dtype, (0.0, 0.0))
+    atol *= scale
+    try:
+        torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True,
+                                   check_device=False, check_stride=False)
+    except (AssertionError, TypeError, ValueError, RuntimeError) as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def _cpu(tree):
+    import torch
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, tree)
+
+
+def _forward_backward(module, fwd, device, grad):
+    """Runs `module` on `device` copies of the forward input; returns (output, grads of the
+    inputs and parameters that require them, for the sum of the floating outputs)."""
+    import torch
+    args, kwargs = _to_device((fwd.args, fwd.kwargs), device, requires_grad=grad)
+    out = module(*args, **kwargs)
+    if not grad:
+        return out, None
+    leaves = [x for x in _leaves((args, kwargs)) if x.requires_grad]
+    leaves += [p for p in module.parameters() if p.requires_grad]
+    outs = [o for o in _leaves(out) if o.requires_grad and o.grad_fn is not None]
+    if not leaves or not outs:
+        return out, None
+    loss = sum(o.float().sum() if not o.is_complex() else o.abs().float().sum() for o in outs)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return out, [g if g is None else g.detach() for g in grads]
+
+
+def _channels_last(module, fwd, dtype, place):
+    """Runs copies of `module` (not yet run) on the CPU and on neuron with channels-last inputs
+    when a forward input is 4-D or 5-D; returns (status, detail, err) comparing values and each
+    output's memory format."""
+    import torch
+    tensors = [t for t in _leaves((fwd.args, fwd.kwargs)) if t.dim() in (4, 5)]
+    if not tensors:
+        return "skipped", "", None
+    fmt = torch.channels_last if tensors[0].dim() == 4 else torch.channels_last_3d
+
+    def convert(x):
+        if isinstance(x, torch.Tensor) and x.dim() == tensors[0].dim():
+            return x.detach().to(memory_format=fmt)
+        return x
+    from torch.utils._pytree import tree_map
+    args, kwargs = tree_map(convert, (fwd.args, fwd.kwargs))
+    cpu_mod = copy.deepcopy(module).to(memory_format=fmt)
+    try:
+        expected = cpu_mod(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        return "skipped", f"channels_last: CPU raised {type(exc).__name__}", None
+    try:
+        with place:
+            dev_mod = copy.deepcopy(module).to("neuron").to(memory_format=fmt)
+            dargs, dkwargs = _to_device((args, kwargs), "neuron")
+            got = dev_mod(*dargs, **dkwargs)
+            got_formats = [t.is_contiguous(memory_format=fmt) for t in _leaves(got)]
+            got = _cpu(got)
+    except Exception as exc:  # noqa: BLE001
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return "error", f"channels_last: {type(exc).__name__}: {first}", None
+    why = _close(got, _cpu(expected), dtype)
+    if why is not None:
+        return "mismatch", "channels_last: " + why, max_abs_error(got, expected)
+    want = [t.is_contiguous(memory_format=fmt) for t in _leaves(expected)]
+    if got_formats != want:
+        return "mismatch", (f"channels_last: output in {fmt} is {got_formats}, CPU's {want}"), None
+    return "pass", "", None
+
+
+def _run_input(info, mod_input, dtype_name, grad, place, training=True):
+    """Compares one module input (the forward, then channels-last); returns a list of
+    (status, detail, err)."""
+    import torch
+    dtype = getattr(torch, dtype_name)
+    ctor = mod_input.constructor_input
+    torch.manual_seed(0)
+    try:
+        cpu_mod = info.module_cls(*ctor.args, **ctor.kwargs).to(dtype)
+    except Exception as exc:  # noqa: BLE001
+        return [("skipped", f"CPU constructor raised {type(exc).__name__}", None)]
+    cpu_mod.train(training)
+    if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in cpu_mod.parameters()):
+        with torch.no_grad():  # a lazy module: its first forward makes (and draws) its weights
+            try:
+                _forward_backward(cpu_mod, mod_input.forward_input, "cpu", False)
+            except Exception as exc:  # noqa: BLE001
+                return [("skipped", f"CPU reference raised {type(exc).__name__}", None)]
+    if _draws_random_numbers(cpu_mod):
+        cpu_mod.eval()  # training-mode dropout draws from generators that differ
+    dev_mod = copy.deepcopy(cpu_mod)
+    pristine = copy.deepcopy(cpu_mod)
+    fwd = mod_input.forward_input
+    try:
+        exp_out, exp_grads = _forward_backward(cpu_mod, fwd, "cpu", grad)
+    except Exception as exc:  # noqa: BLE001
+        return [("skipped", f"CPU reference raised {type(exc).__name__}", None)]
+    try:
+        with place:
+            dev_mod = dev_mod.to("neuron")
+            out, grads = _forward_backward(dev_mod, fwd, "neuron", grad)
+            out, grads = _cpu(out), _cpu(grads)
+    except Exception as exc:  # noqa: BLE001
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return [("error", f"{type(exc).__name__}: {first}", None)]
+    results = []
+    why = _close(out, _cpu(exp_out), dtype_name)
+    if why is not None:
+        results.append(("mismatch", why, max_abs_error(out, exp_out)))
+    elif exp_grads is not None:
+        why = _close(grads, _cpu(exp_grads), dtype_name)
+        results.append(("mismatch", "grad: " + why, max_abs_error(grads, exp_grads))
+                       if why is not None else ("pass", "", None))
+    else:
+        results.append(("pass", "", None))
+    results.append(_channels_last(pristine, fwd, dtype_name, place))
+    return results
+
+
+def run_module_entry(info, key, dtype_name, place, merge, heartbeat, grad=True):
+    """Runs a ModuleInfo's inputs (training mode; eval mode too where the two differ)."""
+    import torch
+    dtype = getattr(torch, dtype_name)
+    if key[len(PREFIX):] in RANDOM_MODULES:
+        merge("skipped", "random module (values not comparable)", None)
+        return 0
+    modes = [True] + ([False] if info.train_and_eval_differ else [])
+    compared = 0
+    for training in modes:
+        torch.manual_seed(0)
+        try:
+            inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=grad,
+                                             training=training)
+        except Exception as exc:  # noqa: BLE001
+            merge("skipped", f"module input generation raised {type(exc).__name__}", None)
+            continue
+        for mod_input in itertools.islice(inputs, MAX_INPUTS):
+            if mod_input.forward_input is None:
+                continue
+            heartbeat()
+            for status, detail, err in _run_input(info, mod_input, dtype_name, grad, place, training):
+                compared += status != "skipped"
+                merge(status, detail if training else f"eval: {detail}" if detail else "", err)
+    return compared
