@@ -29,6 +29,7 @@
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/kthvalue_ops.h>
 #include <ATen/ops/median_ops.h>
+#include <ATen/ops/mode.h>
 #include <ATen/ops/nanmedian_ops.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/rsub.h>
@@ -362,6 +363,22 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, i
   return write_pair(order_statistic("nanmedian", OrderStatistic::kNanMedian, self, 0, dim, keepdim), values, indices);
 }
 
+// torch.mode's out= form: ATen's composite admits only CPU / CUDA / XPU tensors. CPU's checks on
+// the out= tensors, then the functional op (its counted CPU fallback) written into them.
+std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                                              at::Tensor& indices) {
+  TORCH_CHECK(self.layout() == at::Layout::Strided, "mode only supports strided layout, got: ", self.layout());
+  TORCH_CHECK(self.device() == values.device(), "expected device '", self.device(), "' but got '", values.device(),
+              "' for values output");
+  TORCH_CHECK(self.device() == indices.device(), "expected device '", self.device(), "' but got '", indices.device(),
+              "' for indices output");
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(), "expected scalar type '", self.scalar_type(), "' but got '",
+              values.scalar_type(), "' for values output");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "expected scalar type '", at::kLong, "' but got '",
+              indices.scalar_type(), "' for indices output");
+  return write_pair(at::mode(self, dim, keepdim), values, indices);
+}
+
 // The whole tensor's median (the value only).
 at::Tensor median(const at::Tensor& self) {
   if (!sortable(self) || self.numel() == 0) {
@@ -493,6 +510,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("kthvalue.values", TORCH_FN(select::kthvalue_out));
   m.impl("median.dim_values", TORCH_FN(select::median_dim_out));
   m.impl("median", TORCH_FN(select::median));
+  m.impl("mode.values", TORCH_FN(select::mode_out));
   m.impl("nanmedian.dim_values", TORCH_FN(select::nanmedian_dim_out));
   m.impl("nanmedian", TORCH_FN(select::nanmedian));
   m.impl("searchsorted.Tensor", TORCH_FN(select::searchsorted));
