@@ -108,10 +108,13 @@ def test_a_held_output_is_never_overwritten_by_the_next_replay(no_fallback, monk
     x = torch.zeros(6, device="neuron")  # read in place: every call can replay the same graph
     graphed = torch.compile(lambda t: t * 3 - 1, backend="neuron", mode="reduce-overhead")
     held = []
-    for i in range(12):
-        x.fill_(float(i))
-        out = graphed(x)
-        held.append(out if i % 2 else out[1:4])  # a view holds the graph's memory too
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(12):
+            x.fill_(float(i))
+            out = graphed(x)
+            held.append(out if i % 2 else out[1:4])  # a view holds the graph's memory too
+    assert sum("still alive" in str(w.message) for w in caught) == 1
     for i, out in enumerate(held):
         want = torch.full((6,), 3.0 * i - 1)
         assert torch.equal(out.cpu(), want if i % 2 else want[1:4])

@@ -126,6 +126,7 @@ class GraphedProgram:
         self.warm_ptrs = {}  # signature -> data pointers of the warm-up call's tensor inputs
         self.captures = {}   # signature -> [_Capture], siblings for other input memory or busy outputs
         self.capture_count = 0
+        self.warned_full = False
         self.plain_reason = None
 
     def _run_plain(self, inputs):
@@ -158,6 +159,11 @@ class GraphedProgram:
             self.warm_ptrs[key] = [x.data_ptr() if isinstance(x, torch.Tensor) else None for x in inputs]
             return self._run_plain(inputs)
         if self.capture_count >= _MAX_GRAPHS:
+            if not self.warned_full:
+                self.warned_full = True
+                warnings.warn(f"torch.compile(backend='neuron', mode='reduce-overhead'): {_MAX_GRAPHS} graphs "
+                              "captured for one program (new shapes or input memory, or outputs of earlier calls "
+                              "still alive); further calls that no graph fits run without a graph", stacklevel=3)
             return self._run_plain(inputs)
         warm = self.warm_ptrs.get(key) or [None] * len(inputs)
         stable = [isinstance(x, torch.Tensor) and (x.data_ptr() == p or x.data_ptr() in _graph_output_ptrs)
