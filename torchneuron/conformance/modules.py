@@ -100,8 +100,8 @@ def _channels_last(module, fwd, dtype, place):
         return x
     from torch.utils._pytree import tree_map
     args, kwargs = tree_map(convert, (fwd.args, fwd.kwargs))
-    cpu_mod = copy.deepcopy(module).to(memory_format=fmt)
     try:
+        cpu_mod = copy.deepcopy(module).to(memory_format=fmt)
         expected = cpu_mod(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001
         return "skipped", f"channels_last: CPU raised {type(exc).__name__}", None
