@@ -525,3 +525,26 @@ def test_shared_constant(mode, tmp_path):
     np.save(path, c)
     x = np.ones((3, 4), np.float32)
     np.testing.assert_array_equal(run(k_shared_constant, mode, x, path), 2 * c + 1)
+
+
+@nki.jit
+def k_abs_as_alu_op(x):
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    amax = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+    a = nl.load(x)
+    d = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+    m = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=d, data=a, op0=nl.abs, operand0=0.0, reduce_op=nl.maximum, reduce_res=m)
+    nisa.tensor_scalar(dst=d, data=d, op0=np.abs, operand0=0.0, op1=nl.multiply, operand1=-2.0)
+    nl.store(out, d)
+    nl.store(amax, m)
+    return out, amax
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_a_one_operand_op_as_an_alu_op_applies_to_the_data(mode):
+    """rmsnorm_quant's absolute maximum: tensor_scalar_reduce(op0=nl.abs, operand0=0.0, reduce_op=max)."""
+    x = np.random.default_rng(30).standard_normal((32, 48)).astype(np.float32)
+    out, amax = run(k_abs_as_alu_op, mode, x)
+    np.testing.assert_array_equal(out, -2.0 * np.abs(x))
+    np.testing.assert_array_equal(amax, np.abs(x).max(axis=1, keepdims=True))

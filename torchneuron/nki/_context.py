@@ -275,7 +275,8 @@ class Recorder(Executor):
         buffer.argument = len(self.hbm_buffers)
         self.hbm_buffers.append(buffer)
         stored = {"uint32": "int32", "uint16": "int32", "int16": "int32", "float8_e4m3fn": "float32",  # float8: a
-                  "float8_e5m2": "float32"}.get(buffer.dtype.name, buffer.dtype.name)  # float32 copy (_kernel.py)
+                  "float8_e5m2": "float32",  # float32 copy (_kernel.py)
+                  "float8_e4m3": "uint8"}.get(buffer.dtype.name, buffer.dtype.name)  # its bytes (_isa_bytes.py)
         buffer.id = self.program.add_buffer(buffer.name, "hbm", stored, buffer.elements, buffer.argument)
 
     def allocate(self, buffer: Buffer) -> None:
@@ -334,7 +335,8 @@ _INT_MARKER = -0x5A5A5A5A
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
                  "float64": torch.float64, "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32,
                  "int64": torch.int64, "bool": torch.bool, "uint32": torch.int32, "uint16": torch.int32,
-                 "int16": torch.int32, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+                 "int16": torch.int32, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+                 "float8_e4m3": torch.uint8}  # NKI's IEEE-style e4m3 has no torch dtype: its bytes
 
 
 def torch_dtype(nki_dtype) -> torch.dtype:

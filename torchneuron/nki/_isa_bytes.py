@@ -1,14 +1,15 @@
-"""Device-memory bytes seen as another dtype: a DMA from tensor.ap(pattern, dtype=other) (a bf16
+"""Bytes seen as another dtype. Device memory: a DMA from tensor.ap(pattern, dtype=other) (a bf16
 tensor read as int32 or float32 words, AWS's kernels pack indices and pairs so) reads the bytes and
 builds each element's value from them with ordinary arithmetic, so both executors agree. Integer
 values are exact up to 2 ** 24 (engines compute in float32); float values are exact, NaN payloads
-are not kept."""
+are not kept. On chip: float32 words seen as bfloat16 halves or float8_e4m3 bytes. And NKI's
+float8_e4m3 in device memory, held as its bytes, which DMAs encode and decode."""
 from __future__ import annotations
 
 from ._context import Op, current
 from ._expr import KernelTraceError
-from ._isa_mx import _Builder
-from ._ops import _matched
+from ._isa_mx import Format, _Builder
+from ._ops import _matched, holds_fp8_bytes
 from ._tensor import Buffer, NKIError, Tile, extensions
 
 # name: (mantissa bits, exponent bias, exponent bits) of the float formats a word can be read as
@@ -91,39 +92,95 @@ def _word_fields(b: _Builder, v):
 
 
 def split_words(tile: Tile, wanted, pattern, offset) -> Tile:
-    """An on-chip float32 tile's words seen as bfloat16 halves (tile.ap(pattern, dtype=nl.bfloat16)):
-    the halves are made when the view is taken (a copy, so later writes to the tile do not show)."""
-    if tile.dtype.name != "float32" or wanted.name != "bfloat16" or getattr(tile, "_pitch", None) is not None:
+    """An on-chip float32 tile's words seen as bfloat16 halves, or as float8_e4m3 bytes
+    (tile.ap(pattern, dtype=...)): the parts are made when the view is taken (a copy, so later
+    writes to the tile do not show). The bytes are held as their codes (DMAs to device memory copy
+    them as they are), so every bit of a word survives."""
+    parts = {"bfloat16": 2, "float8_e4m3": 4}.get(wanted.name)
+    if tile.dtype.name != "float32" or parts is None or getattr(tile, "_pitch", None) is not None:
         raise NKIError(f"NKI: .ap(dtype={wanted.name}) on the on-chip '{tile.name}' ({tile.dtype.name}): on chip, "
-                       "float32 words seen as bfloat16 halves are supported")
+                       "float32 words seen as bfloat16 halves or float8_e4m3 bytes are supported")
     if not isinstance(tile.offset, int) or not isinstance(offset, int):  # traced again with loops unrolled
-        raise KernelTraceError(f".ap(dtype=bfloat16) on '{tile.name}' needs a constant offset")
+        raise KernelTraceError(f".ap(dtype={wanted.name}) on '{tile.name}' needs a constant offset")
     first = tile.offset
     last = first + sum((s - 1) * st for s, st in zip(tile.sizes, tile.strides) if st > 0)
     words = last - first + 1
     ctx = current()
-    halves = Buffer(ctx.name(f"{tile.name}_bf16_{ctx.names}"), tile._buffer.space, wanted, (2 * words,))
-    ctx.allocate_unchecked(halves)
+    split = Buffer(ctx.name(f"{tile.name}_{wanted.name}_{ctx.names}"), tile._buffer.space, wanted, (parts * words,))
+    if parts == 4:
+        split.codes = True  # holds bytes, not values (_ops.holds_fp8_bytes)
+    ctx.allocate_unchecked(split)
     source = Tile(tile._buffer, first, [1, words], [0, 1])
-    for half in (0, 1):  # little-endian: the low half first
+    for part in range(parts):  # little-endian: the low part first
         b = _Builder()
         sign, exponent, mantissa = _word_fields(b, b.source(0))
-        top = b.f("floor", b.f("div", mantissa, b.lit(65536)))
-        if half:  # the high half: sign, the exponent and the mantissa's top 7 bits
-            _float(b, sign, exponent, top, 7, 127, 8)
-        else:  # the low half: the mantissa's low 16 bits, read as a bfloat16
-            low = b.f("sub", mantissa, b.f("mul", top, b.lit(65536)))
-            _float(b, b.f("floor", b.f("div", low, b.lit(32768))), _field(b, low, 7, 8), _field(b, low, 0, 7), 7, 127, 8)
-        current().emit(Op("pointwise", Tile(halves, half, [1, words], [0, 2]), [source], b.nodes,
-                          name=".ap(dtype=bfloat16)"))
+        if parts == 4:
+            _word_byte(b, sign, exponent, mantissa, part)
+        else:
+            _word_half(b, sign, exponent, mantissa, part)
+        current().emit(Op("pointwise", Tile(split, part, [1, words], [0, parts]), [source], b.nodes,
+                          name=f".ap(dtype={wanted.name})"))
     sizes = [int(s) for _, s in pattern]
     strides = [int(st) for st, _ in pattern]
-    view = Tile(halves, 2 * (tile.offset - first) + offset, sizes, strides)
+    view = Tile(split, parts * (tile.offset - first) + offset, sizes, strides)
     top = view.offset + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
-    if view.offset < 0 or top >= halves.elements:
-        raise NKIError(f"NKI: out-of-bounds access pattern on '{tile.name}' as bfloat16: elements {view.offset}..{top} "
-                       f"of {halves.elements}")
+    if view.offset < 0 or top >= split.elements:
+        raise NKIError(f"NKI: out-of-bounds access pattern on '{tile.name}' as {wanted.name}: elements "
+                       f"{view.offset}..{top} of {split.elements}")
     return view
 
 
-extensions.provide(split_words=split_words, copy_bytes=copy_bytes)
+def _word_half(b: _Builder, sign, exponent, mantissa, half: int):
+    """Half `half` of a float32 word (fields from _word_fields) read as a bfloat16."""
+    top = b.f("floor", b.f("div", mantissa, b.lit(65536)))
+    if half:  # the high half: sign, the exponent and the mantissa's top 7 bits
+        return _float(b, sign, exponent, top, 7, 127, 8)
+    low = b.f("sub", mantissa, b.f("mul", top, b.lit(65536)))  # the mantissa's low 16 bits, read as a bfloat16
+    return _float(b, b.f("floor", b.f("div", low, b.lit(32768))), _field(b, low, 7, 8), _field(b, low, 0, 7), 7, 127, 8)
+
+
+def _word_byte(b: _Builder, sign, exponent, mantissa, k: int):
+    """Byte k (0 the lowest) of a float32 word, from its fields, as an integer."""
+    if k == 3:  # the sign and the exponent's top 7 bits
+        return b.f("add", b.f("mul", sign, b.lit(128)), b.f("floor", b.f("div", exponent, b.lit(2))))
+    if k == 2:  # the exponent's low bit and the mantissa's top 7 bits
+        return b.f("add", b.f("mul", _field(b, exponent, 0, 1), b.lit(128)), _field(b, mantissa, 16, 7))
+    return _field(b, mantissa, 8 * k, 8)
+
+
+# NKI's float8_e4m3 (1 sign, 4 exponent, 3 mantissa bits, bias 7) is IEEE-style: exponent 15 holds
+# the infinities and NaNs, so its largest finite value is 240 (float8_e4m3fn's is 448).
+E4M3 = Format(3, 7, 240.0, 7, 8)
+
+
+def _encode_e4m3(b: _Builder, v):
+    """The byte of float v rounded to float8_e4m3: to nearest, ties to even; from 248 (halfway to
+    the next power of two) on, infinity; NaN as 0x7F."""
+    a = b.f("abs", v)
+    magnitude = b.f("where", b.f("ge", a, b.lit(248.0)), b.lit(0x78),  # round_to saturates at 240
+                    b.encode(b.round_to(a, E4M3), E4M3))
+    negative = b.f("logical_or", b.f("lt", v, b.lit(0)), b.f("lt", b.f("div", b.lit(1), v), b.lit(0)))  # -0 too
+    code = b.f("add", b.f("mul", negative, b.lit(128)), magnitude)
+    return b.f("where", b.f("ne", v, v), b.lit(0x7F), code)
+
+
+def _decode_e4m3(b: _Builder, code):
+    """The value of the float8_e4m3 byte `code`."""
+    return _float(b, b.f("floor", b.f("div", code, b.lit(128))), _field(b, code, 3, 4), _field(b, code, 0, 3), 3, 7, 4)
+
+
+def copy_fp8(dst: Tile, src: Tile, mask, name: str) -> None:
+    """dst = src where either holds float8_e4m3 bytes (_ops.holds_fp8_bytes): values are encoded
+    into bytes, bytes decoded into values, and bytes copied as they are."""
+    to_bytes, from_bytes = holds_fp8_bytes(dst), holds_fp8_bytes(src)
+    b = _Builder()
+    x = b.source(0)
+    if to_bytes and not from_bytes:
+        _encode_e4m3(b, x)
+    elif from_bytes and not to_bytes:
+        _decode_e4m3(b, x)
+    dma = not dst.buffer.on_chip or not src.buffer.on_chip
+    current().emit(Op("pointwise", dst, [_matched(src, dst.shape)], b.nodes, mask=mask, dma=dma, name=name))
+
+
+extensions.provide(split_words=split_words, copy_bytes=copy_bytes, copy_fp8=copy_fp8)

@@ -115,7 +115,14 @@ def elementwise(op_name, *operands, dtype=None, mask=None, out=None):
     current().emit(Op("pointwise", out, sources, expr.nodes, mask=mask, name=f"nl.{op_name}"))
     return out
 
+def holds_fp8_bytes(t: Tile) -> bool:
+    """Whether t holds float8_e4m3 as its bytes: in device memory, or a float32 word's bytes on chip."""
+    return t.dtype.name == "float8_e4m3" and (not t.buffer.on_chip or getattr(t._buffer, "codes", False))
+
+
 def memset_tile(tile, value, mask=None):
+    if holds_fp8_bytes(tile) and float(value) != 0.0:
+        raise NKIError(f"NKI: filling the float8_e4m3 bytes of '{tile.name}' with {value!r} is not supported (0 is)")
     expr = Expression()
     expr.literal(float(value))
     current().emit(Op("pointwise", tile, [], expr.nodes, mask=mask, dma=not tile.buffer.on_chip, name="memset"))
@@ -129,6 +136,8 @@ def copy_into(dst: Tile, value, mask=None, name="tensor_copy"):
         extensions.copy_packed(dst, value, name)
     elif isinstance(value, Tile) and (hasattr(value._buffer, "raw") or hasattr(dst._buffer, "raw")):
         extensions.copy_bytes(dst, value, mask, name)  # device-memory bytes seen as another dtype (.ap(dtype=))
+    elif isinstance(value, Tile) and (holds_fp8_bytes(dst) or holds_fp8_bytes(value)):
+        extensions.copy_fp8(dst, value, mask, name)  # float8_e4m3 bytes encoded or decoded on the way
     elif isinstance(value, Tile):
         expr = Expression()
         expr.source(0)

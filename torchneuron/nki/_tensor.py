@@ -25,7 +25,7 @@ class _Extensions:
 
     NAMES = ("copy_into", "elementwise", "broadcast_to",  # _ops
              "indirect_view", "copy_indirect",  # _isa_indirect: .ap(vector_offset=)
-             "split_words", "copy_bytes",  # _isa_bytes: bytes seen as another dtype
+             "split_words", "copy_bytes", "copy_fp8",  # _isa_bytes: bytes seen as another dtype, float8_e4m3
              "reinterpret", "packed_in_device_memory", "copy_packed")  # _isa_mx: packed MX dtypes
 
     def provide(self, **functions) -> None:

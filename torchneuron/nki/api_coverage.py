@@ -41,7 +41,8 @@ NOTES = {
     "nki.isa.get_nc_version": "always gen3, whose SBUF (224 KiB per partition) is the one modelled",
     "nki.language.tile_size": "`total_available_sbuf_size` is the SBUF of the whole core, not of one partition",
     "nki.language.tfloat32": "tiles are not rounded to the format",
-    "nki.language.float8_e4m3": "on chip only (device-memory tensors refused), not rounded to the format",
+    "nki.language.float8_e4m3": "device-memory tensors hold its bytes (uint8 to PyTorch), rounded by the DMA that "
+                                 "writes them; on-chip tiles not rounded to the format",
     "nki.language.float8_e5m2": "device-memory tensors as torch's; on-chip tiles not rounded to the format",
     "nki.language.float8_e4m3fn": "device-memory tensors as torch's; on-chip tiles not rounded to the format",
     "nki.language.float8_e8m0fnu": "on chip only (device-memory tensors refused), not rounded to the format",

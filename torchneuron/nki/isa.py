@@ -221,10 +221,10 @@ def tensor_tensor(*args, **kwargs):
 
 
 def _scalar_chain(expr, sources, x, shape, op, operand, reverse):
-    y = _scalar_operand(expr, sources, operand, shape)
     name = op_name(op)
-    if name == "square":
-        return expr.op("mul", x, x)
+    if name in nl._UNARY_OPS:  # a one-operand op (nl.abs) as an ALU op: it applies to the data, the operand unused
+        return _apply(expr, name, x)
+    y = _scalar_operand(expr, sources, operand, shape)
     return expr.op(name, y, x) if reverse else expr.op(name, x, y)
 
 

@@ -202,7 +202,12 @@ def static_range(start, stop=None, step=1):
     return builtins.range(start, stop, step) if stop is not None else builtins.range(start)
 
 
+_UNARY_OPS = {"square", "identity"}  # the op names of one-operand functions (nisa takes them as ALU ops too)
+
+
 def _unary(op_name):
+    _UNARY_OPS.add(op_name)
+
     def function(x, dtype=None, mask=None, **_unused):
         return elementwise(op_name, x, dtype=dtype, mask=mask)
     function.__name__ = op_name
