@@ -36,8 +36,8 @@ from .opinfo import CI_OPS, DTYPES, all_ops, select_ops
 from .reference import TOLERANCES
 from .report import DOC_BEGIN, DOC_END, doc_record, markdown, regressions, totals, totals_by_dtype
 from .upstream import write_between_markers
-from .modules import module_tasks
-from .optimizers import optim_tasks
+from .modules import CI_DTYPE, CI_MODULES, module_tasks
+from .optimizers import CI_OPTIMIZERS, optim_tasks
 from .samples import OpInfoRunner
 from .workers import run_tasks
 
@@ -64,7 +64,8 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", help="comma-separated OpInfo names")
     p.add_argument("--ops-file", help="file with OpInfo names, one a line (# comments)")
-    p.add_argument("--ci", action="store_true", help="run the fixed CI_OPS subset")
+    p.add_argument("--ci", action="store_true",
+                   help="run the fixed CI subset: CI_OPS, and CI_MODULES and CI_OPTIMIZERS in float32")
     p.add_argument("--dtype", default=",".join(DTYPES), help="comma-separated dtypes")
     p.add_argument("--no-grad", action="store_true", help="skip the autograd comparison")
     p.add_argument("--compile", action="store_true",
@@ -154,6 +155,9 @@ def _run(args):
         tasks += _shard(module_tasks(names, dtypes), args.shard)
     if args.optimizers:
         tasks += _shard(optim_tasks(names, dtypes), args.shard)
+    if args.ci and CI_DTYPE in dtypes:  # the CI subset's modules and optimizers, float32 only
+        ci = module_tasks(CI_MODULES, [CI_DTYPE]) + optim_tasks(CI_OPTIMIZERS, [CI_DTYPE])
+        tasks += [t for t in _shard(ci, args.shard) if t not in tasks]
     start, counts = time.monotonic(), {}
     runner = OpInfoRunner(args.extra_ops, not args.no_grad, args.compile, not args.no_out)
     entries = run_tasks(tasks, args.jobs, args.timeout, on_result=_progress(counts), runner=runner)

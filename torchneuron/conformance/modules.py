@@ -10,6 +10,14 @@ from .reference import _leaves, _to_device, compare, max_abs_error
 
 PREFIX = "module:"
 MAX_INPUTS = 6  # module inputs per entry
+# The modules `--ci` runs, in float32 (`make test`).
+CI_MODULES = (
+    "nn.Linear", "nn.Conv2d", "nn.ConvTranspose2d", "nn.BatchNorm2d", "nn.LayerNorm",
+    "nn.GroupNorm", "nn.RMSNorm", "nn.Embedding", "nn.MultiheadAttention",
+    "nn.TransformerEncoderLayer", "nn.LSTM", "nn.GRU", "nn.MaxPool2d", "nn.AvgPool2d",
+    "nn.AdaptiveAvgPool2d", "nn.CrossEntropyLoss", "nn.GELU", "nn.ReflectionPad2d",
+)
+CI_DTYPE = "float32"
 # Modules whose outputs are random whatever their inputs.
 RANDOM_MODULES = {"nn.FractionalMaxPool2d", "nn.FractionalMaxPool3d", "nn.RReLU"}
 # Looser than the OpInfo tolerances: a module chains several ops (a convolution, then its

@@ -11,6 +11,8 @@ from .reference import _leaves, max_abs_error
 PREFIX = "optim:"
 MAX_INPUTS = 8  # optimizer configurations per entry
 STEPS = 3
+# The optimizers `--ci` runs, in float32 (`make test`).
+CI_OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS")
 DTYPES = ("float32", "float64", "complex64")
 
 
