@@ -28,7 +28,9 @@ _graph_output_ptrs: dict[int, int] = {}
 
 
 def _signature(inputs) -> tuple:
-    return tuple((tuple(x.shape), tuple(x.stride()), x.dtype, x.device) if isinstance(x, torch.Tensor) else
+    # Every call computes this: torch.Size is a tuple already, and a device index is cheaper than a
+    # device object (every tensor input is a neuron tensor, or the program runs plainly).
+    return tuple((x.shape, x.stride(), x.dtype, x.get_device()) if isinstance(x, torch.Tensor) else
                  (type(x), x) for x in inputs)
 
 
@@ -58,6 +60,9 @@ def _forget_ptrs(ptrs):
 class _Capture:
     def __init__(self, program, inputs, stable: list[bool], mutated: set[int]):
         self.stable_ptrs = [x.data_ptr() if keep else None for x, keep in zip(inputs, stable)]
+        self.in_place = [(i, p) for i, p in enumerate(self.stable_ptrs) if p is not None]
+        self.copied_in = [i for i, (x, p) in enumerate(zip(inputs, self.stable_ptrs))
+                          if p is None and isinstance(x, torch.Tensor)]
         self.static = [x if keep or not isinstance(x, torch.Tensor) else
                        torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
                        for x, keep in zip(inputs, stable)]
@@ -99,16 +104,15 @@ class _Capture:
         weakref.finalize(self, _forget_ptrs, list(self.ptrs))
 
     def matches(self, inputs) -> bool:
-        return all(p is None or x.data_ptr() == p for x, p in zip(inputs, self.stable_ptrs))
+        return all(inputs[i].data_ptr() == p for i, p in self.in_place)
 
     def outputs_alive(self) -> bool:
         """Whether something outside the graph still holds memory of its previous outputs."""
         return any(_use_count(cdata) > own for cdata, own in self.tracked)
 
     def run(self, inputs):
-        for x, static, ptr in zip(inputs, self.static, self.stable_ptrs):
-            if ptr is None and isinstance(x, torch.Tensor):
-                static.copy_(x)
+        for i in self.copied_in:
+            self.static[i].copy_(inputs[i])
         self.graph.replay()
         for i in self.copied_back:
             inputs[i].copy_(self.static[i])
