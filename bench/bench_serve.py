@@ -1,0 +1,86 @@
+"""Serving throughput: the same request set through vLLM on neuron (torchneuron's platform plugin)
+and through vLLM's own CPU platform, in one run on the same cores; prints time to first token,
+decode and overall tokens per second, and neuron's ratio to CPU (higher is better).
+
+    .venv-serve/bin/python bench/bench_serve.py [--model DIR] [--requests N] [--output-tokens N]
+
+Run by `make bench` after `make serve-setup`. Each platform runs in a fresh process."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_MODEL = os.path.join(HERE, "..", "build", "serve", "models", "tiny-llama")
+
+WORKLOAD = r"""
+import json, sys, time
+from vllm import LLM, SamplingParams
+
+def main():
+    model, requests, output_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    llm = LLM(model=model, dtype="float32", max_model_len=512, kv_cache_memory_bytes=256 << 20, seed=0,
+              enforce_eager=True, max_num_seqs=requests)
+    words = "the quick brown fox jumps over the lazy dog and then".split()
+    prompts = [" ".join(words[(i + j) % len(words)] for j in range(16 + 8 * (i % 8))) for i in range(requests)]
+    first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
+    full = SamplingParams(temperature=0.0, max_tokens=output_tokens, ignore_eos=True)
+    llm.generate(prompts[:2], first, use_tqdm=False)  # warm-up
+    llm.reset_prefix_cache()
+    start = time.perf_counter()
+    llm.generate(prompts, first, use_tqdm=False)
+    ttft = time.perf_counter() - start
+    llm.reset_prefix_cache()
+    start = time.perf_counter()
+    outs = llm.generate(prompts, full, use_tqdm=False)
+    total = time.perf_counter() - start
+    tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    print("RESULT " + json.dumps({"ttft_s": ttft, "total_s": total, "output_tokens": tokens,
+                                  "decode_tok_s": (tokens - requests) / max(total - ttft, 1e-9),
+                                  "overall_tok_s": tokens / total}), flush=True)
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def run(platform, args):
+    env = dict(os.environ, TORCHNEURON_VLLM="1" if platform == "neuron" else "0", VLLM_LOGGING_LEVEL="WARNING")
+    if platform == "neuron":
+        env["TORCHNEURON_FALLBACK"] = "error"
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", WORKLOAD, args.model, str(args.requests), str(args.output_tokens)],
+                          env=env, capture_output=True, text=True, timeout=1800, cwd="/tmp")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        sys.exit(f"{platform} run failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    result = json.loads(lines[-1][len("RESULT "):])
+    result["wall_s"] = time.perf_counter() - start
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--output-tokens", type=int, default=64)
+    args = parser.parse_args()
+    print(f"== serving: {args.requests} requests (prompts 16-72 words), {args.output_tokens} output tokens each, "
+          f"model {os.path.basename(os.path.abspath(args.model))}, float32, eager")
+    results = {platform: run(platform, args) for platform in ("cpu", "neuron")}
+    cpu, neuron = results["cpu"], results["neuron"]
+    print(f"{'':24}{'vLLM CPU':>12}{'vLLM neuron':>14}{'neuron/CPU':>12}")
+    rows = [("time to first token (s)", "ttft_s", False), ("decode tokens/s", "decode_tok_s", True),
+            ("overall tokens/s", "overall_tok_s", True)]
+    for label, key, higher_is_better in rows:
+        ratio = neuron[key] / cpu[key] if higher_is_better else cpu[key] / neuron[key]
+        print(f"{label:24}{cpu[key]:12.3f}{neuron[key]:14.3f}{ratio:11.2f}x")
+    print(f"(startup and run, wall: CPU {cpu['wall_s']:.0f} s, neuron {neuron['wall_s']:.0f} s; "
+          f"ratios above 1 favour neuron)")
+
+
+if __name__ == "__main__":
+    main()

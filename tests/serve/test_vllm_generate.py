@@ -1,0 +1,29 @@
+"""vLLM on neuron against Hugging Face transformers on CPU: greedy tokens of four architectures and
+chunked prefill, each on an engine of its own."""
+
+import pytest
+from conftest import GREEDY, PROMPTS, generate, hf_greedy, make_llm, release
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-gpt2", "tiny-gemma2"])
+def test_greedy_equals_transformers(name):
+    """Llama (GQA), Qwen2 (one kv head, biases), GPT-2 and Gemma-2 (sliding window 16 and logit
+    soft-capping, with prompts longer than the window): a batch of prompts of several lengths."""
+    llm = make_llm(name)
+    try:
+        got, _ = generate(llm, PROMPTS, **GREEDY)
+    finally:
+        release(llm)
+    assert got == hf_greedy(name, PROMPTS, 12)
+
+
+def test_chunked_prefill_gives_the_same_tokens():
+    """A 16-token budget per step splits the long prompts' prefill into chunks, mixed with
+    another request's decode steps."""
+    prompts = ["in the beginning " * 12, "a", "the quick brown fox " * 6]
+    llm = make_llm("tiny-llama", max_num_batched_tokens=16, max_num_seqs=4, enable_chunked_prefill=True)
+    try:
+        got, _ = generate(llm, prompts, **GREEDY)
+    finally:
+        release(llm)
+    assert got == hf_greedy("tiny-llama", prompts, 12)
