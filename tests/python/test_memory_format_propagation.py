@@ -67,6 +67,11 @@ CASES = {
     # A 4-D (unbatched) input of a 3-D pad keeps its channels-last layout on CPU.
     "reflection_pad3d_unbatched": (lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode="reflect"), [(3, 4, 5, 6)], [C], None),
     "constant_pad2d": (lambda x: F.pad(x, (1, 2, 2, 1), value=0.5), [(2, 3, 5, 6)], [C], None),
+    "constant_pad_crop_and_channels": (lambda x: F.pad(x, (-1, 2, 0, 1, 1, 1), value=0.5), [(2, 3, 5, 6)], [C], None),
+    "constant_pad3d": (lambda x: F.pad(x, (1, 0, 0, 2, 1, 1)), [(2, 3, 4, 5, 6)], [C], None),
+    # One channel, one row: layouts that suggest_memory_format finds ambiguous.
+    "reflection_pad2d_one_channel": (lambda x: F.pad(x, (1, 1, 0, 0), mode="reflect"), [(2, 1, 1, 6)], [C], None),
+    "replication_pad2d_one_channel": (lambda x: F.pad(x, (1, 1, 2, 0), mode="replicate"), [(2, 1, 4, 6)], [C], None),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2), [(2, 3, 4, 5, 6)], [C], None),
     # CPU's avg_pool3d writes contiguous results whatever the input's layout.
     "avg_pool3d": (lambda x: F.avg_pool3d(x, 2), [(2, 3, 4, 5, 6)], [C], None),

@@ -287,10 +287,66 @@ at::Tensor run_pad(const char* op, const at::Tensor& self, const kernels::PadPla
   return out;
 }
 
+// CPU gives a padding's result (and input gradient) the input's suggested memory format. A dense
+// channels-last input is padded in its memory order instead of relaid twice: self.permute(0, 2,
+// ..., 1) is contiguous, with the channel dim last and unpadded, and the result permuted back is
+// channels-last.
+bool pads_in_memory_order(const at::Tensor& self, int64_t spatial) {
+  const c10::MemoryFormat format = self.suggest_memory_format();
+  return format != c10::MemoryFormat::Contiguous && self.is_contiguous(format) && spatial < self.dim() &&
+         self.numel() > 0;
+}
+
+std::vector<int64_t> channels_last_order(int64_t ndim) {
+  std::vector<int64_t> order{0};
+  for (int64_t d = 2; d < ndim; ++d) order.push_back(d);
+  order.push_back(1);
+  return order;
+}
+
+std::vector<int64_t> inverse_order(const std::vector<int64_t>& order) {
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[order[i]] = static_cast<int64_t>(i);
+  return inverse;
+}
+
+// `padding` (pairs, the last dim's first, for the last padding.size() / 2 dims of an ndim-dim
+// tensor) for that tensor permuted by `order`: pairs for every dim but the first.
+std::vector<int64_t> padding_in_order(c10::IntArrayRef padding, int64_t ndim, const std::vector<int64_t>& order) {
+  const int64_t spatial = static_cast<int64_t>(padding.size()) / 2;
+  std::vector<int64_t> result(2 * (ndim - 1), 0);
+  for (int64_t k = 1; k < ndim; ++k) {
+    const int64_t pair = ndim - 1 - order[k], target = ndim - 1 - k;
+    if (pair < spatial) {
+      result[2 * target] = padding[2 * pair];
+      result[2 * target + 1] = padding[2 * pair + 1];
+    }
+  }
+  return result;
+}
+
 at::Tensor pad(const char* op, PadMode mode, const at::Tensor& self, c10::IntArrayRef padding, int64_t spatial) {
   TORCH_CHECK(has_kernel_dtype(self.scalar_type()), op, ": not implemented on neuron for ", self.scalar_type());
-  // CPU gives the result (and the input gradient below) the input's suggested memory format.
-  return run_pad(op, self, plan_padding(op, mode, self, padding, spatial), {}).contiguous(self.suggest_memory_format());
+  const kernels::PadPlan plan = plan_padding(op, mode, self, padding, spatial);  // CPU's checks, in self's dims
+  if (pads_in_memory_order(self, spatial)) {
+    const std::vector<int64_t> order = channels_last_order(self.dim());
+    const at::Tensor x = self.permute(order);
+    const kernels::PadPlan in_order = plan_padding(op, mode, x, padding_in_order(padding, self.dim(), order), self.dim() - 1);
+    return run_pad(op, x, in_order, {}).permute(inverse_order(order));
+  }
+  return run_pad(op, self, plan, {}).contiguous(self.suggest_memory_format());
+}
+
+// grad_in (of `sizes`) from a contiguous gradient of the padding `plan` describes.
+at::Tensor run_pad_backward(const char* op, const at::Tensor& g, const kernels::PadPlan& plan, c10::IntArrayRef sizes) {
+  at::Tensor result = at::empty(sizes, g.options());
+  if (result.numel() > 0) {
+    const kernels::DType dtype = to_kernel_dtype(g.scalar_type());
+    const void* pg = g.data_ptr();
+    void* pr = result.data_ptr();
+    enqueue(result, op, {&g}, [=] { kernels::pad_backward(dtype, plan, pg, pr); });
+  }
+  return result;
 }
 
 at::Tensor pad_backward(const char* op, PadMode mode, const at::Tensor& grad, const at::Tensor& self,
@@ -300,20 +356,40 @@ at::Tensor pad_backward(const char* op, PadMode mode, const at::Tensor& grad, co
               c10::IntArrayRef(padded_shape(self, plan)), ", got ", grad.sizes());
   TORCH_CHECK(has_kernel_dtype(grad.scalar_type()) && kernels::is_floating_dtype(to_kernel_dtype(grad.scalar_type())), op,
               ": expected a floating-point gradient, got ", grad.scalar_type());
-  const at::Tensor g = grad.contiguous();
-  at::Tensor result = at::empty(self.sizes(), g.options());
-  if (result.numel() > 0) {
-    const kernels::DType dtype = to_kernel_dtype(g.scalar_type());
-    const void* pg = g.data_ptr();
-    void* pr = result.data_ptr();
-    enqueue(result, op, {&g}, [=] { kernels::pad_backward(dtype, plan, pg, pr); });
+  const c10::MemoryFormat format = self.suggest_memory_format();
+  if (pads_in_memory_order(self, spatial)) {
+    const std::vector<int64_t> order = channels_last_order(self.dim());
+    const at::Tensor x = self.permute(order), g = grad.contiguous(format).permute(order);
+    const kernels::PadPlan in_order = plan_padding(op, mode, x, padding_in_order(padding, self.dim(), order), self.dim() - 1);
+    return run_pad_backward(op, g, in_order, x.sizes()).permute(inverse_order(order));
   }
-  return result.contiguous(self.suggest_memory_format());
+  return run_pad_backward(op, grad.contiguous(), plan, self.sizes()).contiguous(format);
 }
 
 at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);
+}
+
+// constant_pad_nd's result, contiguous, for a pad with some positive part.
+at::Tensor constant_pad_contiguous(const at::Tensor& self, c10::IntArrayRef pad, const c10::Scalar& value) {
+  const int64_t spatial = static_cast<int64_t>(pad.size()) / 2, first = self.dim() - spatial;
+  kernels::PadPlan plan;
+  for (int64_t d = 0; d < first; ++d) plan.planes *= self.size(d);
+  for (int64_t dim = first; dim < self.dim(); ++dim) {
+    const int64_t k = self.dim() - 1 - dim;
+    const int64_t size = self.size(dim), before = pad[2 * k], after = pad[2 * k + 1];
+    const int64_t out_size = size + before + after;
+    TORCH_CHECK(out_size >= 0, "The input size ", size, ", plus negative padding ", before, " and ", after,
+                " resulted in a negative output size, which is invalid. Check dimension ", dim, " of your input.");
+    std::vector<int64_t> source(out_size);
+    for (int64_t o = 0; o < out_size; ++o) source[o] = o - before >= 0 && o - before < size ? o - before : -1;
+    plan.in.push_back(size);
+    plan.out.push_back(out_size);
+    plan.before.push_back(before);
+    plan.source.push_back(std::move(source));
+  }
+  return run_pad("aten::constant_pad_nd", self, plan, fill_value(value));
 }
 
 }  // namespace
@@ -339,25 +415,19 @@ at::Tensor constant_pad_nd(const at::Tensor& self, c10::IntArrayRef pad, const c
     }
     return cropped.clone();
   }
-  kernels::PadPlan plan;
-  for (int64_t d = 0; d < first; ++d) plan.planes *= self.size(d);
-  for (int64_t dim = first; dim < self.dim(); ++dim) {
-    const int64_t k = self.dim() - 1 - dim;
-    const int64_t size = self.size(dim), before = pad[2 * k], after = pad[2 * k + 1];
-    const int64_t out_size = size + before + after;
-    TORCH_CHECK(out_size >= 0, "The input size ", size, ", plus negative padding ", before, " and ", after,
-                " resulted in a negative output size, which is invalid. Check dimension ", dim, " of your input.");
-    std::vector<int64_t> source(out_size);
-    for (int64_t o = 0; o < out_size; ++o) source[o] = o - before >= 0 && o - before < size ? o - before : -1;
-    plan.in.push_back(size);
-    plan.out.push_back(out_size);
-    plan.before.push_back(before);
-    plan.source.push_back(std::move(source));
+  if (pads_in_memory_order(self, spatial)) {
+    for (int64_t k = 0; k < spatial; ++k) {  // CPU's check, in self's dims
+      const int64_t dim = self.dim() - 1 - k;
+      TORCH_CHECK(self.size(dim) + pad[2 * k] + pad[2 * k + 1] >= 0, "The input size ", self.size(dim),
+                  ", plus negative padding ", pad[2 * k], " and ", pad[2 * k + 1],
+                  " resulted in a negative output size, which is invalid. Check dimension ", dim, " of your input.");
+    }
+    const std::vector<int64_t> order = channels_last_order(self.dim());
+    const at::Tensor x = self.permute(order);
+    return constant_pad_contiguous(x, padding_in_order(pad, self.dim(), order), value).permute(inverse_order(order));
   }
-  at::Tensor out = run_pad("aten::constant_pad_nd", self, plan, fill_value(value));
   // CPU allocates the result in the input's suggested memory format (channels_last stays so).
-  const c10::MemoryFormat format = self.suggest_memory_format();
-  return format == c10::MemoryFormat::Contiguous ? out : out.contiguous(format);
+  return constant_pad_contiguous(self, pad, value).contiguous(self.suggest_memory_format());
 }
 
 // Tensor.unfold's backward: the kernel gathers, for each position, the window elements that
