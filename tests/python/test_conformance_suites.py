@@ -121,7 +121,10 @@ def test_out_check_reports_wrong_values_and_writes_into_gaps():
 
 def test_out_check_on_real_ops():
     ops = conformance.all_ops()
-    for key, dtype in (("add", "float32"), ("max.reduction_with_dim", "int64"), ("arange", "float64")):
+    # matmul of a vector restrides a non-contiguous out= on CPU as on neuron; fft.ihfftn's out=
+    # holds other values than its functional result, on CPU as on neuron.
+    for key, dtype in (("add", "float32"), ("max.reduction_with_dim", "int64"), ("arange", "float64"),
+                       ("matmul", "float32"), ("fft.ihfftn", "float32")):
         entry = conformance.run_entry(ops[key], dtype, grad=False)
         assert entry["status"] == "pass" and entry["out_samples"] > 0, entry
 
