@@ -79,9 +79,9 @@ class _Capture:
         self.static = [None if p is not None else s for s, p in zip(self.static, self.stable_ptrs)]
 
     def _plan_outputs(self):
-        """How each output leaves a replay: an alias of graph memory (tracked), an alias of an
-        input the caller owns, or a clone (it aliases a static input buffer the next call
-        overwrites)."""
+        """How each output leaves a replay: an alias of graph memory ("graph", tracked), an alias
+        of an input the caller owns ("alias"), or a clone (it aliases a static input buffer the
+        next call overwrites)."""
         storage = lambda t: t.untyped_storage()._cdata
         copied = {storage(s) for s, p in zip(self.static, self.stable_ptrs) if p is None and isinstance(s, torch.Tensor)}
         owned = {storage(s) for s, p in zip(self.static, self.stable_ptrs) if p is not None}
@@ -92,13 +92,15 @@ class _Capture:
                 self.how.append(None)
             elif storage(o) in copied:
                 self.how.append("clone")
-            else:
+            elif storage(o) in owned:
                 self.how.append("alias")
-                if storage(o) not in owned:
-                    tracked[storage(o)] = None
+            else:
+                self.how.append("graph")
+                tracked[storage(o)] = None
         # The graph's own references: the static outputs (and the program's, if it keeps any).
         self.tracked = [(cdata, _use_count(cdata)) for cdata in tracked]
-        self.ptrs = [o.data_ptr() for o, how in zip(self.outputs, self.how) if how == "alias"]
+        self.returned = []  # weak references to the last replay's outputs in graph memory
+        self.ptrs = [o.data_ptr() for o, how in zip(self.outputs, self.how) if how == "graph"]
         for p in self.ptrs:
             _graph_output_ptrs[p] = _graph_output_ptrs.get(p, 0) + 1
         weakref.finalize(self, _forget_ptrs, list(self.ptrs))
@@ -107,8 +109,10 @@ class _Capture:
         return all(inputs[i].data_ptr() == p for i, p in self.in_place)
 
     def outputs_alive(self) -> bool:
-        """Whether something outside the graph still holds memory of its previous outputs."""
-        return any(_use_count(cdata) > own for cdata, own in self.tracked)
+        """Whether something outside the graph still holds memory of its previous outputs: a
+        returned tensor, or anything else on their storages (views, autograd's saved tensors)."""
+        return (any(r() is not None for r in self.returned) or
+                any(_use_count(cdata) > own for cdata, own in self.tracked))
 
     def run(self, inputs):
         for i in self.copied_in:
@@ -116,8 +120,10 @@ class _Capture:
         self.graph.replay()
         for i in self.copied_back:
             inputs[i].copy_(self.static[i])
-        return [o if how is None else o.detach() if how == "alias" else o.clone()
-                for o, how in zip(self.outputs, self.how)]
+        results = [o if how is None else o.clone() if how == "clone" else o.detach()
+                   for o, how in zip(self.outputs, self.how)]
+        self.returned = [weakref.ref(o) for o, how in zip(results, self.how) if how == "graph"]
+        return results
 
 
 class GraphedProgram:
