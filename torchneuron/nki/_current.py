@@ -18,6 +18,8 @@ def current():
 
 
 class activate:
+    """`with activate(executor):` makes it the executor running on this thread (the previous one after)."""
+
     def __init__(self, ctx):
         self.ctx = ctx
 
