@@ -1,5 +1,6 @@
 #include "kernels/norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -61,6 +62,121 @@ double channel_sum(const BatchNormShape& s, int64_t c, Term&& term) {
   return sum.total();
 }
 
+// ---- channels-last batch norm: x as [rows, channels] ----------------------------------------
+
+// Per-channel sums of term(i, c) over the rows of a [rows, channels] buffer (i = r * channels +
+// c): fixed chunks of rows summed in parallel, then added in chunk order, so the result does not
+// depend on the thread count.
+template <typename Term>
+std::vector<double> row_channel_sums(int64_t rows, int64_t channels, Term&& term) {
+  constexpr int64_t kChunk = 256;
+  const int64_t chunks = (rows + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks * channels), 0.0);
+  parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      double* acc = partial.data() + k * channels;
+      for (int64_t r = k * kChunk; r < std::min(rows, (k + 1) * kChunk); ++r) {
+        for (int64_t c = 0; c < channels; ++c) acc[c] += term(r * channels + c, c);
+      }
+    }
+  });
+  std::vector<double> sums(static_cast<size_t>(channels), 0.0);
+  for (int64_t k = 0; k < chunks; ++k) {
+    for (int64_t c = 0; c < channels; ++c) sums[c] += partial[k * channels + c];
+  }
+  return sums;
+}
+
+// out[i] = f(i, c) over a [rows, channels] buffer, rows split across the engines.
+template <typename F>
+void for_each_row_element(int64_t rows, int64_t channels, F&& f) {
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(channels, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t c = 0; c < channels; ++c) f(r * channels + c, c);
+    }
+  });
+}
+
+template <typename T>
+void batch_norm_rows(const BatchNormShape& s, const T* x, const T* w, const T* b, T* rm, T* rv, bool training,
+                     double momentum, double eps, T* y, T* save_mean, T* save_invstd) {
+  using A = Acc<T>;
+  const int64_t rows = s.batch * s.inner, channels = s.channels;
+  if (training) {
+    const std::vector<double> sums = row_channel_sums(rows, channels, [&](int64_t i, int64_t) {
+      return static_cast<double>(up(x[i]));
+    });
+    std::vector<double> mean(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) mean[c] = rows > 0 ? sums[c] / rows : 0.0;
+    const std::vector<double> squares = row_channel_sums(rows, channels, [&](int64_t i, int64_t c) {
+      const double d = up(x[i]) - mean[c];
+      return d * d;
+    });
+    for (int64_t c = 0; c < channels; ++c) {
+      const double invstd = 1.0 / std::sqrt((rows > 0 ? squares[c] / rows : 0.0) + eps);
+      save_mean[c] = down<T>(static_cast<A>(mean[c]));
+      save_invstd[c] = down<T>(static_cast<A>(invstd));
+      if (rm != nullptr) rm[c] = down<T>(static_cast<A>((1 - momentum) * up(rm[c]) + momentum * mean[c]));
+      if (rv != nullptr) {
+        const double unbiased = rows > 1 ? squares[c] / (rows - 1) : NAN;
+        rv[c] = down<T>(static_cast<A>((1 - momentum) * up(rv[c]) + momentum * unbiased));
+      }
+    }
+  }
+  // y = x * scale + shift from the stored statistics, as the [N, C, inner] kernel folds it.
+  std::vector<A> scale(static_cast<size_t>(channels)), shift(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const A stored_mean = training ? up(save_mean[c]) : static_cast<A>(value_or(rm, c, 0.0));
+    const A stored_invstd =
+        training ? up(save_invstd[c]) : static_cast<A>(1.0 / std::sqrt(value_or(rv, c, 1.0) + eps));
+    scale[c] = stored_invstd * static_cast<A>(value_or(w, c, 1.0));
+    shift[c] = static_cast<A>(value_or(b, c, 0.0)) - stored_mean * scale[c];
+  }
+  for_each_row_element(rows, channels, [&](int64_t i, int64_t c) { y[i] = down<T>(up(x[i]) * scale[c] + shift[c]); });
+}
+
+template <typename T>
+void batch_norm_backward_rows(const BatchNormShape& s, const T* go, const T* x, const T* w, const T* running_mean,
+                              const T* running_var, const T* save_mean, const T* save_invstd, bool training,
+                              double eps, T* gx, T* grad_weight, T* grad_bias) {
+  const int64_t rows = s.batch * s.inner, channels = s.channels;
+  std::vector<double> mean(static_cast<size_t>(channels)), invstd(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    mean[c] = training ? up(save_mean[c]) : value_or(running_mean, c, 0.0);
+    invstd[c] = training ? up(save_invstd[c]) : 1.0 / std::sqrt(value_or(running_var, c, 1.0) + eps);
+  }
+  const std::vector<double> sum_g = row_channel_sums(rows, channels, [&](int64_t i, int64_t) {
+    return static_cast<double>(up(go[i]));
+  });
+  const std::vector<double> dot = row_channel_sums(rows, channels, [&](int64_t i, int64_t c) {
+    return up(go[i]) * (up(x[i]) - mean[c]);
+  });
+  if (gx != nullptr) {
+    std::vector<double> factor(static_cast<size_t>(channels)), grad_mean(static_cast<size_t>(channels), 0.0),
+        proj(static_cast<size_t>(channels), 0.0);
+    for (int64_t c = 0; c < channels; ++c) {
+      factor[c] = invstd[c] * value_or(w, c, 1.0);
+      if (training && rows > 0) {
+        grad_mean[c] = sum_g[c] / rows;
+        proj[c] = dot[c] * invstd[c] * invstd[c] / rows;
+      }
+    }
+    if (training) {
+      for_each_row_element(rows, channels, [&](int64_t i, int64_t c) {
+        const double centered = up(x[i]) - mean[c];
+        gx[i] = down<T>(static_cast<Acc<T>>((up(go[i]) - grad_mean[c] - centered * proj[c]) * factor[c]));
+      });
+    } else {
+      std::vector<Acc<T>> scale(factor.begin(), factor.end());
+      for_each_row_element(rows, channels, [&](int64_t i, int64_t c) { gx[i] = down<T>(up(go[i]) * scale[c]); });
+    }
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    if (grad_weight != nullptr) grad_weight[c] = down<T>(static_cast<Acc<T>>(dot[c] * invstd[c]));
+    if (grad_bias != nullptr) grad_bias[c] = down<T>(static_cast<Acc<T>>(sum_g[c]));
+  }
+}
+
 }  // namespace
 
 void batch_norm(DType dtype, BatchNormShape s, const void* x_in, const void* weight, const void* bias,
@@ -75,6 +191,10 @@ void batch_norm(DType dtype, BatchNormShape s, const void* x_in, const void* wei
     T* rm = static_cast<T*>(running_mean);
     T* rv = static_cast<T*>(running_var);
     T* y = static_cast<T*>(out);
+    if (s.channels_last) {
+      return batch_norm_rows(s, x, w, b, rm, rv, training, momentum, eps, y, static_cast<T*>(save_mean),
+                             static_cast<T*>(save_invstd));
+    }
     const int64_t count = s.batch * s.inner;
     parallel_for(s.channels, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
@@ -120,6 +240,12 @@ void batch_norm_backward(DType dtype, BatchNormShape s, const void* grad_out, co
     const T* x = static_cast<const T*>(x_in);
     const T* w = static_cast<const T*>(weight);
     T* gx = static_cast<T*>(grad_x);
+    if (s.channels_last) {
+      return batch_norm_backward_rows(s, go, x, w, static_cast<const T*>(running_mean),
+                                      static_cast<const T*>(running_var), static_cast<const T*>(save_mean),
+                                      static_cast<const T*>(save_invstd), training, eps, gx,
+                                      static_cast<T*>(grad_weight), static_cast<T*>(grad_bias));
+    }
     const int64_t count = s.batch * s.inner;
     parallel_for(s.channels, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {

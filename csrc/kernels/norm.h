@@ -10,6 +10,8 @@ namespace torchneuron::kernels {
 
 struct BatchNormShape {
   int64_t batch = 1, channels = 1, inner = 1;  // x viewed as [batch, channels, inner]
+  // Batch norm only: x is channels-last, [batch * inner, channels] in memory.
+  bool channels_last = false;
 };
 
 // Training: save_mean / save_invstd get the batch statistics (biased variance) and running

@@ -37,8 +37,8 @@ def run(fn, shapes, fmts, dtype, device, grad_fmt):
 def batch_norm(training):
     def fn(x, w, b):
         c = x.shape[1]
-        mean = torch.linspace(-0.5, 0.5, c, device=x.device)
-        var = torch.linspace(0.5, 2.0, c, device=x.device)
+        mean = torch.linspace(-0.5, 0.5, c, device=x.device, dtype=w.dtype)
+        var = torch.linspace(0.5, 2.0, c, device=x.device, dtype=w.dtype)
         return F.batch_norm(x, mean, var, w, b, training=training)
 
     return fn
@@ -58,6 +58,9 @@ CASES = {
     "batch_norm2d_train": (batch_norm(True), [(2, 3, 5, 6), (3,), (3,)], [C, CC, CC], None),
     "batch_norm2d_eval": (batch_norm(False), [(2, 3, 5, 6), (3,), (3,)], [C, CC, CC], None),
     "batch_norm3d_train": (batch_norm(True), [(2, 3, 4, 5, 6), (3,), (3,)], [C, CC, CC], None),
+    # Over 256 rows of channels: the channels-last kernel's sums run in several chunks.
+    "batch_norm2d_train_rows": (batch_norm(True), [(4, 8, 12, 12), (8,), (8,)], [C, CC, CC], (torch.float32, torch.bfloat16)),
+    "batch_norm3d_eval_rows": (batch_norm(False), [(2, 5, 6, 7, 8), (5,), (5,)], [C, CC, CC], None),
     "group_norm2d": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 5, 6), (4,), (4,)], [C, CC, CC], None),
     "group_norm3d": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 3, 5, 6), (4,), (4,)], [C, CC, CC], None),
     "reflection_pad2d": (lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), [(2, 3, 5, 6)], [C], None),

@@ -35,16 +35,23 @@ at::Tensor param(const at::Tensor& t, c10::ScalarType dtype) {
 const void* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 void* mutable_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// A dense channels-last tensor: batch norm runs on it in place of an NCHW copy.
+bool dense_channels_last(const at::Tensor& t) {
+  const c10::MemoryFormat format = t.suggest_memory_format();
+  return format != c10::MemoryFormat::Contiguous && t.is_contiguous(format);
+}
+
 kernels::BatchNormShape channel_shape(const at::Tensor& x) {
   kernels::BatchNormShape s;
   s.batch = x.size(0);
   s.channels = x.dim() > 1 ? x.size(1) : 1;
   for (int64_t d = 2; d < x.dim(); ++d) s.inner *= x.size(d);
+  s.channels_last = dense_channels_last(x);
   return s;
 }
 
-// CPU PyTorch gives results (and input gradients) the input's suggested memory format; the
-// kernels write NCHW, so one copy both casts back and relays them.
+// CPU PyTorch gives results (and input gradients) the input's suggested memory format; where
+// the kernels write NCHW, one copy both casts back and relays them.
 at::Tensor in_input_layout(const at::Tensor& result, const at::Tensor& input) {
   return result.to(input.scalar_type(), false, false, input.suggest_memory_format());
 }
@@ -86,7 +93,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& inpu
               "batch_norm in eval mode needs running_mean and running_var");
   TORCH_CHECK(!training || shape.batch * shape.inner > 1 || shape.channels == 0,
               "Expected more than 1 value per channel when training, got input size ", input.sizes());
-  const at::Tensor x = input.to(stats).contiguous();
+  // A channels-last input keeps its layout (.to keeps it): its kernel reads [N * spatial, C] rows.
+  const at::Tensor x = shape.channels_last ? input.to(stats) : input.to(stats).contiguous();
   const at::Tensor w = param(weight, stats), b = param(bias, stats);
   // Running stats are updated in place: work on contiguous copies and write them back.
   at::Tensor rm = running_mean.defined() ? running_mean.contiguous() : at::Tensor();
@@ -129,7 +137,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   TORCH_CHECK(training || (running_mean.defined() && running_var.defined()),
               "batch_norm_backward in eval mode needs running_mean and running_var");
   const kernels::BatchNormShape shape = channel_shape(input);
-  const at::Tensor x = input.to(stats).contiguous(), go = grad_out.to(stats).contiguous();
+  const c10::MemoryFormat layout = shape.channels_last ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous;
+  const at::Tensor x = input.to(stats).contiguous(layout), go = grad_out.to(stats).contiguous(layout);
   const at::Tensor w = param(weight, stats), rm = param(running_mean, stats), rv = param(running_var, stats);
   const at::Tensor sm = param(save_mean, stats), si = param(save_invstd, stats);
   at::Tensor grad_x = output_mask[0] ? at::empty_like(x) : at::Tensor();
