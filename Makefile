@@ -88,7 +88,7 @@ test-cpp: build
 	    ./build/kernel_tests --gtest_brief=1 || exit 1; \
 	done
 
-# The whole pytest suite, with the conformance CI subset (a fixed list of OpInfos) failing on
+# The whole pytest suite, with the conformance CI subset (a fixed list of OpInfos, modules and optimizers) failing on
 # regressions; then the model sweep's 5-model CI subset.
 test-python: build $(VENV)/.stamp-frameworks
 	@echo "== Python tests (with the conformance CI subset)"
@@ -187,7 +187,7 @@ demo: build
 	@$(PY) examples/demo.py
 
 conformance: build
-	@$(PY) -m torchneuron.conformance --jobs 2 --output conformance.json --markdown conformance.md
+	@$(PY) -m torchneuron.conformance --jobs 2 --modules --optimizers --output conformance.json --markdown conformance.md
 
 sweep: build
 	@$(PY) -m torchneuron.sweep --jobs 2 --timeout 300 --output sweep.json --markdown sweep.md
