@@ -177,6 +177,47 @@ void batch_norm_backward_rows(const BatchNormShape& s, const T* go, const T* x, 
   }
 }
 
+// ---- channels-last group norm: each batch entry's x as [inner rows, channels] -------------------
+
+template <typename T>
+void group_norm_rows(const BatchNormShape& s, int64_t groups, double eps, const T* x, const T* w, const T* b, T* y,
+                     T* mean_out, T* rstd_out) {
+  using A = Acc<T>;
+  const int64_t channels = s.channels, per_group = channels / groups, span = per_group * s.inner;
+  std::vector<double> channel_mean(static_cast<size_t>(channels)), rstd(static_cast<size_t>(groups));
+  std::vector<A> scale(static_cast<size_t>(channels)), shift(static_cast<size_t>(channels));
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const T* xn = x + n * s.inner * channels;
+    const std::vector<double> sums = row_channel_sums(s.inner, channels, [&](int64_t i, int64_t) {
+      return static_cast<double>(up(xn[i]));
+    });
+    for (int64_t g = 0; g < groups; ++g) {
+      double sum = 0;
+      for (int64_t k = 0; k < per_group; ++k) sum += sums[g * per_group + k];
+      for (int64_t k = 0; k < per_group; ++k) channel_mean[g * per_group + k] = span > 0 ? sum / span : 0.0;
+    }
+    const std::vector<double> squares = row_channel_sums(s.inner, channels, [&](int64_t i, int64_t c) {
+      const double d = up(xn[i]) - channel_mean[c];
+      return d * d;
+    });
+    for (int64_t g = 0; g < groups; ++g) {
+      double sum = 0;
+      for (int64_t k = 0; k < per_group; ++k) sum += squares[g * per_group + k];
+      const double mean = channel_mean[g * per_group];
+      rstd[g] = 1.0 / std::sqrt((span > 0 ? sum / span : 0.0) + eps);
+      mean_out[n * groups + g] = down<T>(static_cast<A>(mean));
+      rstd_out[n * groups + g] = down<T>(static_cast<A>(rstd[g]));
+      for (int64_t k = 0; k < per_group; ++k) {  // as the [N, C, inner] kernel folds them
+        const int64_t c = g * per_group + k;
+        scale[c] = static_cast<A>(rstd[g] * value_or(w, c, 1.0));
+        shift[c] = static_cast<A>(value_or(b, c, 0.0) - mean * rstd[g] * value_or(w, c, 1.0));
+      }
+    }
+    T* yn = y + n * s.inner * channels;
+    for_each_row_element(s.inner, channels, [&](int64_t i, int64_t c) { yn[i] = down<T>(up(xn[i]) * scale[c] + shift[c]); });
+  }
+}
+
 }  // namespace
 
 void batch_norm(DType dtype, BatchNormShape s, const void* x_in, const void* weight, const void* bias,
@@ -294,6 +335,9 @@ void group_norm(DType dtype, BatchNormShape s, int64_t groups, double eps, const
     const T* w = static_cast<const T*>(weight);
     const T* b = static_cast<const T*>(bias);
     T* y = static_cast<T*>(out);
+    if (s.channels_last) {
+      return group_norm_rows(s, groups, eps, x, w, b, y, static_cast<T*>(mean_out), static_cast<T*>(rstd_out));
+    }
     const int64_t per_group = s.channels / groups;
     const int64_t span = per_group * s.inner;  // a group's elements are contiguous
     parallel_for(s.batch * groups, 1, [&](int64_t begin, int64_t end) {
@@ -334,16 +378,57 @@ void group_norm_backward(DType dtype, BatchNormShape s, int64_t groups, const vo
     const T* rstd = static_cast<const T*>(rstd_in);
     // Per (n, c): sum(grad * x) and sum(grad).
     std::vector<double> ds(s.batch * s.channels), db(s.batch * s.channels);
-    parallel_for(s.batch * s.channels, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t nc = begin; nc < end; ++nc) {
-        const int64_t at = nc * s.inner;
-        ds[nc] = run_sum(at, s.inner, [&](int64_t i) { return static_cast<double>(up(go[i])) * up(x[i]); });
-        db[nc] = run_sum(at, s.inner, [&](int64_t i) { return static_cast<double>(up(go[i])); });
+    if (s.channels_last) {
+      for (int64_t n = 0; n < s.batch; ++n) {
+        const int64_t at = n * s.inner * s.channels;
+        const std::vector<double> dsn = row_channel_sums(s.inner, s.channels, [&](int64_t i, int64_t) {
+          return static_cast<double>(up(go[at + i])) * up(x[at + i]);
+        });
+        const std::vector<double> dbn = row_channel_sums(s.inner, s.channels, [&](int64_t i, int64_t) {
+          return static_cast<double>(up(go[at + i]));
+        });
+        std::copy(dsn.begin(), dsn.end(), ds.begin() + n * s.channels);
+        std::copy(dbn.begin(), dbn.end(), db.begin() + n * s.channels);
       }
-    });
+    } else {
+      parallel_for(s.batch * s.channels, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t nc = begin; nc < end; ++nc) {
+          const int64_t at = nc * s.inner;
+          ds[nc] = run_sum(at, s.inner, [&](int64_t i) { return static_cast<double>(up(go[i])) * up(x[i]); });
+          db[nc] = run_sum(at, s.inner, [&](int64_t i) { return static_cast<double>(up(go[i])); });
+        }
+      });
+    }
     const int64_t per_group = s.channels / groups;
     const double inv_span = 1.0 / static_cast<double>(per_group * s.inner);
-    if (grad_x != nullptr) {
+    if (grad_x != nullptr && s.channels_last) {
+      // dx = r * w * g + c2 * x + c3 per (n, group), as below, over each entry's rows.
+      T* gx = static_cast<T*>(grad_x);
+      std::vector<A> scale(static_cast<size_t>(s.channels));
+      std::vector<double> c2(static_cast<size_t>(s.channels)), c3(static_cast<size_t>(s.channels));
+      for (int64_t n = 0; n < s.batch; ++n) {
+        for (int64_t g = 0; g < groups; ++g) {
+          const double m = up(mean[n * groups + g]), r = up(rstd[n * groups + g]);
+          double dsw = 0, dbw = 0;
+          for (int64_t k = 0; k < per_group; ++k) {
+            const int64_t c = g * per_group + k;
+            dsw += ds[n * s.channels + c] * value_or(w, c, 1.0);
+            dbw += db[n * s.channels + c] * value_or(w, c, 1.0);
+          }
+          const double group_c2 = (dbw * m - dsw) * r * r * r * inv_span;
+          for (int64_t k = 0; k < per_group; ++k) {
+            const int64_t c = g * per_group + k;
+            scale[c] = static_cast<A>(r * value_or(w, c, 1.0));
+            c2[c] = group_c2;
+            c3[c] = -group_c2 * m - dbw * r * inv_span;
+          }
+        }
+        const int64_t at = n * s.inner * s.channels;
+        for_each_row_element(s.inner, s.channels, [&](int64_t i, int64_t c) {
+          gx[at + i] = down<T>(static_cast<A>(scale[c] * up(go[at + i]) + c2[c] * up(x[at + i]) + c3[c]));
+        });
+      }
+    } else if (grad_x != nullptr) {
       T* gx = static_cast<T*>(grad_x);
       parallel_for(s.batch * groups, 1, [&](int64_t begin, int64_t end) {
         for (int64_t ng = begin; ng < end; ++ng) {

@@ -10,7 +10,7 @@ namespace torchneuron::kernels {
 
 struct BatchNormShape {
   int64_t batch = 1, channels = 1, inner = 1;  // x viewed as [batch, channels, inner]
-  // Batch norm only: x is channels-last, [batch * inner, channels] in memory.
+  // x is channels-last: [batch, inner, channels] in memory.
   bool channels_last = false;
 };
 

@@ -63,6 +63,7 @@ CASES = {
     "batch_norm3d_eval_rows": (batch_norm(False), [(2, 5, 6, 7, 8), (5,), (5,)], [C, CC, CC], None),
     "group_norm2d": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 5, 6), (4,), (4,)], [C, CC, CC], None),
     "group_norm3d": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 3, 5, 6), (4,), (4,)], [C, CC, CC], None),
+    "group_norm2d_rows": (lambda x, w, b: F.group_norm(x, 3, w, b), [(2, 6, 20, 16), (6,), (6,)], [C, CC, CC], (torch.float32, torch.bfloat16)),
     "reflection_pad2d": (lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), [(2, 3, 5, 6)], [C], None),
     "replication_pad2d": (lambda x: F.pad(x, (1, 2, 2, 1), mode="replicate"), [(2, 3, 5, 6)], [C], None),
     "reflection_pad3d": (lambda x: F.pad(x, (1, 2, 2, 1, 1, 1), mode="reflect"), [(2, 3, 4, 5, 6)], [C], None),
@@ -116,8 +117,8 @@ def test_channels_last_result_is_laid_out_like_cpu():
     assert out.stride() == F.conv2d(x, w).stride()
 
 
-@pytest.mark.parametrize("shape", [(2, 4, 5, 6), (2, 4, 3, 5, 6)])
-def test_group_norm_backward_op_keeps_input_layout(shape):
+@pytest.mark.parametrize("shape,groups", [((2, 4, 5, 6), 2), ((2, 4, 3, 5, 6), 2), ((3, 6, 20, 16), 3)])
+def test_group_norm_backward_op_keeps_input_layout(shape, groups):
     x = make(shape, "cl", torch.float32, "cpu", 0)
     g = make(shape, "cl", torch.float32, "cpu", 1)  # CPU's kernel reads grad_out in x's layout
     w = torch.linspace(0.5, 1.5, shape[1])
@@ -125,10 +126,10 @@ def test_group_norm_backward_op_keeps_input_layout(shape):
     results = {}
     for dev in ("cpu", "neuron"):
         xd, wd = x.to(dev), w.to(dev)
-        y, mean, rstd = torch.ops.aten.native_group_norm(xd, wd, None, shape[0], shape[1], hw, 2, 1e-5)
-        grads = torch.ops.aten.native_group_norm_backward(g.to(dev), xd, mean, rstd, wd, shape[0], shape[1], hw, 2,
+        y, mean, rstd = torch.ops.aten.native_group_norm(xd, wd, None, shape[0], shape[1], hw, groups, 1e-5)
+        grads = torch.ops.aten.native_group_norm_backward(g.to(dev), xd, mean, rstd, wd, shape[0], shape[1], hw, groups,
                                                           [True, True, True])
-        results[dev] = (y, *grads)
+        results[dev] = (y, mean, rstd, *grads)
     for a, b in zip(results["neuron"], results["cpu"]):
         assert layout(a) == layout(b)
         torch.testing.assert_close(a.cpu(), b, atol=2e-4, rtol=2e-4)

@@ -35,7 +35,7 @@ at::Tensor param(const at::Tensor& t, c10::ScalarType dtype) {
 const void* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 void* mutable_ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// A dense channels-last tensor: batch norm runs on it in place of an NCHW copy.
+// A dense channels-last tensor: the norms run on it in place of an NCHW copy.
 bool dense_channels_last(const at::Tensor& t) {
   const c10::MemoryFormat format = t.suggest_memory_format();
   return format != c10::MemoryFormat::Contiguous && t.is_contiguous(format);
@@ -199,12 +199,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& inpu
     TORCH_CHECK(!t->defined() || t->numel() == C, "group_norm: expected weight and bias of ", C, " elements, got ", t->sizes());
   }
   const c10::ScalarType stats = stats_dtype(input, {&weight, &bias});
-  const at::Tensor x = input.to(stats).contiguous();
+  const kernels::BatchNormShape shape{N, C, HxW, dense_channels_last(input)};
+  const at::Tensor x = shape.channels_last ? input.to(stats) : input.to(stats).contiguous();
   const at::Tensor w = param(weight, stats), b = param(bias, stats);
   at::Tensor out = at::empty_like(x);
   at::Tensor mean = at::empty({N, group}, x.options()), rstd = at::empty({N, group}, x.options());
   if (x.numel() > 0) {
-    const kernels::BatchNormShape shape{N, C, HxW};
     const kernels::DType dtype = to_kernel_dtype(stats);
     const void *px = x.data_ptr(), *pw = ptr(w), *pb = ptr(b);
     void *po = out.data_ptr(), *pm = mean.data_ptr(), *pr = rstd.data_ptr();
@@ -223,7 +223,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(const at::Ten
   check_same_device("aten::native_group_norm_backward", input.device(), {&grad_out, &mean, &rstd, &weight});
   TORCH_CHECK(floating(input), "group_norm_backward: expected a floating input, got ", input.scalar_type());
   const c10::ScalarType stats = stats_dtype(input, {&weight, &mean});
-  const at::Tensor x = input.to(stats).contiguous(), go = grad_out.to(stats).contiguous();
+  const kernels::BatchNormShape shape{N, C, HxW, dense_channels_last(input)};
+  const c10::MemoryFormat layout = shape.channels_last ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous;
+  const at::Tensor x = input.to(stats).contiguous(layout), go = grad_out.to(stats).contiguous(layout);
   const at::Tensor m = param(mean, stats), r = param(rstd, stats), w = param(weight, stats);
   at::Tensor grad_x = output_mask[0] ? at::empty_like(x) : at::Tensor();
   at::Tensor grad_w = output_mask[1] ? at::empty({C}, x.options()) : at::Tensor();
@@ -232,7 +234,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(const at::Ten
     if (grad_w.defined()) grad_w.zero_();
     if (grad_b.defined()) grad_b.zero_();
   } else if (grad_x.defined() || grad_w.defined() || grad_b.defined()) {
-    const kernels::BatchNormShape shape{N, C, HxW};
     const kernels::DType dtype = to_kernel_dtype(stats);
     const void *pgo = go.data_ptr(), *px = x.data_ptr(), *pm = m.data_ptr(), *pr = r.data_ptr(), *pw = ptr(w);
     void *pgx = mutable_ptr(grad_x), *pgw = mutable_ptr(grad_w), *pgb = mutable_ptr(grad_b);
