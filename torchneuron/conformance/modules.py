@@ -169,16 +169,38 @@ def _run_input(info, mod_input, dtype_name, grad, place, training=True):
         return [("error", f"{type(exc).__name__}: {first}", None)]
     results = []
     why = _close(out, _cpu(exp_out), dtype_name)
-    if why is not None:
-        results.append(("mismatch", why, max_abs_error(out, exp_out)))
-    elif exp_grads is not None:
+    if why is None and exp_grads is not None:
         why = _close(grads, _cpu(exp_grads), dtype_name)
-        results.append(("mismatch", "grad: " + why, max_abs_error(grads, exp_grads))
-                       if why is not None else ("pass", "", None))
+        why = None if why is None else "grad: " + why
+    if why is not None and not _no_less_accurate(pristine, fwd, grad, dtype_name, (out, grads),
+                                                 (_cpu(exp_out), _cpu(exp_grads))):
+        results.append(("mismatch", why, max_abs_error((out, grads), (exp_out, exp_grads))))
     else:
         results.append(("pass", "", None))
     results.append(_channels_last(pristine, fwd, dtype_name, place))
     return results
+
+
+def _no_less_accurate(module, fwd, grad, dtype_name, actual, expected):
+    """Whether the device's (output, grads) are at every element as close to the module's
+    float64 run as CPU's, within the tolerance: a float16 module chains roundings that CPU and
+    neuron place differently (LinearCrossEntropyLoss's gradients differ by one unit in the last
+    place, each as far from float64 as the other)."""
+    import torch
+    from torch.utils._pytree import tree_flatten, tree_map
+    from .reference import _Float64Reference
+    if dtype_name not in ("float16", "bfloat16", "float32"):
+        return False
+    wide = (lambda x: x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
+    try:
+        ref = _forward_backward(copy.deepcopy(module).double(), type(fwd)(
+            *tree_map(wide, fwd.args), **tree_map(wide, fwd.kwargs)), "cpu", grad)
+    except Exception:  # noqa: BLE001 - a module without float64 keeps the mismatch
+        return False
+    judge = _Float64Reference(None, None, grad, dtype_name)
+    a, e, r = (tree_flatten(_cpu(x))[0] for x in (actual, expected, ref))
+    return len(a) == len(e) == len(r) and all(
+        x is y is z is None or judge._no_less_accurate(x, y, z) for x, y, z in zip(a, e, r))
 
 
 def run_module_entry(info, key, dtype_name, place, merge, heartbeat, grad=True):

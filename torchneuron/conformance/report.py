@@ -80,6 +80,27 @@ def dtype_table(entries):
     return lines
 
 
+def suite_of(entry):
+    """'OpInfo', 'module_db' or 'optim_db': where an entry comes from."""
+    op = entry["op"]
+    return "module_db" if op.startswith("module:") else "optim_db" if op.startswith("optim:") else "OpInfo"
+
+
+def suite_table(entries):
+    """Markdown rows: per suite (OpInfo, module_db, optim_db), entries by status, pass rate and
+    native share."""
+    groups = {}
+    for e in entries:
+        groups.setdefault(suite_of(e), []).append(e)
+    lines = ["| suite | pass | mismatch | error | skipped | pass rate | native share |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, group in groups.items():
+        t = totals(group)
+        lines.append(f"| {name} | {t['pass']} | {t['mismatch']} | {t['error']} | {t['skipped']} | "
+                     f"{_pct(t['pass_rate'])} | {_pct(t['zero_fallback_share'])} |")
+    return lines
+
+
 def top_fallbacks(entries, n=20):
     """Returns [(aten op, entries using it, calls)] for the n most frequent fallback ops."""
     agg = {}
@@ -107,7 +128,7 @@ def markdown(entries, elapsed=None):
               f"float64): {len(arbitrated)}"
               + (" (" + ", ".join(f"{e['op']} {e['dtype']}" for e in arbitrated[:10]) + ")"
                  if arbitrated else ""),
-              "", "## By dtype", ""] + dtype_table(entries) + [
+              "", "## By suite", ""] + suite_table(entries) + ["", "## By dtype", ""] + dtype_table(entries) + [
               "", "## Failures by class", "", "| category | class | entries | e.g. |",
               "| --- | --- | --- | --- |"]
     for cat, text, count, examples in failure_classes(entries):
@@ -154,7 +175,7 @@ def doc_record(entries, elapsed=None):
              f"{t['total']} entries, {t['pass']} pass, {t['mismatch']} mismatch, {t['error']} error, "
              f"{t['skipped']} skipped; {_pct(t['pass_rate'])} of the entries that ran pass, "
              f"{_pct(t['zero_fallback_share'])} with no CPU fallback.", ""]
-    lines += dtype_table(entries)
+    lines += suite_table(entries) + [""] + dtype_table(entries)
     classes = failure_classes(entries, n=20)
     if classes:
         lines += ["", "| category | failure class | entries | e.g. |", "| --- | --- | --- | --- |"]
