@@ -1,6 +1,7 @@
-"""Serving throughput: the same request set through vLLM on neuron (torchneuron's platform plugin)
-and through vLLM's own CPU platform, in one run on the same cores; prints time to first token,
-decode and overall tokens per second, and neuron's ratio to CPU (higher is better).
+"""Serving throughput: the same request set through vLLM's own CPU platform (its default: the model
+compiled by inductor) and through vLLM on neuron (torchneuron's platform plugin), eager and with
+decode graphs, in one run on the same cores; prints time to first token, decode and overall
+tokens per second, and each neuron run's ratio to CPU (higher is better).
 
     .venv-serve/bin/python bench/bench_serve.py [--model DIR] [--requests N] [--output-tokens N]
 
@@ -21,9 +22,9 @@ import json, sys, time
 from vllm import LLM, SamplingParams
 
 def main():
-    model, requests, output_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    model, requests, output_tokens, eager = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "eager"
     llm = LLM(model=model, dtype="float32", max_model_len=512, kv_cache_memory_bytes=256 << 20, seed=0,
-              enforce_eager=True, max_num_seqs=requests)
+              enforce_eager=eager, max_num_seqs=requests)
     words = "the quick brown fox jumps over the lazy dog and then".split()
     prompts = [" ".join(words[(i + j) % len(words)] for j in range(16 + 8 * (i % 8))) for i in range(requests)]
     first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
@@ -47,16 +48,16 @@ if __name__ == "__main__":
 """
 
 
-def run(platform, args):
+def run(platform, mode, args):
     env = dict(os.environ, TORCHNEURON_VLLM="1" if platform == "neuron" else "0", VLLM_LOGGING_LEVEL="WARNING")
     if platform == "neuron":
         env["TORCHNEURON_FALLBACK"] = "error"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", WORKLOAD, args.model, str(args.requests), str(args.output_tokens)],
+    done = subprocess.run([sys.executable, "-c", WORKLOAD, args.model, str(args.requests), str(args.output_tokens), mode],
                           env=env, capture_output=True, text=True, timeout=1800, cwd="/tmp")
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
-        sys.exit(f"{platform} run failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+        sys.exit(f"{platform} {mode} run failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     result = json.loads(lines[-1][len("RESULT "):])
     result["wall_s"] = time.perf_counter() - start
     return result
@@ -70,17 +71,19 @@ def main():
     args = parser.parse_args()
     print(f"== serving: {args.requests} requests (prompts 16-72 words), {args.output_tokens} output tokens each, "
           f"model {os.path.basename(os.path.abspath(args.model))}, float32, eager")
-    results = {platform: run(platform, args) for platform in ("cpu", "neuron")}
-    cpu, neuron = results["cpu"], results["neuron"]
-    print(f"{'':24}{'vLLM CPU':>12}{'vLLM neuron':>14}{'neuron/CPU':>12}")
+    runs = {"vLLM CPU": run("cpu", "default", args), "neuron eager": run("neuron", "eager", args),
+            "neuron graphs": run("neuron", "default", args)}
+    cpu = runs["vLLM CPU"]
+    print(f"{'':24}" + "".join(f"{name:>15}" for name in runs) + f"{'eager/CPU':>11}{'graphs/CPU':>12}")
     rows = [("time to first token (s)", "ttft_s", False), ("decode tokens/s", "decode_tok_s", True),
             ("overall tokens/s", "overall_tok_s", True)]
     for label, key, higher_is_better in rows:
-        ratio = neuron[key] / cpu[key] if higher_is_better else cpu[key] / neuron[key]
-        print(f"{label:24}{cpu[key]:12.3f}{neuron[key]:14.3f}{ratio:11.2f}x")
-    print(f"(startup and run, wall: CPU {cpu['wall_s']:.0f} s, neuron {neuron['wall_s']:.0f} s; "
-          f"ratios above 1 favour neuron)")
-
+        ratios = [(r[key] / cpu[key] if higher_is_better else cpu[key] / r[key])
+                  for r in (runs["neuron eager"], runs["neuron graphs"])]
+        print(f"{label:24}" + "".join(f"{r[key]:15.3f}" for r in runs.values()) +
+              f"{ratios[0]:10.2f}x{ratios[1]:11.2f}x")
+    print("(startup and run, wall: " + ", ".join(f"{name} {r['wall_s']:.0f} s" for name, r in runs.items()) +
+          "; ratios above 1 favour neuron)")
 
 if __name__ == "__main__":
     main()

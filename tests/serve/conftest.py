@@ -24,10 +24,11 @@ def model_path(name):
 
 
 def make_llm(name, **kwargs):
-    """A vLLM engine on neuron with a small KV cache (the device's memory is the host's)."""
+    """A vLLM engine on neuron with a small KV cache (the device's memory is the host's); decode
+    steps replay captured graphs unless enforce_eager=True is passed."""
     from vllm import LLM
 
-    options = dict(dtype="float32", max_model_len=512, kv_cache_memory_bytes=64 << 20, enforce_eager=True,
+    options = dict(dtype="float32", max_model_len=512, kv_cache_memory_bytes=64 << 20, enforce_eager=False,
                    max_num_seqs=16, max_num_batched_tokens=512, seed=0)
     options.update(kwargs)
     return LLM(model=model_path(name), **options)

@@ -8,13 +8,27 @@ from conftest import GREEDY, PROMPTS, generate, hf_greedy, make_llm, release
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-gpt2", "tiny-gemma2"])
 def test_greedy_equals_transformers(name):
     """Llama (GQA), Qwen2 (one kv head, biases), GPT-2 and Gemma-2 (sliding window 16 and logit
-    soft-capping, with prompts longer than the window): a batch of prompts of several lengths."""
+    soft-capping, with prompts longer than the window): a batch of prompts of several lengths,
+    decode steps replaying captured graphs."""
+    from vllm.compilation.counter import compilation_counter
+
+    captured = compilation_counter.num_cudagraph_captured
     llm = make_llm(name)
     try:
+        assert compilation_counter.num_cudagraph_captured > captured  # one graph per decode batch size
         got, _ = generate(llm, PROMPTS, **GREEDY)
     finally:
         release(llm)
     assert got == hf_greedy(name, PROMPTS, 12)
+
+
+def test_eager_engine_equals_transformers():
+    llm = make_llm("tiny-llama", enforce_eager=True)
+    try:
+        got, _ = generate(llm, PROMPTS, **GREEDY)
+    finally:
+        release(llm)
+    assert got == hf_greedy("tiny-llama", PROMPTS, 12)
 
 
 def test_chunked_prefill_gives_the_same_tokens():

@@ -16,7 +16,7 @@ import json, sys
 from vllm import LLM, SamplingParams
 def main():
     llm = LLM(model=sys.argv[1], dtype="float32", max_model_len=512, kv_cache_memory_bytes=64 << 20,
-              enforce_eager=True, tensor_parallel_size=int(sys.argv[2]), max_num_seqs=16,
+              tensor_parallel_size=int(sys.argv[2]), max_num_seqs=16,
               max_num_batched_tokens=512, seed=0)
     prompts = json.loads(sys.argv[3])
     outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True), use_tqdm=False)
@@ -61,7 +61,7 @@ def test_openai_server_answers_completions_and_chat(tmp_path):
     server = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
          "--port", str(port), "--max-model-len", "512", "--kv-cache-memory-bytes", str(64 << 20),
-         "--enforce-eager", "--dtype", "float32", "--max-num-seqs", "16", "--max-num-batched-tokens", "512"],
+         "--dtype", "float32", "--max-num-seqs", "16", "--max-num-batched-tokens", "512"],
         env=child_env(), stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
     try:

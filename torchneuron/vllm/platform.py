@@ -92,7 +92,7 @@ class NeuronPlatform(Platform):
 
     @classmethod
     def support_static_graph_mode(cls) -> bool:
-        return False
+        return True
 
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
@@ -106,10 +106,19 @@ class NeuronPlatform(Platform):
         if not cache_config.user_specified_block_size:
             cache_config.block_size = 16
         compilation_config = vllm_config.compilation_config
-        # Eager execution of vLLM's model code on neuron's native ops.
+        # vLLM's model code runs eagerly on neuron's native ops; decode steps (every request one
+        # token) replay captured graphs, one per batch size, unless enforce_eager is set.
         compilation_config.mode = CompilationMode.NONE
-        compilation_config.cudagraph_mode = CUDAGraphMode.NONE
-        compilation_config.cudagraph_capture_sizes = []
+        model_config = vllm_config.model_config
+        distributed = parallel_config.world_size > 1
+        if distributed and model_config is not None and not model_config.enforce_eager:
+            logger.info("neuron: decode graphs are off with tensor or pipeline parallelism (the neuron "
+                        "backend's collectives are not captured); running eagerly")
+        if model_config is not None and not model_config.enforce_eager and not distributed:
+            compilation_config.cudagraph_mode = CUDAGraphMode.FULL_DECODE_ONLY
+        else:
+            compilation_config.cudagraph_mode = CUDAGraphMode.NONE
+            compilation_config.cudagraph_capture_sizes = []
         vllm_config.scheduler_config.async_scheduling = False
         # The engine's processes start fresh (a forked child would inherit the device's threads).
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"

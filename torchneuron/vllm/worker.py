@@ -18,33 +18,49 @@ from vllm.v1.worker.utils import request_memory
 logger = init_logger(__name__)
 
 
-@contextlib.contextmanager
-def neuron_as_cuda():
-    """torch.cuda's stream, event and graph names bound to torch.neuron while the runner is built
-    (it creates its copy streams and events there). Each name gets its own callable: Dynamo
-    refuses two registrations of one function."""
-    names = ("Stream", "Event", "current_stream", "default_stream", "stream", "set_stream", "graph",
-             "CUDAGraph", "graph_pool_handle", "is_current_stream_capturing")
-    saved = {name: getattr(torch.cuda, name) for name in names}
+CUDA_NAMES = ("Stream", "Event", "current_stream", "default_stream", "stream", "set_stream", "graph", "CUDAGraph",
+              "graph_pool_handle", "is_current_stream_capturing", "synchronize")
+
+
+def bind_cuda_names_to_neuron() -> dict:
+    """Points torch.cuda's stream, event and graph names at torch.neuron's (vLLM's runner and graph
+    wrapper call torch.cuda by name); returns what they were. Each name gets a callable of its
+    own: Dynamo refuses two registrations of one function."""
+    saved = {name: getattr(torch.cuda, name) for name in CUDA_NAMES}
 
     def event(*args, blocking=None, **kwargs):
         return torch.neuron.Event(*args, **kwargs)
 
     torch.cuda.Stream = torch.neuron.Stream
     torch.cuda.Event = event
-    torch.cuda.current_stream = functools.partial(torch.neuron.current_stream)
-    torch.cuda.default_stream = functools.partial(torch.neuron.default_stream)
-    torch.cuda.stream = functools.partial(torch.neuron.stream)
-    torch.cuda.set_stream = functools.partial(torch.neuron.set_stream)
-    torch.cuda.graph = functools.partial(torch.neuron.graph)
     torch.cuda.CUDAGraph = torch.neuron.NeuronGraph
-    torch.cuda.graph_pool_handle = functools.partial(torch.neuron.graph_pool_handle)
     torch.cuda.is_current_stream_capturing = torch.neuron.is_current_stream_capturing
+    for name in ("current_stream", "default_stream", "stream", "set_stream", "graph", "graph_pool_handle",
+                 "synchronize"):
+        setattr(torch.cuda, name, functools.partial(getattr(torch.neuron, name)))
+    return saved
+
+
+@contextlib.contextmanager
+def neuron_as_cuda():
+    """torch.cuda's names bound to torch.neuron's for the duration (see bind_cuda_names_to_neuron)."""
+    saved = bind_cuda_names_to_neuron()
     try:
         yield
     finally:
         for name, value in saved.items():
             setattr(torch.cuda, name, value)
+
+
+def enable_graph_capture():
+    """For vLLM's full-graph decode: its CUDAGraphWrapper calls torch.cuda.CUDAGraph / graph at
+    capture time, so the names stay bound in the worker; and it keeps weak references to graph
+    outputs through a CUDA / CPU custom op that neuron lacks, so it keeps plain references (the
+    outputs stay in the graph's pool either way)."""
+    from vllm.compilation import cuda_graph
+
+    bind_cuda_names_to_neuron()
+    cuda_graph.weak_ref_tensors = lambda tensors: tensors
 
 
 class NeuronModelRunner(GPUModelRunner):
@@ -68,6 +84,8 @@ class NeuronWorker(Worker):
                 f"{torch.neuron.device_count()} neuron devices; set TORCHNEURON_NUM_DEVICES")
         self.device = torch.device(f"neuron:{self.local_rank}")
         torch.neuron.set_device(self.device)
+        if self.vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs():
+            enable_graph_capture()
         current_platform.check_if_supports_dtype(self.model_config.dtype)
         init_worker_distributed_environment(self.vllm_config, self.rank, self.distributed_init_method,
                                             self.local_rank, current_platform.dist_backend)
