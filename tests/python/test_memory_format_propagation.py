@@ -79,6 +79,13 @@ CASES = {
     "max_pool3d": (lambda x: F.max_pool3d(x, 2), [(2, 3, 4, 5, 6)], [C], None),
     # CPU's avg_pool3d writes contiguous results whatever the input's layout.
     "avg_pool3d": (lambda x: F.avg_pool3d(x, 2), [(2, 3, 4, 5, 6)], [C], None),
+    # Backwards whose CPU iterator takes the saved tensor first: its layout wins over the gradient's.
+    "relu": (F.relu, [(2, 3, 4, 6)], [C], None),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), [(2, 3, 4, 6)], [C], None),
+    "threshold": (lambda x: F.threshold(x, 0.1, 2.0), [(2, 3, 4, 6)], [C], None),
+    "hardtanh": (F.hardtanh, [(2, 3, 4, 6)], [C], None),
+    # CPU's log_sigmoid forward returns a contiguous result for any input layout.
+    "logsigmoid": (F.logsigmoid, [(2, 3, 4, 6)], [C], None),
     "cat_channels": (lambda a, b: torch.cat([a, b], 1), [(2, 3, 5, 6), (2, 2, 5, 6)], [C, C], None),
     "cat_batch_3d": (lambda a, b: torch.cat([a, b], 0), [(2, 3, 4, 5, 6), (1, 3, 4, 5, 6)], [C, C], None),
 }

@@ -84,6 +84,13 @@ bool run_backward(const at::Tensor& grad, const at::Tensor& saved, at::Tensor& r
 
 at::Tensor empty_for(const at::Tensor& self) { return at::empty({0}, self.options()); }
 
+// The result CPU allocates for a backward whose iterator takes the saved tensor before the
+// gradient (leaky_relu_backward): where their layouts differ, the saved tensor's wins.
+at::Tensor empty_saved_first(const at::Tensor& grad, const at::Tensor& saved) {
+  at::TensorBase unset;
+  return at::Tensor(at::TensorIterator::borrowing_binary_op(unset, saved, grad).output());
+}
+
 }  // namespace
 
 // Forward ops: name(self, params...) with .out and in-place forms. FALLBACK_ARGS lists the
@@ -123,8 +130,9 @@ NEURON_ACTIVATION(hardshrink, ActivationOp::kHardshrink, (ActivationParams{lambd
                   COMMA const c10::Scalar& lambd, COMMA lambd)
 #undef NEURON_ACTIVATION
 
-// Backward ops: name(grad, saved, params...) with their .grad_input form.
-#define NEURON_ACTIVATION_BACKWARD(name, OUT_OVERLOAD, KOP, PARAMS, SIGNATURE, FALLBACK_ARGS)                     \
+// Backward ops: name(grad, saved, params...) with their .grad_input form; SAVED_FIRST where CPU's
+// iterator orders the saved tensor first (its layout decides the result's).
+#define NEURON_ACTIVATION_BACKWARD(name, OUT_OVERLOAD, KOP, PARAMS, SIGNATURE, FALLBACK_ARGS, SAVED_FIRST)        \
   at::Tensor& name##_out(const at::Tensor& grad, const at::Tensor& self SIGNATURE, at::Tensor& result) {           \
     if (!run_backward(grad, self, result, KOP, PARAMS, "aten::" #name)) {                                           \
       return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, OUT_OVERLOAD)>::call(                \
@@ -133,24 +141,24 @@ NEURON_ACTIVATION(hardshrink, ActivationOp::kHardshrink, (ActivationParams{lambd
     return result;                                                                                                  \
   }                                                                                                                 \
   at::Tensor name(const at::Tensor& grad, const at::Tensor& self SIGNATURE) {                                       \
-    at::Tensor result = empty_for(grad);                                                                            \
+    at::Tensor result = SAVED_FIRST ? empty_saved_first(grad, self) : empty_for(grad);                              \
     return activation::name##_out(grad, self FALLBACK_ARGS, result);                                                \
   }
 
 NEURON_ACTIVATION_BACKWARD(leaky_relu_backward, grad_input, ActivationOp::kLeakyRelu, (ActivationParams{slope.toDouble()}),
-                           COMMA const c10::Scalar& slope COMMA bool self_is_result, COMMA slope COMMA self_is_result)
+                           COMMA const c10::Scalar& slope COMMA bool self_is_result, COMMA slope COMMA self_is_result, true)
 NEURON_ACTIVATION_BACKWARD(softplus_backward, grad_input, ActivationOp::kSoftplus,
                            (ActivationParams{beta.toDouble(), threshold.toDouble()}),
-                           COMMA const c10::Scalar& beta COMMA const c10::Scalar& threshold, COMMA beta COMMA threshold)
+                           COMMA const c10::Scalar& beta COMMA const c10::Scalar& threshold, COMMA beta COMMA threshold, false)
 NEURON_ACTIVATION_BACKWARD(hardtanh_backward, grad_input, ActivationOp::kHardtanh,
                            (ActivationParams{lo.toDouble(), hi.toDouble()}),
-                           COMMA const c10::Scalar& lo COMMA const c10::Scalar& hi, COMMA lo COMMA hi)
-NEURON_ACTIVATION_BACKWARD(hardswish_backward, out, ActivationOp::kHardswish, ActivationParams{}, , )
-NEURON_ACTIVATION_BACKWARD(hardsigmoid_backward, grad_input, ActivationOp::kHardsigmoid, ActivationParams{}, , )
+                           COMMA const c10::Scalar& lo COMMA const c10::Scalar& hi, COMMA lo COMMA hi, false)
+NEURON_ACTIVATION_BACKWARD(hardswish_backward, out, ActivationOp::kHardswish, ActivationParams{}, , , false)
+NEURON_ACTIVATION_BACKWARD(hardsigmoid_backward, grad_input, ActivationOp::kHardsigmoid, ActivationParams{}, , , false)
 NEURON_ACTIVATION_BACKWARD(softshrink_backward, grad_input, ActivationOp::kSoftshrink, (ActivationParams{lambd.toDouble()}),
-                           COMMA const c10::Scalar& lambd, COMMA lambd)
+                           COMMA const c10::Scalar& lambd, COMMA lambd, false)
 NEURON_ACTIVATION_BACKWARD(hardshrink_backward, grad_input, ActivationOp::kHardshrink, (ActivationParams{lambd.toDouble()}),
-                           COMMA const c10::Scalar& lambd, COMMA lambd)
+                           COMMA const c10::Scalar& lambd, COMMA lambd, false)
 #undef NEURON_ACTIVATION_BACKWARD
 #undef COMMA
 
@@ -200,7 +208,8 @@ std::tuple<at::Tensor&, at::Tensor&> log_sigmoid_forward_out(const at::Tensor& s
 }
 
 std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
-  at::Tensor output = empty_for(self), buffer = empty_for(self);
+  // CPU's output is contiguous whatever self's layout.
+  at::Tensor output = at::empty(self.sizes(), self.options()), buffer = empty_for(self);
   activation::log_sigmoid_forward_out(self, output, buffer);
   return {output, buffer};
 }

@@ -401,7 +401,9 @@ at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& sel
 
 at::Tensor threshold_backward_functional(const at::Tensor& grad, const at::Tensor& self,
                                          const c10::Scalar& threshold) {
-  at::TensorBase out;
+  // CPU's iterator takes self before grad: where their layouts differ, self's lays out the result.
+  at::TensorBase unset;
+  at::TensorBase out = at::TensorIterator::binary_op(unset, self, grad).output();
   auto iter = at::TensorIterator::binary_op(out, grad, self);
   if (!launch_binary(iter, BinaryOp::kThresholdBackward, "aten::threshold_backward", false,
                      to_op_scalar(threshold))) {
