@@ -172,3 +172,18 @@ def test_graph_replay_reads_new_lengths():
         g.replay()
         torch.testing.assert_close(out.cpu().double(), reference_attention(query, kc, vc, table, starts, lens, 0.5),
                                    atol=1e-5, rtol=1e-5)
+
+
+def test_compiled_program_calls_the_op():
+    """torch.compile traces the op (its Meta kernel) and runs it inside a compiled program."""
+    query, kc, vc, table, starts, lens = make_batch([3, 1], [7, 9])
+
+    def attend(q, kc, vc, table, starts, lens):
+        out = torch.empty_like(q)
+        torch.ops.torchneuron.paged_attention(q * 2, kc, vc, table, starts, lens, 0.5, out=out)
+        return out + 1
+
+    args = [t.to(DEV) for t in (query, kc, vc, table, starts, lens)]
+    got = torch.compile(attend, backend="neuron", fullgraph=True)(*args)
+    want = reference_attention(query * 2, kc, vc, table, starts, lens, 0.5) + 1
+    torch.testing.assert_close(got.cpu().double(), want, atol=1e-5, rtol=1e-5)
