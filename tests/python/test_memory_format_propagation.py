@@ -86,6 +86,13 @@ CASES = {
     "hardtanh": (F.hardtanh, [(2, 3, 4, 6)], [C], None),
     # CPU's log_sigmoid forward returns a contiguous result for any input layout.
     "logsigmoid": (F.logsigmoid, [(2, 3, 4, 6)], [C], None),
+    # Upsampling: the input gradient follows grad_output's layout in these modes, not bicubic's.
+    "upsample_nearest2d": (lambda x: F.interpolate(x, scale_factor=2), [(2, 3, 4, 6)], [C], None),
+    "upsample_bilinear2d": (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), [(2, 3, 4, 6)], [C], None),
+    "upsample_bilinear2d_aa": (lambda x: F.interpolate(x, size=(3, 5), mode="bilinear", antialias=True), [(2, 3, 4, 6)], [C], None),
+    "upsample_bicubic2d": (lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), [(2, 3, 4, 6)], [C], None),
+    "upsample_nearest3d": (lambda x: F.interpolate(x, scale_factor=2), [(2, 3, 4, 5, 6)], [C], None),
+    "upsample_trilinear3d": (lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), [(2, 3, 4, 5, 6)], [C], None),
     "cat_channels": (lambda a, b: torch.cat([a, b], 1), [(2, 3, 5, 6), (2, 2, 5, 6)], [C, C], None),
     "cat_batch_3d": (lambda a, b: torch.cat([a, b], 0), [(2, 3, 4, 5, 6), (1, 3, 4, 5, 6)], [C, C], None),
 }

@@ -130,6 +130,11 @@ at::Tensor upsample_backward(const char* op, kernels::Interpolation mode, bool a
     void* pgi = grad_in.data_ptr();
     enqueue(grad_in, op, {&go}, [=] { kernels::upsample_backward(dtype, mode, align_corners, shape, pgo, pgi); });
   }
+  // CPU lays the input gradient out like grad_output for the nearest (2-D), (bi/tri)linear and
+  // antialiased bilinear modes; bicubic and 3-D nearest gradients are contiguous.
+  const bool nearest = mode == kernels::Interpolation::kNearest || mode == kernels::Interpolation::kNearestExact;
+  const bool linear = mode == kernels::Interpolation::kLinear || mode == kernels::Interpolation::kLinearAntialias;
+  if ((nearest && input_size.size() == 4) || linear) return grad_in.contiguous(grad_out.suggest_memory_format());
   return grad_in;
 }
 
