@@ -47,9 +47,12 @@ def test_two_tiny_models_pass_and_record_placement(tmp_path):
         assert row["compile_backward"] == "pass", row
         assert row["compile_backward_max_err"] is not None
         assert row["graphs_compiled"] >= 3 and row["graphs_eager"] == 0, row
+        # Saved and loaded back with from_pretrained(device_map="neuron", bfloat16).
+        assert row["pretrained"] == "pass" and row["pretrained_max_err"] is not None, row
     assert report["totals"]["models"] == 2 and report["totals"]["built"] == 2
     text = md.read_text()
     assert "| bert |" in text and "| gpt2 |" in text and "Most used fallback ops" in text
+    assert report["totals"]["pretrained_pass"] == 2 and "from_pretrained bf16" in text
 
 
 def test_shrinker_shrinks_nested_text_config():

@@ -18,7 +18,9 @@ to `neuron` (load), and both run forward on the same inputs (forward) and a back
 the sum of the floating outputs (backward). Outputs and parameter gradients are compared with the CPU as the
 reference (atol = rtol = 1e-4, float32). `compile` runs torch.compile(backend="neuron") forward
 under no_grad; `compile_backward` runs it with autograd and compares the gradients of the same
-loss. `fallback` lists the ATen ops that fell back to the CPU during the
+loss. `pretrained` saves the model (save_pretrained, safetensors), loads it back with
+from_pretrained(dir, device_map="neuron", dtype=torch.bfloat16) and compares its forward with the
+CPU's bfloat16 load of the same checkpoint (atol = rtol = 1.6e-2). `fallback` lists the ATen ops that fell back to the CPU during the
 neuron run (copy, forward, backward), with calls.
 
 Every model runs in a spawned worker (conformance.run_tasks), so a hang (`--timeout` seconds per
@@ -104,11 +106,12 @@ def main(argv=None):
           f"reference_pass={t['reference_pass']} reference_error={t['reference_error']} "
           f"unavailable={t['unavailable']} loaded={t['loaded']} forward_pass={t['forward_pass']} backward_pass={t['backward_pass']} "
           f"compile_pass={t['compile_pass']} compile_backward_pass={t['compile_backward_pass']} "
+          f"pretrained_pass={t['pretrained_pass']} "
           f"graphs_compiled={t['graphs_compiled']} graphs_eager={t['graphs_eager']} "
           f"mismatch={t['mismatch']} error={t['error']} skipped={t['skipped']} "
           f"-> {args.output}, {args.markdown}")
     if args.ci:
-        checked = ("forward", "backward", "compile", "compile_backward")
+        checked = ("forward", "backward", "compile", "compile_backward", "pretrained")
         failing = [f"{r['model']} ({', '.join(c for c in checked if r[c] not in ('pass', 'n/a'))})"
                    for r in rows if any(r[c] not in ("pass", "n/a") for c in checked)]
         failing += [f"{r['model']} ({r['graphs_eager']} graphs given back to run eagerly: "

@@ -1,6 +1,7 @@
 """The sweep's report: totals, the most common reasons and fallback ops, and the Markdown table
 with one row per model."""
 
+from .pretrained import BF16_ATOL
 from .run import ATOL, COLUMNS
 
 
@@ -16,6 +17,7 @@ def totals(rows):
             "forward_pass": count("forward", "pass"), "backward_pass": count("backward", "pass"),
             "compile_pass": count("compile", "pass"),
             "compile_backward_pass": count("compile_backward", "pass"),
+            "pretrained_pass": count("pretrained", "pass"),
             "graphs_compiled": sum(r.get("graphs_compiled", 0) for r in rows),
             "graphs_eager": sum(r.get("graphs_eager", 0) for r in rows),
             "models_with_eager_graphs": sum(r.get("graphs_eager", 0) > 0 for r in rows),
@@ -91,10 +93,14 @@ def markdown(rows, elapsed=None, version=None):
               f"| {t['models']} | {t['built']} | {t['reference_pass']} | {t['reference_error']} "
               f"| {t['unavailable']} |", "", "Device (of the models whose CPU reference passed):", "",
               "| loaded | forward pass | backward pass | compile pass | compile backward pass "
-              "| mismatch | error | skipped |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
+              "| from_pretrained bf16 pass | mismatch | error | skipped |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
               f"| {t['loaded']} | {t['forward_pass']} | {t['backward_pass']} "
-              f"| {t['compile_pass']} | {t['compile_backward_pass']} | {t['mismatch']} | {t['error']} "
-              f"| {t['skipped']} |", "",
+              f"| {t['compile_pass']} | {t['compile_backward_pass']} | {t['pretrained_pass']} "
+              f"| {t['mismatch']} | {t['error']} | {t['skipped']} |", "",
+              "from_pretrained bf16: the model saved (safetensors) and loaded with "
+              "from_pretrained(dir, device_map=\"neuron\", dtype=torch.bfloat16), its forward "
+              f"within atol = rtol = {BF16_ATOL:g} of the CPU's bfloat16 load.", "",
               f"Compiled graphs: {t['graphs_compiled']}; given back to run eagerly: {t['graphs_eager']} "
               f"(in {t['models_with_eager_graphs']} models; the reason is under `graphs_eager` in "
               "each row's reasons).",
@@ -108,8 +114,8 @@ def markdown(rows, elapsed=None, version=None):
               "| --- | --- | --- |"]
     lines += [f"| `{name}` | {m} | {c} |" for name, m, c in top_fallbacks(rows)]
     lines += ["", "## Models", "", "| model | reference | shrink | load | forward | backward | compile "
-              "| compile backward | fallbacks (op names) | max error | time (s) |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| compile backward | from_pretrained bf16 | fallbacks (op names) | max error | time (s) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         ops = [n.replace("aten::", "") for n in r["fallback"]]
         shown = ", ".join(ops[:8]) + (f", +{len(ops) - 8} more" if len(ops) > 8 else "")

@@ -1,19 +1,21 @@
 """Running one model type (a row of the sweep): load, the CPU reference, neuron's forward and
-backward, and torch.compile(backend="neuron") forward and backward, each column compared with the
-CPU; a mismatch or error is weighed against a float64 run and Dynamo's own eager backend, so that
-its reason says whose it is. SweepRunner runs model types in conformance's workers."""
+backward, torch.compile(backend="neuron") forward and backward, and the bfloat16
+from_pretrained(device_map="neuron") load (pretrained.py), each column compared with the CPU; a
+mismatch or error is weighed against a float64 run and Dynamo's own eager backend, so that its
+reason says whose it is. SweepRunner runs model types in conformance's workers."""
 
 import contextlib
 import copy
 import time
 
 from . import reference
+from .pretrained import run_pretrained
 from .inputs import moved, widened
 from .models import _seed, _set_offline, architectures
 
 
 ATOL = RTOL = 1e-4
-COLUMNS = ("load", "forward", "backward", "compile", "compile_backward")
+COLUMNS = ("load", "forward", "backward", "compile", "compile_backward", "pretrained")
 RANK = {"n/a": 0, "skipped": 0, "pass": 1, "mismatch": 2, "error": 3}
 # The CPU reference (the tiny model built and run on the CPU): pass | error (the harness could
 # not build or run it: a harness bug) | unavailable (it needs a package this environment lacks)
@@ -66,7 +68,7 @@ def _record(model_type, class_name):
             "built": False, "strategy": None, "shrink_attempts": [], "load": "skipped", "forward": "skipped", "backward": "skipped", "compile": "skipped",
             "compile_backward": "skipped", "reasons": {}, "fallback": {}, "forward_max_err": None,
             "backward_max_err": None, "compile_max_err": None, "compile_backward_max_err": None,
-            "graphs_compiled": 0, "graphs_eager": 0, "time_s": None}
+            "pretrained_max_err": None, "graphs_compiled": 0, "graphs_eager": 0, "time_s": None}
 
 
 _first_line = reference.first_line
@@ -274,8 +276,8 @@ def _cpu_reference(model_type, class_name, row, names=None):
 
 
 def run_model(model_type, class_name=None, names=None):
-    """Runs one model type: the CPU reference, then load / forward / backward / compile on
-    neuron; returns its row."""
+    """Runs one model type: the CPU reference, then load / forward / backward / compile /
+    pretrained on neuron; returns its row."""
     import torchneuron
     start = time.monotonic()
     names = names or architectures()
@@ -304,6 +306,7 @@ def run_model(model_type, class_name=None, names=None):
     results = {"forward": (eager_out, expected), "backward": (eager_grads, expected_grads),
                "compile": (compiled_out, expected), "compile_backward": (compiled_grads, expected_grads)}
     _weigh_mismatches_against_float64(row, model, inputs, results)
+    run_pretrained(model, inputs, expected, row)
     return _finish(row, start, torchneuron)
 
 
@@ -378,6 +381,7 @@ class SweepRunner:
         torchneuron.set_fallback_mode("silent")
         import transformers
         transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()  # save / load bars of the pretrained column
         self.names = architectures()
 
     def run(self, task):

@@ -1,0 +1,75 @@
+"""The sweep's `pretrained` column: save_pretrained, then from_pretrained(device_map="neuron",
+dtype=torch.bfloat16), compared with the CPU's bfloat16 load (torchneuron/sweep/pretrained.py)."""
+
+import warnings
+
+import pytest
+import torch
+import transformers  # noqa: F401  (make test installs it: a broken install fails, never skips)
+
+from torchneuron import sweep
+from torchneuron.sweep import pretrained
+
+
+@pytest.fixture(scope="module")
+def llama():
+    """The sweep's tiny Llama with its CPU reference."""
+    prep = sweep.prepare("llama")
+    return prep.model, prep.inputs, sweep.float_outputs(prep.outputs)
+
+
+def _row():
+    return sweep._record("llama", "LlamaModel")
+
+
+def test_tiny_llama_loads_on_neuron_in_bf16_and_matches_cpu_bf16(llama):
+    model, inputs, expected = llama
+    row = _row()
+    pretrained.run_pretrained(model, inputs, expected, row)
+    assert row["pretrained"] == "pass", row["reasons"]
+    assert row["pretrained_max_err"] is not None and row["pretrained_max_err"] <= 0.05
+
+
+def test_a_wrong_neuron_kernel_is_a_mismatch(llama):
+    """rsqrt (Llama's RMSNorm) on neuron replaced by a wrong kernel: the column must catch it."""
+    model, inputs, expected = llama
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():  # "Overriding a previously registered kernel"
+        warnings.simplefilter("ignore")
+        lib.impl("rsqrt", lambda x: (x.cpu().rsqrt() * 1.25).to(x.device), "PrivateUse1")
+    try:
+        row = _row()
+        pretrained.run_pretrained(model, inputs, expected, row)
+    finally:
+        lib._destroy()
+    assert row["pretrained"] == "mismatch", row
+    assert "elements differ (bfloat16)" in row["reasons"]["pretrained"]
+    row = _row()  # the real kernel is back
+    pretrained.run_pretrained(model, inputs, expected, row)
+    assert row["pretrained"] == "pass", row["reasons"]
+
+
+def test_bf16_comparison_excuses_only_what_cpu_rounds_as_badly():
+    exp32 = {"out": torch.tensor([1.0, 100.0])}
+    cpu = {"out": torch.tensor([1.0, 100.0 + 4.0]).to(torch.bfloat16)}  # CPU bf16 4 off at 100
+    closer = {"out": torch.tensor([1.0, 100.0]).to(torch.bfloat16)}  # 4 from CPU, 0 from float32
+    assert pretrained.compare_bf16(closer, cpu, exp32)[0] is None
+    further = {"out": torch.tensor([1.0, 108.0]).to(torch.bfloat16)}  # 8 from float32
+    why, worst = pretrained.compare_bf16(further, cpu, exp32)
+    assert why == "out: 1/2 elements differ (bfloat16)" and worst == 4.0
+    within = {"out": torch.tensor([1.01, 104.0]).to(torch.bfloat16)}  # within 1.6e-2 of CPU
+    assert pretrained.compare_bf16(within, cpu, {})[0] is None
+
+
+def test_a_failing_cpu_side_is_the_harness_and_a_plain_module_is_na():
+    class NotSaved(torch.nn.Module):
+        def save_pretrained(self, folder):
+            raise OSError("disk full")
+
+    row = _row()
+    pretrained.run_pretrained(NotSaved(), {}, {}, row)
+    assert row["pretrained"] == "skipped"
+    assert row["reasons"]["pretrained"] == "no CPU bfloat16 reference: OSError: disk full"
+    row = _row()
+    pretrained.run_pretrained(torch.nn.Linear(2, 2), {}, {}, row)
+    assert row["pretrained"] == "n/a"
