@@ -29,7 +29,7 @@ def test_two_tiny_models_pass_and_record_placement(tmp_path):
            "--output", str(out), "--markdown", str(md)]
     proc = run_in_new_group(cmd, 600, cwd=tmp_path, env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "[2/2]" in proc.stderr  # the progress line
+    assert "[2/2]" in proc.stderr and "ETA 0:00" in proc.stderr  # the progress line
     report = json.loads(out.read_text())
     rows = {r["model"]: r for r in report["models"]}
     assert set(rows) == {"bert", "gpt2"}
@@ -53,6 +53,20 @@ def test_two_tiny_models_pass_and_record_placement(tmp_path):
     text = md.read_text()
     assert "| bert |" in text and "| gpt2 |" in text and "Most used fallback ops" in text
     assert report["totals"]["pretrained_pass"] == 2 and "from_pretrained bf16" in text
+
+
+def test_progress_line_gives_elapsed_time_and_eta(capsys):
+    from torchneuron.sweep import cli
+    clock = iter([100.0, 130.0, 160.0, 4000.0])  # start, then one reading per model
+    show = cli._progress(now=lambda: next(clock))
+    show({"model": "bert", "status": "pass"}, 1, 10)
+    show({"model": "gpt2", "status": "error"}, 2, 10)
+    show({"model": "llama", "status": "pass"}, 3, 3)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("[ 1/10] bert ") and "pass=1 mismatch=0 error=0" in lines[0]
+    assert lines[0].endswith("| elapsed 0:30 ETA 4:30")  # 30 s per model, 9 left
+    assert lines[1].endswith("pass=1 mismatch=0 error=1 skipped=0 | elapsed 1:00 ETA 4:00")
+    assert lines[2].endswith("| elapsed 1:05:00 ETA 0:00")
 
 
 def test_shrinker_shrinks_nested_text_config():

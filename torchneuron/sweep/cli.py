@@ -45,17 +45,29 @@ from .run import ATOL, RTOL, SweepRunner
 CI_MODELS = ("bert", "gpt2", "llama", "vit", "wav2vec2")
 
 
-def _progress():
-    """Returns an on_result callback that prints a progress line to stderr."""
-    tty, counts = sys.stderr.isatty(), {}
+def _clock(seconds):
+    """Seconds as h:mm:ss, or m:ss under an hour."""
+    minutes, sec = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{sec:02d}" if hours else f"{minutes}:{sec:02d}"
+
+
+def _progress(now=time.monotonic):
+    """Returns an on_result callback that prints a progress line to stderr per model: done/total,
+    the counts so far, the time elapsed and the ETA (the mean time per model so far, times the
+    models left)."""
+    tty, counts, start = sys.stderr.isatty(), {}, now()
 
     def show(row, done, total):
         """Prints one progress line."""
         counts[row["status"]] = counts.get(row["status"], 0) + 1
         width = len(str(total))
+        elapsed = now() - start
+        eta = elapsed / done * (total - done) if done else 0.0
         line = (f"[{done:>{width}}/{total}] {row['model'][:28]:<28} {row['status']:<8} "
                 + " ".join(f"{s}={counts.get(s, 0)}" for s in ("pass", "mismatch", "error",
-                                                               "skipped")))
+                                                               "skipped"))
+                + f" | elapsed {_clock(elapsed)} ETA {_clock(eta)}")
         sys.stderr.write(("\r" + line + "\x1b[K") if tty else line + "\n")
         sys.stderr.flush()
     return show
