@@ -93,6 +93,8 @@ CASES = {
     "upsample_bicubic2d": (lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), [(2, 3, 4, 6)], [C], None),
     "upsample_nearest3d": (lambda x: F.interpolate(x, scale_factor=2), [(2, 3, 4, 5, 6)], [C], None),
     "upsample_trilinear3d": (lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), [(2, 3, 4, 5, 6)], [C], None),
+    "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), [(2, 8, 4, 6)], [C], None),
+    "pixel_unshuffle": (lambda x: F.pixel_unshuffle(x, 2), [(2, 3, 4, 6)], [C], None),
     "cat_channels": (lambda a, b: torch.cat([a, b], 1), [(2, 3, 5, 6), (2, 2, 5, 6)], [C, C], None),
     "cat_batch_3d": (lambda a, b: torch.cat([a, b], 0), [(2, 3, 4, 5, 6), (1, 3, 4, 5, 6)], [C, C], None),
 }
@@ -155,3 +157,13 @@ def test_max_pool3d_rejects_a_channels_last_4d_input_as_cpu():
         F.max_pool3d(x, 2)
     with pytest.raises(RuntimeError, match="Unsupported memory format"):
         F.max_pool3d(x.to("neuron"), 2)
+
+
+def test_pixel_shuffle_with_batch_dims_and_channels_last_3d_as_cpu():
+    x = make((3, 2, 8, 2, 3), "c", torch.float32, "cpu", 0)
+    torch.testing.assert_close(F.pixel_shuffle(x.to("neuron"), 2).cpu(), F.pixel_shuffle(x, 2), rtol=0, atol=0)
+    torch.testing.assert_close(F.pixel_unshuffle(x.to("neuron"), 1).cpu(), F.pixel_unshuffle(x, 1), rtol=0, atol=0)
+    x3d = x.contiguous(memory_format=torch.channels_last_3d)
+    for t in (x3d, x3d.to("neuron")):
+        with pytest.raises(RuntimeError, match="Unsupported memory format"):
+            F.pixel_shuffle(t, 2)

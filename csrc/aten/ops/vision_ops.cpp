@@ -1,9 +1,11 @@
 // Upsampling, patch and sampling operators on neuron: upsample (nearest, nearest-exact, linear,
 // bilinear, bicubic, trilinear, antialiased bilinear / bicubic), im2col / col2im (nn.Unfold /
-// nn.Fold) and grid_sample (bilinear, nearest), with their backward ops. The host checks
+// nn.Fold) and grid_sample (bilinear, nearest), with their backward ops; pixel (un)shuffle as a
+// permuting copy. The host checks
 // arguments and computes output sizes; csrc/kernels (upsample, patches, grid_sample) run on the
 // queue over contiguous NCHW buffers.
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/PixelShuffle.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/_upsample_bicubic2d_aa_backward_ops.h>
 #include <ATen/ops/_upsample_bicubic2d_aa_ops.h>
@@ -26,6 +28,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <initializer_list>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -440,9 +444,55 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& gr
   return {grad_input, grad_grid};
 }
 
+// ---- pixel shuffle -------------------------------------------------------------------------
+// A permuting copy into a result in the input's suggested memory format, as CPU allocates it
+// (ATen's composite returned a contiguous result for a channels-last input). `split` views the
+// source, and `order` permutes it, to the result viewed as [..., C, H, r, W, r] (shuffle) or
+// [..., C, r, r, H, W] (unshuffle).
+at::Tensor permuted_copy(const at::Tensor& self, const std::vector<int64_t>& split, const std::vector<int64_t>& order,
+                         const std::vector<int64_t>& out_sizes, const std::vector<int64_t>& out_split) {
+  const c10::MemoryFormat format = self.suggest_memory_format();
+  TORCH_CHECK(format != at::MemoryFormat::ChannelsLast3d, "Unsupported memory format. Supports only ChannelsLast, Contiguous");
+  at::Tensor out = at::empty(out_sizes, self.options().memory_format(format));
+  out.view(out_split).copy_(self.reshape(split).permute(order));
+  return out;
+}
+
+// Leading (batch) sizes of a [..., C, H, W] tensor, followed by `tail`.
+std::vector<int64_t> with_batch(const at::Tensor& self, std::initializer_list<int64_t> tail) {
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end() - 3);
+  sizes.insert(sizes.end(), tail);
+  return sizes;
+}
+
+// The permutation that keeps the leading dims and orders the last five as `last`.
+std::vector<int64_t> keep_batch(const at::Tensor& self, std::initializer_list<int64_t> last) {
+  const int64_t lead = self.dim() - 3;
+  std::vector<int64_t> order(lead);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  for (int64_t d : last) order.push_back(lead + d);
+  return order;
+}
+
+at::Tensor pixel_shuffle(const at::Tensor& self, int64_t r) {
+  at::native::check_pixel_shuffle_shapes(self, r);
+  const int64_t c = self.size(-3) / (r * r), h = self.size(-2), w = self.size(-1);
+  return permuted_copy(self, with_batch(self, {c, r, r, h, w}), keep_batch(self, {0, 3, 1, 4, 2}),
+                       with_batch(self, {c, h * r, w * r}), with_batch(self, {c, h, r, w, r}));
+}
+
+at::Tensor pixel_unshuffle(const at::Tensor& self, int64_t r) {
+  at::native::check_pixel_unshuffle_shapes(self, r);
+  const int64_t c = self.size(-3), h = self.size(-2) / r, w = self.size(-1) / r;
+  return permuted_copy(self, with_batch(self, {c, h, r, w, r}), keep_batch(self, {0, 2, 4, 1, 3}),
+                       with_batch(self, {c * r * r, h, w}), with_batch(self, {c, r, r, h, w}));
+}
+
 }  // namespace vision
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("pixel_shuffle", TORCH_FN(vision::pixel_shuffle));
+  m.impl("pixel_unshuffle", TORCH_FN(vision::pixel_unshuffle));
   m.impl("grid_sampler_2d", TORCH_FN(vision::grid_sampler_2d));
   m.impl("grid_sampler_2d_backward", TORCH_FN(vision::grid_sampler_2d_backward));
   m.impl("im2col", TORCH_FN(vision::im2col));
