@@ -95,6 +95,7 @@ CASES = {
     "upsample_trilinear3d": (lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), [(2, 3, 4, 5, 6)], [C], None),
     "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), [(2, 8, 4, 6)], [C], None),
     "pixel_unshuffle": (lambda x: F.pixel_unshuffle(x, 2), [(2, 3, 4, 6)], [C], None),
+    "flip": (lambda x: x.flip(2, 3), [(2, 3, 4, 6)], [C], None),
     "cat_channels": (lambda a, b: torch.cat([a, b], 1), [(2, 3, 5, 6), (2, 2, 5, 6)], [C, C], None),
     "cat_batch_3d": (lambda a, b: torch.cat([a, b], 0), [(2, 3, 4, 5, 6), (1, 3, 4, 5, 6)], [C, C], None),
 }

@@ -173,7 +173,8 @@ at::Tensor isposinf(const at::Tensor& self) {
 }
 at::Tensor& isposinf_out(const at::Tensor& self, at::Tensor& result) { return infinity_test_out(self, false, result); }
 
-// Reversal along each dim: an index_select with a descending arange (both native).
+// Reversal along each dim: an index_select with a descending arange (both native), in self's
+// layout where CPU keeps it (empty_like's preserve rule: a channels-last input stays so).
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   at::Tensor result = self;
   std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(self.dim(), 1)), false);
@@ -184,7 +185,9 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
     if (self.dim() == 0 || self.size(d) <= 1) continue;
     result = result.index_select(d, at::arange(self.size(d) - 1, -1, -1, self.options().dtype(at::kLong)));
   }
-  return result.is_same(self) ? self.clone() : result;
+  if (result.is_same(self)) return self.clone();
+  const at::Tensor like = self.is_contiguous() ? result : at::empty_like(self);  // CPU keeps self's layout
+  return like.is_contiguous() ? result : like.copy_(result);
 }
 
 // beta * self + alpha * (vec1 ⊗ vec2). ATen's composite rounds both terms to a half type before
