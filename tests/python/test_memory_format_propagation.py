@@ -47,7 +47,8 @@ def batch_norm(training):
 C, CC = ("c", "cl"), ("c",)
 # name: (function, shapes, formats per argument, dtypes)
 CASES = {
-    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(2, 3, 5, 6), (4, 3, 3, 3), (4,)], [C, C, CC], None),
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(2, 3, 5, 6), (4, 3, 3, 3), (4,)], [C, C, CC],
+               (torch.float32, torch.bfloat16)),
     "conv2d_strided_groups": (lambda x, w: F.conv2d(x, w, stride=2, groups=2), [(2, 4, 7, 6), (6, 2, 3, 2)], [C, C], None),
     "conv2d_1x1_batch1": (lambda x, w: F.conv2d(x, w), [(1, 3, 4, 5), (2, 3, 1, 1)], [C, C], None),
     "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), [(2, 3, 5, 6), (3, 4, 3, 3), (4,)], [C, C, CC], None),
