@@ -159,6 +159,13 @@ class _ContiguousOnNeuron(torch.nn.Module):
         return y.contiguous() if _on_neuron(x) else y
 
 
+class _WrongOnNonContiguous(torch.nn.Module):
+    """Right on contiguous inputs, off by one on non-contiguous neuron ones."""
+
+    def forward(self, x):
+        return x * 2 + (1.0 if _on_neuron(x) and not x.is_contiguous() else 0.0)
+
+
 class _CpuFloat32Off(torch.nn.Module):
     """Stands in for a CPU kernel less accurate than ours: exact on neuron and in float64."""
 
@@ -192,6 +199,8 @@ def test_module_entries_compare_forward_backward_and_memory_format():
     assert wrong["status"] == "mismatch" and "not close" in wrong["detail"], wrong
     layout = _run_module(_fake_module_info(_ContiguousOnNeuron, (), (2, 3, 4, 5)))
     assert layout["status"] == "mismatch" and layout["detail"].startswith("channels_last"), layout
+    noncontig = _run_module(_fake_module_info(_WrongOnNonContiguous, (), (2, 3)))
+    assert noncontig["status"] == "mismatch" and noncontig["detail"].startswith("non-contiguous"), noncontig
     # Where device and CPU differ, the device passes if it is no further from float64 than CPU.
     assert _run_module(_fake_module_info(_CpuFloat32Off, (), (2, 3)))["status"] == "pass"
     real = run_suite_entry("module:nn.Linear", "float32")

@@ -74,11 +74,25 @@ def _cpu(tree):
     return tree_map(lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, tree)
 
 
-def _forward_backward(module, fwd, device, grad):
-    """Runs `module` on `device` copies of the forward input; returns (output, grads of the
-    inputs and parameters that require them, for the sum of the floating outputs)."""
+def _noncontiguous(t):
+    """A copy of `t` with the same values in every other element of a wider buffer."""
     import torch
+    if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.numel() == 0:
+        return t
+    nc = torch.empty(tuple(t.shape) + (2,), dtype=t.dtype, device=t.device).select(-1, 0)
+    nc.copy_(t.detach())
+    return nc.requires_grad_(t.requires_grad)
+
+
+def _forward_backward(module, fwd, device, grad, noncontig=False):
+    """Runs `module` on `device` copies of the forward input (non-contiguous ones with
+    noncontig); returns (output, grads of the inputs and parameters that require them, for the
+    sum of the floating outputs)."""
+    import torch
+    from torch.utils._pytree import tree_map
     args, kwargs = _to_device((fwd.args, fwd.kwargs), device, requires_grad=grad)
+    if noncontig:
+        args, kwargs = tree_map(_noncontiguous, (args, kwargs))
     out = module(*args, **kwargs)
     if not grad:
         return out, None
@@ -133,8 +147,8 @@ def _channels_last(module, fwd, dtype, place):
 
 
 def _run_input(info, mod_input, dtype_name, grad, place, training=True):
-    """Compares one module input (the forward, then channels-last); returns a list of
-    (status, detail, err)."""
+    """Compares one module input (the forward, the same with non-contiguous inputs, then
+    channels-last); returns a list of (status, detail, err)."""
     import torch
     dtype = getattr(torch, dtype_name)
     ctor = mod_input.constructor_input
@@ -167,18 +181,32 @@ def _run_input(info, mod_input, dtype_name, grad, place, training=True):
     except Exception as exc:  # noqa: BLE001
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         return [("error", f"{type(exc).__name__}: {first}", None)]
-    results = []
-    why = _close(out, _cpu(exp_out), dtype_name)
-    if why is None and exp_grads is not None:
-        why = _close(grads, _cpu(exp_grads), dtype_name)
-        why = None if why is None else "grad: " + why
-    if why is not None and not _no_less_accurate(pristine, fwd, grad, dtype_name, (out, grads),
-                                                 (_cpu(exp_out), _cpu(exp_grads))):
-        results.append(("mismatch", why, max_abs_error((out, grads), (exp_out, exp_grads))))
+    expected = (_cpu(exp_out), _cpu(exp_grads))
+    results = [_judge(pristine, fwd, grad, dtype_name, (out, grads), expected)]
+    # The same values in non-contiguous inputs (PyTorch's test_non_contiguous_tensors).
+    try:
+        with place:
+            nc_mod = copy.deepcopy(pristine).to("neuron")
+            got = _cpu(_forward_backward(nc_mod, fwd, "neuron", grad, noncontig=True))
+    except Exception as exc:  # noqa: BLE001
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        results.append(("error", f"non-contiguous inputs: {type(exc).__name__}: {first}", None))
     else:
-        results.append(("pass", "", None))
+        status, detail, err = _judge(pristine, fwd, grad, dtype_name, got, expected)
+        results.append((status, detail and "non-contiguous inputs: " + detail, err))
     results.append(_channels_last(pristine, fwd, dtype_name, place))
     return results
+
+
+def _judge(module, fwd, grad, dtype_name, actual, expected):
+    """(status, detail, err) of a device (output, grads) against CPU's."""
+    why = _close(actual[0], expected[0], dtype_name)
+    if why is None and expected[1] is not None:
+        why = _close(actual[1], expected[1], dtype_name)
+        why = None if why is None else "grad: " + why
+    if why is not None and not _no_less_accurate(module, fwd, grad, dtype_name, actual, expected):
+        return "mismatch", why, max_abs_error(actual, expected)
+    return "pass", "", None
 
 
 def _no_less_accurate(module, fwd, grad, dtype_name, actual, expected):
