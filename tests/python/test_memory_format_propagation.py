@@ -51,6 +51,10 @@ CASES = {
                (torch.float32, torch.bfloat16)),
     "conv2d_strided_groups": (lambda x, w: F.conv2d(x, w, stride=2, groups=2), [(2, 4, 7, 6), (6, 2, 3, 2)], [C, C], None),
     "conv2d_1x1_batch1": (lambda x, w: F.conv2d(x, w), [(1, 3, 4, 5), (2, 3, 1, 1)], [C, C], None),
+    # 1x1 with a channels-last input: one matrix product over the pixels.
+    "conv2d_1x1_bias": (lambda x, w, b: F.conv2d(x, w, b), [(2, 8, 5, 7), (6, 8, 1, 1), (6,)], [C, C, CC],
+                        (torch.float32, torch.bfloat16)),
+    "conv2d_1x1_strided": (lambda x, w: F.conv2d(x, w, stride=2), [(2, 8, 5, 7), (6, 8, 1, 1)], [C, C], None),
     "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), [(2, 3, 5, 6), (3, 4, 3, 3), (4,)], [C, C, CC], None),
     "conv3d": (lambda x, w, b: F.conv3d(x, w, b, padding=1), [(2, 3, 4, 5, 6), (4, 3, 3, 3, 3), (4,)], [C, C, CC], None),
     # Batch 1 with a small kernel: CPU's own 3-D kernels, contiguous results in float32.
@@ -126,13 +130,18 @@ def test_layout_and_values_match_cpu(name, combo, dtype):
             assert layout(g) == layout(g_cpu), f"grad {i} strides {g.stride()} vs CPU {g_cpu.stride()}"
 
 
-def test_channels_last_result_is_laid_out_like_cpu():
-    """Beyond the dims longer than 1: a channels-last conv result has CPU's exact strides."""
+@pytest.mark.parametrize("kernel", [3, 1])
+def test_channels_last_conv_is_laid_out_like_cpu(kernel):
+    """Beyond the dims longer than 1: a channels-last conv's result and gradients have CPU's exact strides."""
     x = make((2, 3, 5, 6), "cl", torch.float32, "cpu", 0)
-    w = make((4, 3, 3, 3), "c", torch.float32, "cpu", 1)
-    out = F.conv2d(x.to("neuron"), w.to("neuron"))
-    assert out.is_contiguous(memory_format=torch.channels_last)
-    assert out.stride() == F.conv2d(x, w).stride()
+    w = make((4, 3, kernel, kernel), "c", torch.float32, "cpu", 1)
+    results = {}
+    for dev in ("cpu", "neuron"):
+        xd, wd = x.to(dev).requires_grad_(), w.to(dev).requires_grad_()
+        out = F.conv2d(xd, wd)
+        results[dev] = (out, *torch.autograd.grad(out, (xd, wd), torch.ones_like(out)))
+    for a, b in zip(results["neuron"], results["cpu"]):
+        assert a.stride() == b.stride()
 
 
 @pytest.mark.parametrize("shape,groups", [((2, 4, 5, 6), 2), ((2, 4, 3, 5, 6), 2), ((3, 6, 20, 16), 3)])

@@ -10,7 +10,9 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -399,6 +401,54 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_transpose_backward_3d
   return {grad_input, output_mask[1] ? grad_weight.contiguous(format) : grad_weight, grad_bias};
 }
 
+// ---- 1x1 channels-last convolutions: one matrix product over the pixels -----------------------
+// A 1x1, stride-1, unpadded, ungrouped 2-D convolution of a dense channels-last input is the
+// product [N * H * W, C] x [C, O] on the input's own memory, whose result is already
+// channels-last: no relayout before or after (in float, as the other native paths).
+
+bool pointwise_channels_last(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                             c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, int64_t groups,
+                             c10::MemoryFormat format) {
+  return format == c10::MemoryFormat::ChannelsLast && !transposed && groups == 1 && input.dim() == 4 &&
+         weight.dim() == 4 && weight.size(2) == 1 && weight.size(3) == 1 && weight.size(1) == input.size(1) &&
+         !any_not_one(stride) && !any_not_one(dilation) &&
+         std::all_of(padding.begin(), padding.end(), [](int64_t p) { return p == 0; }) &&
+         input.is_contiguous(c10::MemoryFormat::ChannelsLast) && input.numel() > 0 && weight.numel() > 0;
+}
+
+// A channels-last [N, C, H, W] tensor's pixels as [N * H * W, C] rows, in float (views when float).
+at::Tensor pixel_rows(const at::Tensor& t) {
+  return t.to(at::kFloat).contiguous(c10::MemoryFormat::ChannelsLast).permute({0, 2, 3, 1}).reshape({-1, t.size(1)});
+}
+
+// [N * H * W, C] rows back to a channels-last [N, C, H, W] tensor of `like`'s batch and image.
+at::Tensor from_pixel_rows(const at::Tensor& rows, const at::Tensor& like, c10::ScalarType dtype) {
+  return rows.view({like.size(0), like.size(2), like.size(3), rows.size(1)}).permute({0, 3, 1, 2}).to(dtype);
+}
+
+at::Tensor pointwise_forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
+  const at::Tensor w = as_float(weight).reshape({weight.size(0), weight.size(1)}).t();
+  const at::Tensor rows = pixel_rows(input);
+  const at::Tensor out = bias.defined() ? at::addmm(as_float(bias), rows, w) : at::mm(rows, w);
+  return from_pixel_rows(out, input, input.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> pointwise_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                                                  const at::Tensor& weight, std::array<bool, 3> mask) {
+  const int64_t out_channels = weight.size(0), in_channels = weight.size(1);
+  const at::Tensor go = pixel_rows(grad_output), w = as_float(weight).reshape({out_channels, in_channels});
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (mask[0]) grad_input = from_pixel_rows(at::mm(go, w), input, input.scalar_type());
+  if (mask[1]) {
+    // [O, C] as the channels-last [O, C, 1, 1] CPU gives (the strides of its size-1 dims too).
+    grad_weight = at::mm(go.t(), pixel_rows(input))
+                      .as_strided({out_channels, in_channels, 1, 1}, {in_channels, 1, in_channels, in_channels})
+                      .to(weight.scalar_type());
+  }
+  if (mask[2]) grad_bias = at::sum(go, {0}).to(weight.scalar_type());
+  return {grad_input, grad_weight, grad_bias};
+}
+
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias_opt,
                        c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                        c10::IntArrayRef output_padding, int64_t groups) {
@@ -415,6 +465,9 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   }
   if (native_convolution(input, weight, bias) && (!transposed || padding_below_stride(output_padding, stride))) {
     const c10::MemoryFormat format = result_format(input, weight, stride, dilation, transposed, output_padding, groups);
+    if (pointwise_channels_last(input, weight, stride, padding, dilation, transposed, groups, format)) {
+      return pointwise_forward(input, weight, bias);
+    }
     return convolution_native(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, format);
   }
   note_cpu_fallback("aten::convolution_overrideable");
@@ -442,6 +495,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   }
   if (native_convolution(input, weight, at::Tensor()) && grad_output.scalar_type() == input.scalar_type() &&
       (!transposed || padding_below_stride(output_padding, stride))) {
+    if (pointwise_channels_last(input, weight, stride, padding, dilation, transposed, groups, format)) {
+      return pointwise_backward(grad_output, input, weight, output_mask);
+    }
     return convolution_backward_native(grad_output, input, weight, stride, padding, dilation, transposed,
                                        output_padding, groups, output_mask, format);
   }
