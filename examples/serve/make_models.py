@@ -56,15 +56,15 @@ def main(out):
     tokenizer = make_tokenizer()
     for name, config in CONFIGS.items():
         path = os.path.join(out, name)
-        if os.path.exists(os.path.join(path, "config.json")):
-            continue
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config)
-        # Larger weights than the default init, so that greedy decoding is not one token repeated.
+        # Larger weights than the default init, so that greedy decoding is not one token repeated
+        # (Gemma-2 scales its tied embeddings by sqrt(hidden size): smaller ones there).
         with torch.no_grad():
-            for p in model.parameters():
+            for name, p in model.named_parameters():
                 if p.dim() == 2:
-                    p.normal_(0.0, 0.08)
+                    small = config.model_type == "gemma2" and "embed" in name
+                    p.normal_(0.0, 0.02 if small else 0.08)
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
         print(f"{name}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters in {path}")

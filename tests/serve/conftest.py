@@ -70,6 +70,37 @@ def hf_greedy(name, prompts, max_tokens):
     return results
 
 
+VLLM_CPU_SCRIPT = r"""
+import json, sys
+from vllm import LLM, SamplingParams
+def main():
+    llm = LLM(model=sys.argv[1], dtype="float32", max_model_len=512, enforce_eager=True, kv_cache_memory_bytes=64 << 20,
+              max_num_seqs=16, max_num_batched_tokens=512, seed=0)
+    outs = llm.generate(json.loads(sys.argv[2]), SamplingParams(temperature=0.0, max_tokens=int(sys.argv[3]),
+                                                                ignore_eos=True), use_tqdm=False)
+    print("TOKENS " + json.dumps([list(o.outputs[0].token_ids) for o in outs]), flush=True)
+if __name__ == "__main__":
+    main()
+"""
+
+
+def vllm_cpu_greedy(name, prompts, max_tokens, tmp_path):
+    """Greedy continuations by vLLM's own CPU platform (its attention kernels), in a child process
+    with the neuron plugin off."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "vllm_cpu.py"
+    script.write_text(VLLM_CPU_SCRIPT)
+    env = dict(os.environ, TORCHNEURON_VLLM="0")
+    run = subprocess.run([sys.executable, str(script), model_path(name), json.dumps(prompts), str(max_tokens)],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("TOKENS ")]
+    assert run.returncode == 0 and lines, run.stdout[-2000:] + run.stderr[-4000:]
+    return json.loads(lines[-1][len("TOKENS "):])
+
+
 def generate(llm, prompts, **params):
     """Token ids of each prompt's first completion, and vLLM's outputs."""
     from vllm import SamplingParams
