@@ -49,6 +49,10 @@ def test_two_tiny_models_pass_and_record_placement(tmp_path):
         assert row["graphs_compiled"] >= 3 and row["graphs_eager"] == 0, row
         # Saved and loaded back with from_pretrained(device_map="neuron", bfloat16).
         assert row["pretrained"] == "pass" and row["pretrained_max_err"] is not None, row
+        # Where the model's time went, stage by stage, within its total.
+        assert list(row["stage_s"]) == ["reference", "eager", "compile", "compile_backward", "float64",
+                                        "pretrained"]
+        assert row["stage_s"]["compile"] > 0 and sum(row["stage_s"].values()) <= row["time_s"] + 0.1
     assert report["totals"]["models"] == 2 and report["totals"]["built"] == 2
     text = md.read_text()
     assert "| bert |" in text and "| gpt2 |" in text and "Most used fallback ops" in text

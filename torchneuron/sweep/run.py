@@ -290,6 +290,8 @@ def run_model(model_type, class_name=None, names=None):
                 _set(row, column, "skipped", "no CPU reference: " + row["reasons"]["reference"][:200])
         return _finish(row, start)
     model, inputs = prep.model, prep.inputs
+    lap = _stopwatch(row, start)
+    lap("reference")
     expected = float_outputs(prep.outputs)
     expected_grads = _backward(model, expected)
     torchneuron.reset_fallback_report()
@@ -301,13 +303,31 @@ def run_model(model_type, class_name=None, names=None):
         _set(row, "load", "error", "copy to neuron raised " + _first_line(exc))
         return _finish(row, start, torchneuron)
     eager_out, eager_grads = _neuron_run(neuron_model, inputs, expected, expected_grads, row)
+    lap("eager")
     compiled_out = _compile_run(neuron_model, model, inputs, expected, row)
+    lap("compile")
     compiled_grads = _compile_backward_run(neuron_model, model, inputs, expected_grads, eager_grads, row)
+    lap("compile_backward")
     results = {"forward": (eager_out, expected), "backward": (eager_grads, expected_grads),
                "compile": (compiled_out, expected), "compile_backward": (compiled_grads, expected_grads)}
     _weigh_mismatches_against_float64(row, model, inputs, results)
+    lap("float64")
     run_pretrained(model, inputs, expected, row)
+    lap("pretrained")
     return _finish(row, start, torchneuron)
+
+
+def _stopwatch(row, start):
+    """Returns lap(stage), which records in row["stage_s"] the seconds since the last lap: where a
+    model's time goes (to pick fast CI models, to find slow columns)."""
+    last = [start]
+
+    def lap(stage):
+        """Records one stage's seconds."""
+        now = time.monotonic()
+        row.setdefault("stage_s", {})[stage] = round(now - last[0], 2)
+        last[0] = now
+    return lap
 
 
 def _float64_reference(cpu_model, inputs):
