@@ -89,7 +89,7 @@ test-cpp: build
 	done
 
 # The whole pytest suite, with the conformance CI subset (a fixed list of OpInfos, modules and optimizers) failing on
-# regressions; then the model sweep's 5-model CI subset.
+# regressions; then the model sweep's 12-model CI subset (all six columns must pass).
 test-python: build $(VENV)/.stamp-frameworks
 	@echo "== Python tests (with the conformance CI subset)"
 	@TORCHNEURON_CONFORMANCE_CI=1 TORCHNEURON_NO_UNEXPECTED_SKIPS=1 $(PY) -m pytest -q -rs tests/python

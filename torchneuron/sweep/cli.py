@@ -1,7 +1,7 @@
 """Model sweep: every Hugging Face `transformers` architecture, tiny and random, on CPU and `neuron`.
 
 Usage:
-    python -m torchneuron.sweep --ci          # 5 models; exits 1 unless all pass eager and compiled
+    python -m torchneuron.sweep --ci          # 12 models; exits 1 unless all pass every column
     python -m torchneuron.sweep --jobs 2 --timeout 120 --output sweep.json --markdown sweep.md
     python -m torchneuron.sweep --models bert,gpt2 --limit 10
 
@@ -42,7 +42,10 @@ from .report import markdown, totals
 from .run import ATOL, RTOL, SweepRunner
 
 
-CI_MODELS = ("bert", "gpt2", "llama", "vit", "wav2vec2")
+# 12 fast models across families: text (encoder, decoders, encoder-decoder), vision (ViT,
+# convolutional), audio (CTC, speech-to-text), multimodal, MoE, state-space (pure and hybrid).
+CI_MODELS = ("bert", "gpt2", "llama", "t5", "vit", "convnext", "wav2vec2", "whisper", "clip",
+             "qwen3_moe", "mamba2", "bamba")
 
 
 def _clock(seconds):
