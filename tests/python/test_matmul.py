@@ -272,3 +272,19 @@ def test_cdist_matches_cpu_with_gradients(p, no_fallback):
         torch.testing.assert_close(dev.cpu(), cpu, atol=1e-4, rtol=1e-4)
     with pytest.raises(RuntimeError, match="cdist only supports non-negative p values"):
         torch.cdist(x1.to("neuron"), x2.to("neuron"), p=-1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("m,k,n", [(16, 1024, 300), (3, 512, 2100), (64, 1024, 65), (1, 2048, 4)])
+def test_short_products_with_a_transposed_weight(m, k, n, dtype):
+    """x @ w.t() with few rows of x (a linear layer at decode) runs as w @ x.t() transposed on the
+    device for large k or n; x given both row-major and transposed."""
+    g = torch.Generator().manual_seed(m + k + n)
+    w = torch.randn(n, k, generator=g, dtype=dtype)
+    # Sums of k products in another order: float32's tolerance grows with k.
+    tol = dict(atol=4e-6 * k ** 0.5 * 10, rtol=1e-5) if dtype == torch.float32 else {}
+    for x in (torch.randn(m, k, generator=g, dtype=dtype), torch.randn(k, m, generator=g, dtype=dtype).t()):
+        got = torch.nn.functional.linear(x.to("neuron"), w.to("neuron")).cpu()
+        torch.testing.assert_close(got, torch.nn.functional.linear(x, w), **tol)
+        batched = torch.bmm(x.expand(2, m, k).to("neuron"), w.t().expand(2, k, n).to("neuron")).cpu()
+        torch.testing.assert_close(batched, (x @ w.t()).expand(2, m, n), **tol)
