@@ -6,7 +6,7 @@ import functools
 import gc
 
 import torch
-from vllm.logger import init_logger
+from vllm.compilation import cuda_graph
 from vllm.platforms import current_platform
 from vllm.utils.mem_utils import MemorySnapshot
 from vllm.utils.torch_utils import set_random_seed
@@ -14,9 +14,6 @@ from vllm.v1.worker import gpu_worker
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.utils import request_memory
-
-logger = init_logger(__name__)
-
 
 CUDA_NAMES = ("Stream", "Event", "current_stream", "default_stream", "stream", "set_stream", "graph", "CUDAGraph",
               "graph_pool_handle", "is_current_stream_capturing", "synchronize")
@@ -57,8 +54,6 @@ def enable_graph_capture():
     capture time, so the names stay bound in the worker; and it keeps weak references to graph
     outputs through a CUDA / CPU custom op that neuron lacks, so it keeps plain references (the
     outputs stay in the graph's pool either way)."""
-    from vllm.compilation import cuda_graph
-
     bind_cuda_names_to_neuron()
     cuda_graph.weak_ref_tensors = lambda tensors: tensors
 
