@@ -50,14 +50,18 @@ def test_a_wrong_neuron_kernel_is_a_mismatch(llama):
 
 
 def test_bf16_comparison_excuses_only_what_cpu_rounds_as_badly():
-    exp32 = {"out": torch.tensor([1.0, 100.0])}
-    cpu = {"out": torch.tensor([1.0, 100.0 + 4.0]).to(torch.bfloat16)}  # CPU bf16 4 off at 100
-    closer = {"out": torch.tensor([1.0, 100.0]).to(torch.bfloat16)}  # 4 from CPU, 0 from float32
+    exp32 = {"out": torch.tensor([1.0, 100.0, 10.0])}
+    cpu = {"out": torch.tensor([1.0, 104.0, 10.0]).to(torch.bfloat16)}  # CPU bf16 4 off at 100
+    closer = {"out": torch.tensor([1.0, 100.0, 10.0]).to(torch.bfloat16)}  # 0 from float32
     assert pretrained.compare_bf16(closer, cpu, exp32)[0] is None
-    further = {"out": torch.tensor([1.0, 108.0]).to(torch.bfloat16)}  # 8 from float32
+    # 7 off float32 at 10, where the CPU is exact: within twice the CPU's largest error (4).
+    drifted = {"out": torch.tensor([1.0, 104.0, 17.0]).to(torch.bfloat16)}
+    assert pretrained.compare_bf16(drifted, cpu, exp32)[0] is None
+    further = {"out": torch.tensor([1.0, 112.0, 19.0]).to(torch.bfloat16)}  # 12 and 9 off
     why, worst = pretrained.compare_bf16(further, cpu, exp32)
-    assert why == "out: 1/2 elements differ (bfloat16)" and worst == 4.0
-    within = {"out": torch.tensor([1.01, 104.0]).to(torch.bfloat16)}  # within 1.6e-2 of CPU
+    assert why == "out: 2/3 elements differ (bfloat16)" and worst == 9.0
+    assert pretrained.compare_bf16(drifted, cpu, {})[0] == "out: 1/3 elements differ (bfloat16)"
+    within = {"out": torch.tensor([1.01, 104.0, 10.0]).to(torch.bfloat16)}  # within 1.6e-2 of CPU
     assert pretrained.compare_bf16(within, cpu, {})[0] is None
 
 
