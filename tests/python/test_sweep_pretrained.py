@@ -77,3 +77,18 @@ def test_a_failing_cpu_side_is_the_harness_and_a_plain_module_is_na():
     row = _row()
     pretrained.run_pretrained(torch.nn.Linear(2, 2), {}, {}, row)
     assert row["pretrained"] == "n/a"
+
+
+def test_a_model_split_over_two_neuron_devices_matches_cpu_bf16(llama, tmp_path):
+    """device_map places layers on neuron:0 and neuron:1; accelerate's hooks move activations
+    between them, and the output matches the CPU's bfloat16 load."""
+    model, inputs, expected = llama
+    model.save_pretrained(tmp_path)
+    cls, inputs = type(model), pretrained._bf16(inputs)
+    reference = pretrained._forward(cls.from_pretrained(tmp_path, dtype=torch.bfloat16), inputs)
+    split = {"embed_tokens": 0, "layers.0": 1, "layers.1": 0, "norm": 1, "rotary_emb": 1}
+    neuron = cls.from_pretrained(tmp_path, device_map=split, dtype=torch.bfloat16)
+    assert {str(p.device) for p in neuron.layers[0].parameters()} == {"neuron:1"}
+    assert {str(p.device) for p in neuron.embed_tokens.parameters()} == {"neuron:0"}
+    out = pretrained._forward(neuron, sweep.inputs.moved(inputs, "neuron"))
+    assert pretrained.compare_bf16(out, reference, expected)[0] is None
