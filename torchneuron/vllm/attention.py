@@ -24,7 +24,6 @@ class NeuronAttentionBackend(AttentionBackend):
     """Paged attention on neuron's native ops."""
 
     forward_includes_kv_cache_update: bool = False
-    accept_output_buffer: bool = True
     supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
     supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto"]
 
@@ -43,10 +42,6 @@ class NeuronAttentionBackend(AttentionBackend):
     @staticmethod
     def get_supported_kernel_block_sizes(kv_cache_spec=None):
         return [MultipleOf(1)]
-
-    @classmethod
-    def get_supported_head_sizes(cls) -> list[int]:
-        return []  # any
 
     @classmethod
     def supported_kv_cache_layouts(cls):
