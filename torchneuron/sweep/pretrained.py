@@ -46,28 +46,17 @@ def compare_bf16(actual, expected, float32):
     float32 model's output is at most twice the CPU's largest on that tensor: through a deep model
     two bfloat16 runs drift apart as far as each drifts from float32 (swin: both 0.05 off at most,
     0.009 on average), while a wrong kernel lands far outside that."""
-    import torch
-    worst, why = 0.0, None
-    for name, exp in expected.items():
-        act = actual.get(name)
-        if act is None or act.shape != exp.shape:
-            why = why or (f"{name}: missing on neuron" if act is None else
-                          f"{name}: shape {tuple(act.shape)} != {tuple(exp.shape)}")
-            continue
-        act, exp = act.detach().cpu().double(), exp.detach().double()
-        diff = (act - exp).abs()
-        finite = diff[torch.isfinite(diff)]
-        if finite.numel():
-            worst = max(worst, finite.max().item())
-        bad = ~((diff <= BF16_ATOL + BF16_RTOL * exp.abs()) | (torch.isnan(act) & torch.isnan(exp)))
+    from .run import compare_tensors
+
+    def accept(name, act, exp, bad):
         wide = float32.get(name)
-        if bad.any() and wide is not None and wide.shape == exp.shape:
-            wide = wide.detach().double()
-            cpu_error = (exp - wide).abs().nan_to_num(0.0).max()
-            bad &= ~((act - wide).abs() <= 2 * cpu_error)
-        if bad.any() and why is None:
-            why = f"{name}: {int(bad.sum())}/{bad.numel()} elements differ (bfloat16)"
-    return why, worst
+        if wide is None or wide.shape != exp.shape:
+            return bad
+        wide = wide.detach().double()
+        cpu_error = (exp - wide).abs().nan_to_num(0.0).max()
+        return bad & ~((act - wide).abs() <= 2 * cpu_error)
+
+    return compare_tensors(actual, expected, BF16_ATOL, BF16_RTOL, accept, " (bfloat16)")
 
 
 def run_pretrained(cpu_model, inputs, expected, row):
