@@ -49,7 +49,8 @@ if __name__ == "__main__":
 
 
 def run(platform, mode, args):
-    env = dict(os.environ, TORCHNEURON_VLLM="1" if platform == "neuron" else "0", VLLM_LOGGING_LEVEL="WARNING")
+    env = dict(os.environ, TORCHNEURON_VLLM="1" if platform == "neuron" else "0", VLLM_LOGGING_LEVEL="WARNING",
+               TORCHNEURON_VLLM_GRAPHS="0" if mode == "eager" else "1")
     if platform == "neuron":
         env["TORCHNEURON_FALLBACK"] = "error"
     start = time.perf_counter()

