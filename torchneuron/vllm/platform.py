@@ -29,7 +29,6 @@ class NeuronPlatform(Platform):
     dispatch_key: str = "PrivateUse1"
     ray_device_key: str = "neuron"
     dist_backend: str = "neuron"
-    device_control_env_var: str = "TORCHNEURON_VISIBLE_DEVICES"
     simple_compile_backend: str = "neuron"
     supported_quantization: list[str] = []
 
