@@ -11,8 +11,6 @@ import torch
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ["TORCHNEURON_FALLBACK"] = "error"
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-# Decode graphs on (they are opt-in): the tests cover the graphed path, and one test runs eager.
-os.environ["TORCHNEURON_VLLM_GRAPHS"] = "1"
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.environ.get("TORCHNEURON_SERVE_MODELS", os.path.join(REPO, "build", "serve", "models"))

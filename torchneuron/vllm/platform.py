@@ -105,13 +105,12 @@ class NeuronPlatform(Platform):
         if not cache_config.user_specified_block_size:
             cache_config.block_size = 16
         compilation_config = vllm_config.compilation_config
-        # vLLM's model code runs eagerly on neuron's native ops. With TORCHNEURON_VLLM_GRAPHS=1,
-        # decode steps (every request one token) replay captured graphs, one per batch size; off
-        # by default because in vLLM's multi-process engine they measured slower than eager on the
-        # 2-core machine (docs/serving.md), though faster with the engine in-process.
+        # vLLM's model code runs eagerly on neuron's native ops; decode steps (every request one
+        # token) replay captured graphs, one per batch size, unless enforce_eager is set or
+        # TORCHNEURON_VLLM_GRAPHS=0.
         compilation_config.mode = CompilationMode.NONE
         model_config = vllm_config.model_config
-        wanted = os.environ.get("TORCHNEURON_VLLM_GRAPHS", "0") == "1"
+        wanted = os.environ.get("TORCHNEURON_VLLM_GRAPHS", "1") != "0"
         graphs = wanted and model_config is not None and not model_config.enforce_eager
         if graphs and parallel_config.world_size > 1:
             logger.info("neuron: decode graphs are off with tensor or pipeline parallelism (the neuron "
