@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 
+#include "aten/ops/fewer_dims.h"
 #include "aten/ops/native_ops.h"
 #include "aten/device/neuron_tensor.h"
 #include "kernels/copy.h"
@@ -51,8 +52,9 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
     staged = staged.clone();
     owned = true;
   }
-  const kernels::StridedView to = bits_view(dst);
-  const kernels::StridedView from = bits_view(staged);
+  const auto [dst_view, staged_view] = fewer_dims(dst, staged);
+  const kernels::StridedView to = bits_view(dst_view);
+  const kernels::StridedView from = bits_view(staged_view);
   // The command holds `staged` when it is ours or pinned, so the memory outlives the copy.
   at::Tensor keep_alive = (owned || pinned_async) ? staged : at::Tensor();
   const uint64_t seq = enqueue_copy(dst, "aten::copy_ (host to device)", {&src},
@@ -66,8 +68,9 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
                       dst.is_contiguous() && !dst.is_conj() && !dst.is_neg() &&
                       at::has_internal_overlap(dst) != at::MemOverlap::Yes;
   at::Tensor landing = direct ? dst : at::empty(src.sizes(), src.options().device(c10::kCPU));
-  const kernels::StridedView to = bits_view(landing);
-  const kernels::StridedView from = bits_view(src);
+  const auto [landing_view, src_view] = fewer_dims(landing, src);
+  const kernels::StridedView to = bits_view(landing_view);
+  const kernels::StridedView from = bits_view(src_view);
   const bool pinned_async = non_blocking && direct && dst.is_pinned();
   at::Tensor keep_alive = pinned_async ? dst : at::Tensor();
   const uint64_t seq = enqueue_copy(src, "aten::copy_ (device to host)", {&src},
@@ -97,8 +100,9 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
   if (src.is_complex() && !dst.is_complex()) {
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   }
-  const kernels::StridedView to = bits_view(dst);
-  const kernels::StridedView from = bits_view(src);
+  const auto [dst_view, src_view] = fewer_dims(dst, src);
+  const kernels::StridedView to = bits_view(dst_view);
+  const kernels::StridedView from = bits_view(src_view);
   if (dst.device() == src.device()) {
     enqueue(dst, "aten::copy_", {&src, &dst}, [to, from] { kernels::copy(to, from); });
     return;

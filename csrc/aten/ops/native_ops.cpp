@@ -17,6 +17,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/generator.h"
+#include "aten/ops/fewer_dims.h"
 #include "aten/ops/native_ops.h"
 #include "aten/device/neuron_tensor.h"
 #include "kernels/copy.h"
@@ -138,7 +139,7 @@ at::Tensor& fill_scalar_(at::Tensor& self, const c10::Scalar& value) {
     });
     return self;
   }
-  const kernels::StridedView view = strided_view(self);
+  const kernels::StridedView view = strided_view(fewer_dims(self));
   enqueue(self, "aten::fill_", {&self}, [view, fill] { kernels::fill(view, fill); });
   return self;
 }
@@ -179,7 +180,7 @@ at::Tensor& random_fill(at::Tensor& self, const char* op, std::optional<at::Gene
               self.scalar_type());
   if (self.numel() == 0) return self;
   const runtime::PhiloxStream stream = reserve_stream(self, generator, words);
-  const kernels::StridedView view = bits_view(self);  // uint16/32/64: random_ writes their bits
+  const kernels::StridedView view = bits_view(fewer_dims(self));  // uint16/32/64: random_ writes their bits
   enqueue(self, op, {&self}, [view, stream, launch] { launch(view, stream); });
   return self;
 }
@@ -203,7 +204,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
   TORCH_CHECK(std::isfinite(to - from), "uniform_: range [", from, ", ", to, ") is not finite");
-  const kernels::StridedView view = strided_view(self);
+  const kernels::StridedView view = strided_view(fewer_dims(self));
   return random_fill(self, "aten::uniform_", generator, kernels::uniform_words_needed(view),
                      [from, to](const kernels::StridedView& v, runtime::PhiloxStream s) {
                        kernels::uniform(v, s, from, to);
@@ -217,7 +218,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
     normal_(parts, mean, std / std::sqrt(2.0), generator);
     return self;
   }
-  const kernels::StridedView view = strided_view(self);
+  const kernels::StridedView view = strided_view(fewer_dims(self));
   return random_fill(self, "aten::normal_", generator, kernels::normal_words_needed(view),
                      [mean, std](const kernels::StridedView& v, runtime::PhiloxStream s) {
                        kernels::normal(v, s, mean, std);
@@ -282,7 +283,7 @@ void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
 
 at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, std::optional<at::Generator> generator) {
   TORCH_CHECK(!self.is_complex(), "random_ does not support complex tensors");
-  const kernels::StridedView view = bits_view(self);  // uint16/32/64 as the signed type's bits
+  const kernels::StridedView view = bits_view(fewer_dims(self));  // uint16/32/64 as the signed type's bits
   return random_fill(
       self, "aten::random_", generator, kernels::integer_words_needed(view),
       [from, range](const kernels::StridedView& v, runtime::PhiloxStream s) { kernels::random_integers(v, s, from, range); },
@@ -339,7 +340,7 @@ namespace {
 
 at::Tensor& transformed_fill(at::Tensor& self, const char* op, std::optional<at::Generator> generator,
                              kernels::UniformTransform kind, double a, double b) {
-  const kernels::StridedView view = strided_view(self);
+  const kernels::StridedView view = strided_view(fewer_dims(self));
   return random_fill(self, op, generator, kernels::uniform_words_needed(view),
                      [kind, a, b](const kernels::StridedView& v, runtime::PhiloxStream s) {
                        kernels::transformed_uniform(v, s, kind, a, b);

@@ -104,6 +104,8 @@ at::Tensor arg_extremum(const char* name, bool is_max, const at::Tensor& self, s
   int64_t d = 0;
   if (dim.has_value()) {
     d = at::maybe_wrap_dim(*dim, self.dim());
+    // CPU's reduction iterator holds a 64-bit dim mask (the kernel here works on lines).
+    TORCH_CHECK(self.dim() <= 64, "only tensors with up to 64 dims are supported");
     check_reducible(name + 6, self, d);  // the name without "aten::"
   } else {
     TORCH_CHECK(self.numel() > 0, name + 6, "(): Expected reduction dim to be specified for input.numel() == 0.");
