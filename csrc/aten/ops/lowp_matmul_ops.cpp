@@ -1,7 +1,7 @@
 // Low-precision matrix products on neuron, with CPU PyTorch's semantics: _scaled_mm (float8
 // operands, tensor-wise or row-wise float32 scales, bias, out_dtype, an output scale for a float8
-// result), _int_mm (int8 / uint8 times int8 into int32, exact) and _weight_int8pack_mm. Each is
-// composed of native device ops: the operands widened and scaled, the float32 GEMM, the epilogue.
+// result), _int_mm (int8 / uint8 times int8 into int32, exact) and _weight_int8pack_mm. _scaled_mm
+// and _int_mm run kernels/gemm_lowp's kernels; the rest is composed of native device ops.
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "aten/device/neuron_tensor.h"
+#include "kernels/gemm_lowp.h"
 
 namespace torchneuron::aten {
 namespace lowp {
@@ -54,9 +55,28 @@ void check_scaled_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
 
 }  // namespace
 
-// CPU's formula: each operand widened to float32 and multiplied by its scale (a scalar, or one per
-// row of a / column of b), the float32 product, the bias added, a float8 result divided by
-// scale_result, then rounded to out_dtype. use_fast_accum changes nothing (float32 accumulation).
+namespace {
+
+// A float8 product our kernel takes: e4m3fn / e5m2 operands, a float32 / bfloat16 / float16
+// result, no bias or one of n elements.
+bool scaled_kernel_suits(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& bias,
+                         c10::ScalarType dtype) {
+  const auto kernel_float8 = [](c10::ScalarType t) { return t == c10::kFloat8_e4m3fn || t == c10::kFloat8_e5m2; };
+  const bool bias_ok = !bias.has_value() || !bias->defined() || (bias->dim() == 1 && bias->size(0) == b.size(1));
+  return kernel_float8(a.scalar_type()) && kernel_float8(b.scalar_type()) && bias_ok &&
+         (dtype == c10::kFloat || dtype == c10::kBFloat16 || dtype == c10::kHalf);
+}
+
+kernels::LowpOperand lowp_operand(const at::Tensor& t) {
+  return {t.data_ptr(), t.size(0) <= 1 ? 0 : t.stride(0), t.size(1) <= 1 ? 0 : t.stride(1)};
+}
+
+}  // namespace
+
+// The products of the float8 values summed in float32 (kernels/gemm_lowp.h), then times the
+// scales, plus the bias, rounded once to out_dtype. Float8 results and the fnuz formats take
+// CPU's formula: each operand widened and multiplied by its scale, the float32 product, the bias,
+// a float8 result divided by scale_result, then rounded. use_fast_accum changes nothing.
 at::Tensor& scaled_mm_out(const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& scale_a,
                           const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
                           const std::optional<at::Tensor>& scale_result, std::optional<c10::ScalarType> out_dtype,
@@ -65,13 +85,40 @@ at::Tensor& scaled_mm_out(const at::Tensor& self, const at::Tensor& mat2, const 
   check_same_device("_scaled_mm", self.device(), {&mat2, &scale_a, &scale_b, &out});
   const c10::ScalarType dtype = out_dtype.value_or(self.scalar_type());
   TORCH_CHECK(out.scalar_type() == dtype, "_scaled_mm: out has dtype ", out.scalar_type(), ", expected ", dtype);
-  at::Tensor product = at::mm(self.to(c10::kFloat).mul_(scale_a), mat2.to(c10::kFloat).mul_(scale_b));
-  if (bias.has_value() && bias->defined()) product.add_(*bias);
-  if (is_float8(dtype) && scale_result.has_value() && scale_result->defined()) {
-    product.mul_(at::reciprocal(scale_result->to(c10::kFloat)));
+  if (!scaled_kernel_suits(self, mat2, bias, dtype)) {
+    at::Tensor product = at::mm(self.to(c10::kFloat).mul_(scale_a), mat2.to(c10::kFloat).mul_(scale_b));
+    if (bias.has_value() && bias->defined()) product.add_(*bias);
+    if (is_float8(dtype) && scale_result.has_value() && scale_result->defined()) {
+      product.mul_(at::reciprocal(scale_result->to(c10::kFloat)));
+    }
+    at::native::resize_output(out, {self.size(0), mat2.size(1)});
+    return out.copy_(product);
   }
   at::native::resize_output(out, {self.size(0), mat2.size(1)});
-  return out.copy_(product);
+  if (out.numel() == 0) return out;
+  // Scales may be 0-dim CPU tensors; the kernel reads device memory.
+  const at::Tensor sa = scale_a.to(self.device()).contiguous(), sb = scale_b.to(self.device()).contiguous();
+  const bool has_bias = bias.has_value() && bias->defined();
+  const at::Tensor bias_f = has_bias ? bias->to(self.device(), c10::kFloat).contiguous() : at::Tensor();
+  const at::Tensor result = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+  kernels::ScaledGemmArgs args;
+  args.m = self.size(0), args.n = mat2.size(1), args.k = self.size(1);
+  args.a = lowp_operand(self), args.b = lowp_operand(mat2);
+  const auto format = [](const at::Tensor& t) {
+    return t.scalar_type() == c10::kFloat8_e5m2 ? kernels::Float8Format::kE5M2 : kernels::Float8Format::kE4M3FN;
+  };
+  args.a_format = format(self), args.b_format = format(mat2);
+  args.scale_a = sa.data_ptr<float>(), args.scale_b = sb.data_ptr<float>();
+  args.rowwise = rowwise(self, mat2, scale_a, scale_b) && !tensorwise(self, mat2, scale_a, scale_b);
+  args.bias = has_bias ? bias_f.data_ptr<float>() : nullptr;
+  args.c = result.data_ptr(), args.ldc = result.size(1) <= 1 ? 1 : result.stride(0);
+  args.c_dtype = to_kernel_dtype(dtype);
+  if (has_bias) {
+    enqueue(result, "_scaled_mm", {&self, &mat2, &sa, &sb, &bias_f}, [args] { kernels::scaled_gemm(args); });
+  } else {
+    enqueue(result, "_scaled_mm", {&self, &mat2, &sa, &sb}, [args] { kernels::scaled_gemm(args); });
+  }
+  return result.is_same(out) ? out : out.copy_(result);
 }
 
 at::Tensor scaled_mm(const at::Tensor& self, const at::Tensor& mat2, const at::Tensor& scale_a,
@@ -82,9 +129,8 @@ at::Tensor scaled_mm(const at::Tensor& self, const at::Tensor& mat2, const at::T
   return scaled_mm_out(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out);
 }
 
-// int8 (or uint8) times int8 into int32, exactly: a product is at most 2^15 in magnitude, so float32
-// sums of up to 512 of them stay below 2^24 and are exact in any order; longer contractions add
-// such slices' exact sums in int32 (as CPU's int32 accumulation does).
+// int8 (or uint8) times int8 into int32, exactly (kernels/gemm_lowp.h: integer multiply-adds,
+// wrap-around int32 sums as CPU's).
 at::Tensor& int_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   TORCH_CHECK(self.dim() == 2, "Expected self to be of dimension 2 but got ", self.dim());
   TORCH_CHECK(mat2.dim() == 2, "Expected mat2 to be of dimension 2 but got ", mat2.dim());
@@ -98,16 +144,15 @@ at::Tensor& int_mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tenso
               c10::toString(out.scalar_type()));
   check_same_device("_int_mm", self.device(), {&mat2, &out});
   at::native::resize_output(out, {self.size(0), mat2.size(1)});
-  constexpr int64_t kExactSlice = 512;
-  const int64_t k = self.size(1);
-  const at::Tensor a = self.to(c10::kFloat), b = mat2.to(c10::kFloat);
-  if (k <= kExactSlice) return out.copy_(at::mm(a, b));
-  out.zero_();
-  for (int64_t start = 0; start < k; start += kExactSlice) {
-    const int64_t size = std::min(kExactSlice, k - start);
-    out.add_(at::mm(a.narrow(1, start, size), b.narrow(0, start, size)).to(c10::kInt));
-  }
-  return out;
+  if (out.numel() == 0) return out;
+  const at::Tensor result = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+  kernels::Int8GemmArgs args;
+  args.m = self.size(0), args.n = mat2.size(1), args.k = self.size(1);
+  args.a = lowp_operand(self), args.b = lowp_operand(mat2);
+  args.a_unsigned = self.scalar_type() == c10::kByte;
+  args.c = result.data_ptr<int32_t>(), args.ldc = result.size(1) <= 1 ? 1 : result.stride(0);
+  enqueue(result, "_int_mm", {&self, &mat2}, [args] { kernels::int8_gemm(args); });
+  return result.is_same(out) ? out : out.copy_(result);
 }
 
 at::Tensor int_mm(const at::Tensor& self, const at::Tensor& mat2) {
