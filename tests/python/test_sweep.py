@@ -73,6 +73,36 @@ def test_progress_line_gives_elapsed_time_and_eta(capsys):
     assert lines[2].endswith("| elapsed 1:05:00 ETA 0:00")
 
 
+def test_resume_keeps_finished_rows_and_runs_only_the_rest(tmp_path, monkeypatch):
+    from torchneuron.sweep import cli, run
+    out = tmp_path / "sweep.json"
+    bert = dict(run._record("bert", "BertModel"), status="error", time_s=3.0)
+    # A stopped run: one whole row, then a line cut short.
+    (tmp_path / "sweep.json.rows.jsonl").write_text(json.dumps(bert) + "\n" + '{"model": "gp')
+    asked = []
+
+    def fake_run_tasks(tasks, jobs, timeout, runner, on_result):
+        asked.extend(tasks)
+        rows = [dict(run._record(t, None), status="skipped", time_s=1.0) for t in tasks]
+        for i, row in enumerate(rows, 1):
+            on_result(row, i, len(rows))
+        return rows
+
+    monkeypatch.setattr(cli, "run_tasks", fake_run_tasks)
+    argv = ["--models", "bert,gpt2,t5", "--output", str(out), "--markdown", str(tmp_path / "s.md")]
+    assert cli.main(argv + ["--resume"]) == 0
+    assert asked == ["gpt2", "t5"]  # bert was done; the cut line is not a row
+    report = json.loads(out.read_text())
+    assert [r["model"] for r in report["models"]] == ["bert", "gpt2", "t5"]
+    assert report["models"][0]["status"] == "error"  # bert's row as the stopped run left it
+    lines = (tmp_path / "sweep.json.rows.jsonl").read_text().splitlines()
+    assert [json.loads(x)["model"] for x in lines[-2:]] == ["gpt2", "t5"]
+    # Without --resume a run starts over: the old rows are dropped.
+    asked.clear()
+    assert cli.main(argv) == 0 and asked == ["bert", "gpt2", "t5"]
+    assert len((tmp_path / "sweep.json.rows.jsonl").read_text().splitlines()) == 3
+
+
 def test_shrinker_shrinks_nested_text_config():
     from transformers import CLIPConfig
     config = sweep.tiny_config(CLIPConfig)

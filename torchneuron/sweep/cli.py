@@ -4,6 +4,7 @@ Usage:
     python -m torchneuron.sweep --ci          # 12 models; exits 1 unless all pass every column
     python -m torchneuron.sweep --jobs 2 --timeout 120 --output sweep.json --markdown sweep.md
     python -m torchneuron.sweep --models bert,gpt2 --limit 10
+    python -m torchneuron.sweep --resume --output sweep.json   # go on with a stopped run
 
 One entry per model type in transformers' auto mappings: the base model class (AutoModel), or the
 first task head when a type has no base model. Its config class is built with defaults and then
@@ -28,6 +29,10 @@ model) or a crash is recorded as an error and the run goes on. Column statuses a
 | error | skipped | n/a; every skip carries its reason in `reasons`; a row's status is
 reference_error or unavailable when its CPU reference did not run. Nothing is downloaded:
 HF_HUB_OFFLINE=1 is set.
+
+Each finished row is also appended to `<output>.rows.jsonl` as it comes, so a run that is stopped
+(a time limit, a lost session) keeps what it did: `--resume` reads that file, skips the models
+already there and writes the report of all of them.
 """
 
 import argparse
@@ -87,6 +92,8 @@ def parse_args(argv=None):
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per model")
     p.add_argument("--output", default="sweep.json", help="JSON report path")
     p.add_argument("--markdown", default="sweep.md", help="Markdown report path")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the rows of <output>.rows.jsonl and run only the models not in it")
     return p.parse_args(argv)
 
 
@@ -94,6 +101,35 @@ def select(names, wanted=None, limit=None):
     """Returns the model types to run: `wanted` in order (unknown ones kept, they record a skip)."""
     keys = list(wanted) if wanted else list(names)
     return keys[:limit] if limit else keys
+
+
+def _rows_path(output):
+    return output + ".rows.jsonl"
+
+
+def _finished_rows(path):
+    """Rows a previous run appended, by model; a line cut short by a stopped run is dropped."""
+    rows = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                rows[row["model"]] = row
+    except FileNotFoundError:
+        pass
+    return rows
+
+
+def _appending(path, show):
+    """on_result that appends each row to `path` (one JSON object per line), then shows it."""
+    def on_result(row, done, total):
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        show(row, done, total)
+    return on_result
 
 
 def main(argv=None):
@@ -104,10 +140,20 @@ def main(argv=None):
     wanted = list(CI_MODELS) if args.ci else []
     wanted += [m.strip() for m in (args.models or "").split(",") if m.strip()]
     models = select(architectures(), wanted, args.limit)
+    rows_path = _rows_path(args.output)
+    earlier = _finished_rows(rows_path) if args.resume else {}
+    with open(rows_path, "w") as f:  # rewritten whole: a line cut short would spoil the next
+        f.writelines(json.dumps(row) + "\n" for row in earlier.values())
+    if earlier:
+        sys.stderr.write(f"sweep: resuming, {sum(m in earlier for m in models)} of {len(models)} "
+                         f"models already in {rows_path}\n")
     start = time.monotonic()
-    rows = run_tasks(models, args.jobs, args.timeout, runner=SweepRunner(),
-                     on_result=_progress())
-    elapsed = time.monotonic() - start
+    todo = [m for m in models if m not in earlier]
+    done = run_tasks(todo, args.jobs, args.timeout, runner=SweepRunner(),
+                     on_result=_appending(rows_path, _progress())) if todo else []
+    by_model = {**earlier, **{r["model"]: r for r in done}}
+    rows = [by_model[m] for m in models if m in by_model]
+    elapsed = time.monotonic() - start  # this run's time only: a resumed run's share is unknown
     sys.stderr.write("\n")
     report = {"totals": totals(rows), "elapsed_s": round(elapsed, 1),
               "transformers": transformers.__version__, "tolerance": {"atol": ATOL, "rtol": RTOL},
