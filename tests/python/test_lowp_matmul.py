@@ -66,6 +66,83 @@ def test_scaled_mm_refuses_what_cpu_refuses():
             torch._scaled_mm(*on_neuron(*args), out_dtype=torch.float32)  # ... and so does neuron
 
 
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 13, 33), (37, 130, 65), (13, 1027, 20)])
+@pytest.mark.parametrize("scaling", ["tensorwise", "rowwise"])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_scaled_mm_odd_shapes_layouts_and_bias(m, k, n, scaling, out_dtype, no_fallback):
+    """Sizes off the kernels' tiles (rows, columns, k-pairs), both operand layouts, with and
+    without a bias, e4m3 times e5m2 (seeds differ per case)."""
+    seed = m * 1000 + k + n
+    a, b, gen = operands(m, k, n, torch.float8_e4m3fn, torch.float8_e5m2, seed=seed)
+    a_t, b_r = a.t().contiguous().t(), b.contiguous()  # a column-major, b row-major
+    if scaling == "tensorwise":
+        sa, sb = torch.rand((), generator=gen) + 0.5, torch.rand((), generator=gen) + 0.5
+    else:
+        sa, sb = torch.rand(m, 1, generator=gen) + 0.5, torch.rand(1, n, generator=gen) + 0.5
+    bias = torch.randn(n, generator=gen).to(out_dtype)
+    for x, y, bias_or_none in ((a, b, bias), (a_t, b_r, None)):
+        expected = torch._scaled_mm(x, y, sa, sb, bias=bias_or_none, out_dtype=out_dtype)
+        got = torch._scaled_mm(*on_neuron(x, y, sa, sb, bias_or_none), out_dtype=out_dtype)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        # Scales after the sum (ours) or before (CPU's): float32 roundings apart; one output rounding.
+        torch.testing.assert_close(got.cpu().float(), expected.float(),
+                                   rtol={torch.float32: 1e-5}.get(out_dtype, 1e-2), atol=1e-3)
+
+
+def test_scaled_mm_extremes_infinities_and_nans(no_fallback):
+    """Largest finite values of each format, e5m2 infinities and NaNs, a float16 result that
+    overflows: as CPU gives them."""
+    a = torch.full((4, 8), 448.0).to(torch.float8_e4m3fn)  # e4m3fn's largest
+    b = torch.full((8, 6), 57344.0).to(torch.float8_e5m2)  # e5m2's largest
+    a[1, 3], b[2, 4] = float("nan"), float("inf")
+    a[2, 0] = -0.001953125  # e4m3fn's smallest subnormal, 2^-9
+    one = torch.tensor(1.0)
+    for out_dtype in (torch.float32, torch.bfloat16, torch.float16):
+        expected = torch._scaled_mm(a, b, one, one, out_dtype=out_dtype)
+        got = torch._scaled_mm(*on_neuron(a, b, one, one), out_dtype=out_dtype)
+        torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+
+
+def test_scaled_mm_non_contiguous_out(no_fallback):
+    a, b, _ = operands(9, 40, 11, torch.float8_e5m2, torch.float8_e4m3fn, seed=3)
+    scale = torch.tensor(0.75)
+    out = torch.zeros(11, 9, dtype=torch.float32, device="neuron").t()
+    torch._scaled_mm(*on_neuron(a, b, scale, scale), out_dtype=torch.float32, out=out)
+    expected = torch._scaled_mm(a, b, scale, scale, out_dtype=torch.float32)
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("self_dtype", [torch.int8, torch.uint8])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (17, 5, 35), (13, 131, 49), (40, 1027, 3)])
+def test_int_mm_odd_shapes_and_layouts_are_exact(self_dtype, m, k, n, no_fallback):
+    """k not a multiple of the kernels' 2- or 4-element groups, edges of every tile, transposed
+    operands and a non-contiguous out."""
+    gen = torch.Generator().manual_seed(m + k + n)
+    low, high = (-128, 128) if self_dtype == torch.int8 else (0, 256)
+    x = torch.randint(low, high, (m, k), generator=gen, dtype=torch.int32).to(self_dtype)
+    w = torch.randint(-128, 128, (k, n), generator=gen, dtype=torch.int8)
+    expected = torch._int_mm(x, w)
+    assert torch.equal(torch._int_mm(x.to("neuron"), w.to("neuron")).cpu(), expected)
+    xt, wt = x.t().contiguous().t(), w.t().contiguous().t()
+    out = torch.zeros(n, m, dtype=torch.int32, device="neuron").t()
+    torch._int_mm(xt.to("neuron"), wt.to("neuron"), out=out)
+    assert torch.equal(out.cpu(), expected)
+
+
+@pytest.mark.parametrize("a_value,b_value", [(-128, -128), (-128, 127), (127, -128), (255, -128), (255, 127), (0, -128)])
+def test_int_mm_extremes_are_exact(a_value, b_value, no_fallback):
+    """The largest products (and the signed-A offset's worst case) summed over k = 4099, and a
+    mix of extremes, bitwise as CPU."""
+    self_dtype = torch.uint8 if a_value > 127 else torch.int8
+    x = torch.full((5, 4099), a_value, dtype=self_dtype)
+    w = torch.full((4099, 19), b_value, dtype=torch.int8)
+    gen = torch.Generator().manual_seed(0)
+    pick = torch.rand(5, 4099, generator=gen) < 0.5
+    x_mixed = torch.where(pick, x, torch.zeros_like(x) if self_dtype == torch.uint8 else -x.clamp(min=-127))
+    for a in (x, x_mixed):
+        assert torch.equal(torch._int_mm(a.to("neuron"), w.to("neuron")).cpu(), torch._int_mm(a, w))
+
+
 @pytest.mark.parametrize("self_dtype", [torch.int8, torch.uint8])
 def test_int_mm_is_exact(self_dtype, no_fallback):
     gen = torch.Generator().manual_seed(0)
