@@ -256,8 +256,8 @@ struct Madd256 {
     __attribute__((target(Target))) static void tile(int64_t groups, const uint32_t* a, const uint32_t* b, \
                                                      Acc* out) {                               \
       decltype(Zero) acc[kRows][kVectors];                                                     \
-      for (auto& row : acc) {                                                                  \
-        for (auto& v : row) v = Zero;                                                          \
+      for (int i = 0; i < kRows; ++i) {                                                        \
+        for (int v = 0; v < kVectors; ++v) acc[i][v] = Zero;                                   \
       }                                                                                        \
       for (int64_t q = 0; q < groups; ++q, a += kRows, b += kCols) {                           \
         __m512i bv[kVectors];                                                                  \
@@ -275,8 +275,20 @@ struct Madd256 {
 
 constexpr int GroupOfMadd512 = 2, GroupOfVnni512 = 4, GroupOfBf16x512 = 2;
 #define TORCHNEURON_MADD_STEP(acc, a, b) _mm512_add_epi32(acc, _mm512_madd_epi16(a, b))
-#define TORCHNEURON_VNNI_STEP(acc, a, b) _mm512_dpbusd_epi32(acc, a, b)
-#define TORCHNEURON_BF16_STEP(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
+// GCC 12 copies and spills the accumulators around the vpdpbusd / vdpbf16ps intrinsics; these
+// accumulate in place (AT&T order: B, then the unsigned / broadcast A, then the accumulator).
+__attribute__((target("avx512f,avx512vnni"), always_inline)) inline __m512i vnni_step(__m512i acc, __m512i a,
+                                                                                     __m512i b) {
+  asm("vpdpbusd %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+  return acc;
+}
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m512 bf16_step(__m512 acc, __m512i a,
+                                                                                    __m512i b) {
+  asm("vdpbf16ps %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+  return acc;
+}
+#define TORCHNEURON_VNNI_STEP(acc, a, b) vnni_step(acc, a, b)
+#define TORCHNEURON_BF16_STEP(acc, a, b) bf16_step(acc, a, b)
 #define TORCHNEURON_STORE_I(p, v) _mm512_storeu_si512(p, v)
 #define TORCHNEURON_STORE_F(p, v) _mm512_storeu_ps(p, v)
 TORCHNEURON_AVX512_TILE(Madd512, "avx512f,avx512bw", int32_t, _mm512_setzero_si512(), TORCHNEURON_MADD_STEP,
