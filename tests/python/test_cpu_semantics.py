@@ -264,3 +264,24 @@ def test_gather_scatter_with_an_index_narrower_than_the_data(dim):
     expected = torch.zeros(4, 4).scatter_reduce_(dim, index, src, "amax", include_self=False)
     actual = torch.zeros(4, 4, device=DEV).scatter_reduce_(dim, index.to(DEV), src.to(DEV), "amax", include_self=False)
     assert torch.equal(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("target_shape", [(), (1,)])
+@pytest.mark.parametrize("source_shape", [(), (1,)])
+def test_index_copy_mixes_0dim_and_one_element(target_shape, source_shape):
+    # As CPU: the shapes without the indexed dim must match, and a 0-dim tensor's is empty.
+    target, source = torch.zeros(target_shape), torch.full(source_shape, 7.0)
+    idx = torch.zeros(1, dtype=torch.long)
+    expected = target.clone().index_copy_(0, idx, source)
+    got = target.to(DEV).index_copy_(0, idx.to(DEV), source.to(DEV))
+    assert got.shape == expected.shape and torch.equal(got.cpu(), expected)
+
+
+def test_index_copy_count_mismatch_raises_like_cpu():
+    _raises_like_cpu(lambda t, i, s: t.index_copy_(0, i, s), torch.zeros(3, 4), torch.tensor([0, 1]),
+                     torch.ones(3, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_index_fill_rejects_a_complex_scalar(dtype):
+    _raises_like_cpu(lambda t, i: t.index_fill_(1, i, 1 + 1j), torch.ones(2, 2, dtype=dtype), torch.tensor([0]))

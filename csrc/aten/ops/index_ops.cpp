@@ -266,7 +266,7 @@ void put_along_dim(at::Tensor& result, int64_t dim, const at::Tensor& index, con
               source.scalar_type(), ") must have the same scalar type");
   const int64_t d = at::maybe_wrap_dim(dim, result.dim());
   const int64_t count = index.numel();
-  if (!fill) {
+  if (!fill && accumulate) {
     TORCH_CHECK(result.dim() == 0 ? source.numel() == count : (source.dim() == result.dim() && source.size(d) == count), op,
                 "(): Number of indices (", count, ") should be equal to source.size(dim) (",
                 source.dim() > 0 ? source.size(d) : source.numel(), ")");
@@ -274,6 +274,16 @@ void put_along_dim(at::Tensor& result, int64_t dim, const at::Tensor& index, con
       TORCH_CHECK(k == d || source.size(k) == result.size(k), op, "(): source ", source.sizes(), " and self ",
                   result.sizes(), " must match in every dimension but ", d);
     }
+  } else if (!fill) {
+    // index_copy as CPU: the shapes without `dim` match (a 0-dim tensor's is empty, so () and (1,) mix).
+    std::vector<int64_t> result_slice = result.sizes().vec(), source_slice = source.sizes().vec();
+    if (!result_slice.empty()) result_slice.erase(result_slice.begin() + d);
+    if (!source_slice.empty()) source_slice.erase(source_slice.begin() + std::min<int64_t>(d, source.dim() - 1));
+    TORCH_CHECK(result_slice == source_slice, op, "(): source ", source.sizes(), " and self ", result.sizes(),
+                " must match in every dimension but ", d);
+    const int64_t source_count = source.dim() == 0 ? 1 : source.size(std::min<int64_t>(d, source.dim() - 1));
+    TORCH_CHECK_INDEX(source_count == count, op, "(): Number of indices (", count,
+                      ") should be equal to source.size(dim) (", source_count, ")");
   }
   if (count == 0 || result.numel() == 0) return;
   int64_t outer = 1, inner = 1;
@@ -335,6 +345,7 @@ at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& 
   if (!along_dim_native(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Scalar)>::call(self, dim, index, value);
   }
+  TORCH_CHECK(!value.isComplex(), "index_fill_(): Converting complex Scalar to non-complex type is not supported");
   const at::Tensor source = at::scalar_tensor(value, self.options().dtype(self.scalar_type()));
   // A CPU index is taken, as CPU PyTorch's index_fill_ takes one beside a tensor of another device.
   put_along_dim(self, dim, index.is_cpu() ? index.to(self.device()) : index, source, /*accumulate=*/false,
