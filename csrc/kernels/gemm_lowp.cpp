@@ -109,10 +109,23 @@ constexpr int64_t kSerialWork = int64_t{1} << 18;
 
 // Writes a [groups][Width] panel of 32-bit words, each holding G consecutive k-elements (lane e
 // in bits [e * 32 / G, (e + 1) * 32 / G)) of line first + r, r < count; lines past count and
-// elements past k are zero. elem(line, kk) gives an element's lane bits.
+// elements past k are zero. elem(line, kk) gives an element's lane bits. Lines that lie next to
+// each other in memory (lines_adjacent: B row-major, A column-major) are read across, one k at a
+// time, rather than along a stride.
 template <int G, int Width, class Elem>
-void pack_panel(int64_t first, int64_t count, int64_t k, const Elem& elem, uint32_t* out) {
-  const int64_t full = k / G, groups = (k + G - 1) / G;
+void pack_panel(int64_t first, int64_t count, int64_t k, bool lines_adjacent, const Elem& elem, uint32_t* out) {
+  const int64_t groups = (k + G - 1) / G;
+  if (lines_adjacent) {
+    for (int64_t q = 0; q < groups; ++q) {
+      uint32_t words[Width] = {};
+      for (int e = 0; e < G && q * G + e < k; ++e) {
+        for (int64_t r = 0; r < count; ++r) words[r] |= static_cast<uint32_t>(elem(first + r, q * G + e)) << (32 / G * e);
+      }
+      std::memcpy(out + q * Width, words, sizeof(words));
+    }
+    return;
+  }
+  const int64_t full = k / G;
   for (int64_t r = 0; r < Width; ++r) {
     uint32_t* to = out + r;
     if (r >= count) {
@@ -132,6 +145,10 @@ void pack_panel(int64_t first, int64_t count, int64_t k, const Elem& elem, uint3
     }
   }
 }
+
+// Whether A's rows (B's columns: transposed) lie closer together than each one's elements.
+bool rows_adjacent(const LowpOperand& op) { return std::abs(op.row_stride) < std::abs(op.col_stride); }
+bool cols_adjacent(const LowpOperand& op) { return std::abs(op.col_stride) < std::abs(op.row_stride); }
 
 // C = A @ B by Isa's micro-kernel: pack_a(row, rows, panel) and pack_b(col, cols, panel) fill
 // the panels (pack_panel layouts, Isa::kRows and Isa::kCols wide); store(row, rows, col, cols,
@@ -320,15 +337,15 @@ template <class Isa>
 void int8_gemm_madd(const Int8GemmArgs& g) {
   const auto pack_a = [&](int64_t row, int64_t rows, uint32_t* out) {
     if (g.a_unsigned) {
-      pack_panel<2, Isa::kRows>(row, rows, g.k, [&](int64_t i, int64_t kk) { return load<uint8_t>(g.a, i, kk); }, out);
+      pack_panel<2, Isa::kRows>(row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return load<uint8_t>(g.a, i, kk); }, out);
     } else {
       pack_panel<2, Isa::kRows>(
-          row, rows, g.k, [&](int64_t i, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.a, i, kk)); }, out);
+          row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.a, i, kk)); }, out);
     }
   };
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
     pack_panel<2, Isa::kCols>(
-        col, cols, g.k, [&](int64_t j, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.b, kk, j)); }, out);
+        col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.b, kk, j)); }, out);
   };
   const auto store = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols, const int32_t* tile, int64_t ld) {
     for (int64_t r = 0; r < rows; ++r) std::memcpy(g.c + (i0 + r) * g.ldc + j0, tile + r * ld, cols * sizeof(int32_t));
@@ -344,18 +361,20 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
   const uint8_t flip = g.a_unsigned ? 0 : 0x80;
   const auto pack_a = [&](int64_t row, int64_t rows, uint32_t* out) {
     pack_panel<4, Vnni512::kRows>(
-        row, rows, g.k, [&](int64_t i, int64_t kk) { return static_cast<uint8_t>(load<uint8_t>(g.a, i, kk) ^ flip); },
+        row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return static_cast<uint8_t>(load<uint8_t>(g.a, i, kk) ^ flip); },
         out);
   };
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
     pack_panel<4, Vnni512::kCols>(
-        col, cols, g.k, [&](int64_t j, int64_t kk) { return load<uint8_t>(g.b, kk, j); }, out);
+        col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return load<uint8_t>(g.b, kk, j); }, out);
     if (g.a_unsigned) return;
-    for (int64_t j = col; j < col + cols; ++j) {
-      int32_t sum = 0;
-      for (int64_t kk = 0; kk < g.k; ++kk) sum += load<int8_t>(g.b, kk, j);  // |sum| < 2^31 for k < 2^24
-      correction[j] = static_cast<uint32_t>(sum) * 128u;
+    // Column sums from the packed panel, where each column's bytes are one word per k-group.
+    int32_t sums[Vnni512::kCols] = {};
+    for (int64_t q = 0; q < (g.k + 3) / 4; ++q) {
+      const auto* bytes = reinterpret_cast<const int8_t*>(out + q * Vnni512::kCols);
+      for (int r = 0; r < Vnni512::kCols; ++r) sums[r] += bytes[4 * r] + bytes[4 * r + 1] + bytes[4 * r + 2] + bytes[4 * r + 3];
     }
+    for (int64_t r = 0; r < cols; ++r) correction[col + r] = static_cast<uint32_t>(sums[r]) * 128u;
   };
   const auto store = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols, const int32_t* tile, int64_t ld) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -458,11 +477,11 @@ void scaled_gemm_bf16(const ScaledGemmArgs& g) {
   const uint16_t* ta = bf16[static_cast<int>(g.a_format)].data();
   const uint16_t* tb = bf16[static_cast<int>(g.b_format)].data();
   const auto pack_a = [&](int64_t row, int64_t rows, uint32_t* out) {
-    pack_panel<2, Bf16x512::kRows>(row, rows, g.k, [&](int64_t i, int64_t kk) { return ta[load<uint8_t>(g.a, i, kk)]; },
+    pack_panel<2, Bf16x512::kRows>(row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return ta[load<uint8_t>(g.a, i, kk)]; },
                                    out);
   };
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
-    pack_panel<2, Bf16x512::kCols>(col, cols, g.k, [&](int64_t j, int64_t kk) { return tb[load<uint8_t>(g.b, kk, j)]; },
+    pack_panel<2, Bf16x512::kCols>(col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return tb[load<uint8_t>(g.b, kk, j)]; },
                                    out);
   };
   blocked_gemm<Bf16x512>(g.m, g.n, g.k, pack_a, pack_b, ScaledStore{g});
