@@ -48,6 +48,28 @@ def test_eager_engine_equals_transformers(monkeypatch):
     assert got == hf_greedy("tiny-llama", PROMPTS, 12)
 
 
+def test_compiled_engine_equals_transformers(monkeypatch):
+    """TORCHNEURON_VLLM_COMPILE=1: vLLM compiles the model (mode VLLM_COMPILE) with torchneuron's
+    compiler between attention calls; decode steps replay graphs of the compiled pieces."""
+    import torchneuron.compiler
+    from vllm.compilation.counter import compilation_counter
+
+    monkeypatch.setenv("TORCHNEURON_VLLM_COMPILE", "1")
+    torchneuron.compiler.reset_compile_stats()
+    captured = compilation_counter.num_cudagraph_captured
+    llm = make_llm("tiny-llama")
+    try:
+        stats = torchneuron.compiler.compile_stats()
+        # One piece before the first attention, one between the two layers, one after the last.
+        assert stats["graphs_compiled"] + stats["graph_cache_hits"] >= 3, stats
+        assert stats["graphs_eager"] == 0, stats
+        assert compilation_counter.num_cudagraph_captured > captured
+        got, _ = generate(llm, PROMPTS, **GREEDY)
+    finally:
+        release(llm)
+    assert got == hf_greedy("tiny-llama", PROMPTS, 12)
+
+
 def test_chunked_prefill_gives_the_same_tokens():
     """A 16-token budget per step splits the long prompts' prefill into chunks, mixed with
     another request's decode steps."""

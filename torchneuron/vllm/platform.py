@@ -14,6 +14,7 @@ logger = init_logger(__name__)
 
 ATTENTION_BACKEND = "torchneuron.vllm.attention.NeuronAttentionBackend"
 WORKER = "torchneuron.vllm.worker.NeuronWorker"
+COMPILER = "torchneuron.vllm.compiler.NeuronCompiler"
 
 # Layers look their backend up by name in vLLM's registry.
 if "NEURON_PAGED" not in AttentionBackendEnum.__members__:
@@ -86,6 +87,15 @@ class NeuronPlatform(Platform):
             raise ValueError(f"neuron serves float32, bfloat16 and float16 models, not {dtype}")
 
     @classmethod
+    def get_compile_backend(cls) -> str:
+        return COMPILER
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        # Compiled pieces end at attention, which runs our paged op with its step's metadata.
+        return True
+
+    @classmethod
     def get_static_graph_wrapper_cls(cls) -> str:
         return "vllm.compilation.cuda_graph.CUDAGraphWrapper"
 
@@ -105,11 +115,25 @@ class NeuronPlatform(Platform):
         if not cache_config.user_specified_block_size:
             cache_config.block_size = 16
         compilation_config = vllm_config.compilation_config
-        # vLLM's model code runs eagerly on neuron's native ops; decode steps (every request one
-        # token) replay captured graphs, one per batch size, unless enforce_eager is set or
-        # TORCHNEURON_VLLM_GRAPHS=0.
-        compilation_config.mode = CompilationMode.NONE
+        # vLLM's model code runs eagerly on neuron's native ops, or compiled by torchneuron's
+        # compiler between attention calls with TORCHNEURON_VLLM_COMPILE=1; decode steps (every
+        # request one token) replay captured graphs, one per batch size, unless enforce_eager is
+        # set or TORCHNEURON_VLLM_GRAPHS=0.
         model_config = vllm_config.model_config
+        compiled = (os.environ.get("TORCHNEURON_VLLM_COMPILE", "0") == "1" and model_config is not None
+                    and not model_config.enforce_eager)
+        if compiled:
+            compilation_config.mode = CompilationMode.VLLM_COMPILE
+            compilation_config.backend = COMPILER
+            # vLLM's ahead-of-time artifact stores Inductor's code; our compiler caches its own.
+            os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+            # vLLM's fusion passes rewrite to CUDA kernels (quantization, all-reduce, RoPE + cache).
+            passes = compilation_config.pass_config
+            for name in type(passes).model_fields if hasattr(type(passes), "model_fields") else vars(passes):
+                if name.startswith("fuse_") or name == "enable_qk_norm_rope_fusion":
+                    setattr(passes, name, False)
+        else:
+            compilation_config.mode = CompilationMode.NONE
         wanted = os.environ.get("TORCHNEURON_VLLM_GRAPHS", "1") != "0"
         graphs = wanted and model_config is not None and not model_config.enforce_eager
         if graphs and parallel_config.world_size > 1:
