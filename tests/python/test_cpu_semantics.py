@@ -285,3 +285,19 @@ def test_index_copy_count_mismatch_raises_like_cpu():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
 def test_index_fill_rejects_a_complex_scalar(dtype):
     _raises_like_cpu(lambda t, i: t.index_fill_(1, i, 1 + 1j), torch.ones(2, 2, dtype=dtype), torch.tensor([0]))
+
+
+def test_arange_out_of_another_size_warns_and_resizes_like_cpu():
+    def run(device):
+        out = torch.zeros(1, 49, device=device)
+        with pytest.warns(UserWarning, match="The out tensor will be resized to a tensor of shape \\(50,\\)"):
+            torch.arange(-1, 1, 2.0 / 49, dtype=torch.float32, out=out)
+        return out
+    expected, got = run("cpu"), run(DEV)
+    assert got.shape == expected.shape == (50,)
+    # CPU rounds each vector's first element to float32 first; neuron rounds start + i * step once.
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_arange_of_too_many_elements_raises_like_cpu():
+    _raises_like_cpu(lambda t: torch.arange(1.175494351e-38, 3.402823466e38, device=t.device), torch.empty(1))

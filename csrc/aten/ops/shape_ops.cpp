@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -203,11 +204,22 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
   const bool exact = result.scalar_type() == at::kLong && !start.isFloatingPoint() && !end.isFloatingPoint() &&
                      !step.isFloatingPoint();
   const int64_t sign = st > 0 ? 1 : -1;
+  const double count_d = std::ceil((e - s) / st);
+  TORCH_CHECK(exact || (count_d >= 0 && count_d <= static_cast<double>(std::numeric_limits<int64_t>::max())),
+              "invalid size, possible overflow?");
   const auto count = exact ? (end.toLong() - start.toLong() + step.toLong() - sign) / step.toLong()
-                           : static_cast<int64_t>(std::ceil((e - s) / st));
+                           : static_cast<int64_t>(count_d);
   // As on the CPU, a `result` of `count` elements keeps its shape (and its strides): the values
   // fill it in its logical order, through a contiguous temporary when it is not contiguous.
-  if (result.numel() != count) at::native::resize_output(result, {count});
+  if (result.numel() != count) {  // CPU's warning and plain resize (not resize_output's deprecation)
+    if (result.numel() > 0) {
+      TORCH_WARN("The number of elements in the out tensor of shape ", result.sizes(), " is ", result.numel(),
+                 " which does not match the computed number of elements ", count,
+                 ". Note that this may occur as a result of rounding error. "
+                 "The out tensor will be resized to a tensor of shape (", count, ",).");
+    }
+    result.resize_({count});
+  }
   at::Tensor out = result.is_contiguous() ? result : at::empty(result.sizes(), result.options());
   if (count > 0) {
     const kernels::DType dtype = to_kernel_dtype(out.scalar_type());
