@@ -424,13 +424,17 @@ def test_neuron_dtypes_pack_mx_x4():
     import neuron_dtypes as dt
     x = np.array([[0.5, -1.5, 3.0, 7.0, 0.25, 2.5, -6.0, 5.0]], np.float32)
     fp4 = dt.static_cast(x, dt.float4_e2m1fn_x4)
-    assert fp4.shape == (1, 2) and fp4.dtype == np.uint16
-    assert int(fp4[0, 0]) == 0x1 | 0xB << 4 | 0x5 << 8 | 0x7 << 12  # first value in the lowest nibble
+    # a record of uint16 words named after the format (AWS's references test 'x4' in str(dtype))
+    assert fp4.shape == (1, 2) and "float4_e2m1fn_x4" in str(fp4.dtype) and fp4.dtype.itemsize == 2
+    assert np.zeros((2, 2), dtype=nl.float4_e2m1fn_x4).dtype == fp4.dtype
+    assert int(fp4.view(np.uint16)[0, 0]) == 0x1 | 0xB << 4 | 0x5 << 8 | 0x7 << 12  # first value lowest nibble
     # nearest e2m1 value, ties to the even code, saturating at 6
     np.testing.assert_array_equal(dt.static_cast(fp4, np.float32), [[0.5, -1.5, 3, 6, 0, 2, -6, 4]])
     fp8 = dt.static_cast(x, nl.float8_e4m3fn_x4)
-    assert fp8.shape == (1, 2) and fp8.dtype == np.uint32
-    assert int(fp8[0, 0]) & 0xFF == torch.tensor(0.5).to(torch.float8_e4m3fn).view(torch.uint8).item()
+    assert fp8.shape == (1, 2) and "float8_e4m3fn_x4" in str(fp8.dtype) and fp8.dtype.itemsize == 4
+    assert nl.float8_e4m3fn_x4 == fp8.dtype  # the NumPy dtype names the nl dtype
+    np.testing.assert_array_equal(dt.static_cast(fp8.T.copy().T, np.float32), x)  # survives views and copies
+    assert int(fp8.view(np.uint32)[0, 0]) & 0xFF == torch.tensor(0.5).to(torch.float8_e4m3fn).view(torch.uint8).item()
     np.testing.assert_array_equal(dt.static_cast(fp8, np.float32), x)
     with pytest.raises(ValueError, match="multiple of 4"):
         dt.static_cast(x[:, :6], dt.float8_e5m2_x4)

@@ -208,3 +208,85 @@ def test_packed_misuse_is_refused(mode):
         run(k_bad_packed_add, mode, np.zeros((8, 4), np.int32))
     with pytest.raises(nki.NKIError, match="on chip, float32 words"):
         run(k_reinterpret_float, mode, np.zeros((8, 4), np.float16))
+
+
+@nki.jit
+def k_matmul_mx_words(st_words, st_scale, mv_words, mv_scale):
+    """AWS's MXFP4 projection layout: FP4 weights arrive as uint16 words and stay so on chip;
+    FP8 (e5m2) activations arrive as int32 words, DMAed into a packed tile; operands, scales and
+    dst are 3-D views with a unit dim (or an .ap() pattern); the scales come from compact [K / 8, ...]
+    arrays."""
+    k, t, m = st_words.shape
+    n = mv_words.shape[2]
+    a = nl.ndarray((k, t, m), dtype=st_words.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=st_words)
+    b = nl.ndarray((k, t, n), dtype=nl.float8_e5m2_x4, buffer=nl.sbuf)
+    nisa.dma_copy(dst=b, src=mv_words[:, 0:t, :])
+    sa = nl.ndarray((k, t, m), dtype=nl.uint8, buffer=nl.sbuf)
+    sb = nl.ndarray((k, t, n), dtype=nl.uint8, buffer=nl.sbuf)
+    for q in range(k // 32):
+        nisa.dma_copy(dst=sa[q * 32:q * 32 + 4, :, :], src=st_scale[q * 4:q * 4 + 4, :, :])
+        nisa.dma_copy(dst=sb[q * 32:q * 32 + 4, :, :], src=mv_scale[q * 4:q * 4 + 4, :, :])
+    acc = nl.ndarray((m, t, n), dtype=nl.float32, buffer=nl.psum)
+    for i in range(t):
+        moving = b.ap([[t * n, k], [1, n]], offset=i * n)  # .ap() on a packed tile counts its elements
+        nisa.nc_matmul_mx(dst=acc[:, i, :], stationary=a[:, i:i + 1, :], moving=moving,
+                          stationary_scale=sa[:, i:i + 1, :], moving_scale=sb[:, i:i + 1, :])
+    res = nl.ndarray((m, t, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray((m, t, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+@pytest.mark.parametrize("records", [False, True])
+def test_nc_matmul_mx_on_words_and_3d_views(mode, records):
+    rng = np.random.default_rng(11)
+    k, t, m, n = 64, 3, 16, 8
+    fp4 = [random_mx(rng, k, m, "float4_e2m1fn_x4") for _ in range(t)]
+    fp8 = [random_mx(rng, k, n, "float8_e5m2_x4") for _ in range(t)]
+    st_words = np.stack([raw.view(np.uint16) for raw, _, _ in fp4], axis=1)  # [k, t, m]
+    mv_words = np.stack([raw for raw, _, _ in fp8], axis=1)
+    st_scale = np.stack([s for _, s, _ in fp4], axis=1)
+    mv_scale = np.stack([s for _, s, _ in fp8], axis=1)
+    if records:  # NumPy arrays as neuron_dtypes packs them: words in a record dtype named after the format
+        st_words = st_words.view(nl.float4_e2m1fn_x4.dtype)
+        mv_words = mv_words.view(nl.float8_e5m2_x4.dtype)
+    got = run(k_matmul_mx_words, mode, st_words, st_scale, mv_words, mv_scale)
+    want = np.stack([mx_product(fp4[i][2], fp8[i][2]) for i in range(t)], axis=1)
+    got = np.asarray(torch.as_tensor(got).cpu())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@nki.jit
+def k_quantize_slices(x):
+    """quantize_mx on 4-D / 3-D slices (AWS's RMSNorm-MX layout): src [P, 1, T, 4] of a [P, 2, T, 4]
+    tile, dst and scales [P, 1, T] of [P, 2, T] tiles, one slice per step of the second dim."""
+    p, h, t, q = x.shape
+    src = nl.ndarray((p, h, t, q), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=src, src=x)
+    data = nl.ndarray((p, h, t), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    scale = nl.ndarray((p, h, t), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=scale, value=0)
+    for i in nl.sequential_range(h):
+        nisa.quantize_mx(src=src[0:p, i:i + 1, 0:t, 0:q], dst=data[0:p, i:i + 1, 0:t],
+                         dst_scale=scale[0:p, i:i + 1, 0:t])
+    out = nl.ndarray((p, h * t), dtype=nl.float8_e4m3fn_x4, buffer=nl.shared_hbm)  # int32 words
+    nisa.dma_copy(dst=out, src=data.reshape((p, h * t)))  # a packed tile reshapes by its elements
+    out_scale = nl.ndarray((p, h, t), dtype=nl.uint8, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out_scale, src=scale)
+    return out, out_scale
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_quantize_mx_on_slices(mode):
+    rng = np.random.default_rng(5)
+    x = torch.from_numpy(rng.standard_normal((32, 2, 8, 4)) * 8).bfloat16()
+    data, scale = run(k_quantize_slices, mode, x.to("neuron"))
+    data, scale = np.asarray(torch.as_tensor(data).cpu()).reshape(32, 2, 8), np.asarray(torch.as_tensor(scale).cpu())
+    rows = [quadrant_row(g) for g in range(4)]
+    for i in range(2):
+        want_bytes, want_scales = ref_quantize(x[:, i].reshape(32, 32).float().numpy(), "float8_e4m3fn_x4")
+        np.testing.assert_array_equal(data[:, i].view(np.uint8).reshape(32, 32), want_bytes)
+        np.testing.assert_array_equal(scale[rows, i], want_scales)

@@ -226,6 +226,10 @@ def k_patterns(x):
     ramp = nl.ndarray((n, 2 * 3), nl.uint32, buffer=nl.sbuf)
     nisa.iota(dst=ramp, pattern=[[1, 2], [10, 3]], offset=5, channel_multiplier=100)  # 5 + 100 p + i + 10 j
     nl.store(ids, ramp)
+    rows = nl.ndarray((n, 1), nl.uint32, buffer=nl.sbuf)
+    nisa.iota(rows, [[0, 1]], offset=7, channel_multiplier=3)  # current NKI's positional form: 7 + 3 p
+    row_ids = nl.ndarray((n, 1), nl.uint32, buffer=nl.shared_hbm)
+    nisa.dma_copy(row_ids, rows)
     eye = nl.ndarray((n, n), nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=eye, value=1.0)
     nisa.affine_select(dst=eye, pattern=[[1, n]], channel_multiplier=-1, cmp_op=nl.equal, on_true_tile=eye,
@@ -233,13 +237,14 @@ def k_patterns(x):
     prod = nl.ndarray((n, 6), nl.float32, buffer=nl.psum)
     nisa.nc_matmul(prod, eye, nl.load(x))
     nl.store(out, nl.copy(prod))
-    return out.reshape((n, 2, 3)), ids
+    return out.reshape((n, 2, 3)), ids, row_ids
 
 
 @pytest.mark.parametrize("mode", RUNS)
 def test_access_pattern_iota_and_affine_select(mode):
     x = np.arange(4 * 6, dtype=np.float32).reshape(4, 6)
-    got, ids = run(k_patterns, mode, x)
+    got, ids, row_ids = run(k_patterns, mode, x)
+    np.testing.assert_array_equal(np.asarray(row_ids).reshape(4), 7 + 3 * np.arange(4))
     np.testing.assert_allclose(got, x.reshape(4, 2, 3))
     p, i, j = np.meshgrid(np.arange(4), np.arange(2), np.arange(3), indexing="ij")
     np.testing.assert_array_equal(np.asarray(ids).reshape(4, 2, 3), 5 + 100 * p + i + 10 * j)

@@ -14,6 +14,7 @@ from ._expr import _ranges as _expr_ranges
 from ._capacity import Capacity
 from ._current import _state, activate, current  # noqa: F401  (re-exported: the executors' entry points)
 from ._dtypes import DTYPES
+from ._float8 import FLOAT8_FORMATS, float8_rounding
 from ._tensor import (PARTITION_MAX, PSUM_BYTES_PER_PARTITION, SBUF_BYTES_PER_PARTITION, SPACES, Buffer, Mask, NKIError,
                       Tile, bytes_per_partition, check_deferred, check_on_chip_shape)
 
@@ -195,6 +196,10 @@ class Executor(Capacity):
         if op.kind == "matmul":
             self._open_group(op)
         self.run(op)
+        if op.dst is not None and op.dst.buffer.on_chip and op.dst.dtype.name in FLOAT8_FORMATS and \
+                not getattr(op.dst._buffer, "codes", False):  # (a float32 word's bytes: kept as they are)
+            nodes = float8_rounding(Expression(), op.dst.dtype.name)
+            self.run(Op("pointwise", op.dst, [op.dst], nodes, name=op.name))
         if op.kind != "print":
             self._track_groups(op)
 

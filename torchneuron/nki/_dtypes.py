@@ -40,9 +40,9 @@ class dtype:
                 return np.dtype(getattr(ml_dtypes, self.name))
             except (ImportError, AttributeError):
                 return np.dtype(np.float32)
-        packed = {"float8_e4m3fn_x4": np.uint32, "float8_e5m2_x4": np.uint32, "float4_e2m1fn_x4": np.uint16,
-                  "tfloat32": np.float32}
-        return np.dtype(packed.get(self.name, self.name))
+        if self.packed != 1:
+            return packed_numpy_dtype(self.name)
+        return np.dtype(np.float32 if self.name == "tfloat32" else self.name)
 
 
 DTYPES = {d.name: d for d in [
@@ -58,10 +58,25 @@ for _name, _dtype in DTYPES.items():  # nki.dtype.bfloat16 (`import nki.dtype as
 _ALIASES = {"float": "float32", "half": "float16", "bool_": "bool", "fp32": "float32", "bf16": "bfloat16"}
 
 
+def packed_numpy_dtype(name: str):
+    """The NumPy dtype of a packed MX dtype's arrays: its words (uint32 for FP8 x4, uint16 for FP4
+    x4) in a one-field record named after it, so `str(array.dtype)` names the format as AWS's do."""
+    import numpy as np
+    return np.dtype([(name, "<u4" if DTYPES[name].itemsize == 4 else "<u2")])
+
+
+def packed_name(np_dtype):
+    """The packed MX dtype a NumPy dtype made by packed_numpy_dtype stands for, else None."""
+    names = getattr(np_dtype, "names", None)
+    return names[0] if names and len(names) == 1 and names[0] in DTYPES and DTYPES[names[0]].packed != 1 else None
+
+
 def to_dtype(value) -> dtype:
     """The NKI dtype of an nl dtype, a torch or NumPy dtype, or a name."""
     if isinstance(value, dtype):
         return value
+    if packed_name(value) is not None:
+        return DTYPES[packed_name(value)]
     name = getattr(value, "__name__", None) if isinstance(value, type) else None
     if name is None:
         name = str(value)

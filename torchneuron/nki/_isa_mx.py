@@ -176,6 +176,20 @@ def _scale_value(b: _Builder, node, scale: Tile):
     return b.f("exp2", b.f("sub", node, b.lit(127)))
 
 
+def _two_dims(t: Tile) -> Tile:
+    """A [P, f1, f2, ...] view as [P, F] when its free dims lie evenly spaced (unit dims dropped),
+    as AWS's kernels pass quantize_mx slices of 3-D and 4-D tiles."""
+    if len(t.sizes) <= 2 or t.checks:
+        return t
+    dims = [(s, st) for s, st in zip(t.sizes[1:], t.strides[1:]) if s != 1] or [(1, 1)]
+    size, stride = dims[-1]
+    for s, st in reversed(dims[:-1]):
+        if st != stride * size:
+            return t  # not one run of evenly spaced elements: left for the shape check to name
+        size *= s
+    return Tile(t._buffer, t.offset, [t.sizes[0], size], [t.strides[0], stride])
+
+
 # DMA between device memory bytes and packed tiles --------------------------------------------------
 def reinterpret(tile: Tile, dtype_, pattern, offset) -> Tile:
     """tensor.ap(pattern, offset, dtype=another dtype) on device memory: the tensor's bytes seen as
@@ -195,14 +209,19 @@ def reinterpret(tile: Tile, dtype_, pattern, offset) -> Tile:
         raw.id = ctx.program.add_buffer(raw.name, "hbm", "uint8", nbytes, source.argument)
     packed = Buffer(source.name + "_" + dt.name, source.space, dt, (nbytes // dt.itemsize,))
     packed.raw, packed.argument, packed.storage = raw, source.argument, source.storage
-    base = tile.offset * source.dtype.itemsize
-    if not isinstance(base, int) or base % dt.itemsize:
-        raise NKIError(f"NKI: .ap(dtype={dt.name}) on '{tile.name}' must start at a whole {dt.itemsize}-byte element")
+    if source.dtype.itemsize == dt.itemsize:  # element for element (the start may be a loop or program index)
+        start = tile.offset
+    else:
+        base = tile.offset * source.dtype.itemsize
+        if not isinstance(base, int) or base % dt.itemsize:
+            raise NKIError(f"NKI: .ap(dtype={dt.name}) on '{tile.name}' must start at a whole {dt.itemsize}-byte "
+                           "element")
+        start = base // dt.itemsize
     sizes = [int(s) for _, s in pattern]
     strides = [int(st) for st, _ in pattern]
-    view = Tile(packed, base // dt.itemsize + int(offset), sizes, strides)
+    view = Tile(packed, start + int(offset), sizes, strides)
     top = view.offset + sum((s - 1) * st for s, st in zip(sizes, strides) if st > 0)
-    if view.offset < 0 or top >= packed.elements:
+    if isinstance(top, int) and (view.offset < 0 or top >= packed.elements):
         raise NKIError(f"NKI: out-of-bounds access pattern on '{tile.name}' as {dt.name}: elements "
                        f"{view.offset}..{top} of {packed.elements}")
     return view
@@ -227,6 +246,13 @@ def packed_in_device_memory(ctx, buf: Buffer) -> Tile:
 def copy_packed(dst: Tile, src: Tile, name: str) -> None:
     """dst = src where either is packed: device-memory bytes into a packed SBUF tile (decoded), or
     one packed on-chip tile into another of its dtype."""
+    if dst.dtype is not src.dtype and not src.checks and not dst.checks:
+        # device-memory words of the packed element's size (int32 for FP8 x4) hold its bytes
+        plain, packed = (src, dst) if is_packed(dst) else (dst, src)
+        if (not plain.buffer.on_chip and packed.buffer.on_chip and not is_packed(plain)
+                and plain.dtype.itemsize == packed.dtype.itemsize):
+            same = reinterpret(plain, packed.dtype, [[st, n] for st, n in zip(plain.strides, plain.sizes)], 0)
+            src, dst = (same, dst) if plain is src else (src, same)
     if dst.dtype is src.dtype and src.buffer.on_chip and not dst.buffer.on_chip:
         _store_packed(dst, src)
         return
@@ -308,6 +334,7 @@ def quantize_mx(dst, src, dst_scale, name=None, **_unused):
         raise NKIError(f"NKI {where}: src must be bfloat16 or float16, got {src.dtype.name}")
     if dst_scale.dtype.name not in ("uint8", "float8_e8m0fnu"):
         raise NKIError(f"NKI {where}: dst_scale must be uint8 or float8_e8m0fnu, got {dst_scale.dtype.name}")
+    src, dst, dst_scale = _two_dims(src), _two_dims(dst), _two_dims(dst_scale)
     if len(src.sizes) != 2:
         src = src.reshape(src.sizes[0], math.prod(src.sizes[1:]))
     p, f = src.sizes
@@ -342,9 +369,29 @@ def quantize_mx(dst, src, dst_scale, name=None, **_unused):
     return dst
 
 
+def _fp4_words(words: Tile, where: str) -> Tile:
+    """The [K, F, 4] values of a [K, F] tile of 16-bit words each holding four FP4 codes, low
+    nibble first: how float4_e2m1fn_x4 arrays reach a kernel (neuron_dtypes gives them as uint16)."""
+    k, f = words.sizes
+    out = _scratch((k, f, 4), name="mx_words")
+    for nibble in range(4):
+        b = _Builder()
+        w = b.source(0)
+        w = b.f("add", w, b.f("mul", b.f("lt", w, b.lit(0)), b.lit(65536)))  # int16 words
+        above = b.f("floor", b.f("div", w, b.lit(16 ** nibble)))
+        code = b.f("sub", above, b.f("mul", b.f("floor", b.f("div", above, b.lit(16))), b.lit(16)))
+        b.decode(code, FORMATS["float4_e2m1fn_x4"])
+        _emit("pointwise", Tile(out._buffer, nibble, [k, f], [4 * f, 4]), [words], b, name=where)
+    return out
+
+
 def _dequantized(data: Tile, scale: Tile, where: str, role: str) -> Tile:
     """[4, K, F] float32 values of a packed [K, F] tile times their group scales."""
-    _format(data, where)
+    if data.dtype.name in ("uint16", "int16") and data.buffer.on_chip:
+        values = _fp4_words(data, where)
+    else:
+        _format(data, where)
+        values = _values(data)
     if data.buffer.name != "sbuf" or scale.buffer.name != "sbuf":
         raise NKIError(f"NKI {where}: the {role} and its scale must be in SBUF")
     k, f = data.sizes
@@ -354,7 +401,6 @@ def _dequantized(data: Tile, scale: Tile, where: str, role: str) -> Tile:
     out = _scratch((4, k, f), name=f"mx_{role}")
     rows = _scale_rows(scale, groups, f)
     quads, per = rows.sizes[0], rows.sizes[1]
-    values = _values(data)
     sp, sf = values.strides[0], values.strides[1]
     src = Tile(values._buffer, values.offset, [quads, per, 8, f, 4], [8 * per * sp, 8 * sp, sp, sf, 1], data.checks)
     scl = Tile(scale._buffer, rows.offset, [quads, per, 8, f, 4], [rows.strides[0], rows.strides[1], 0, rows.strides[2], 0])
@@ -373,6 +419,11 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     where = "nisa.nc_matmul_mx"
     if not isinstance(dst, Tile) or dst.buffer.name != "psum":
         raise NKIError(f"NKI {where}: dst must be a PSUM tile, got {dst!r}")
+    stationary, moving = _two_dims(stationary), _two_dims(moving)
+    stationary_scale, moving_scale, dst = _two_dims(stationary_scale), _two_dims(moving_scale), _two_dims(dst)
+    if len(stationary.sizes) != 2 or len(moving.sizes) != 2 or len(dst.sizes) != 2:
+        raise NKIError(f"NKI {where}: stationary {list(stationary.sizes)}, moving {list(moving.sizes)} and dst "
+                       f"{list(dst.sizes)} must each be [partitions, one run of elements]")
     k, m = stationary.sizes
     n = moving.sizes[1]
     if moving.sizes[0] != k or list(dst.sizes) != [m, n]:

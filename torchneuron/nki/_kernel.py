@@ -20,13 +20,14 @@ from .. import _C, compiler
 from ._context import Interpreter, Recorder, _state, activate, torch_dtype
 from ._expr import KernelTraceError, ProgramTraceError, is_symbolic
 from ._lockstep import Lockstep, LockstepRecorder
-from ._dtypes import STORAGE_DTYPES, to_dtype
+from ._dtypes import STORAGE_DTYPES, packed_name, to_dtype
 from ._tensor import SPACES, Buffer, NKIError, Tile
 
 # Float8 tensors in device memory: a compiled kernel reads and writes a float32 copy, and each
 # one it may have written is cast back with torch's own conversion (round to nearest even and its
 # saturation rules), so results match torch's .to(float8).
 _FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_WORDS = (torch.uint16, torch.int16, torch.uint32)  # stored as int32 words in compiled code
 
 
 def _storage_name(nki_dtype) -> str:
@@ -50,11 +51,20 @@ def _is_fake(value) -> bool:
     return isinstance(value, FakeTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta")
 
 
+def _from_numpy(array) -> torch.Tensor:
+    """A NumPy argument as a host tensor; a packed MX array (neuron_dtypes) as its words (FP8 x4
+    as int32, FP4 x4 as uint16), which the kernel reads as its packed dtype."""
+    array = np.ascontiguousarray(array)
+    if packed_name(array.dtype) is not None:
+        array = array.view(np.int32 if array.dtype.itemsize == 4 else np.uint16)
+    return torch.from_numpy(array)
+
+
 def _key_of(value):
     if isinstance(value, torch.Tensor):
         return ("tensor", tuple(value.shape), str(value.dtype))
     if isinstance(value, np.ndarray):
-        return ("tensor", tuple(value.shape), str(torch.from_numpy(np.zeros(0, value.dtype)).dtype))
+        return ("tensor", tuple(value.shape), str(_from_numpy(np.zeros(0, value.dtype)).dtype))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__,) + tuple(_key_of(v) for v in value)
     if isinstance(value, (int, float, bool, str, type(None))):
@@ -162,7 +172,10 @@ class Kernel:
         wrapped, position = {}, 0
         for name, value in bound.arguments.items():
             if _is_tensor(value):
-                buf = Buffer(name, SPACES["shared_hbm"], to_dtype(value.dtype), tuple(value.shape))
+                kind = to_dtype(value.dtype)
+                if kind.packed != 1:  # a packed MX NumPy array: its words, as _from_numpy passes them
+                    kind = to_dtype("int32" if kind.itemsize == 4 else "uint16")
+                buf = Buffer(name, SPACES["shared_hbm"], kind, tuple(value.shape))
                 executor.add_hbm(buf)
                 if storages is not None:
                     buf.storage = storages[position]
@@ -253,7 +266,7 @@ class Kernel:
         device = self._device_of(values) if not numpy_io or any(isinstance(v, torch.Tensor) for v in values) else \
             torch.device("neuron", torch.neuron.current_device())
         compiled = self._compiled_for(bound)
-        inputs = [torch.from_numpy(np.ascontiguousarray(v)).to(device) if isinstance(v, np.ndarray) else v
+        inputs = [_from_numpy(v).to(device) if isinstance(v, np.ndarray) else v
                   for v in values]
         contiguous = [t.contiguous() for t in inputs]
         tensors = []
@@ -265,11 +278,11 @@ class Kernel:
             else:
                 fill = float("nan") if spec[2].is_floating_point else (-0x5A5A5A5A if spec[2] in (torch.int32, torch.int64) else 0)
                 tensors.append(torch.full(spec[1], fill, dtype=spec[2], device=device))
-        staged = {k: t for k, t in enumerate(tensors) if t.dtype in _FLOAT8}
-        for k, t in staged.items():
-            tensors[k] = t.float()
+        staged = {k: t for k, t in enumerate(tensors) if t.dtype in _FLOAT8 or t.dtype in _WORDS}
+        for k, t in staged.items():  # the compiled code keeps these as float32 / int32 (add_hbm)
+            tensors[k] = t.float() if t.dtype in _FLOAT8 else t.to(torch.int32)
         torch.ops.torchneuron.launch_tile_program(compiled.load(), tensors, compiled.programs, self.fn.__name__)
-        for k, t in staged.items():  # the float8 tensors the kernel made or wrote, cast back
+        for k, t in staged.items():  # the float8 / narrow int tensors the kernel made or wrote, cast back
             spec = compiled.hbm[k]
             if spec[0] != "input" or spec[1] in compiled.written_inputs:
                 t.copy_(tensors[k].to(t.dtype))
@@ -299,7 +312,7 @@ class Kernel:
         bound = self._bound(args, kwargs)
         values = [v for v in bound.arguments.values() if _is_tensor(v)]
         device = None if numpy_io and not any(isinstance(v, torch.Tensor) for v in values) else self._device_of(values)
-        host = [torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v.detach().cpu()
+        host = [_from_numpy(v) if isinstance(v, np.ndarray) else v.detach().cpu()
                 for v in values]
         storages = [h.contiguous().reshape(-1).clone() for h in host]
         interpreter = Interpreter(self.grid)

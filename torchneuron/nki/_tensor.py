@@ -182,6 +182,15 @@ class Tile:
             shape = tuple(math.prod(self.sizes) // known if s == -1 else s for s in shape)
         if math.prod(shape) != math.prod(self.sizes):
             raise NKIError(f"NKI: cannot reshape {self.name} of shape {self.shape} to {shape}")
+        packed = self.dtype.packed
+        if packed != 1 and self.buffer.on_chip:  # 4 values an element on chip: reshape the elements
+            proxy = Tile(self._buffer, 0, self.sizes, [st // packed for st in self.strides], self.checks)
+            tile = proxy._reshaped(shape)
+            return Tile(self._buffer, self.offset + tile.offset * packed, tile.sizes,
+                        [st * packed for st in tile.strides], tile.checks)
+        return self._reshaped(shape)
+
+    def _reshaped(self, shape):
         if not self.is_contiguous():
             free = Tile(self._buffer, self.offset, self.sizes[1:], self.strides[1:])
             if not (self.buffer.on_chip and shape and self.sizes and shape[0] == self.sizes[0] and free.is_contiguous()):
@@ -227,6 +236,14 @@ class Tile:
                 raise NKIError(f"NKI: .ap(dtype={wanted.name}) on '{self.name}' ({self.dtype.name} in "
                                f"{self.buffer.name}): reinterpreting bytes as another dtype is supported for "
                                "device memory only (without scalar_offset / vector_offset)")
+        packed = self.dtype.packed
+        if packed != 1 and self.buffer.on_chip and vector_offset is None and not _unused.get("unpacked"):
+            # a packed MX tile keeps 4 values an element on chip: the pattern counts elements
+            proxy = Tile(self._buffer, 0, self.sizes, [st // packed for st in self.strides], self.checks)
+            view = proxy.ap(pattern, offset, scalar_offset, indirect_dim, unpacked=True)
+            view.offset = self.offset + view.offset * packed
+            view.strides = [st * packed for st in view.strides]
+            return view
         sizes = [int(size) for _, size in pattern]
         strides = [int(stride) for stride, _ in pattern]
         pitch = getattr(self, "_pitch", None)

@@ -330,6 +330,8 @@ def iota(*args, **kwargs):
     """dst = an affine expression of the tile's indices (nl.arange / nl.mgrid terms), or of an
     access pattern (pattern=)."""
     b, new = _call("iota", args, kwargs, ["expr", "offset", "mask", "dtype"], lambda a: _first_tile(a))
+    if new and isinstance(b.get("expr"), (list, tuple)):  # current NKI: iota(dst, pattern, offset, ...)
+        b["pattern"] = b.pop("expr")
     if b.get("pattern") is not None:
         return _iota_pattern(b, new)
     affine = b["expr"]

@@ -4,7 +4,9 @@
 What is provided: `static_cast(array, dtype)` (a NumPy array converted to a dtype, rounding to
 bfloat16 / float16 / float8 where the dtype has fewer bits), `sizeinbytes(dtype)`, `finfo(dtype)`,
 `is_float_type(dtype)`, and the dtype names (`bfloat16`, the float8 and packed MX names; a cast to a
-packed `*_x4` dtype packs 4 values a word along the last dim). When the
+packed `*_x4` dtype packs 4 values a word along the last dim, into an array of those words whose
+dtype is a one-field record named after the format: `str(a.dtype)` names it, `a.view(np.uint16)`
+gives the words). When the
 `ml_dtypes` package is installed its NumPy dtypes are used; without it the names are the nl dtypes
 and arrays cast to them are float32 arrays holding values rounded to that dtype."""
 from __future__ import annotations
@@ -17,7 +19,7 @@ try:  # NumPy dtypes for bfloat16 and float8 where available
 except ImportError:  # pragma: no cover - depends on the environment
     _ml = None
 
-from ._dtypes import DTYPES, to_dtype
+from ._dtypes import DTYPES, packed_name, packed_numpy_dtype, to_dtype
 
 _TORCH_NARROW = {"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
                  "float8_e4m3": torch.float8_e4m3fn, "float8_e8m0fnu": getattr(torch, "float8_e8m0fnu", None)}
@@ -52,16 +54,9 @@ def _fp4_codes(values):
     return codes | (np.signbit(values).astype(np.uint16) << 3)
 
 
-class PackedArray(np.ndarray):
-    """The words of a packed MX array (uint32 / uint16), knowing their dtype (`mx_dtype`), so that
-    static_cast back to a float dtype unpacks them (4 values a word)."""
-
-    def __array_finalize__(self, obj):
-        self.mx_dtype = getattr(obj, "mx_dtype", None)
-
-
 def _unpack_x4(words, name):
-    words = np.asarray(words).astype(np.int64)
+    words = np.asarray(words)
+    words = words.view(words.dtype[0]).astype(np.int64)
     if name == "float4_e2m1fn_x4":
         codes = np.stack([(words >> shift) & 0xF for shift in (0, 4, 8, 12)], axis=-1)
         values = np.where(codes & 8, -1.0, 1.0) * _FP4[codes & 7]
@@ -85,9 +80,7 @@ def _pack_x4(array, name):
         raw = torch.from_numpy(values).to(narrow).view(torch.uint8).numpy().astype(np.uint32)
         raw = raw.reshape(values.shape[:-1] + (-1, 4))
         words = raw[..., 0] | raw[..., 1] << 8 | raw[..., 2] << 16 | raw[..., 3] << 24
-    packed = words.view(PackedArray)
-    packed.mx_dtype = name
-    return packed
+    return np.ascontiguousarray(words).view(packed_numpy_dtype(name))
 
 
 def _name(dtype) -> str:
@@ -105,10 +98,12 @@ def _name(dtype) -> str:
 def static_cast(array, dtype):
     """`array` as a NumPy array of `dtype`: floats rounded to nearest even (narrow float dtypes
     through torch's conversions), floats to integers truncated toward zero."""
-    packed_from = getattr(array, "mx_dtype", None)
     array = np.asarray(array)
+    packed_from = packed_name(array.dtype)
     name = _name(dtype)
-    if packed_from is not None and name != packed_from:  # words of a packed MX array: their values
+    if packed_from is not None and name == packed_from:
+        return array.copy()
+    if packed_from is not None:  # words of a packed MX array: their values
         array = _unpack_x4(array, packed_from)
     if name in _TORCH_NARROW and _TORCH_NARROW[name] is not None:
         rounded = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(_TORCH_NARROW[name]).float()
