@@ -301,3 +301,10 @@ def test_arange_out_of_another_size_warns_and_resizes_like_cpu():
 
 def test_arange_of_too_many_elements_raises_like_cpu():
     _raises_like_cpu(lambda t: torch.arange(1.175494351e-38, 3.402823466e38, device=t.device), torch.empty(1))
+
+
+@pytest.mark.parametrize("op", [torch.linspace, torch.logspace])
+def test_lin_logspace_reject_an_overlapping_out(op):
+    _raises_like_cpu(lambda x: op(1, 10, 10, out=x.expand(10)), torch.rand(1))
+    out = torch.empty(10, device=DEV)
+    torch.testing.assert_close(op(1, 10, 10, out=out).cpu(), op(1, 10, 10))

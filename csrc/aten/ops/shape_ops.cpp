@@ -11,6 +11,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/constant_pad_nd_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/logspace_ops.h>
 #include <ATen/ops/lt.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/rsub.h>
@@ -93,6 +94,14 @@ at::Tensor roll(const at::Tensor& self, c10::IntArrayRef shifts, c10::IntArrayRe
     result = at::cat({result.narrow(dim, size - shift, shift), result.narrow(dim, 0, size - shift)}, dim);
   }
   return result.is_same(self) ? self.clone() : result;
+}
+
+// logspace runs on the CPU (fallback); first CPU's check that `out` has no overlapping elements,
+// which the fallback's write-back would not make.
+at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, double base, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::assert_no_internal_overlap(out);
+  return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(logspace, out)>::call(start, end, steps, base, out);
 }
 
 // ---- cat, arange ----------------------------------------------------------------------------
@@ -553,6 +562,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.out", TORCH_FN(shapes::eye_out));
   m.impl("eye.m_out", TORCH_FN(shapes::eye_m_out));
   m.impl("linspace.out", TORCH_FN(shapes::linspace_out));
+  m.impl("logspace.out", TORCH_FN(shapes::logspace_out));
   m.impl("roll", TORCH_FN(shapes::roll));
   m.impl("cat", TORCH_FN(shapes::cat));
   m.impl("cat.out", TORCH_FN(shapes::cat_out));
