@@ -1,0 +1,235 @@
+// The avx512 copy's low-precision micro-kernels: int8 by vpdpbusd (AVX512-VNNI) or vpmaddwd,
+// float8 as bfloat16 by vdpbf16ps (AVX512-BF16); lines contiguous along k packed 16 x 16 at once.
+#include "kernels/gemm_lowp_common.h"
+
+#include <vector>
+
+#if TORCHNEURON_LOWP_AVX512
+namespace torchneuron::kernels::lowp {
+namespace {
+
+#define TORCHNEURON_AVX512_TILE(Name, Target, AccType, Zero, Step, Store)                       \
+  struct Name {                                                                                \
+    using Acc = AccType;                                                                       \
+    static constexpr int kRows = 12, kVectors = 2, kCols = 16 * kVectors, kGroup = GroupOf##Name; \
+    __attribute__((target(Target))) static void tile(int64_t groups, const uint32_t* a, const uint32_t* b, \
+                                                     Acc* out) {                               \
+      decltype(Zero) acc[kRows][kVectors];                                                     \
+      for (int i = 0; i < kRows; ++i) {                                                        \
+        for (int v = 0; v < kVectors; ++v) acc[i][v] = Zero;                                   \
+      }                                                                                        \
+      for (int64_t q = 0; q < groups; ++q, a += kRows, b += kCols) {                           \
+        __m512i bv[kVectors];                                                                  \
+        for (int v = 0; v < kVectors; ++v) bv[v] = _mm512_loadu_si512(b + 16 * v);             \
+        for (int i = 0; i < kRows; ++i) {                                                      \
+          const __m512i av = _mm512_set1_epi32(static_cast<int>(a[i]));                        \
+          for (int v = 0; v < kVectors; ++v) acc[i][v] = Step(acc[i][v], av, bv[v]);           \
+        }                                                                                      \
+      }                                                                                        \
+      for (int i = 0; i < kRows; ++i) {                                                        \
+        for (int v = 0; v < kVectors; ++v) Store(out + i * kCols + 16 * v, acc[i][v]);         \
+      }                                                                                        \
+    }                                                                                          \
+  };
+
+constexpr int GroupOfMadd512 = 2, GroupOfVnni512 = 4, GroupOfBf16x512 = 2;
+#define TORCHNEURON_MADD_STEP(acc, a, b) _mm512_add_epi32(acc, _mm512_madd_epi16(a, b))
+// GCC 12 copies and spills the accumulators around the vpdpbusd / vdpbf16ps intrinsics; these
+// accumulate in place (AT&T order: B, then the unsigned / broadcast A, then the accumulator).
+__attribute__((target("avx512f,avx512vnni"), always_inline)) inline __m512i vnni_step(__m512i acc, __m512i a,
+                                                                                     __m512i b) {
+  asm("vpdpbusd %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+  return acc;
+}
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m512 bf16_step(__m512 acc, __m512i a,
+                                                                                    __m512i b) {
+  asm("vdpbf16ps %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+  return acc;
+}
+#define TORCHNEURON_VNNI_STEP(acc, a, b) vnni_step(acc, a, b)
+#define TORCHNEURON_BF16_STEP(acc, a, b) bf16_step(acc, a, b)
+#define TORCHNEURON_STORE_I(p, v) _mm512_storeu_si512(p, v)
+#define TORCHNEURON_STORE_F(p, v) _mm512_storeu_ps(p, v)
+TORCHNEURON_AVX512_TILE(Madd512, "avx512f,avx512bw", int32_t, _mm512_setzero_si512(), TORCHNEURON_MADD_STEP,
+                        TORCHNEURON_STORE_I)
+TORCHNEURON_AVX512_TILE(Vnni512, "avx512f,avx512bw,avx512vnni", int32_t, _mm512_setzero_si512(),
+                        TORCHNEURON_VNNI_STEP, TORCHNEURON_STORE_I)
+TORCHNEURON_AVX512_TILE(Bf16x512, "avx512f,avx512bw,avx512vl,avx512bf16", float, _mm512_setzero_ps(),
+                        TORCHNEURON_BF16_STEP, TORCHNEURON_STORE_F)
+
+}  // namespace
+
+bool cpu_has_vnni() {
+  static const bool has = __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+bool cpu_has_bf16() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+namespace {
+
+// ---- AVX-512 packing of lines contiguous along k (A row-major, B column-major) ----
+
+// Transposes 16 rows of 16 words in place (rows[j] becomes column j).
+inline void transpose16(__m512i rows[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(rows[i], rows[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(rows[i], rows[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // u[i + c]: 128-bit lane L holds word 4L + c of rows i..i+3
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // gather lane L of the four row groups into row 4L + c
+    const __m512i lo01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), hi01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+    const __m512i lo23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512i hi23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+    rows[c] = _mm512_shuffle_i32x4(lo01, lo23, 0x88);
+    rows[4 + c] = _mm512_shuffle_i32x4(lo01, lo23, 0xdd);
+    rows[8 + c] = _mm512_shuffle_i32x4(hi01, hi23, 0x88);
+    rows[12 + c] = _mm512_shuffle_i32x4(hi01, hi23, 0xdd);
+  }
+}
+
+// pack_panel's layout for lines of bytes contiguous along k (line r at base + r * stride):
+// 16 words (16 k-groups) of 16 lines at a time, made by words(p, elements) from a line's bytes
+// at p (elements of them valid; the rest read as zero) and transposed.
+template <int G, int Width, class Words>
+void pack_panel_k_contiguous(const uint8_t* base, int64_t stride, int64_t count, int64_t k, const Words& words,
+                             uint32_t* out) {
+  const int64_t groups = (k + G - 1) / G;
+  for (int64_t q = 0; q < groups; q += 16) {
+    const int64_t elements = std::min<int64_t>(16 * G, k - q * G), filled = std::min<int64_t>(16, groups - q);
+    for (int r = 0; r < Width; r += 16) {
+      __m512i block[16];
+      for (int i = 0; i < 16; ++i) {
+        block[i] = r + i < count ? words(base + (r + i) * stride + q * G, elements) : _mm512_setzero_si512();
+      }
+      transpose16(block);
+      const auto mask = static_cast<__mmask16>((1u << std::min(16, Width - r)) - 1u);
+      for (int64_t j = 0; j < filled; ++j) _mm512_mask_storeu_epi32(out + (q + j) * Width + r, mask, block[j]);
+    }
+  }
+}
+
+// 64 bytes from p, `count` of them (the rest zero), each xor-ed with flip.
+inline __m512i load_bytes(const uint8_t* p, int64_t count, uint8_t flip) {
+  const __mmask64 mask = count >= 64 ? ~__mmask64{0} : (__mmask64{1} << count) - 1;
+  return _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, p), _mm512_maskz_set1_epi8(mask, static_cast<char>(flip)));
+}
+
+// 32 float8 values to bfloat16 by a 128-entry table of magnitudes (four registers), sign or-ed in.
+struct Float8ToBf16 {
+  __m512i table[4];
+  explicit Float8ToBf16(const uint16_t* bf16) {
+    for (int t = 0; t < 4; ++t) table[t] = _mm512_loadu_si512(bf16 + 32 * t);
+  }
+  __m512i operator()(const uint8_t* p, int64_t count) const {
+    const __mmask32 mask = count >= 32 ? ~__mmask32{0} : (__mmask32{1} << count) - 1;
+    const __m512i x = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mask, p));
+    const __m512i low = _mm512_permutex2var_epi16(table[0], x, table[1]);
+    const __m512i high = _mm512_permutex2var_epi16(table[2], x, table[3]);
+    const __m512i magnitude = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(x, _mm512_set1_epi16(0x40)), low, high);
+    return _mm512_or_si512(magnitude, _mm512_slli_epi16(_mm512_and_si512(x, _mm512_set1_epi16(0x80)), 8));
+  }
+};
+
+// vpdpbusd multiplies unsigned by signed bytes: a signed A is read as a + 128 (its bits ^ 0x80)
+// and 128 * (column sum of B) taken off each result, in wrap-around int32.
+void int8_gemm_vnni(const Int8GemmArgs& g) {
+  std::vector<uint32_t> correction(g.a_unsigned ? 0 : g.n);
+  const uint8_t flip = g.a_unsigned ? 0 : 0x80;
+  const auto* a = static_cast<const uint8_t*>(g.a.data);
+  const auto* b = static_cast<const uint8_t*>(g.b.data);
+  const auto pack_a = [&](int64_t row, int64_t rows, uint32_t* out) {
+    if (g.a.col_stride == 1) {
+      pack_panel_k_contiguous<4, Vnni512::kRows>(
+          a + row * g.a.row_stride, g.a.row_stride, rows, g.k,
+          [&](const uint8_t* p, int64_t count) { return load_bytes(p, count, flip); }, out);
+      return;
+    }
+    pack_panel<4, Vnni512::kRows>(
+        row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return static_cast<uint8_t>(load<uint8_t>(g.a, i, kk) ^ flip); },
+        out);
+  };
+  const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
+    if (g.b.row_stride == 1) {
+      pack_panel_k_contiguous<4, Vnni512::kCols>(
+          b + col * g.b.col_stride, g.b.col_stride, cols, g.k,
+          [&](const uint8_t* p, int64_t count) { return load_bytes(p, count, 0); }, out);
+    } else {
+      pack_panel<4, Vnni512::kCols>(
+          col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return load<uint8_t>(g.b, kk, j); }, out);
+    }
+    if (g.a_unsigned) return;
+    // Column sums from the packed panel, where each column's bytes are one word per k-group.
+    int32_t sums[Vnni512::kCols] = {};
+    for (int64_t q = 0; q < (g.k + 3) / 4; ++q) {
+      const auto* bytes = reinterpret_cast<const int8_t*>(out + q * Vnni512::kCols);
+      for (int r = 0; r < Vnni512::kCols; ++r) sums[r] += bytes[4 * r] + bytes[4 * r + 1] + bytes[4 * r + 2] + bytes[4 * r + 3];
+    }
+    for (int64_t r = 0; r < cols; ++r) correction[col + r] = static_cast<uint32_t>(sums[r]) * 128u;
+  };
+  const auto store = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols, const int32_t* tile, int64_t ld) {
+    for (int64_t r = 0; r < rows; ++r) {
+      int32_t* to = g.c + (i0 + r) * g.ldc + j0;
+      const int32_t* from = tile + r * ld;
+      if (g.a_unsigned) {
+        std::memcpy(to, from, cols * sizeof(int32_t));
+      } else {
+        for (int64_t c = 0; c < cols; ++c) {
+          to[c] = static_cast<int32_t>(static_cast<uint32_t>(from[c]) - correction[j0 + c]);
+        }
+      }
+    }
+  };
+  blocked_gemm<Vnni512>(g.m, g.n, g.k, pack_a, pack_b, store);
+}
+
+// float8 is exact in bfloat16: packed straight into bfloat16 k-pair panels.
+void scaled_gemm_bf16(const ScaledGemmArgs& g) {
+  const auto& table = float8_table();
+  std::array<std::array<uint16_t, 256>, 2> bf16{};
+  for (int f = 0; f < 2; ++f) {
+    for (int v = 0; v < 256; ++v) bf16[f][v] = static_cast<uint16_t>(float_bits(table[f][v]) >> 16);
+  }
+  const uint16_t* ta = bf16[static_cast<int>(g.a_format)].data();
+  const uint16_t* tb = bf16[static_cast<int>(g.b_format)].data();
+  const Float8ToBf16 convert_a(ta), convert_b(tb);
+  const auto* a = static_cast<const uint8_t*>(g.a.data);
+  const auto* b = static_cast<const uint8_t*>(g.b.data);
+  const auto pack_a = [&](int64_t row, int64_t rows, uint32_t* out) {
+    if (g.a.col_stride == 1) {
+      pack_panel_k_contiguous<2, Bf16x512::kRows>(a + row * g.a.row_stride, g.a.row_stride, rows, g.k, convert_a, out);
+    } else {
+      pack_panel<2, Bf16x512::kRows>(
+          row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return ta[load<uint8_t>(g.a, i, kk)]; }, out);
+    }
+  };
+  const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
+    if (g.b.row_stride == 1) {
+      pack_panel_k_contiguous<2, Bf16x512::kCols>(b + col * g.b.col_stride, g.b.col_stride, cols, g.k, convert_b, out);
+    } else {
+      pack_panel<2, Bf16x512::kCols>(
+          col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return tb[load<uint8_t>(g.b, kk, j)]; }, out);
+    }
+  };
+  blocked_gemm<Bf16x512>(g.m, g.n, g.k, pack_a, pack_b, ScaledStore{g});
+}
+
+}  // namespace
+
+void int8_gemm_avx512(const Int8GemmArgs& g) {
+  if (cpu_has_vnni()) return int8_gemm_vnni(g);
+  int8_gemm_madd<Madd512>(g);
+}
+
+void scaled_gemm_avx512_bf16(const ScaledGemmArgs& g) { scaled_gemm_bf16(g); }
+
+}  // namespace torchneuron::kernels::lowp
+#endif
