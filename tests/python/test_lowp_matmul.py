@@ -66,12 +66,13 @@ def test_scaled_mm_refuses_what_cpu_refuses():
             torch._scaled_mm(*on_neuron(*args), out_dtype=torch.float32)  # ... and so does neuron
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 13, 33), (37, 130, 65), (13, 1027, 20)])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 13, 33), (37, 130, 65), (13, 1027, 20), (100, 70, 40)])
 @pytest.mark.parametrize("scaling", ["tensorwise", "rowwise"])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_scaled_mm_odd_shapes_layouts_and_bias(m, k, n, scaling, out_dtype, no_fallback):
-    """Sizes off the kernels' tiles (rows, columns, k-pairs), both operand layouts, with and
-    without a bias, e4m3 times e5m2 (seeds differ per case)."""
+    """Sizes off the kernels' tiles (rows, columns, k-pairs), few rows (B streamed panel by
+    panel) and many (B packed whole), both operand layouts, with and without a bias, e4m3 times
+    e5m2 (seeds differ per case)."""
     seed = m * 1000 + k + n
     a, b, gen = operands(m, k, n, torch.float8_e4m3fn, torch.float8_e5m2, seed=seed)
     a_t, b_r = a.t().contiguous().t(), b.contiguous()  # a column-major, b row-major
@@ -113,10 +114,10 @@ def test_scaled_mm_non_contiguous_out(no_fallback):
 
 
 @pytest.mark.parametrize("self_dtype", [torch.int8, torch.uint8])
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (17, 5, 35), (13, 131, 49), (40, 1027, 3)])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (17, 5, 35), (13, 131, 49), (40, 1027, 3), (101, 67, 70)])
 def test_int_mm_odd_shapes_and_layouts_are_exact(self_dtype, m, k, n, no_fallback):
-    """k not a multiple of the kernels' 2- or 4-element groups, edges of every tile, transposed
-    operands and a non-contiguous out."""
+    """k not a multiple of the kernels' 2- or 4-element groups, edges of every tile, few rows
+    and many, transposed operands and a non-contiguous out."""
     gen = torch.Generator().manual_seed(m + k + n)
     low, high = (-128, 128) if self_dtype == torch.int8 else (0, 256)
     x = torch.randint(low, high, (m, k), generator=gen, dtype=torch.int32).to(self_dtype)
@@ -134,10 +135,10 @@ def test_int_mm_extremes_are_exact(a_value, b_value, no_fallback):
     """The largest products (and the signed-A offset's worst case) summed over k = 4099, and a
     mix of extremes, bitwise as CPU."""
     self_dtype = torch.uint8 if a_value > 127 else torch.int8
-    x = torch.full((5, 4099), a_value, dtype=self_dtype)
+    x = torch.full((53, 4099), a_value, dtype=self_dtype)
     w = torch.full((4099, 19), b_value, dtype=torch.int8)
     gen = torch.Generator().manual_seed(0)
-    pick = torch.rand(5, 4099, generator=gen) < 0.5
+    pick = torch.rand(53, 4099, generator=gen) < 0.5
     x_mixed = torch.where(pick, x, torch.zeros_like(x) if self_dtype == torch.uint8 else -x.clamp(min=-127))
     for a in (x, x_mixed):
         assert torch.equal(torch._int_mm(a.to("neuron"), w.to("neuron")).cpu(), torch._int_mm(a, w))
