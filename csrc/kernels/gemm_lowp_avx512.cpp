@@ -117,6 +117,28 @@ void pack_panel_k_contiguous(const uint8_t* base, int64_t stride, int64_t count,
   }
 }
 
+// A 32-column panel of a B whose columns lie side by side (row-major), for vpdpbusd: word [q][c]
+// holds B's rows 4q..4q+3 of column c, one byte each; columns past `cols`, rows past k are zero.
+void pack_quads_across_rows(const uint8_t* base, int64_t row_stride, int64_t cols, int64_t k, uint32_t* out) {
+  const int64_t groups = (k + 3) / 4;
+  for (int64_t q = 0; q < groups; ++q) {
+    for (int64_t c = 0; c < 32; c += 16) {
+      const auto mask = static_cast<__mmask16>((1u << std::clamp<int64_t>(cols - c, 0, 16)) - 1u);
+      __m128i x[4];
+      for (int e = 0; e < 4; ++e) {
+        x[e] = 4 * q + e < k ? _mm_maskz_loadu_epi8(mask, base + (4 * q + e) * row_stride + c) : _mm_setzero_si128();
+      }
+      const __m128i lo01 = _mm_unpacklo_epi8(x[0], x[1]), hi01 = _mm_unpackhi_epi8(x[0], x[1]);
+      const __m128i lo23 = _mm_unpacklo_epi8(x[2], x[3]), hi23 = _mm_unpackhi_epi8(x[2], x[3]);
+      auto* to = reinterpret_cast<__m128i*>(out + q * 32 + c);
+      _mm_storeu_si128(to, _mm_unpacklo_epi16(lo01, lo23));
+      _mm_storeu_si128(to + 1, _mm_unpackhi_epi16(lo01, lo23));
+      _mm_storeu_si128(to + 2, _mm_unpacklo_epi16(hi01, hi23));
+      _mm_storeu_si128(to + 3, _mm_unpackhi_epi16(hi01, hi23));
+    }
+  }
+}
+
 // 64 bytes from p, `count` of them (the rest zero), each xor-ed with flip.
 inline __m512i load_bytes(const uint8_t* p, int64_t count, uint8_t flip) {
   const __mmask64 mask = count >= 64 ? ~__mmask64{0} : (__mmask64{1} << count) - 1;
@@ -138,6 +160,22 @@ struct Float8ToBf16 {
     return _mm512_or_si512(magnitude, _mm512_slli_epi16(_mm512_and_si512(x, _mm512_set1_epi16(0x80)), 8));
   }
 };
+
+// A 32-column panel of a float8 B whose columns lie side by side (row-major), for vdpbf16ps: word
+// [q][c] holds B's rows 2q, 2q+1 of column c as bfloat16; columns past `cols`, rows past k zero.
+void pack_pairs_across_rows(const uint8_t* base, int64_t row_stride, int64_t cols, int64_t k,
+                            const Float8ToBf16& convert, uint32_t* out) {
+  const int64_t groups = (k + 1) / 2;
+  for (int64_t q = 0; q < groups; ++q) {
+    const __m512i x = convert(base + 2 * q * row_stride, cols);
+    const __m512i y = 2 * q + 1 < k ? convert(base + (2 * q + 1) * row_stride, cols) : _mm512_setzero_si512();
+    // Per 128-bit lane L: low holds columns 8L..8L+3, high 8L+4..8L+7; put them in column order.
+    const __m512i low = _mm512_unpacklo_epi16(x, y), high = _mm512_unpackhi_epi16(x, y);
+    const __m512i first = _mm512_shuffle_i32x4(low, high, 0x44), second = _mm512_shuffle_i32x4(low, high, 0xee);
+    _mm512_storeu_si512(out + q * 32, _mm512_shuffle_i32x4(first, first, 0xd8));
+    _mm512_storeu_si512(out + q * 32 + 16, _mm512_shuffle_i32x4(second, second, 0xd8));
+  }
+}
 
 // vpdpbusd multiplies unsigned by signed bytes: a signed A is read as a + 128 (its bits ^ 0x80)
 // and 128 * (column sum of B) taken off each result, in wrap-around int32.
@@ -162,6 +200,8 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
       pack_panel_k_contiguous<4, Vnni512::kCols>(
           b + col * g.b.col_stride, g.b.col_stride, cols, g.k,
           [&](const uint8_t* p, int64_t count) { return load_bytes(p, count, 0); }, out);
+    } else if (g.b.col_stride == 1) {
+      pack_quads_across_rows(b + col, g.b.row_stride, cols, g.k, out);
     } else {
       pack_panel<4, Vnni512::kCols>(
           col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return load<uint8_t>(g.b, kk, j); }, out);
@@ -214,6 +254,8 @@ void scaled_gemm_bf16(const ScaledGemmArgs& g) {
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
     if (g.b.row_stride == 1) {
       pack_panel_k_contiguous<2, Bf16x512::kCols>(b + col * g.b.col_stride, g.b.col_stride, cols, g.k, convert_b, out);
+    } else if (g.b.col_stride == 1) {
+      pack_pairs_across_rows(b + col, g.b.row_stride, cols, g.k, convert_b, out);
     } else {
       pack_panel<2, Bf16x512::kCols>(
           col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return tb[load<uint8_t>(g.b, kk, j)]; }, out);
