@@ -1,6 +1,7 @@
-"""On-chip float8 tiles hold values of their format: an engine writing one rounds to nearest (ties
-to even) as torch's .to(float8) does (float8_e4m3fn, float8_e5m2), and NKI's IEEE-style
-float8_e4m3 to its own values (infinity from 248 on), compiled and interpreted alike."""
+"""On-chip float8 (and tfloat32) tiles hold values of their format: an engine writing one rounds
+to nearest (ties to even) as torch's .to(float8) does (float8_e4m3fn, float8_e5m2), NKI's
+IEEE-style float8_e4m3 to its own values (infinity from 248 on) and tfloat32 to 10 mantissa bits,
+compiled and interpreted alike."""
 import numpy as np
 import pytest
 import torch
@@ -51,3 +52,20 @@ def test_float8_e4m3_tile_rounds_to_its_values(mode):
     codes = [e4m3_code(v) for v in x.reshape(-1)]
     want = np.array([np.nan if c is None else VALUES[c] for c in codes]).reshape(x.shape)
     np.testing.assert_array_equal(got, want)
+
+
+def tf32_reference(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to tfloat32 (10 mantissa bits), to nearest even, on the bits."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x0FFF + ((bits >> 13) & 1)) & ~np.uint64(0x1FFF)
+    out = rounded.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), np.nan, out)
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_tfloat32_tile_rounds_to_ten_mantissa_bits(mode):
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((16, 64)) * 2.0 ** rng.integers(-120, 120, (16, 64))).astype(np.float32)
+    x[0, :6] = [1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 3.4e38, np.inf, np.nan, -0.0]  # ties to even, overflow
+    got = np.asarray(run(_kernel(nl.tfloat32), mode, x))
+    np.testing.assert_array_equal(got, tf32_reference(x))

@@ -20,10 +20,15 @@ def profile(fn=None, **_unused):
     return jit(fn) if fn is not None else jit
 
 
+def simulate(kernel):
+    """nki.simulate(kernel)(*arrays): the kernel (a grid too: kernel[2]) run in the interpreter."""
+    return lambda *args, **kwargs: simulate_kernel(kernel, *args, **kwargs)
+
+
 def benchmark(fn=None, **_unused):
     """Legacy decorator: the kernel, compiled (time it with torchneuron's benchmarks)."""
     return jit(fn) if fn is not None else jit
 
 
-__all__ = ["collectives", "compiler", "jit", "Kernel", "language", "isa", "typing", "install", "simulate_kernel", "baremetal", "benchmark",
+__all__ = ["collectives", "compiler", "jit", "Kernel", "language", "isa", "typing", "install", "simulate", "simulate_kernel", "baremetal", "benchmark",
            "NKIError", "KernelTraceError", "interpreting", "nki_op", "dtype"]

@@ -39,4 +39,8 @@ COMPOSITES = {
     "erf_dx": lambda e, x: e.op("mul", e.op("exp", e.op("neg", e.op("mul", x, x))), e.literal(2 / math.sqrt(math.pi))),
     "softplus": _softplus,
     "mish": lambda e, x: e.op("mul", x, e.op("tanh", _softplus(e, x))),
+    # the signed input of larger (smaller) magnitude; the other one on ties
+    "abs_max": lambda e, x, y: e.op("where", e.op("gt", e.op("abs", x), e.op("abs", y)), x, y),
+    "abs_min": lambda e, x, y: e.op("where", e.op("lt", e.op("abs", x), e.op("abs", y)), x, y),
+    "logical_xor": lambda e, x, y: e.op("ne", e.op("ne", x, e.literal(0.0)), e.op("ne", y, e.literal(0.0))),
 }

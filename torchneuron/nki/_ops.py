@@ -175,9 +175,9 @@ def _matched(value: Tile, shape) -> Tile:
     return value.expanded(shape)
 
 
-def broadcast_to(x, shape, **_unused):
-    """A new tile with `x` repeated along its size-1 dims to `shape`."""
-    out = ndarray(tuple(shape), x.dtype, _SBUF)
+def broadcast_to(x, shape, dtype=None, **_unused):
+    """A new tile with `x` repeated along its size-1 dims to `shape` (rounded to `dtype`)."""
+    out = ndarray(tuple(shape), dtype or x.dtype, _SBUF)
     copy_into(out, x)
     return out
 

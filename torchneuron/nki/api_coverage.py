@@ -34,17 +34,12 @@ HINTS = {"name", "engine", "priority", "dge_mode", "dma_engine", "perf_mode", "t
 
 # What the probes cannot see: what is missing from a name that exists (module.name -> note).
 NOTES = {
-    "nki.simulate": "the legacy `nki.simulate_kernel(kernel, *arrays)` runs a kernel in the interpreter",
     "nki.isa.bn_stats": ("writes (count, mean, variance, 0, 0, 0) per partition, not the documented even / odd halves; "
                         "bn_aggr reads it"),
     "nki.isa.nc_matmul": "`is_transpose` is accepted; the product is stationary.T @ moving either way",
     "nki.isa.get_nc_version": "always gen3, whose SBUF (224 KiB per partition) is the one modelled",
     "nki.language.tile_size": "`total_available_sbuf_size` is the SBUF of the whole core, not of one partition",
-    "nki.language.tfloat32": "tiles are not rounded to the format",
-    "nki.language.float8_e4m3": "device-memory tensors hold its bytes (uint8 to PyTorch), rounded by the DMA that "
-                                 "writes them; on-chip tiles not rounded to the format",
-    "nki.language.float8_e5m2": "device-memory tensors as torch's; on-chip tiles not rounded to the format",
-    "nki.language.float8_e4m3fn": "device-memory tensors as torch's; on-chip tiles not rounded to the format",
+    "nki.language.float8_e4m3": "device-memory tensors hold its bytes (uint8 to PyTorch: torch has no IEEE-style e4m3)",
     "nki.language.float8_e8m0fnu": "on chip only (device-memory tensors refused), not rounded to the format",
     "nki.language.float8_e5m2_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",
     "nki.language.float8_e4m3fn_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",

@@ -57,24 +57,24 @@ def ones(shape, dtype=float32, buffer=None, name="", **_unused):
     return full(shape, 1.0, dtype, buffer, name)
 
 
-def empty_like(a, dtype=None, buffer=None, name="", **_unused):
-    """A new uninitialised (NaN) tensor shaped like `a`."""
-    return ndarray(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+def empty_like(x, dtype=None, buffer=None, name="", **_unused):
+    """A new uninitialised (NaN) tensor shaped like `x`."""
+    return ndarray(x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def zeros_like(a, dtype=None, buffer=None, name="", **_unused):
-    """A new zero tensor shaped like `a`."""
-    return zeros(a.shape, dtype or a.dtype, buffer or (a.buffer if a.buffer.on_chip else sbuf), name)
+def zeros_like(x, dtype=None, buffer=None, name="", **_unused):
+    """A new zero tensor shaped like `x`."""
+    return zeros(x.shape, dtype or x.dtype, buffer or (x.buffer if x.buffer.on_chip else sbuf), name)
 
 
-def ones_like(a, dtype=None, buffer=None, name="", **_unused):
-    """A new tensor of ones shaped like `a`."""
-    return ones(a.shape, dtype or a.dtype, buffer or (a.buffer if a.buffer.on_chip else sbuf), name)
+def ones_like(x, dtype=None, buffer=None, name="", **_unused):
+    """A new tensor of ones shaped like `x`."""
+    return ones(x.shape, dtype or x.dtype, buffer or (x.buffer if x.buffer.on_chip else sbuf), name)
 
 
-def full_like(a, fill_value, dtype=None, buffer=None, name="", **_unused):
-    """A new tensor shaped like `a` filled with `fill_value`."""
-    return full(a.shape, fill_value, dtype or a.dtype, buffer or (a.buffer if a.buffer.on_chip else sbuf), name)
+def full_like(x, fill_value, dtype=None, buffer=None, name="", **_unused):
+    """A new tensor shaped like `x` filled with `fill_value`."""
+    return full(x.shape, fill_value, dtype or x.dtype, buffer or (x.buffer if x.buffer.on_chip else sbuf), name)
 
 
 # Indices, programs and ranges -------------------------------------------------------------------
@@ -245,6 +245,8 @@ equal, not_equal = _binary("eq", "equal"), _binary("ne", "not_equal")
 less, less_equal = _binary("lt", "less"), _binary("le", "less_equal")
 greater, greater_equal = _binary("gt", "greater"), _binary("ge", "greater_equal")
 logical_and, logical_or = _binary("logical_and", "logical_and"), _binary("logical_or", "logical_or")
+logical_xor = _binary("logical_xor", "logical_xor")
+abs_max, abs_min = _binary("abs_max", "abs_max"), _binary("abs_min", "abs_min")
 
 
 def where(condition, x, y, dtype=None, mask=None, **_unused):
@@ -259,6 +261,47 @@ def copy(x, dtype=None, mask=None, **_unused):
 
 
 copy._nki_op = "identity"
+bypass = _unary("identity")  # the no-op stage of an ISA call (op0=nl.bypass), or a copy as a function
+bypass.__name__ = "bypass"
+
+
+def expand_dims(x, axis):
+    """A view of x with a size-1 dim inserted at `axis`."""
+    axis = axis + len(x.sizes) + 1 if axis < 0 else axis
+    if not 0 <= axis <= len(x.sizes):
+        raise NKIError(f"nl.expand_dims: axis {axis} is out of range for a tile of rank {len(x.sizes)}")
+    return Tile(x._buffer, x.offset, x.sizes[:axis] + [1] + x.sizes[axis:], x.strides[:axis] + [0] + x.strides[axis:])
+
+
+def is_hbm(buffer):
+    """Whether `buffer` (a memory space, or a tensor's) is device memory (HBM)."""
+    return not to_space(getattr(buffer, "buffer", buffer)).on_chip
+
+
+def is_on_chip(buffer):
+    """Whether `buffer` (a memory space, or a tensor's) is SBUF or PSUM."""
+    return to_space(getattr(buffer, "buffer", buffer)).on_chip
+
+
+def is_sbuf(buffer):
+    """Whether `buffer` (a memory space, or a tensor's) is SBUF."""
+    return to_space(getattr(buffer, "buffer", buffer)).name == "sbuf"
+
+
+def is_psum(buffer):
+    """Whether `buffer` (a memory space, or a tensor's) is PSUM."""
+    return to_space(getattr(buffer, "buffer", buffer)).name == "psum"
+
+
+class no_reorder:
+    """`with nl.no_reorder():` keeps its instructions in program order; one software engine runs
+    every instruction in order anyway. Also a loop directive (directives=nl.no_reorder())."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 # Memory -----------------------------------------------------------------------------------------
@@ -319,6 +362,19 @@ def mean(x, axis, dtype=None, keepdims=False, mask=None, **_unused):
 sum._nki_op, max._nki_op, min._nki_op = "add", "maximum", "minimum"
 
 
+def all(x, axis, dtype=None, **_unused):  # noqa: A001 - NKI's name
+    """1 where every element along the free axes is non-zero, else 0."""
+    expression = Expression()
+    expression.op("ne", expression.source(0), expression.literal(0.0))
+    return reduce_tile("min", x, axis, dtype or x.dtype, False, None, expression=expression, sources=[x], name="nl.all")
+
+
+def var(x, axis, dtype=None, keepdims=True, **_unused):
+    """The (population) variance along free axes, shaped as keepdims=True (as NKI documents)."""
+    centred = subtract(x, mean(x, axis, dtype=float32, keepdims=True), dtype=float32)
+    return mean(multiply(centred, centred, dtype=float32), axis, dtype=dtype or x.dtype, keepdims=True)
+
+
 def softmax(x, axis, dtype=None, mask=None, **_unused):
     """exp(x - max) / sum(exp(x - max)) along a free axis."""
     top = max(x, axis, keepdims=True)
@@ -343,9 +399,9 @@ def matmul(x, y, transpose_x=False, mask=None, **_unused):
     return emit_matmul(out, stationary, moving, None)
 
 
-def device_print(prefix, x, **_unused):
+def device_print(print_prefix, tensor, **_unused):
     """Prints a tile when the kernel runs (in the compiled program too)."""
-    current().emit(Op("print", None, [x], [], label=str(prefix), name="nl.device_print", dma=True))
+    current().emit(Op("print", None, [tensor], [], label=str(print_prefix), name="nl.device_print", dma=True))
 
 
 # Ops as arguments of ISA calls (op=nl.exp, np.add, ...) --------------------------------------------
@@ -357,9 +413,12 @@ _IMPORTED = {"annotations", "ParDim", "PARTITION_MAX", "bytes_per_partition",
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _IMPORTED and n != "range"]  # keep Python's range
 
 
-def shared_identity_matrix(n, dtype=float32, buffer=None, **_unused):
-    """An [n, n] identity matrix (in SBUF unless buffer= says otherwise)."""
-    out = ndarray((n, n), dtype, buffer or sbuf, name="identity")
+def shared_identity_matrix(n, dtype=float32, dst=None, buffer=None, **_unused):
+    """An [n, n] identity matrix: written into dst when given, else a new tile (in SBUF unless
+    buffer= says otherwise)."""
+    out = dst if dst is not None else ndarray((n, n), dtype, buffer or sbuf, name="identity")
+    if list(out.shape) != [n, n]:
+        raise NKIError(f"nl.shared_identity_matrix: dst has shape {tuple(out.shape)}, not ({n}, {n})")
     expr = Expression()
     expr.op("eq", expr.index(0), expr.index(1))
     current().emit(Op("pointwise", out, [], expr.nodes, dma=not out.buffer.on_chip, name="nl.shared_identity_matrix"))
