@@ -117,20 +117,21 @@ void pack_panel_k_contiguous(const uint8_t* base, int64_t stride, int64_t count,
   }
 }
 
-// A 32-column panel of a B whose columns lie side by side (row-major), for vpdpbusd: word [q][c]
-// holds B's rows 4q..4q+3 of column c, one byte each; columns past `cols`, rows past k are zero.
-void pack_quads_across_rows(const uint8_t* base, int64_t row_stride, int64_t cols, int64_t k, uint32_t* out) {
-  const int64_t groups = (k + 3) / 4;
-  for (int64_t q = 0; q < groups; ++q) {
-    for (int64_t c = 0; c < 32; c += 16) {
-      const auto mask = static_cast<__mmask16>((1u << std::clamp<int64_t>(cols - c, 0, 16)) - 1u);
+// Groups [q0, q1) of every 32-column panel (panel p at out + p * panel_words) of a B whose
+// columns lie side by side (row-major), for vpdpbusd: word [q][c] holds rows 4q..4q+3 of column
+// c, one byte each; columns past n and rows past k are zero.
+void pack_quads_across_rows(const uint8_t* b, int64_t row_stride, int64_t n, int64_t k, int64_t q0, int64_t q1,
+                            uint32_t* out, int64_t panel_words) {
+  for (int64_t q = q0; q < q1; ++q) {
+    for (int64_t c = 0; c < (n + 31) / 32 * 32; c += 16) {
+      const auto mask = static_cast<__mmask16>((1u << std::clamp<int64_t>(n - c, 0, 16)) - 1u);
       __m128i x[4];
       for (int e = 0; e < 4; ++e) {
-        x[e] = 4 * q + e < k ? _mm_maskz_loadu_epi8(mask, base + (4 * q + e) * row_stride + c) : _mm_setzero_si128();
+        x[e] = 4 * q + e < k ? _mm_maskz_loadu_epi8(mask, b + (4 * q + e) * row_stride + c) : _mm_setzero_si128();
       }
       const __m128i lo01 = _mm_unpacklo_epi8(x[0], x[1]), hi01 = _mm_unpackhi_epi8(x[0], x[1]);
       const __m128i lo23 = _mm_unpacklo_epi8(x[2], x[3]), hi23 = _mm_unpackhi_epi8(x[2], x[3]);
-      auto* to = reinterpret_cast<__m128i*>(out + q * 32 + c);
+      auto* to = reinterpret_cast<__m128i*>(out + c / 32 * panel_words + q * 32 + c % 32);
       _mm_storeu_si128(to, _mm_unpacklo_epi16(lo01, lo23));
       _mm_storeu_si128(to + 1, _mm_unpackhi_epi16(lo01, lo23));
       _mm_storeu_si128(to + 2, _mm_unpacklo_epi16(hi01, hi23));
@@ -161,19 +162,22 @@ struct Float8ToBf16 {
   }
 };
 
-// A 32-column panel of a float8 B whose columns lie side by side (row-major), for vdpbf16ps: word
-// [q][c] holds B's rows 2q, 2q+1 of column c as bfloat16; columns past `cols`, rows past k zero.
-void pack_pairs_across_rows(const uint8_t* base, int64_t row_stride, int64_t cols, int64_t k,
-                            const Float8ToBf16& convert, uint32_t* out) {
-  const int64_t groups = (k + 1) / 2;
-  for (int64_t q = 0; q < groups; ++q) {
-    const __m512i x = convert(base + 2 * q * row_stride, cols);
-    const __m512i y = 2 * q + 1 < k ? convert(base + (2 * q + 1) * row_stride, cols) : _mm512_setzero_si512();
-    // Per 128-bit lane L: low holds columns 8L..8L+3, high 8L+4..8L+7; put them in column order.
-    const __m512i low = _mm512_unpacklo_epi16(x, y), high = _mm512_unpackhi_epi16(x, y);
-    const __m512i first = _mm512_shuffle_i32x4(low, high, 0x44), second = _mm512_shuffle_i32x4(low, high, 0xee);
-    _mm512_storeu_si512(out + q * 32, _mm512_shuffle_i32x4(first, first, 0xd8));
-    _mm512_storeu_si512(out + q * 32 + 16, _mm512_shuffle_i32x4(second, second, 0xd8));
+// Groups [q0, q1) of every 32-column panel (panel p at out + p * panel_words) of a float8 B whose
+// columns lie side by side (row-major), for vdpbf16ps: word [q][c] holds rows 2q, 2q+1 of column
+// c as bfloat16; columns past n and rows past k are zero.
+void pack_pairs_across_rows(const uint8_t* b, int64_t row_stride, int64_t n, int64_t k, int64_t q0, int64_t q1,
+                            const Float8ToBf16& convert, uint32_t* out, int64_t panel_words) {
+  for (int64_t q = q0; q < q1; ++q) {
+    for (int64_t c = 0; c < n; c += 32) {
+      const __m512i x = convert(b + 2 * q * row_stride + c, n - c);
+      const __m512i y = 2 * q + 1 < k ? convert(b + (2 * q + 1) * row_stride + c, n - c) : _mm512_setzero_si512();
+      // Per 128-bit lane L: low holds columns 8L..8L+3, high 8L+4..8L+7; put them in column order.
+      const __m512i low = _mm512_unpacklo_epi16(x, y), high = _mm512_unpackhi_epi16(x, y);
+      const __m512i first = _mm512_shuffle_i32x4(low, high, 0x44), second = _mm512_shuffle_i32x4(low, high, 0xee);
+      uint32_t* to = out + c / 32 * panel_words + q * 32;
+      _mm512_storeu_si512(to, _mm512_shuffle_i32x4(first, first, 0xd8));
+      _mm512_storeu_si512(to + 16, _mm512_shuffle_i32x4(second, second, 0xd8));
+    }
   }
 }
 
@@ -195,25 +199,26 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
         row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return static_cast<uint8_t>(load<uint8_t>(g.a, i, kk) ^ flip); },
         out);
   };
+  // Column sums from a packed panel, where each column's bytes are one word per k-group.
+  const auto column_sums = [&](int64_t col, int64_t cols, const uint32_t* panel) {
+    if (g.a_unsigned) return;
+    int32_t sums[Vnni512::kCols] = {};
+    for (int64_t q = 0; q < (g.k + 3) / 4; ++q) {
+      const auto* bytes = reinterpret_cast<const int8_t*>(panel + q * Vnni512::kCols);
+      for (int r = 0; r < Vnni512::kCols; ++r) sums[r] += bytes[4 * r] + bytes[4 * r + 1] + bytes[4 * r + 2] + bytes[4 * r + 3];
+    }
+    for (int64_t r = 0; r < cols; ++r) correction[col + r] = static_cast<uint32_t>(sums[r]) * 128u;
+  };
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
     if (g.b.row_stride == 1) {
       pack_panel_k_contiguous<4, Vnni512::kCols>(
           b + col * g.b.col_stride, g.b.col_stride, cols, g.k,
           [&](const uint8_t* p, int64_t count) { return load_bytes(p, count, 0); }, out);
-    } else if (g.b.col_stride == 1) {
-      pack_quads_across_rows(b + col, g.b.row_stride, cols, g.k, out);
     } else {
       pack_panel<4, Vnni512::kCols>(
           col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return load<uint8_t>(g.b, kk, j); }, out);
     }
-    if (g.a_unsigned) return;
-    // Column sums from the packed panel, where each column's bytes are one word per k-group.
-    int32_t sums[Vnni512::kCols] = {};
-    for (int64_t q = 0; q < (g.k + 3) / 4; ++q) {
-      const auto* bytes = reinterpret_cast<const int8_t*>(out + q * Vnni512::kCols);
-      for (int r = 0; r < Vnni512::kCols; ++r) sums[r] += bytes[4 * r] + bytes[4 * r + 1] + bytes[4 * r + 2] + bytes[4 * r + 3];
-    }
-    for (int64_t r = 0; r < cols; ++r) correction[col + r] = static_cast<uint32_t>(sums[r]) * 128u;
+    column_sums(col, cols, out);
   };
   const auto store = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols, const int32_t* tile, int64_t ld) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -228,7 +233,12 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
       }
     }
   };
-  blocked_gemm<Vnni512>(g.m, g.n, g.k, pack_a, pack_b, store);
+  const PackBByGroups by_groups{[&](int64_t begin, int64_t end, uint32_t* out, int64_t panel_words) {
+                                  pack_quads_across_rows(b, g.b.row_stride, g.n, g.k, begin, end, out, panel_words);
+                                },
+                                column_sums};
+  const bool across_rows = g.b.row_stride != 1 && g.b.col_stride == 1;
+  blocked_gemm<Vnni512>(g.m, g.n, g.k, pack_a, pack_b, store, across_rows ? &by_groups : nullptr);
 }
 
 // float8 is exact in bfloat16: packed straight into bfloat16 k-pair panels.
@@ -254,14 +264,16 @@ void scaled_gemm_bf16(const ScaledGemmArgs& g) {
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
     if (g.b.row_stride == 1) {
       pack_panel_k_contiguous<2, Bf16x512::kCols>(b + col * g.b.col_stride, g.b.col_stride, cols, g.k, convert_b, out);
-    } else if (g.b.col_stride == 1) {
-      pack_pairs_across_rows(b + col, g.b.row_stride, cols, g.k, convert_b, out);
     } else {
       pack_panel<2, Bf16x512::kCols>(
           col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return tb[load<uint8_t>(g.b, kk, j)]; }, out);
     }
   };
-  blocked_gemm<Bf16x512>(g.m, g.n, g.k, pack_a, pack_b, ScaledStore{g});
+  const PackBByGroups by_groups{[&](int64_t begin, int64_t end, uint32_t* out, int64_t panel_words) {
+    pack_pairs_across_rows(b, g.b.row_stride, g.n, g.k, begin, end, convert_b, out, panel_words);
+  }, {}};
+  const bool across_rows = g.b.row_stride != 1 && g.b.col_stride == 1;
+  blocked_gemm<Bf16x512>(g.m, g.n, g.k, pack_a, pack_b, ScaledStore{g}, across_rows ? &by_groups : nullptr);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <new>
@@ -122,11 +123,21 @@ inline bool rows_adjacent(const LowpOperand& op) { return std::abs(op.row_stride
 inline bool cols_adjacent(const LowpOperand& op) { return std::abs(op.col_stride) < std::abs(op.row_stride); }
 
 
+// Packing all of B at once, k-groups at a time, for a B whose columns lie side by side: a panel
+// per column block would read a sliver of every row, a page apart. pack(begin, end, panels,
+// panel_words) fills groups [begin, end) of every panel; finish(col, cols, panel), if set, then
+// runs once per panel.
+struct PackBByGroups {
+  std::function<void(int64_t, int64_t, uint32_t*, int64_t)> pack;
+  std::function<void(int64_t, int64_t, const uint32_t*)> finish;
+};
+
 // C = A @ B by Isa's micro-kernel: pack_a(row, rows, panel) and pack_b(col, cols, panel) fill
-// the panels (pack_panel layouts, Isa::kRows and Isa::kCols wide); store(row, rows, col, cols,
-// tile, ld) takes each finished tile of accumulators.
+// the panels (pack_panel layouts, Isa::kRows and Isa::kCols wide), or by_groups packs B;
+// store(row, rows, col, cols, tile, ld) takes each finished tile of accumulators.
 template <class Isa, class PackA, class PackB, class Store>
-void blocked_gemm(int64_t m, int64_t n, int64_t k, const PackA& pack_a, const PackB& pack_b, const Store& store) {
+void blocked_gemm(int64_t m, int64_t n, int64_t k, const PackA& pack_a, const PackB& pack_b, const Store& store,
+                  const PackBByGroups* by_groups = nullptr) {
   constexpr int64_t R = Isa::kRows, C = Isa::kCols, G = Isa::kGroup;
   const int64_t groups = (k + G - 1) / G;
   const int64_t row_panels = (m + R - 1) / R, col_panels = (n + C - 1) / C;
@@ -135,7 +146,7 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const PackA& pack_a, const Pa
   const bool serial = m * n * k < kSerialWork;
   // Few rows (decode-like products): each B panel is packed by the thread that uses it, right
   // before its tiles, and never goes out to memory: B is read once, in place.
-  const bool stream_b = row_panels <= kStreamRowPanels;
+  const bool stream_b = row_panels <= kStreamRowPanels && by_groups == nullptr;
   thread_local PackBuffer buffer;
   uint32_t* pa = buffer.get(row_panels * a_panel + (stream_b ? 0 : col_panels * b_panel));
   uint32_t* pb = pa + row_panels * a_panel;
@@ -165,9 +176,20 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const PackA& pack_a, const Pa
     });
     return;
   }
-  parallel_for(col_panels, grain(b_panel), [&](int64_t begin, int64_t end) {
-    for (int64_t jp = begin; jp < end; ++jp) pack_b(jp * C, std::min(C, n - jp * C), pb + jp * b_panel);
-  });
+  if (by_groups != nullptr) {
+    parallel_for(groups, grain(col_panels * C), [&](int64_t begin, int64_t end) {
+      by_groups->pack(begin, end, pb, b_panel);
+    });
+    if (by_groups->finish) {
+      parallel_for(col_panels, grain(b_panel), [&](int64_t begin, int64_t end) {
+        for (int64_t jp = begin; jp < end; ++jp) by_groups->finish(jp * C, std::min(C, n - jp * C), pb + jp * b_panel);
+      });
+    }
+  } else {
+    parallel_for(col_panels, grain(b_panel), [&](int64_t begin, int64_t end) {
+      for (int64_t jp = begin; jp < end; ++jp) pack_b(jp * C, std::min(C, n - jp * C), pb + jp * b_panel);
+    });
+  }
   // Blocks of up to 16 row panels by 8 column panels (kept in L2), halved until every thread
   // gets several.
   int64_t block_rows = std::min<int64_t>(row_panels, 16), block_cols = std::min<int64_t>(col_panels, 8);
