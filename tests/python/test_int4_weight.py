@@ -79,7 +79,8 @@ def test_empty_shapes_match_cpu(no_fallback):
     sz = torch.rand(2, 32, 2)
     got = A._weight_int4pack_mm_for_cpu(torch.randn(0, 64, device="neuron"), packed.to("neuron"), 32, sz.to("neuron"))
     assert got.shape == (0, 32) and got.device.type == "neuron"
-    assert A._convert_weight_to_int4pack_for_cpu(torch.zeros(0, 4, dtype=torch.int32, device="neuron"), 2).shape == (0, 2)
+    empty_weight = torch.zeros(0, 4, dtype=torch.int32, device="neuron")
+    assert A._convert_weight_to_int4pack_for_cpu(empty_weight, 2).shape == (0, 2)
 
 
 def _error(fn, device):
