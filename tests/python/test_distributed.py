@@ -50,6 +50,7 @@ EXPECTED_CHECKS = {
     ("collectives.py", 4): [146, 142, 143, 143],
     ("ddp.py", 2): [6, 6],
     ("fsdp.py", 2): [4, 4],
+    ("fsdp_float8.py", 2): [3, 3],
     ("tensor_parallel.py", 2): [12, 12],
     ("tensor_parallel.py", 4): [13, 13, 13, 13],
     ("pipeline.py", 2): [2, 4],  # each rank checks its own stages
@@ -99,6 +100,10 @@ def test_the_ddp_example_runs_and_ends_with_the_same_weights_on_every_rank():
 
 def test_fsdp2_trains_like_fsdp2_on_cpu():
     run_ok("fsdp.py", 2)
+
+
+def test_fsdp2_with_torchao_float8_all_gather_trains_like_cpu():
+    run_ok("fsdp_float8.py", 2)
 
 
 @pytest.mark.parametrize("nproc", [2, 4])  # 4 ranks add the 2-D FSDP x TP mesh
