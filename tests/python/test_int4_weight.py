@@ -1,9 +1,12 @@
 """int4 weight-only ops on neuron against CPU PyTorch's: _convert_weight_to_int4pack_for_cpu gives
 CPU's bytes (whose layout follows ATen's instruction-set level), _weight_int4pack_mm_for_cpu CPU's
-product, a weight packed on one side runs on the other, and CPU's errors for what CPU refuses."""
+product, a weight packed on one side runs on the other, and CPU's errors for what CPU refuses
+(CUDA's int4 layout and the float8 grouped GEMM included)."""
 
 import pytest
 import torch
+
+import torchneuron
 
 A = torch.ops.aten
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
@@ -122,3 +125,28 @@ def test_short_scales_are_refused_where_cpu_would_read_past_them():
     p = A._convert_weight_to_int4pack_for_cpu(weights(32, 64), 2).to("neuron")
     with pytest.raises(RuntimeError, match="qScaleAndZeros has 1 groups, K / qGroupSize = 2"):
         A._weight_int4pack_mm_for_cpu(torch.randn(4, 64, device="neuron"), p, 32, torch.rand(1, 32, 2, device="neuron"))
+
+
+@pytest.mark.parametrize("op", ["_scaled_grouped_mm", "_convert_weight_to_int4pack", "_weight_int4pack_mm"])
+def test_cuda_only_ops_are_refused_as_cpu_refuses_them(op):
+    """CPU PyTorch 2.13 has no kernel for these (CUDA's tinygemm layout, float8 grouped GEMM):
+    neuron raises CPU's NotImplementedError."""
+    f8 = torch.randn(32, 64).to(torch.float8_e4m3fn)
+    args = {
+        "_scaled_grouped_mm": lambda d: (f8.to(d), f8.reshape(4, 8, 64).to(d).transpose(-2, -1),
+                                         torch.ones(32, device=d), torch.ones(4, 8, device=d),
+                                         torch.tensor([8, 16, 24, 32], dtype=torch.int32, device=d)),
+        "_convert_weight_to_int4pack": lambda d: (torch.zeros(32, 32, dtype=torch.uint8, device=d), 2),
+        "_weight_int4pack_mm": lambda d: (torch.randn(4, 64, device=d).bfloat16(),
+                                          torch.zeros(4, 1, 32, 1, dtype=torch.int32, device=d), 32,
+                                          torch.rand(2, 32, 2, device=d).bfloat16()),
+    }[op]
+    with pytest.raises(NotImplementedError, match=f"Could not run 'aten::{op}' with arguments from the 'CPU'"):
+        getattr(A, op)(*args("cpu"))
+    mode = torchneuron.fallback_mode()
+    torchneuron.set_fallback_mode("silent")
+    try:
+        with pytest.raises(NotImplementedError, match=f"Could not run 'aten::{op}' with arguments from the 'CPU'"):
+            getattr(A, op)(*args("neuron"))
+    finally:
+        torchneuron.set_fallback_mode(mode)
