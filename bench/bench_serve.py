@@ -1,7 +1,8 @@
 """Serving throughput: the same request set through vLLM's own CPU platform (its default: the model
-compiled by inductor) and through vLLM on neuron (torchneuron's platform plugin), eager and with
-decode graphs, in one run on the same cores; prints time to first token, decode and overall
-tokens per second, and each neuron run's ratio to CPU (higher is better).
+compiled by inductor) and through vLLM on neuron (torchneuron's platform plugin): eager, with
+decode graphs, and with decode graphs and the model compiled by torchneuron's compiler (the
+plugin's default), in one run on the same cores; prints time to first token, decode and
+overall tokens per second, and each neuron run's ratio to CPU (higher is better).
 
     .venv-serve/bin/python bench/bench_serve.py [--model DIR] [--requests N] [--output-tokens N]
 
@@ -55,7 +56,8 @@ if __name__ == "__main__":
 
 def run(platform, mode, args):
     env = dict(os.environ, TORCHNEURON_VLLM="1" if platform == "neuron" else "0", VLLM_LOGGING_LEVEL="WARNING",
-               TORCHNEURON_VLLM_GRAPHS="0" if mode == "eager" else "1")
+               TORCHNEURON_VLLM_GRAPHS="0" if mode == "eager" else "1",
+               TORCHNEURON_VLLM_COMPILE="1" if mode == "compiled" else "0")
     if platform == "neuron":
         env["TORCHNEURON_FALLBACK"] = "error"
     start = time.perf_counter()
@@ -78,16 +80,16 @@ def main():
     print(f"== serving: {args.requests} requests (prompts 16-72 words), {args.output_tokens} output tokens each, median of 5 rounds, "
           f"model {os.path.basename(os.path.abspath(args.model))}, float32, eager")
     runs = {"vLLM CPU": run("cpu", "default", args), "neuron eager": run("neuron", "eager", args),
-            "neuron graphs": run("neuron", "default", args)}
+            "neuron graphs": run("neuron", "default", args), "neuron compiled": run("neuron", "compiled", args)}
     cpu = runs["vLLM CPU"]
-    print(f"{'':24}" + "".join(f"{name:>15}" for name in runs) + f"{'eager/CPU':>11}{'graphs/CPU':>12}")
+    neuron = [name for name in runs if name != "vLLM CPU"]
+    print(f"{'':24}" + "".join(f"{name:>16}" for name in runs) + "".join(f"{name[7:] + '/CPU':>14}" for name in neuron))
     rows = [("time to first token (s)", "ttft_s", False), ("decode tokens/s", "decode_tok_s", True),
             ("overall tokens/s", "overall_tok_s", True)]
     for label, key, higher_is_better in rows:
-        ratios = [(r[key] / cpu[key] if higher_is_better else cpu[key] / r[key])
-                  for r in (runs["neuron eager"], runs["neuron graphs"])]
-        print(f"{label:24}" + "".join(f"{r[key]:15.3f}" for r in runs.values()) +
-              f"{ratios[0]:10.2f}x{ratios[1]:11.2f}x")
+        ratios = [(runs[n][key] / cpu[key] if higher_is_better else cpu[key] / runs[n][key]) for n in neuron]
+        print(f"{label:24}" + "".join(f"{r[key]:16.3f}" for r in runs.values()) +
+              "".join(f"{ratio:13.2f}x" for ratio in ratios))
     print("(startup and run, wall: " + ", ".join(f"{name} {r['wall_s']:.0f} s" for name, r in runs.items()) +
           "; ratios above 1 favour neuron)")
 

@@ -21,6 +21,10 @@ if "NEURON_PAGED" not in AttentionBackendEnum.__members__:
     register_backend("NEURON_PAGED", ATTENTION_BACKEND)
 
 
+def _compiled() -> bool:
+    return os.environ.get("TORCHNEURON_VLLM_COMPILE", "1") != "0"
+
+
 class NeuronPlatform(Platform):
     """vLLM's device abstraction for torchneuron's `neuron` device."""
 
@@ -92,8 +96,9 @@ class NeuronPlatform(Platform):
 
     @classmethod
     def opaque_attention_op(cls) -> bool:
-        # Compiled pieces end at attention, which runs our paged op with its step's metadata.
-        return True
+        # Compiled pieces end at attention, which runs our paged op with its step's metadata;
+        # eager model code calls the backend directly, without the custom op's dispatch.
+        return _compiled()
 
     @classmethod
     def get_static_graph_wrapper_cls(cls) -> str:
@@ -115,13 +120,12 @@ class NeuronPlatform(Platform):
         if not cache_config.user_specified_block_size:
             cache_config.block_size = 16
         compilation_config = vllm_config.compilation_config
-        # vLLM's model code runs eagerly on neuron's native ops, or compiled by torchneuron's
-        # compiler between attention calls with TORCHNEURON_VLLM_COMPILE=1; decode steps (every
-        # request one token) replay captured graphs, one per batch size, unless enforce_eager is
-        # set or TORCHNEURON_VLLM_GRAPHS=0.
+        # As on CUDA, vLLM compiles the model between attention calls (with torchneuron's
+        # compiler) and decode steps (every request one token) replay captured graphs, one per
+        # batch size. enforce_eager turns both off; TORCHNEURON_VLLM_COMPILE=0 runs the model code
+        # eagerly, TORCHNEURON_VLLM_GRAPHS=0 the decode steps.
         model_config = vllm_config.model_config
-        compiled = (os.environ.get("TORCHNEURON_VLLM_COMPILE", "0") == "1" and model_config is not None
-                    and not model_config.enforce_eager)
+        compiled = _compiled() and model_config is not None and not model_config.enforce_eager
         if compiled:
             compilation_config.mode = CompilationMode.VLLM_COMPILE
             compilation_config.backend = COMPILER
