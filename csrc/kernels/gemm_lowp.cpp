@@ -108,30 +108,45 @@ void scaled_gemm_widened(const ScaledGemmArgs& g) {
   const auto& table = float8_table();
   const float* ta = table[static_cast<int>(g.a_format)].data();
   const float* tb = table[static_cast<int>(g.b_format)].data();
-  std::vector<float> a(g.m * g.k), b(g.k * g.n), c(g.m * g.n);
-  parallel_for(g.m, std::max<int64_t>(1, 65536 / std::max<int64_t>(g.k, 1)), [&](int64_t begin, int64_t end) {
+  // B goes through in blocks of columns (about 4 MiB as float32, cache-resident), each widened
+  // into [columns, k] rows and multiplied on its own; buffers are kept, never zero-filled.
+  const int64_t k = std::max<int64_t>(g.k, 1);
+  const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / k, 64, g.n);
+  thread_local PackBuffer buffer;
+  auto* a = reinterpret_cast<float*>(buffer.get(g.m * g.k + block * g.k + g.m * g.n));
+  float* b = a + g.m * g.k;
+  float* c = b + block * g.k;
+  struct Trim {
+    PackBuffer& buffer;
+    ~Trim() { buffer.trim(); }
+  } trim{buffer};
+  parallel_for(g.m, std::max<int64_t>(1, 65536 / k), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       for (int64_t kk = 0; kk < g.k; ++kk) a[i * g.k + kk] = ta[load<uint8_t>(g.a, i, kk)];
     }
   });
-  // B as [n, k] rows (B transposed, row-major): one contiguous run per column of B.
-  parallel_for(g.n, std::max<int64_t>(1, 65536 / std::max<int64_t>(g.k, 1)), [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      for (int64_t kk = 0; kk < g.k; ++kk) b[j * g.k + kk] = tb[load<uint8_t>(g.b, kk, j)];
+  for (int64_t j0 = 0; j0 < g.n; j0 += block) {
+    const int64_t cols = std::min(block, g.n - j0);
+    if (g.k == 0) {
+      for (int64_t i = 0; i < g.m; ++i) std::fill_n(c + i * g.n + j0, cols, 0.0f);
+      continue;
     }
-  });
-  if (g.k > 0) {
+    parallel_for(cols, std::max<int64_t>(1, 65536 / k), [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j) {
+        for (int64_t kk = 0; kk < g.k; ++kk) b[j * g.k + kk] = tb[load<uint8_t>(g.b, kk, j0 + j)];
+      }
+    });
     GemmArgs s;
     s.dtype = DType::kFloat32;
-    s.m = g.m, s.n = g.n, s.k = g.k;
-    s.a = {reinterpret_cast<char*>(a.data()), 0, g.k, 1};
-    s.b = {reinterpret_cast<char*>(b.data()), 0, 1, g.k};
-    s.c = {reinterpret_cast<char*>(c.data()), 0, g.n, 1};
+    s.m = g.m, s.n = cols, s.k = g.k;
+    s.a = {reinterpret_cast<char*>(a), 0, g.k, 1};
+    s.b = {reinterpret_cast<char*>(b), 0, 1, g.k};
+    s.c = {reinterpret_cast<char*>(c + j0), 0, g.n, 1};
     gemm(s);
   }
   const ScaledStore store{g};
   parallel_for(g.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(g.n, 1)), [&](int64_t begin, int64_t end) {
-    store(begin, end - begin, 0, g.n, c.data() + begin * g.n, g.n);
+    store(begin, end - begin, 0, g.n, c + begin * g.n, g.n);
   });
 }
 
