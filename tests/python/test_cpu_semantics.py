@@ -308,3 +308,10 @@ def test_lin_logspace_reject_an_overlapping_out(op):
     _raises_like_cpu(lambda x: op(1, 10, 10, out=x.expand(10)), torch.rand(1))
     out = torch.empty(10, device=DEV)
     torch.testing.assert_close(op(1, 10, 10, out=out).cpu(), op(1, 10, 10))
+
+
+@pytest.mark.parametrize("op", [lambda t: t.amax(0), lambda t: t.amin([0, 2]), lambda t: t.argmax(0),
+                                lambda t: t.argmin(0), lambda t: t.max(0), lambda t: t.min(0),
+                                lambda t: t.median(0), lambda t: t.kthvalue(1, 0)])
+def test_reducing_an_empty_dim_raises_index_error_like_cpu(op):
+    _raises_like_cpu(op, torch.randn(0, 2, 3))

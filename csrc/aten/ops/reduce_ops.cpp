@@ -129,7 +129,7 @@ c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType>
 void check_max_min_input(const at::Tensor& self, const DimMask& mask, const char* name) {
   if (self.numel() != 0) return;
   for (int64_t d = 0; d < self.dim(); ++d) {
-    TORCH_CHECK(!mask[d] || self.size(d) != 0, name, "(): Expected reduction dim ", d,
+    TORCH_CHECK_INDEX(!mask[d] || self.size(d) != 0, name, "(): Expected reduction dim ", d,
                 " to have non-zero size.");
   }
 }

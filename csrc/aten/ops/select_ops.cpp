@@ -91,7 +91,7 @@ void launch_extremum(const char* name, bool is_max, const at::Tensor& self, int6
 }
 
 void check_reducible(const char* name, const at::Tensor& self, int64_t dim) {
-  TORCH_CHECK(self.dim() == 0 || self.size(dim) != 0, name, "(): Expected reduction dim ", dim,
+  TORCH_CHECK_INDEX(self.dim() == 0 || self.size(dim) != 0, name, "(): Expected reduction dim ", dim,
               " to have non-zero size.");
 }
 
@@ -289,10 +289,9 @@ std::tuple<at::Tensor, at::Tensor> order_statistic(const char* op, OrderStatisti
                                                    int64_t dim, bool keepdim) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
+  TORCH_CHECK_INDEX(n > 0, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
   if (kind == OrderStatistic::kKth) {
     TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", dim);
-  } else {
-    TORCH_CHECK(n > 0, op, "(): Expected reduction dim ", dim, " to have non-zero size.");
   }
   if (self.dim() == 0) return {self.clone(), at::zeros({}, self.options().dtype(at::kLong))};
   std::vector<int64_t> reduced(self.sizes().begin(), self.sizes().end());
