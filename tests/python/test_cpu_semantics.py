@@ -315,3 +315,11 @@ def test_lin_logspace_reject_an_overlapping_out(op):
                                 lambda t: t.median(0), lambda t: t.kthvalue(1, 0)])
 def test_reducing_an_empty_dim_raises_index_error_like_cpu(op):
     _raises_like_cpu(op, torch.randn(0, 2, 3))
+
+
+@pytest.mark.parametrize("op", [torch.max, torch.min])
+@pytest.mark.parametrize("dtypes", [(torch.int32, torch.long), (torch.float32, torch.float64),
+                                    (torch.int32, torch.float64)])
+def test_max_min_dim_reject_out_of_another_dtype(op, dtypes):
+    _raises_like_cpu(lambda x, v, i: op(x, dim=0, out=(v, i)), torch.randn(5, 5), torch.empty(5, dtype=dtypes[0]),
+                     torch.empty(5, dtype=dtypes[1]))

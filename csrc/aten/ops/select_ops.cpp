@@ -170,8 +170,16 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, 
   return extremum_dim("aten::min", false, self, dim, keepdim);
 }
 
+// CPU's out= dtype checks of max / min along a dim, values first, with its message.
+void check_extremum_out(const at::Tensor& self, const at::Tensor& values, const at::Tensor& indices) {
+  for (const auto& [out, dtype] : {std::pair{&values, self.dtype()}, std::pair{&indices, caffe2::TypeMeta::Make<int64_t>()}}) {
+    TORCH_CHECK(out->dtype() == dtype, "Expected out tensor to have dtype ", dtype, ", but got ", out->dtype(), " instead");
+  }
+}
+
 std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
                                                  at::Tensor& indices) {
+  check_extremum_out(self, values, indices);
   auto [v, i] = select::max_dim(self, dim, keepdim);
   write_out(v, values);
   write_out(i, indices);
@@ -180,6 +188,7 @@ std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t
 
 std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
                                                  at::Tensor& indices) {
+  check_extremum_out(self, values, indices);
   auto [v, i] = select::min_dim(self, dim, keepdim);
   write_out(v, values);
   write_out(i, indices);
