@@ -323,3 +323,16 @@ def test_reducing_an_empty_dim_raises_index_error_like_cpu(op):
 def test_max_min_dim_reject_out_of_another_dtype(op, dtypes):
     _raises_like_cpu(lambda x, v, i: op(x, dim=0, out=(v, i)), torch.randn(5, 5), torch.empty(5, dtype=dtypes[0]),
                      torch.empty(5, dtype=dtypes[1]))
+
+
+def test_searchsorted_notes_a_non_contiguous_operand_like_cpu():
+    boundaries = torch.arange(12.0).view(3, 4).t()  # non-contiguous, each row sorted
+    values = torch.tensor([[1.5], [4.0], [7.5], [10.0]])
+    torch.set_warn_always(True)  # CPU warns once per program; here every time, on both devices
+    try:
+        for device in ("cpu", DEV):
+            with pytest.warns(UserWarning, match="boundary tensor is non-contiguous"):
+                got = torch.searchsorted(boundaries.to(device), values.to(device))
+            assert torch.equal(got.cpu(), torch.searchsorted(boundaries.contiguous(), values))
+    finally:
+        torch.set_warn_always(False)

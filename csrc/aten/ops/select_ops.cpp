@@ -432,6 +432,21 @@ at::Tensor search(const at::Tensor& boundaries, const at::Tensor& values, bool o
     sorter = sorter_arg->contiguous();
   }
   check_same_device("aten::searchsorted", boundaries.device(), {&values});
+  // CPU's once-per-program notes about the copies a non-contiguous operand costs (one per kind).
+#define TORCHNEURON_WARN_NONCONTIGUOUS(what)                                                                    \
+  TORCH_WARN_ONCE("torch.searchsorted(): " what " is non-contiguous, this will lower the performance due to extra " \
+                  "data copy when converting non-contiguous tensor to contiguous, please use contiguous " what    \
+                  " if possible. This message will only appear once per program.")
+  if (!values.is_contiguous()) {
+    TORCHNEURON_WARN_NONCONTIGUOUS("input value tensor");
+  }
+  if (!boundaries.is_contiguous()) {
+    TORCHNEURON_WARN_NONCONTIGUOUS("boundary tensor");
+  }
+  if (sorter_arg.has_value() && sorter_arg->defined() && !sorter_arg->is_contiguous()) {
+    TORCHNEURON_WARN_NONCONTIGUOUS("sorter tensor");
+  }
+#undef TORCHNEURON_WARN_NONCONTIGUOUS
   const c10::ScalarType common = at::result_type(boundaries, values);
   const at::Tensor seq = boundaries.to(common).contiguous(), vals = values.to(common).contiguous();
   at::Tensor out = at::empty(values.sizes(), values.options().dtype(out_int32 ? at::kInt : at::kLong));
