@@ -1,8 +1,9 @@
-// int4 weight-only quantization: CPU PyTorch's packed layout, and the product as a dequantizing
-// pass into a float32 weight followed by the float32 GEMM.
+// int4 weight-only quantization: CPU PyTorch's packed layout, and the product: for a few rows of
+// x, straight from the packed nibbles; for more, a float32 GEMM per dequantized slice of rows.
 #include "kernels/int4_weight.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -37,26 +38,99 @@ float widen(const void* data, int64_t i) {
   }
 }
 
-// The dequantized weight, transposed: wt [k, n] in float32.
+// One column of a block of `size` weight rows, dequantized into out[0, size): plain loops per
+// nibble (for_block_column's order), which the compiler vectorizes.
+inline void decode_column(bool halves, int64_t size, const uint8_t* col, const float* scale, const float* zero,
+                          float* out) {
+  const int64_t half = size / 2;
+  if (halves) {
+    for (int64_t j = 0; j < half; ++j) out[j] = static_cast<float>((col[j] & 15) - 8) * scale[j] + zero[j];
+    for (int64_t j = 0; j < half; ++j) {
+      out[half + j] = static_cast<float>((col[j] >> 4) - 8) * scale[half + j] + zero[half + j];
+    }
+  } else {
+    for (int64_t j = 0; j < half; ++j) {
+      out[2 * j] = static_cast<float>((col[j] & 15) - 8) * scale[2 * j] + zero[2 * j];
+      out[2 * j + 1] = static_cast<float>((col[j] >> 4) - 8) * scale[2 * j + 1] + zero[2 * j + 1];
+    }
+  }
+}
+
+// The scales and zeros of `rows` weight rows from row0 in group `group`, widened to float.
 template <typename T>
-void dequantize(const Int4MatmulArgs& a, float* wt) {
+void load_group(const Int4MatmulArgs& a, int64_t group, int64_t row0, int64_t rows, float* scale, float* zero) {
+  const int64_t base = (group * a.n + row0) * 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    scale[r] = widen<T>(a.scales_zeros, base + 2 * r);
+    zero[r] = widen<T>(a.scales_zeros, base + 2 * r + 1);
+  }
+}
+
+inline bool halves_block(Int4PackLayout layout, int64_t size) {
+  return layout != Int4PackLayout::kPairs32 && size == int4_pack_block_rows(layout);
+}
+
+// Rows [row0, row0 + rows) of the dequantized weight, transposed: wt [k, rows] in float32.
+template <typename T>
+void dequantize(const Int4MatmulArgs& a, int64_t row0, int64_t rows, float* wt) {
   const int64_t block = int4_pack_block_rows(a.layout);
-  parallel_for(a.k, std::max<int64_t>(1, 16384 / std::max<int64_t>(a.n, 1)), [&](int64_t begin, int64_t end) {
+  parallel_for(a.k, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<float> scale(static_cast<size_t>(rows)), zero(static_cast<size_t>(rows));
     for (int64_t c = begin; c < end; ++c) {
-      const int64_t group = c / a.group_size;
-      float* row = wt + c * a.n;
-      for (int64_t row0 = 0; row0 < a.n; row0 += block) {
-        const int64_t size = std::min(block, a.n - row0);
-        const uint8_t* bytes = a.packed + row0 * a.k / 2;
-        for_block_column(a.layout, row0, size, c, [&](int64_t low, int64_t high, int64_t byte) {
-          const uint8_t v = bytes[byte];
-          const int64_t sl = (group * a.n + low) * 2, sh = (group * a.n + high) * 2;
-          row[low] = static_cast<float>((v & 15) - 8) * widen<T>(a.scales_zeros, sl) + widen<T>(a.scales_zeros, sl + 1);
-          row[high] = static_cast<float>((v >> 4) - 8) * widen<T>(a.scales_zeros, sh) + widen<T>(a.scales_zeros, sh + 1);
-        });
+      if (c == begin || c % a.group_size == 0) load_group<T>(a, c / a.group_size, row0, rows, scale.data(), zero.data());
+      for (int64_t b0 = row0; b0 < row0 + rows; b0 += block) {
+        const int64_t size = std::min(block, a.n - b0);
+        const uint8_t* col = a.packed + b0 * a.k / 2 + c * (size / 2);
+        decode_column(halves_block(a.layout, size), size, col, scale.data() + (b0 - row0), zero.data() + (b0 - row0),
+                      wt + c * rows + (b0 - row0));
       }
     }
   });
+}
+
+// Few rows of x (decoding): each block of weight rows is decoded column by column into
+// registers and multiplied into per-row sums, so no dequantized weight is ever written.
+constexpr int64_t kDirectRows = 16;
+
+template <typename T>
+void product_direct(const Int4MatmulArgs& a, const float* x, float* out) {
+  const int64_t block = int4_pack_block_rows(a.layout);
+  parallel_for((a.n + block - 1) / block, 1, [&](int64_t begin, int64_t end) {
+    float sums[kDirectRows * 64], column[64], scale[64], zero[64];
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t row0 = b * block, size = std::min(block, a.n - row0);
+      const uint8_t* bytes = a.packed + row0 * a.k / 2;
+      std::fill_n(sums, a.m * size, 0.0f);
+      for (int64_t c = 0; c < a.k; ++c) {
+        if (c % a.group_size == 0) load_group<T>(a, c / a.group_size, row0, size, scale, zero);
+        decode_column(halves_block(a.layout, size), size, bytes + c * (size / 2), scale, zero, column);
+        for (int64_t i = 0; i < a.m; ++i) {
+          const float xv = x[i * a.k + c];
+          float* sum = sums + i * size;
+          for (int64_t r = 0; r < size; ++r) sum[r] += xv * column[r];
+        }
+      }
+      for (int64_t i = 0; i < a.m; ++i) std::copy_n(sums + i * size, size, out + i * a.n + row0);
+    }
+  });
+}
+
+// More rows: the weight dequantized a slice of rows at a time, each slice one float32 GEMM.
+template <typename T>
+void product_by_slices(const Int4MatmulArgs& a, const float* x, float* out) {
+  const int64_t slice = 8 * int4_pack_block_rows(a.layout);
+  std::unique_ptr<float[]> wt(new float[static_cast<size_t>(a.k * std::min(slice, a.n))]);
+  for (int64_t row0 = 0; row0 < a.n; row0 += slice) {
+    const int64_t rows = std::min(slice, a.n - row0);
+    dequantize<T>(a, row0, rows, wt.get());
+    GemmArgs g;
+    g.dtype = DType::kFloat32;
+    g.m = a.m, g.n = rows, g.k = a.k;
+    g.a = {const_cast<char*>(reinterpret_cast<const char*>(x)), 0, a.k, 1};
+    g.b = {reinterpret_cast<char*>(wt.get()), 0, rows, 1};
+    g.c = {reinterpret_cast<char*>(out + row0), 0, a.n, 1};
+    gemm(g);
+  }
 }
 
 template <typename T>
@@ -65,32 +139,29 @@ void int4_weight_mm_typed(const Int4MatmulArgs& a) {
     std::fill_n(static_cast<T*>(a.out), a.m * a.n, T(0.0f));
     return;
   }
-  std::vector<float> wt(static_cast<size_t>(a.k * a.n));
-  dequantize<T>(a, wt.data());
-  std::vector<float> x32, out32;
+  std::unique_ptr<float[]> x32, out32;
   const float* x = static_cast<const float*>(a.x);
   float* out = static_cast<float*>(a.out);
   if constexpr (!std::is_same_v<T, float>) {
-    x32.resize(static_cast<size_t>(a.m * a.k));
-    out32.resize(static_cast<size_t>(a.m * a.n));
+    x32.reset(new float[static_cast<size_t>(a.m * a.k)]);
+    out32.reset(new float[static_cast<size_t>(a.m * a.n)]);
     const T* xs = static_cast<const T*>(a.x);
+    float* xd = x32.get();
     parallel_for(a.m * a.k, 65536, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) x32[i] = static_cast<float>(xs[i]);
+      for (int64_t i = begin; i < end; ++i) xd[i] = static_cast<float>(xs[i]);
     });
-    x = x32.data();
-    out = out32.data();
+    x = xd;
+    out = out32.get();
   }
-  GemmArgs g;
-  g.dtype = DType::kFloat32;
-  g.m = a.m, g.n = a.n, g.k = a.k;
-  g.a = {const_cast<char*>(reinterpret_cast<const char*>(x)), 0, a.k, 1};
-  g.b = {reinterpret_cast<char*>(wt.data()), 0, a.n, 1};
-  g.c = {reinterpret_cast<char*>(out), 0, a.n, 1};
-  gemm(g);
+  if (a.m <= kDirectRows) {
+    product_direct<T>(a, x, out);
+  } else {
+    product_by_slices<T>(a, x, out);
+  }
   if constexpr (!std::is_same_v<T, float>) {
     T* dst = static_cast<T*>(a.out);
     parallel_for(a.m * a.n, 65536, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) dst[i] = T(out32[i]);
+      for (int64_t i = begin; i < end; ++i) dst[i] = T(out[i]);
     });
   }
 }

@@ -35,16 +35,19 @@ def test_pack_of_out_of_range_values_and_strided_weights_is_cpus(no_fallback):
                        A._convert_weight_to_int4pack_for_cpu(q, 2))
 
 
+# m: up to 16 rows decode straight from the nibbles, more go through dequantized slices of 256
+# (avx2, default) or 512 (avx512) weight rows.
+@pytest.mark.parametrize("m", [7, 40])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("n,k,group", [(64, 256, 32), (48, 128, 64), (96, 256, 128), (32, 512, 256)])
-def test_matmul_matches_cpu(dtype, n, k, group, no_fallback):
+@pytest.mark.parametrize("n,k,group", [(64, 256, 32), (48, 128, 64), (96, 256, 128), (32, 512, 256), (592, 64, 32)])
+def test_matmul_matches_cpu(m, dtype, n, k, group, no_fallback):
     gen = torch.Generator().manual_seed(n * k + group)
-    x = torch.randn(7, k, generator=gen).to(dtype)
+    x = torch.randn(m, k, generator=gen).to(dtype)
     scales_zeros = (torch.rand(k // group, n, 2, generator=gen) * 0.2 - 0.05).to(dtype)
     packed = A._convert_weight_to_int4pack_for_cpu(weights(n, k, seed=group), 2)
     expected = A._weight_int4pack_mm_for_cpu(x, packed, group, scales_zeros)
     got = A._weight_int4pack_mm_for_cpu(x.to("neuron"), packed.to("neuron"), group, scales_zeros.to("neuron"))
-    assert got.dtype == dtype and got.shape == (7, n)
+    assert got.dtype == dtype and got.shape == (m, n)
     torch.testing.assert_close(got.cpu(), expected, **TOL[dtype])
 
 
