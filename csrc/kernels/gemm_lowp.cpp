@@ -54,20 +54,21 @@ namespace {
 struct Madd128 {
   using Acc = int32_t;
   static constexpr int kRows = 4, kVectors = 2, kCols = 4 * kVectors, kGroup = 2;
+  template <int R>
   static void tile(int64_t groups, const uint32_t* a, const uint32_t* b, Acc* out) {
-    __m128i acc[kRows][kVectors];
+    __m128i acc[R][kVectors];
     for (auto& row : acc) {
       for (auto& v : row) v = _mm_setzero_si128();
     }
     for (int64_t q = 0; q < groups; ++q, a += kRows, b += kCols) {
       __m128i bv[kVectors];
       for (int v = 0; v < kVectors; ++v) bv[v] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4 * v));
-      for (int i = 0; i < kRows; ++i) {
+      for (int i = 0; i < R; ++i) {
         const __m128i av = _mm_set1_epi32(static_cast<int>(a[i]));
         for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm_add_epi32(acc[i][v], _mm_madd_epi16(av, bv[v]));
       }
     }
-    for (int i = 0; i < kRows; ++i) {
+    for (int i = 0; i < R; ++i) {
       for (int v = 0; v < kVectors; ++v) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i * kCols + 4 * v), acc[i][v]);
       }
@@ -81,20 +82,21 @@ struct Madd128 {
 struct Madd256 {
   using Acc = int32_t;
   static constexpr int kRows = 4, kVectors = 2, kCols = 8 * kVectors, kGroup = 2;
+  template <int R>
   static void tile(int64_t groups, const uint32_t* a, const uint32_t* b, Acc* out) {
-    __m256i acc[kRows][kVectors];
+    __m256i acc[R][kVectors];
     for (auto& row : acc) {
       for (auto& v : row) v = _mm256_setzero_si256();
     }
     for (int64_t q = 0; q < groups; ++q, a += kRows, b += kCols) {
       __m256i bv[kVectors];
       for (int v = 0; v < kVectors; ++v) bv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8 * v));
-      for (int i = 0; i < kRows; ++i) {
+      for (int i = 0; i < R; ++i) {
         const __m256i av = _mm256_set1_epi32(static_cast<int>(a[i]));
         for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(av, bv[v]));
       }
     }
-    for (int i = 0; i < kRows; ++i) {
+    for (int i = 0; i < R; ++i) {
       for (int v = 0; v < kVectors; ++v) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * kCols + 8 * v), acc[i][v]);
       }

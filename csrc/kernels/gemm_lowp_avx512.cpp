@@ -12,21 +12,22 @@ namespace {
   struct Name {                                                                                \
     using Acc = AccType;                                                                       \
     static constexpr int kRows = 12, kVectors = 2, kCols = 16 * kVectors, kGroup = GroupOf##Name; \
+    template <int R>                                                                           \
     __attribute__((target(Target))) static void tile(int64_t groups, const uint32_t* a, const uint32_t* b, \
                                                      Acc* out) {                               \
-      decltype(Zero) acc[kRows][kVectors];                                                     \
-      for (int i = 0; i < kRows; ++i) {                                                        \
+      decltype(Zero) acc[R][kVectors];                                                         \
+      for (int i = 0; i < R; ++i) {                                                            \
         for (int v = 0; v < kVectors; ++v) acc[i][v] = Zero;                                   \
       }                                                                                        \
       for (int64_t q = 0; q < groups; ++q, a += kRows, b += kCols) {                           \
         __m512i bv[kVectors];                                                                  \
         for (int v = 0; v < kVectors; ++v) bv[v] = _mm512_loadu_si512(b + 16 * v);             \
-        for (int i = 0; i < kRows; ++i) {                                                      \
+        for (int i = 0; i < R; ++i) {                                                          \
           const __m512i av = _mm512_set1_epi32(static_cast<int>(a[i]));                        \
           for (int v = 0; v < kVectors; ++v) acc[i][v] = Step(acc[i][v], av, bv[v]);           \
         }                                                                                      \
       }                                                                                        \
-      for (int i = 0; i < kRows; ++i) {                                                        \
+      for (int i = 0; i < R; ++i) {                                                            \
         for (int v = 0; v < kVectors; ++v) Store(out + i * kCols + 16 * v, acc[i][v]);         \
       }                                                                                        \
     }                                                                                          \

@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <utility>
 
 #include "kernels/gemm_lowp.h"
 #include "kernels/half.h"
@@ -123,6 +124,13 @@ inline bool rows_adjacent(const LowpOperand& op) { return std::abs(op.row_stride
 inline bool cols_adjacent(const LowpOperand& op) { return std::abs(op.col_stride) < std::abs(op.row_stride); }
 
 
+// Isa::tile<rows> for rows = 1 .. Isa::kRows: a panel's last rows run no more than they need.
+template <class Isa, int... R>
+constexpr auto tile_table(std::integer_sequence<int, R...>) {
+  using Tile = void (*)(int64_t, const uint32_t*, const uint32_t*, typename Isa::Acc*);
+  return std::array<Tile, sizeof...(R)>{&Isa::template tile<R + 1>...};
+}
+
 // Packing all of B at once, k-groups at a time, for a B whose columns lie side by side: a panel
 // per column block would read a sliver of every row, a page apart. pack(begin, end, panels,
 // panel_words) fills groups [begin, end) of every panel; finish(col, cols, panel), if set, then
@@ -139,6 +147,7 @@ template <class Isa, class PackA, class PackB, class Store>
 void blocked_gemm(int64_t m, int64_t n, int64_t k, const PackA& pack_a, const PackB& pack_b, const Store& store,
                   const PackBByGroups* by_groups = nullptr) {
   constexpr int64_t R = Isa::kRows, C = Isa::kCols, G = Isa::kGroup;
+  static constexpr auto tiles = tile_table<Isa>(std::make_integer_sequence<int, Isa::kRows>());
   const int64_t groups = (k + G - 1) / G;
   const int64_t row_panels = (m + R - 1) / R, col_panels = (n + C - 1) / C;
   // One cache line more than the panel: 4 KiB-multiple strides would share cache sets.
@@ -168,7 +177,7 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const PackA& pack_a, const Pa
       for (int64_t jp = begin; jp < end; ++jp) {
         pack_b(jp * C, std::min(C, n - jp * C), panel);
         for (int64_t ip = 0; ip < row_panels; ++ip) {
-          Isa::tile(groups, pa + ip * a_panel, panel, tile);
+          tiles[std::min(R, m - ip * R) - 1](groups, pa + ip * a_panel, panel, tile);
           store(ip * R, std::min(R, m - ip * R), jp * C, std::min(C, n - jp * C), tile, C);
         }
       }
@@ -212,7 +221,7 @@ void blocked_gemm(int64_t m, int64_t n, int64_t k, const PackA& pack_a, const Pa
       const int64_t ip1 = std::min(row_panels, ip0 + block_rows), jp1 = std::min(col_panels, jp0 + block_cols);
       for (int64_t ip = ip0; ip < ip1; ++ip) {
         for (int64_t jp = jp0; jp < jp1; ++jp) {
-          Isa::tile(groups, pa + ip * a_panel, pb + jp * b_panel, tile);
+          tiles[std::min(R, m - ip * R) - 1](groups, pa + ip * a_panel, pb + jp * b_panel, tile);
           store(ip * R, std::min(R, m - ip * R), jp * C, std::min(C, n - jp * C), tile, C);
         }
       }
