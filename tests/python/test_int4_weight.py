@@ -153,3 +153,17 @@ def test_cuda_only_ops_are_refused_as_cpu_refuses_them(op):
             getattr(A, op)(*args("neuron"))
     finally:
         torchneuron.set_fallback_mode(mode)
+
+
+def test_compiled_graph_runs_the_int4_product_inside_its_program(no_fallback, fresh_compiler):
+    q = weights(64, 128, seed=6)
+    packed = A._convert_weight_to_int4pack_for_cpu(q, 2)
+    gen = torch.Generator().manual_seed(6)
+    sz, x = torch.rand(4, 64, 2, generator=gen) * 0.1, torch.randn(5, 128, generator=gen)
+
+    def f(x, packed, sz):
+        return torch.relu(A._weight_int4pack_mm_for_cpu(x * 2, packed, 32, sz)) + 1
+
+    got = torch.compile(f, backend="neuron")(x.to("neuron"), packed.to("neuron"), sz.to("neuron"))
+    assert torchneuron.compile_stats()["graphs_compiled"] == 1
+    torch.testing.assert_close(got.cpu(), f(x, packed, sz), rtol=1e-5, atol=1e-5)

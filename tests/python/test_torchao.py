@@ -26,6 +26,16 @@ from torchao.quantization import (  # noqa: E402
 IDS = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1))
 
 
+@pytest.fixture(autouse=True)
+def inductor_config_restored():
+    """quantize_ tunes Inductor's process-wide config for quantized models; later tests get it back."""
+    import torch._inductor.config as inductor_config
+
+    saved = inductor_config.get_config_copy()
+    yield
+    inductor_config.load_config(saved)
+
+
 @pytest.fixture
 def fallback_is_an_error():
     """Any op that would fall back to the CPU raises instead; none may be counted either."""
