@@ -336,3 +336,21 @@ def test_searchsorted_notes_a_non_contiguous_operand_like_cpu():
             assert torch.equal(got.cpu(), torch.searchsorted(boundaries.contiguous(), values))
     finally:
         torch.set_warn_always(False)
+
+
+@pytest.mark.parametrize("case", ["put_y0", "put_ind", "put_y3", "scatter_src", "scatter_ind", "scatter_add_src",
+                                  "index_fill_ind", "index_put_y0", "index_put_ind", "index_put_y3"])
+def test_in_place_writes_reject_an_overlapping_input_like_cpu(case):
+    ops = {
+        "put_y0": lambda y, ind: y.put_(ind[0], y[0]),
+        "put_ind": lambda y, ind: ind.put_(ind, ind),
+        "put_y3": lambda y, ind: y.put_(ind, y[:3]),
+        "scatter_src": lambda y, ind: y[:3].scatter_(0, ind, y[:3]),
+        "scatter_ind": lambda y, ind: ind.scatter_(0, ind, ind.clone()),
+        "scatter_add_src": lambda y, ind: y[:3].scatter_add_(0, ind, y[1:4]),
+        "index_fill_ind": lambda y, ind: ind.index_fill_(0, ind, 0),
+        "index_put_y0": lambda y, ind: y.index_put_((ind,), y[0]),
+        "index_put_ind": lambda y, ind: ind.index_put_((ind,), ind),
+        "index_put_y3": lambda y, ind: y.index_put_((ind,), y[:3]),
+    }
+    _raises_like_cpu(ops[case], torch.rand(6), torch.tensor([2, 1, 0]))

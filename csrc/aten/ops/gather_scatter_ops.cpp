@@ -4,6 +4,7 @@
 // makes the index int64 and contiguous; csrc/kernels/nn runs on the queue.
 // Kernels take raw pointers: a temporary freed here can only be reused by later commands,
 // which the in-order queue runs after this one.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -399,6 +400,8 @@ bool scatter_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 
 at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             at::Tensor& result) {
+  at::assert_no_overlap(result, index);  // CPU's checks, before the fallback's copies hide the overlap
+  at::assert_no_overlap(result, src);
   if (!scatter_into(self, dim, index, src, false, result, "aten::scatter")) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(scatter, src_out)>::call(self, dim, index, src, result);
   }
@@ -416,6 +419,8 @@ at::Tensor& scatter_src_(at::Tensor& self, int64_t dim, const at::Tensor& index,
 
 at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             at::Tensor& result) {
+  at::assert_no_overlap(result, index);
+  at::assert_no_overlap(result, src);
   if (!scatter_into(self, dim, index, src, true, result, "aten::scatter_add")) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(scatter_add, out)>::call(self, dim, index, src, result);
   }

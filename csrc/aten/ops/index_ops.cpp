@@ -4,6 +4,7 @@
 // as on CUDA); the index tensors broadcast together and csrc/kernels/index turns them into one
 // flat row number per element of the indexed dimensions, moved to the front. Rows are then
 // gathered (index_select) or written (index_put_rows) on the queue.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -210,6 +211,15 @@ at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tens
 
 at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Tensor& values, bool accumulate,
                        bool unsafe) {
+  // CPU's checks, before the fallback's copies hide the overlap.
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing this "
+               "operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+  }
+  at::assert_no_overlap(self, values);
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (index.has_value() && index->defined()) at::assert_no_overlap(self, *index);
+  }
   if (!has_kernel_dtype(self.scalar_type()) || self.is_complex()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(self, indices, values,
                                                                                                accumulate, unsafe);
@@ -342,6 +352,7 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 }
 
 at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const c10::Scalar& value) {
+  at::assert_no_overlap(self, index);  // CPU's check, before the fallback's copies hide the overlap
   if (!along_dim_native(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_fill_, int_Scalar)>::call(self, dim, index, value);
   }
