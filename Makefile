@@ -36,18 +36,21 @@ $(VENV)/.stamp-deps: pyproject.toml Makefile | .stamp-system
 # The training frameworks, unmodified: TorchTitan 0.3.0's dependencies and Accelerate under a
 # torch==$(TORCH_VERSION) constraint, then torchtitan itself, triton (which its imports need) and
 # TorchAO (low-precision recipes; its CUDA extensions fail to load on CPU, with a message, and are
-# not needed) without dependency resolution.
+# not needed), and the model sweep's other corpora, sentence-transformers and diffusers, without
+# dependency resolution.
 TITAN_VERSION := 0.3.0
 ACCELERATE_VERSION := 1.16.0
 TORCHAO_VERSION := 0.18.0
+SENTENCE_TRANSFORMERS_VERSION := 6.3.0
+DIFFUSERS_VERSION := 0.42.1
 $(VENV)/.stamp-frameworks: $(VENV)/.stamp-deps
-	@echo "== installing torchtitan==$(TITAN_VERSION), accelerate==$(ACCELERATE_VERSION), torchao==$(TORCHAO_VERSION) and their dependencies"
+	@echo "== installing torchtitan==$(TITAN_VERSION), accelerate==$(ACCELERATE_VERSION), torchao==$(TORCHAO_VERSION), sentence-transformers==$(SENTENCE_TRANSFORMERS_VERSION), diffusers==$(DIFFUSERS_VERSION) and their dependencies"
 	@echo "torch==$(TORCH_VERSION)" > $(VENV)/torch-constraint.txt
 	@$(PIP) install -q --disable-pip-version-check -c $(VENV)/torch-constraint.txt torchdata torch_checkpointing \
 	  'datasets>=3.6.0,<4.8.0' 'tokenizers>=0.23.1,<0.24.0' safetensors tyro tensorboard einops pillow spmd_types==0.2.3 \
-	  accelerate==$(ACCELERATE_VERSION)
+	  accelerate==$(ACCELERATE_VERSION) scikit-learn importlib_metadata filelock requests
 	@$(PIP) install -q --disable-pip-version-check --no-deps torchtitan==$(TITAN_VERSION) triton \
-	  torchao==$(TORCHAO_VERSION)
+	  torchao==$(TORCHAO_VERSION) sentence-transformers==$(SENTENCE_TRANSFORMERS_VERSION) diffusers==$(DIFFUSERS_VERSION)
 	@touch $@
 
 # The llama3 debug model trained by TorchTitan with FSDP2 on 2 neuron devices (docs/titan.md).
