@@ -196,9 +196,8 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
           [&](const uint8_t* p, int64_t count) { return load_bytes(p, count, flip); }, out);
       return;
     }
-    pack_panel<4, Vnni512::kRows>(
-        row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return static_cast<uint8_t>(load<uint8_t>(g.a, i, kk) ^ flip); },
-        out);
+    const auto element = [&](int64_t i, int64_t kk) { return static_cast<uint8_t>(load<uint8_t>(g.a, i, kk) ^ flip); };
+    pack_panel<4, Vnni512::kRows>(row, rows, g.k, rows_adjacent(g.a), element, out);
   };
   // Column sums from a packed panel, where each column's bytes are one word per k-group.
   const auto column_sums = [&](int64_t col, int64_t cols, const uint32_t* panel) {
@@ -206,7 +205,9 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
     int32_t sums[Vnni512::kCols] = {};
     for (int64_t q = 0; q < (g.k + 3) / 4; ++q) {
       const auto* bytes = reinterpret_cast<const int8_t*>(panel + q * Vnni512::kCols);
-      for (int r = 0; r < Vnni512::kCols; ++r) sums[r] += bytes[4 * r] + bytes[4 * r + 1] + bytes[4 * r + 2] + bytes[4 * r + 3];
+      for (int r = 0; r < Vnni512::kCols; ++r) {
+        sums[r] += bytes[4 * r] + bytes[4 * r + 1] + bytes[4 * r + 2] + bytes[4 * r + 3];
+      }
     }
     for (int64_t r = 0; r < cols; ++r) correction[col + r] = static_cast<uint32_t>(sums[r]) * 128u;
   };
@@ -258,16 +259,17 @@ void scaled_gemm_bf16(const ScaledGemmArgs& g) {
     if (g.a.col_stride == 1) {
       pack_panel_k_contiguous<2, Bf16x512::kRows>(a + row * g.a.row_stride, g.a.row_stride, rows, g.k, convert_a, out);
     } else {
-      pack_panel<2, Bf16x512::kRows>(
-          row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return ta[load<uint8_t>(g.a, i, kk)]; }, out);
+      const auto element = [&](int64_t i, int64_t kk) { return ta[load<uint8_t>(g.a, i, kk)]; };
+      pack_panel<2, Bf16x512::kRows>(row, rows, g.k, rows_adjacent(g.a), element, out);
     }
   };
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
     if (g.b.row_stride == 1) {
-      pack_panel_k_contiguous<2, Bf16x512::kCols>(b + col * g.b.col_stride, g.b.col_stride, cols, g.k, convert_b, out);
+      pack_panel_k_contiguous<2, Bf16x512::kCols>(b + col * g.b.col_stride, g.b.col_stride, cols, g.k, convert_b,
+                                                  out);
     } else {
-      pack_panel<2, Bf16x512::kCols>(
-          col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return tb[load<uint8_t>(g.b, kk, j)]; }, out);
+      const auto element = [&](int64_t j, int64_t kk) { return tb[load<uint8_t>(g.b, kk, j)]; };
+      pack_panel<2, Bf16x512::kCols>(col, cols, g.k, cols_adjacent(g.b), element, out);
     }
   };
   const PackBByGroups by_groups{[&](int64_t begin, int64_t end, uint32_t* out, int64_t panel_words) {

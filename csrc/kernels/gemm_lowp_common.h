@@ -92,7 +92,9 @@ void pack_panel(int64_t first, int64_t count, int64_t k, bool lines_adjacent, co
     for (int64_t q = 0; q < groups; ++q) {
       uint32_t words[Width] = {};
       for (int e = 0; e < G && q * G + e < k; ++e) {
-        for (int64_t r = 0; r < count; ++r) words[r] |= static_cast<uint32_t>(elem(first + r, q * G + e)) << (32 / G * e);
+        for (int64_t r = 0; r < count; ++r) {
+          words[r] |= static_cast<uint32_t>(elem(first + r, q * G + e)) << (32 / G * e);
+        }
       }
       std::memcpy(out + q * Width, words, sizeof(words));
     }
@@ -237,17 +239,18 @@ T load(const LowpOperand& op, int64_t row, int64_t col) {
 // 16-bit pairs: A's element widened (zero- or sign-extended), B's sign-extended.
 template <class Isa>
 void int8_gemm_madd(const Int8GemmArgs& g) {
+  const auto a_u8 = [&](int64_t i, int64_t kk) { return load<uint8_t>(g.a, i, kk); };
+  const auto a_s8 = [&](int64_t i, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.a, i, kk)); };
+  const auto b_s8 = [&](int64_t j, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.b, kk, j)); };
   const auto pack_a = [&](int64_t row, int64_t rows, uint32_t* out) {
     if (g.a_unsigned) {
-      pack_panel<2, Isa::kRows>(row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return load<uint8_t>(g.a, i, kk); }, out);
+      pack_panel<2, Isa::kRows>(row, rows, g.k, rows_adjacent(g.a), a_u8, out);
     } else {
-      pack_panel<2, Isa::kRows>(
-          row, rows, g.k, rows_adjacent(g.a), [&](int64_t i, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.a, i, kk)); }, out);
+      pack_panel<2, Isa::kRows>(row, rows, g.k, rows_adjacent(g.a), a_s8, out);
     }
   };
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
-    pack_panel<2, Isa::kCols>(
-        col, cols, g.k, cols_adjacent(g.b), [&](int64_t j, int64_t kk) { return static_cast<uint16_t>(load<int8_t>(g.b, kk, j)); }, out);
+    pack_panel<2, Isa::kCols>(col, cols, g.k, cols_adjacent(g.b), b_s8, out);
   };
   const auto store = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols, const int32_t* tile, int64_t ld) {
     for (int64_t r = 0; r < rows; ++r) std::memcpy(g.c + (i0 + r) * g.ldc + j0, tile + r * ld, cols * sizeof(int32_t));

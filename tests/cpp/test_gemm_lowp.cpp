@@ -158,7 +158,8 @@ TEST(GemmLowp, Float8MatchesADoubleReference) {
             got = dtype == k::DType::kBFloat16 ? k::bits_float(static_cast<uint32_t>(h) << 16) : k::Half::to_float(h);
           }
           // float32 sums: k roundings of at most the running magnitude; then one output rounding.
-          const double output_ulp = dtype == k::DType::kFloat32 ? 0x1p-23 : (dtype == k::DType::kBFloat16 ? 0x1p-8 : 0x1p-11);
+          const double output_ulp =
+              dtype == k::DType::kFloat32 ? 0x1p-23 : (dtype == k::DType::kBFloat16 ? 0x1p-8 : 0x1p-11);
           const double bound =
               (s.k + 2) * 0x1p-24 * (magnitude * scale + std::fabs(bias[j])) + output_ulp * std::fabs(want) + 0x1p-24;
           ASSERT_LE(std::fabs(got - want), bound) << s.m << "x" << s.n << "x" << s.k << " layout " << layout;

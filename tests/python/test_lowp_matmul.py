@@ -132,7 +132,8 @@ def test_int_mm_odd_shapes_and_layouts_are_exact(self_dtype, m, k, n, no_fallbac
     assert torch.equal(out.cpu(), expected)
 
 
-@pytest.mark.parametrize("a_value,b_value", [(-128, -128), (-128, 127), (127, -128), (255, -128), (255, 127), (0, -128)])
+@pytest.mark.parametrize("a_value,b_value",
+                         [(-128, -128), (-128, 127), (127, -128), (255, -128), (255, 127), (0, -128)])
 def test_int_mm_extremes_are_exact(a_value, b_value, no_fallback):
     """The largest products (and the signed-A offset's worst case) summed over k = 4099, and a
     mix of extremes, bitwise as CPU."""
