@@ -354,3 +354,12 @@ def test_in_place_writes_reject_an_overlapping_input_like_cpu(case):
         "index_put_y3": lambda y, ind: y.index_put_((ind,), y[:3]),
     }
     _raises_like_cpu(ops[case], torch.rand(6), torch.tensor([2, 1, 0]))
+
+
+def test_is_set_to_compares_storage_like_cpu():
+    def answers(device):
+        t1, t2 = torch.empty(3, 4, 9, 10, device=device), torch.empty(3, 4, 9, 10, device=device)
+        t3 = torch.tensor([], device=device).set_(t1)
+        t4 = t3.clone().resize_(12, 90)
+        return [t1.is_set_to(t2), t1.is_set_to(t3), t3.is_set_to(t1), t1.is_set_to(t4), t1[1:].is_set_to(t1)]
+    assert answers(DEV) == answers("cpu") == [False, True, True, False, False]

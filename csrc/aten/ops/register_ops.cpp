@@ -3,6 +3,7 @@
 // one source of truth for placement (torchneuron.native_ops() reads it back from the
 // dispatcher).
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
@@ -30,6 +31,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_));
   m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
   m.impl("set_", TORCH_FN(set_empty_));
+  m.impl("is_set_to", TORCH_FN(at::native::is_set_to));  // storage identity: a CPU copy would lose it
   // Data.
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar_));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor_));
