@@ -202,6 +202,9 @@ class Executor(Capacity):
             self.run(Op("pointwise", op.dst, [op.dst], nodes, name=op.name))
         if op.kind != "print":
             self._track_groups(op)
+        lockstep = getattr(self, "lockstep", None)
+        if lockstep is not None and not getattr(self, "depth", 0):  # the next program's turn (_lockstep.py)
+            lockstep.step()
 
     # PSUM accumulation groups. Each PSUM element has a flag (a shadow buffer of the same layout):
     # 1 while it holds a value a matmul adds to (written by a matmul, or initialised by another

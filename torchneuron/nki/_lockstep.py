@@ -1,7 +1,8 @@
 """The programs of a grid in lockstep: each program runs the kernel's Python code in a thread of its
-own, one thread at a time, with its program id an integer; a program that reaches a barrier
-(`nisa.core_barrier`) or an exchange (`nisa.sendrecv`) waits there until every program has, and
-they go on in program order. The interpreter runs grids so; a compiled kernel is traced so when its
+own, one thread at a time, with its program id an integer. They take turns instruction by
+instruction (in a compiled trace, at instructions outside loops), as cores run side by side; a
+program that reaches a barrier (`nisa.core_barrier`) or an exchange (`nisa.sendrecv`) waits there
+until every program has, and they go on in program order. The interpreter runs grids so; a compiled kernel is traced so when its
 Python code branches on a program id or its programs synchronise, and then the trace is one program
 holding each program's instructions, phase by phase, so the barriers hold (AWS's LNC2 kernels: two
 cores sharing their work and exchanging tiles)."""
@@ -66,7 +67,7 @@ class Lockstep:
         self.cond = threading.Condition()
         self.turn, self.generation = 0, 0
         self.done, self.arrived = [False] * n, {}
-        self.error = None
+        self.error, self.completing = None, False
         self.results = [None] * n
         self.states = [{"pid": pid, "hbm_seen": 0, "leases": [], "scopes": [[]]} for pid in self.pids]
 
@@ -134,6 +135,23 @@ class Lockstep:
             self.turn = nxt
         self.cond.notify_all()
 
+    def step(self):
+        """After an instruction: the next running program takes its turn, so the programs advance
+        together as cores do (a program's early writes land before another's later ones)."""
+        if self.completing or len(self.pids) == 1:
+            return
+        k = self.pids.index(self.executor.pid)
+        with self.cond:
+            n = len(self.pids)
+            after = [(k + i) % n for i in range(1, n)]
+            ready = [j for j in after if not self.done[j] and j not in self.arrived]
+            if not ready:
+                return
+            self._save(k)
+            self.turn = ready[0]
+            self.cond.notify_all()
+            self._wait_turn(k)
+
     def sync(self, kind, payload=None):
         """Called by the running program at a barrier or exchange; returns when every program is past it."""
         k = self.pids.index(self.executor.pid)
@@ -150,6 +168,7 @@ class Lockstep:
         """Every running program reached the sync point: carries out the exchanges."""
         arrived, self.arrived = self.arrived, {}
         self.generation += 1
+        self.completing = True  # the exchanges' copies run here, in no program's turn
         kinds = {kind for kind, _ in arrived.values()}
         if len(kinds) > 1:
             raise NKIError(f"NKI: the programs of the grid met at different instructions ({sorted(kinds)})")
@@ -160,6 +179,7 @@ class Lockstep:
                     raise NKIError(f"nisa.sendrecv: program {k} receives from rank {recv_from}, which does not send "
                                    f"to it")
                 copy_into(dst, peer[1][0], name="nisa.sendrecv")
+        self.completing = False
 
 
 def rank_of(value) -> int:
