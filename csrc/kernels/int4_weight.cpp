@@ -92,6 +92,31 @@ void dequantize(const Int4MatmulArgs& a, int64_t row0, int64_t rows, float* wt) 
 // registers and multiplied into per-row sums, so no dequantized weight is ever written.
 constexpr int64_t kDirectRows = 16;
 
+// A full block of S weight rows times R rows of x, the R x S sums held in registers (both sizes
+// known at compile time); each column is decoded once per R rows.
+template <typename T, int S, int R>
+void block_rows(const Int4MatmulArgs& a, bool halves, const uint8_t* bytes, int64_t row0, const float* x,
+                float* out) {
+  float sums[R][S] = {}, column[S], scale[S], zero[S];
+  for (int64_t c = 0; c < a.k; ++c) {
+    if (c % a.group_size == 0) load_group<T>(a, c / a.group_size, row0, S, scale, zero);
+    decode_column(halves, S, bytes + c * (S / 2), scale, zero, column);
+    for (int i = 0; i < R; ++i) {
+      const float xv = x[i * a.k + c];
+      for (int r = 0; r < S; ++r) sums[i][r] += xv * column[r];
+    }
+  }
+  for (int i = 0; i < R; ++i) std::copy_n(sums[i], S, out + i * a.n + row0);
+}
+
+template <typename T, int S>
+void full_block(const Int4MatmulArgs& a, bool halves, const uint8_t* bytes, int64_t row0, const float* x, float* out) {
+  int64_t i = 0;
+  for (; i + 4 <= a.m; i += 4) block_rows<T, S, 4>(a, halves, bytes, row0, x + i * a.k, out + i * a.n);
+  for (; i + 2 <= a.m; i += 2) block_rows<T, S, 2>(a, halves, bytes, row0, x + i * a.k, out + i * a.n);
+  for (; i < a.m; ++i) block_rows<T, S, 1>(a, halves, bytes, row0, x + i * a.k, out + i * a.n);
+}
+
 template <typename T>
 void product_direct(const Int4MatmulArgs& a, const float* x, float* out) {
   const int64_t block = int4_pack_block_rows(a.layout);
@@ -100,10 +125,19 @@ void product_direct(const Int4MatmulArgs& a, const float* x, float* out) {
     for (int64_t b = begin; b < end; ++b) {
       const int64_t row0 = b * block, size = std::min(block, a.n - row0);
       const uint8_t* bytes = a.packed + row0 * a.k / 2;
-      std::fill_n(sums, a.m * size, 0.0f);
+      const bool halves = halves_block(a.layout, size);
+      if (size == 64) {
+        full_block<T, 64>(a, halves, bytes, row0, x, out);
+        continue;
+      }
+      if (size == 32) {
+        full_block<T, 32>(a, halves, bytes, row0, x, out);
+        continue;
+      }
+      std::fill_n(sums, a.m * size, 0.0f);  // a partial last block
       for (int64_t c = 0; c < a.k; ++c) {
         if (c % a.group_size == 0) load_group<T>(a, c / a.group_size, row0, size, scale, zero);
-        decode_column(halves_block(a.layout, size), size, bytes + c * (size / 2), scale, zero, column);
+        decode_column(halves, size, bytes + c * (size / 2), scale, zero, column);
         for (int64_t i = 0; i < a.m; ++i) {
           const float xv = x[i * a.k + c];
           float* sum = sums + i * size;
