@@ -85,13 +85,18 @@ def parse_args(argv=None):
     """Parses the command line."""
     p = argparse.ArgumentParser(prog="python -m torchneuron.sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", help="comma-separated model types (e.g. bert,gpt2)")
+    p.add_argument("--corpus", choices=("transformers", "diffusers"), default="transformers",
+                   help="transformers model types, or diffusers model classes (diffusers_models.py)")
+    p.add_argument("--models", help="comma-separated model types (e.g. bert,gpt2; for diffusers, "
+                   "class names such as UNet2DConditionModel)")
     p.add_argument("--ci", action="store_true", help=f"run the CI subset: {','.join(CI_MODELS)}")
     p.add_argument("--limit", type=int, help="run only the first N model types")
     p.add_argument("--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per model")
     p.add_argument("--output", default="sweep.json", help="JSON report path")
     p.add_argument("--markdown", default="sweep.md", help="Markdown report path")
+    p.add_argument("--skip", default="", help="diffusers corpus: comma-separated device columns "
+                   "not to run (e.g. compile,compile_backward), recorded as skipped")
     p.add_argument("--resume", action="store_true",
                    help="keep the rows of <output>.rows.jsonl and run only the models not in it")
     return p.parse_args(argv)
@@ -132,14 +137,25 @@ def _appending(path, show):
     return on_result
 
 
+def _corpus(corpus, skip=()):
+    """(library module, {task: class name}, runner) of a corpus."""
+    if corpus == "diffusers":
+        import diffusers
+        from .diffusers_models import model_classes
+        from .diffusers_run import DiffusersRunner
+        return diffusers, {n: n for n in model_classes()}, DiffusersRunner(skip)
+    import transformers
+    return transformers, architectures(), SweepRunner()
+
+
 def main(argv=None):
     """Command-line entry point; returns the process exit code."""
     args = parse_args(argv)
     _set_offline()
-    import transformers
-    wanted = list(CI_MODELS) if args.ci else []
+    library, names, runner = _corpus(args.corpus, [c for c in args.skip.split(",") if c])
+    wanted = list(CI_MODELS) if args.ci and args.corpus == "transformers" else []
     wanted += [m.strip() for m in (args.models or "").split(",") if m.strip()]
-    models = select(architectures(), wanted, args.limit)
+    models = select(names, wanted, args.limit)
     rows_path = _rows_path(args.output)
     earlier = _finished_rows(rows_path) if args.resume else {}
     with open(rows_path, "w") as f:  # rewritten whole: a line cut short would spoil the next
@@ -149,19 +165,19 @@ def main(argv=None):
                          f"models already in {rows_path}\n")
     start = time.monotonic()
     todo = [m for m in models if m not in earlier]
-    done = run_tasks(todo, args.jobs, args.timeout, runner=SweepRunner(),
+    done = run_tasks(todo, args.jobs, args.timeout, runner=runner,
                      on_result=_appending(rows_path, _progress())) if todo else []
     by_model = {**earlier, **{r["model"]: r for r in done}}
     rows = [by_model[m] for m in models if m in by_model]
     elapsed = time.monotonic() - start  # this run's time only: a resumed run's share is unknown
     sys.stderr.write("\n")
     report = {"totals": totals(rows), "elapsed_s": round(elapsed, 1),
-              "transformers": transformers.__version__, "tolerance": {"atol": ATOL, "rtol": RTOL},
+              args.corpus: library.__version__, "tolerance": {"atol": ATOL, "rtol": RTOL},
               "models": rows}
     with open(args.output, "w") as f:
         json.dump(report, f, indent=1)
     with open(args.markdown, "w") as f:
-        f.write(markdown(rows, elapsed, transformers.__version__))
+        f.write(markdown(rows, elapsed, library.__version__, args.corpus))
     t = report["totals"]
     print(f"sweep: {t['models']} models in {elapsed:.1f} s: built={t['built']} "
           f"reference_pass={t['reference_pass']} reference_error={t['reference_error']} "

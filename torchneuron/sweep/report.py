@@ -79,12 +79,12 @@ def _cell(row, column):
     return text.replace("|", "\\|")
 
 
-def markdown(rows, elapsed=None, version=None):
+def markdown(rows, elapsed=None, version=None, library="transformers"):
     """Returns the Markdown report: totals, top reasons and fallbacks, one row per model."""
     t = totals(rows)
-    lines = ["# torchneuron transformers sweep", ""]
+    lines = [f"# torchneuron {library} sweep", ""]
     if version:
-        lines += [f"transformers {version}; tolerance atol = rtol = {ATOL:g} (float32)", ""]
+        lines += [f"{library} {version}; tolerance atol = rtol = {ATOL:g} (float32)", ""]
     if elapsed is not None:
         lines += [f"Run time: {elapsed:.1f} s", ""]
     lines += ["CPU reference (the harness: the tiny model built and run on the CPU, before any device "

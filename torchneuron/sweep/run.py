@@ -282,7 +282,6 @@ def _cpu_reference(model_type, class_name, row, names=None):
 def run_model(model_type, class_name=None, names=None):
     """Runs one model type: the CPU reference, then load / forward / backward / compile /
     pretrained on neuron; returns its row."""
-    import torchneuron
     start = time.monotonic()
     names = names or architectures()
     class_name = class_name or names.get(model_type)
@@ -293,10 +292,18 @@ def run_model(model_type, class_name=None, names=None):
             if column not in row["reasons"]:
                 _set(row, column, "skipped", "no CPU reference: " + row["reasons"]["reference"][:200])
         return _finish(row, start)
-    model, inputs = prep.model, prep.inputs
+    return run_device_columns(row, prep.model, prep.inputs, prep.outputs, start)
+
+
+def run_device_columns(row, model, inputs, outputs, start, pretrained=run_pretrained, skip=()):
+    """The device columns of a row whose CPU reference ran: `model` on the CPU gave `outputs` on
+    `inputs`; load / forward / backward / compile / compile backward on neuron, then
+    pretrained(model, inputs, expected, row) (the diffusers sweep passes its own); the columns
+    in `skip` are recorded as skipped, not run. Returns the row."""
+    import torchneuron
     lap = _stopwatch(row, start)
     lap("reference")
-    expected = float_outputs(prep.outputs)
+    expected = float_outputs(outputs)
     expected_grads = _backward(model, expected)
     torchneuron.reset_fallback_report()
     try:
@@ -308,15 +315,25 @@ def run_model(model_type, class_name=None, names=None):
         return _finish(row, start, torchneuron)
     eager_out, eager_grads = _neuron_run(neuron_model, inputs, expected, expected_grads, row)
     lap("eager")
-    compiled_out = _compile_run(neuron_model, model, inputs, expected, row)
+    compiled_out = compiled_grads = None
+    if "compile" in skip:
+        _set(row, "compile", "skipped", "not run (--skip)")
+    else:
+        compiled_out = _compile_run(neuron_model, model, inputs, expected, row)
     lap("compile")
-    compiled_grads = _compile_backward_run(neuron_model, model, inputs, expected_grads, eager_grads, row)
+    if "compile_backward" in skip:
+        _set(row, "compile_backward", "skipped", "not run (--skip)")
+    else:
+        compiled_grads = _compile_backward_run(neuron_model, model, inputs, expected_grads, eager_grads, row)
     lap("compile_backward")
     results = {"forward": (eager_out, expected), "backward": (eager_grads, expected_grads),
                "compile": (compiled_out, expected), "compile_backward": (compiled_grads, expected_grads)}
     _weigh_mismatches_against_float64(row, model, inputs, results)
     lap("float64")
-    run_pretrained(model, inputs, expected, row)
+    if "pretrained" in skip:
+        _set(row, "pretrained", "skipped", "not run (--skip)")
+    else:
+        pretrained(model, inputs, expected, row)
     lap("pretrained")
     return _finish(row, start, torchneuron)
 

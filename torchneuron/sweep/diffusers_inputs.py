@@ -1,0 +1,190 @@
+"""Inputs for a diffusers model, made from its forward signature and config: the latents
+(`sample`, `hidden_states`, `x`, ...) in the layouts a diffusers model takes (images, video
+frames in either order, 1-D signals, packed token sequences with their position ids), the
+timestep, text conditioning (`encoder_hidden_states`, pooled projections, ids), control images
+and guidance. run_candidates tries each layout on the CPU model; a failure that names the size it
+wanted (a matmul's inner size, a convolution's channels) is repaired and tried again."""
+
+import inspect
+import re
+
+from .diffusers_models import BATCH, TEXT
+from .models import _seed
+from .reference import first_line
+
+SIDE = 32
+_MAIN = ("sample", "hidden_states", "x", "latents", "z", "xs", "input", "latent", "z_latent")
+_TIME = re.compile(r"^(timestep|timesteps|t|sigma|timestep_r|r_timestep|timestep_ratio|decoder_noise_time)$")
+_TEXT = re.compile(r"^(encoder_hidden_states\w*|context|prompt_embeds|text_hidden_states|cap_feats|clip_text|"
+                   r"encoder_hidden_states_t5|text_bth|lyric_hidden_states|control_context)$")
+_POOLED = re.compile(r"^(pooled_projections|pooled_text_emb|clip_text_pooled|pooled_embeds|image_embeds|"
+                     r"proj_embedding|global_hidden_states)$")
+_SKIP = ("return_dict", "attention_mask", "encoder_attention_mask", "cross_attention_kwargs",
+         "attention_kwargs", "joint_attention_kwargs", "generator", "sample_posterior")
+_MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_CONV = re.compile(r"expected input\[[^\]]*\] to have (\d+) channels, but got (\d+) channels")
+
+
+def _config(model, *names, default=None):
+    """The first int config value among names."""
+    for name in names:
+        value = model.config.get(name) if hasattr(model.config, "get") else getattr(model.config, name, None)
+        if isinstance(value, (list, tuple)) and value and isinstance(value[0], int):
+            value = value[0]
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return default
+
+
+def _hint(model):
+    """The main input's layout order for a class: video, 1-D or image first."""
+    name = type(model).__name__
+    if re.search(r"3D|Video|Temporal|Motion|Mochi|Wan|LTX|Cosmos|Allegro|Latte|Hunyuan.*Video|Cog|Magvit|Helios|"
+                 r"SkyReels|EasyAnimate|ConsisID|Kandinsky5|SanaVideo|ChronoEdit|Vid|Framepack|Anim", name):
+        return ("video", "video_fc", "image", "signal", "tokens")
+    if re.search(r"1D|Audio|Oobleck|Music|Vocoder|StableAudio|Ace|Film|Proteina", name):
+        return ("signal", "tokens", "image", "video")
+    return ("image", "tokens", "video", "video_fc", "signal")
+
+
+class _Maker:
+    """Makes one layout's inputs for a model."""
+
+    def __init__(self, model, layout):
+        import torch
+        self.torch, self.model, self.layout = torch, model, layout
+        self.gen = torch.Generator().manual_seed(0)
+        self.params = inspect.signature(model.forward).parameters
+        self.channels = _config(model, "in_channels", "in_dim", "io_channels", "latent_channels",
+                                "in_visual_dim", "input_channels", "num_channels", "audio_in_channels",
+                                default=4)
+        side = _config(model, "sample_size", "sample_height", default=SIDE)
+        self.side = side if side <= 64 else SIDE
+        autoencoder = "Autoencoder" in type(model).__name__ or "VAE" in type(model).__name__
+        self.frames = _config(model, "sample_frames", "num_frames", default=5 if autoencoder else 2)
+        self.frames = self.frames if self.frames <= 8 else 5
+        self.tokens = 16
+        self.text_dim = _config(model, "cross_attention_dim", "joint_attention_dim", "caption_channels",
+                                "text_embed_dim", "text_dim", "cap_feat_dim", "context_in_dim",
+                                "encoder_hid_dim", "text_hidden_dim", "cond_token_dim", default=32)
+
+    def randn(self, *shape):
+        return self.torch.randn(*shape, generator=self.gen)
+
+    def main(self):
+        """The latents in this layout."""
+        b, c, s, f = BATCH, self.channels, self.side, self.frames
+        return {"image": lambda: self.randn(b, c, s, s), "video": lambda: self.randn(b, c, f, s, s),
+                "video_fc": lambda: self.randn(b, f, c, s, s), "signal": lambda: self.randn(b, c, 64),
+                "tokens": lambda: self.randn(b, self.tokens, c)}[self.layout]()
+
+    def value(self, name, main):
+        """The input for one forward parameter, or None to leave it at its default."""
+        torch = self.torch
+        if _TIME.match(name):
+            return torch.tensor([0.3, 0.7])
+        if _TEXT.match(name):
+            return self.randn(BATCH, TEXT, self.text_dim)
+        if _POOLED.match(name):
+            return self.randn(BATCH, _config(self.model, "pooled_projection_dim", "projection_dim",
+                                             "clip_text_pooled_in_channels", "global_states_input_dim",
+                                             default=32))
+        if name in ("img_ids", "image_ids"):
+            return torch.zeros(self.tokens, 3)
+        if name == "txt_ids":
+            return torch.zeros(TEXT, 3)
+        if name == "guidance":
+            return torch.tensor([3.5, 3.5]) if self.model.config.get("guidance_embeds") else None
+        if name == "controlnet_cond":
+            scale = 2 ** (len(self.model.config.get("conditioning_embedding_out_channels") or (1,)) - 1)
+            if main.dim() == 4:
+                cond = _config(self.model, "conditioning_channels", default=3)
+                return self.randn(BATCH, cond, main.shape[2] * scale, main.shape[3] * scale)
+            return self.randn(*main.shape)
+        if name == "conditioning_scale":
+            return 1.0
+        if name in ("class_labels", "labels") and (self.params[name].default is inspect.Parameter.empty
+                                                   or self.model.config.get("num_class_embeds")):
+            return torch.tensor([1, 3])
+        if name in ("original_size", "target_size", "crop_coords", "crop_coords_top_left"):
+            return torch.tensor([[self.side * 8, self.side * 8]] * BATCH, dtype=torch.float32)
+        if name == "fps":
+            return torch.tensor([8, 8])
+        return None
+
+    def required(self, name, main):
+        """A required parameter the optional rules leave out: masks all ones."""
+        if name.endswith("attention_mask") or name.endswith("_mask"):
+            return self.torch.ones(BATCH, TEXT, dtype=self.torch.bool)
+        return None
+
+    def inputs(self):
+        """The inputs dict for this layout: the main input and every parameter we can make."""
+        main_name = next((n for n in _MAIN if n in self.params), None)
+        if main_name is None:
+            main_name = next(iter(n for n in self.params if n != "self"), None)
+        main = self.main()
+        made = {main_name: main}
+        for name, param in self.params.items():
+            if name in made or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            required = param.default is inspect.Parameter.empty
+            if name in _SKIP and not required:
+                continue
+            value = self.value(name, main) if name not in _SKIP else None
+            if value is None and required:
+                value = self.required(name, main)
+            if value is not None:
+                made[name] = value
+            elif param.default is inspect.Parameter.empty:
+                return None, f"{type(self.model).__name__}.forward needs {name!r}, which the harness cannot make"
+        return made, None
+
+
+def _repair(message, inputs, main_name):
+    """An inputs dict resized to what the error says the model wanted, or None."""
+    found = _MATMUL.search(message)
+    if found:
+        have, want = int(found.group(2)), int(found.group(3))
+        names = sorted(inputs, key=lambda n: n == main_name)  # conditioning first, latents last
+        for name in names:
+            value = inputs[name]
+            if hasattr(value, "shape") and value.dim() >= 2 and value.shape[-1] == have and value.is_floating_point():
+                fixed = dict(inputs)
+                import torch
+                fixed[name] = torch.randn(*value.shape[:-1], want, generator=torch.Generator().manual_seed(1))
+                return fixed
+        return None
+    found = _CONV.search(message)
+    if found:
+        want = int(found.group(1))
+        value = inputs[main_name]
+        if value.shape[1] == int(found.group(2)):
+            import torch
+            fixed = dict(inputs)
+            shape = list(value.shape)
+            shape[1] = want
+            fixed[main_name] = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+            return fixed
+    return None
+
+
+def run_candidates(model, repairs=6):
+    """Runs the CPU model on each layout's inputs (each repaired up to `repairs` times); returns
+    ((inputs, outputs), None) for the first that runs, else (None, the first failure)."""
+    errors = []
+    for layout in _hint(model):
+        inputs, why = _Maker(model, layout).inputs()
+        if inputs is None:
+            return None, why
+        main_name = next(iter(inputs))
+        for _ in range(repairs + 1):
+            try:
+                _seed()
+                return (inputs, model(**inputs)), None  # with autograd, for the backward columns
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"[{layout}] " + first_line(exc))
+                inputs = _repair(str(exc), inputs, main_name)
+                if inputs is None:
+                    break
+    return None, errors[0] if errors else "(no inputs)"
