@@ -363,3 +363,19 @@ def test_is_set_to_compares_storage_like_cpu():
         t4 = t3.clone().resize_(12, 90)
         return [t1.is_set_to(t2), t1.is_set_to(t3), t3.is_set_to(t1), t1.is_set_to(t4), t1[1:].is_set_to(t1)]
     assert answers(DEV) == answers("cpu") == [False, True, True, False, False]
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_alerts_nondeterminism_like_cpu(accumulate):
+    def alerts(device):
+        a = torch.randn(10, device=device)
+        index, values = torch.tensor([0, 0], device=device), torch.tensor([0.0, 1.0], device=device)
+        torch.use_deterministic_algorithms(True)
+        try:
+            a.put_(index, values, accumulate=accumulate)
+            return False
+        except RuntimeError as e:
+            return "does not have a deterministic implementation" in str(e)
+        finally:
+            torch.use_deterministic_algorithms(False)
+    assert alerts(DEV) == alerts("cpu") == (not accumulate)

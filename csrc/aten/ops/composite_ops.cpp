@@ -3,6 +3,7 @@
 // addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
 // channel_shuffle, linalg.cross, vdot, torch.complex / polar, take, put_ and unique_consecutive. Every step dispatches to
 // a native kernel; nothing runs on the CPU.
+#include <ATen/Context.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -499,6 +500,8 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   at::assert_no_internal_overlap(self);  // CPU's checks
   at::assert_no_overlap(self, index);
   at::assert_no_overlap(self, source);
+  // As on CPU: which of several writes to one index wins is unspecified.
+  if (!accumulate) at::globalContext().alertNotDeterministic("put_");
   if (index.numel() == 0) return self;
   TORCH_CHECK(self.numel() > 0, "put_(): Tried to put elements into an empty tensor");
   const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(index.reshape({-1}))};
