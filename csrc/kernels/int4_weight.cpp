@@ -77,7 +77,9 @@ void dequantize(const Int4MatmulArgs& a, int64_t row0, int64_t rows, float* wt) 
   parallel_for(a.k, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows, 1)), [&](int64_t begin, int64_t end) {
     std::vector<float> scale(static_cast<size_t>(rows)), zero(static_cast<size_t>(rows));
     for (int64_t c = begin; c < end; ++c) {
-      if (c == begin || c % a.group_size == 0) load_group<T>(a, c / a.group_size, row0, rows, scale.data(), zero.data());
+      if (c == begin || c % a.group_size == 0) {
+        load_group<T>(a, c / a.group_size, row0, rows, scale.data(), zero.data());
+      }
       for (int64_t b0 = row0; b0 < row0 + rows; b0 += block) {
         const int64_t size = std::min(block, a.n - b0);
         const uint8_t* col = a.packed + b0 * a.k / 2 + c * (size / 2);
