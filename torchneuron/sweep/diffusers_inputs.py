@@ -39,7 +39,7 @@ def _config(model, *names, default=None):
 def _hint(model):
     """The main input's layout order for a class: video, 1-D or image first."""
     name = type(model).__name__
-    if re.search(r"3D|Video|Temporal|Motion|Mochi|Wan|LTX|Cosmos|Allegro|Latte|Hunyuan.*Video|Cog|Magvit|Helios|"
+    if re.search(r"3D|Video|Temporal|I2V|Motion|Mochi|Wan|LTX|Cosmos|Allegro|Latte|Hunyuan.*Video|Cog|Magvit|Helios|"
                  r"SkyReels|EasyAnimate|ConsisID|Kandinsky5|SanaVideo|ChronoEdit|Vid|Framepack|Anim", name):
         return ("video", "video_fc", "image", "signal", "tokens")
     if re.search(r"1D|Audio|Oobleck|Music|Vocoder|StableAudio|Ace|Film|Proteina", name):
@@ -110,6 +110,10 @@ class _Maker:
             return torch.tensor([[self.side * 8, self.side * 8]] * BATCH, dtype=torch.float32)
         if name == "fps":
             return torch.tensor([8, 8])
+        if name in ("image_latents", "control_latents", "context_latents", "condition_latents", "inpaint_latents"):
+            return self.randn(*main.shape) if self.params[name].default is inspect.Parameter.empty else None
+        if name == "added_time_ids":
+            return torch.tensor([[6.0, 127.0, 0.02]] * BATCH)
         return None
 
     def required(self, name, main):
@@ -157,13 +161,14 @@ def _repair(message, inputs, main_name):
         return None
     found = _CONV.search(message)
     if found:
-        want = int(found.group(1))
+        want, got = int(found.group(1)), int(found.group(2))
         value = inputs[main_name]
-        if value.shape[1] == int(found.group(2)):
+        dim = next((d for d in (1, 2) if value.dim() > d and value.shape[d] == got), None)
+        if dim is not None:
             import torch
             fixed = dict(inputs)
             shape = list(value.shape)
-            shape[1] = want
+            shape[dim] = want
             fixed[main_name] = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
             return fixed
     return None

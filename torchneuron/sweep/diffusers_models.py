@@ -153,7 +153,25 @@ def shrink(defaults, strategy):
                 out[name] = 32
         elif name == "norm_num_groups" and _int(value) and 32 % value:
             out[name] = 8
+    out.update(_two_levels(defaults, out))
     return out
+
+
+def _two_levels(defaults, out):
+    """A UNet's or ControlNet's levels cut to 2: the first two down blocks, the last two up
+    blocks, and every per-level tuple of the same length cut with them."""
+    down, up = defaults.get("down_block_types"), defaults.get("up_block_types")
+    if not isinstance(down, (list, tuple)) or len(down) <= 2:
+        return {}
+    levels = len(down)
+    cut = {"down_block_types": type(down)(down[:2])}
+    if isinstance(up, (list, tuple)) and len(up) == levels:
+        cut["up_block_types"] = type(up)(up[-2:])
+    for name, value in defaults.items():
+        value = out.get(name, value)
+        if name not in cut and isinstance(value, (list, tuple)) and len(value) == levels and "type" not in name:
+            cut[name] = type(value)(value[-2:] if name.startswith("reverse") else value[:2])
+    return cut
 
 
 def _build(cls, defaults, strategy):

@@ -61,7 +61,11 @@ def run_class(name, classes=None, skip=()):
         for column in COLUMNS:
             _set(row, column, "skipped", "no CPU reference: " + row["reasons"]["reference"][:200])
         return _finish(row, start)
-    return run_device_columns(row, prep.model, prep.inputs, prep.outputs, start, run_pretrained, skip)
+    # Gradients of a whole VAE or DiT from the output sum are long float32 sums: a column that
+    # misses atol = rtol = 1e-4 passes where neuron is within twice the CPU's own distance from
+    # float64 (row["float64_accepted"] names it).
+    return run_device_columns(row, prep.model, prep.inputs, prep.outputs, start, run_pretrained, skip,
+                              accept_rounding=True)
 
 
 class DiffusersRunner(SweepRunner):
