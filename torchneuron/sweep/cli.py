@@ -5,6 +5,7 @@ Usage:
     python -m torchneuron.sweep --jobs 2 --timeout 120 --output sweep.json --markdown sweep.md
     python -m torchneuron.sweep --models bert,gpt2 --limit 10
     python -m torchneuron.sweep --resume --output sweep.json   # go on with a stopped run
+    python -m torchneuron.sweep --corpus diffusers --jobs 1 --timeout 300   # diffusers' model classes
 
 One entry per model type in transformers' auto mappings: the base model class (AutoModel), or the
 first task head when a type has no base model. Its config class is built with defaults and then

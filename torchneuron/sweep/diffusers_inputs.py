@@ -15,7 +15,7 @@ from .reference import first_line
 SIDE = 32
 _MAIN = ("sample", "hidden_states", "x", "latents", "z", "xs", "input", "latent", "z_latent")
 _TIME = re.compile(r"^(timestep|timesteps|t|sigma|timestep_r|r_timestep|timestep_ratio|decoder_noise_time)$")
-_TEXT = re.compile(r"^(encoder_hidden_states\w*|context|prompt_embeds|text_hidden_states|cap_feats|clip_text|"
+_TEXT = re.compile(r"^(encoder_hidden_states(_t5|_1|_2|_llama3)?|context|prompt_embeds|text_hidden_states|cap_feats|clip_text|"
                    r"encoder_hidden_states_t5|text_bth|lyric_hidden_states|control_context)$")
 _POOLED = re.compile(r"^(pooled_projections|pooled_text_emb|clip_text_pooled|pooled_embeds|image_embeds|"
                      r"proj_embedding|global_hidden_states)$")
@@ -97,7 +97,7 @@ class _Maker:
             return torch.tensor([3.5, 3.5]) if self.model.config.get("guidance_embeds") else None
         if name == "controlnet_cond":
             scale = 2 ** (len(self.model.config.get("conditioning_embedding_out_channels") or (1,)) - 1)
-            if main.dim() == 4:
+            if main.dim() == 4 and self.model.config.get("conditioning_embedding_out_channels"):
                 cond = _config(self.model, "conditioning_channels", default=3)
                 return self.randn(BATCH, cond, main.shape[2] * scale, main.shape[3] * scale)
             return self.randn(*main.shape)
@@ -149,8 +149,10 @@ def _repair(message, inputs, main_name):
     """An inputs dict resized to what the error says the model wanted, or None."""
     found = _MATMUL.search(message)
     if found:
-        have, want = int(found.group(2)), int(found.group(3))
-        names = sorted(inputs, key=lambda n: n == main_name)  # conditioning first, latents last
+        rows, have, want = int(found.group(1)), int(found.group(2)), int(found.group(3))
+        # conditioning first, latents last; an input with the matmul's row count before others
+        names = sorted(inputs, key=lambda n: (n == main_name, not (
+            hasattr(inputs[n], "shape") and inputs[n].dim() and inputs[n].numel() == rows * have)))
         for name in names:
             value = inputs[name]
             if hasattr(value, "shape") and value.dim() >= 2 and value.shape[-1] == have and value.is_floating_point():

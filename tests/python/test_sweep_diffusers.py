@@ -1,0 +1,91 @@
+"""Tests for the sweep's diffusers corpus (torchneuron/sweep/diffusers_*.py, `--corpus diffusers`)."""
+
+import json
+import os
+import sys
+
+import diffusers  # noqa: F401  (the test set-up installs it: a broken install fails, never skips)
+import torch
+
+from conftest import run_in_new_group
+from torchneuron.sweep import diffusers_inputs, diffusers_models, diffusers_run, run
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _env():
+    env = dict(os.environ)
+    env["TORCHNEURON_FALLBACK"] = "silent"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_unet_and_vae_pass_every_column(tmp_path):
+    out, md = tmp_path / "sweep.json", tmp_path / "sweep.md"
+    cmd = [sys.executable, "-m", "torchneuron.sweep", "--corpus", "diffusers", "--models",
+           "UNet2DConditionModel,AutoencoderKL", "--jobs", "1", "--output", str(out), "--markdown", str(md)]
+    proc = run_in_new_group(cmd, 900, cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    rows = {r["model"]: r for r in report["models"]}
+    assert set(rows) == {"UNet2DConditionModel", "AutoencoderKL"} and report["diffusers"]
+    for row in rows.values():
+        assert row["reference"] == "pass" and row["strategy"] == "tiny", row
+        for column in run.COLUMNS:
+            assert row[column] == "pass", (column, row["reasons"])
+        assert row["graphs_compiled"] >= 2 and row["graphs_eager"] == 0, row
+        assert row["pretrained_max_err"] is not None
+    unet = rows["UNet2DConditionModel"]
+    assert unet["forward_max_err"] < run.ATOL and not unet.get("float64_accepted"), unet
+    assert "# torchneuron diffusers sweep" in md.read_text()
+
+
+def test_shrink_keeps_the_models_invariants():
+    classes = diffusers_models.model_classes()
+    assert len(classes) > 100 and "FluxTransformer2DModel" in classes
+    unet = diffusers_models.shrink(diffusers_models.init_defaults(classes["UNet2DConditionModel"]), "tiny")
+    assert len(unet["down_block_types"]) == len(unet["up_block_types"]) == len(unet["block_out_channels"]) == 2
+    groups = unet.get("norm_num_groups", 32)
+    assert all(c % groups == 0 for c in unet["block_out_channels"]) and unet["layers_per_block"] == 1
+    # SD3: the caption projection is the inner dim (heads x head dim): scaled with the heads.
+    sd3 = diffusers_models.shrink(diffusers_models.init_defaults(classes["SD3Transformer2DModel"]), "tiny")
+    assert sd3["num_attention_heads"] == 2 and "attention_head_dim" not in sd3
+    assert sd3["caption_projection_dim"] == 2 * 64 and sd3["num_layers"] == 1
+    # Flux: the head dim stays, so the rotary axes still add up to it.
+    flux = diffusers_models.shrink(diffusers_models.init_defaults(classes["FluxTransformer2DModel"]), "tiny")
+    assert flux["num_attention_heads"] == 2 and flux["num_single_layers"] == 1 and "axes_dims_rope" not in flux
+    model, _ = diffusers_models._build(classes["FluxTransformer2DModel"], diffusers_models.init_defaults(
+        classes["FluxTransformer2DModel"]), "tiny")
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000
+
+
+def test_input_sizes_are_repaired_from_the_error():
+    inputs = {"hidden_states": torch.zeros(2, 4, 8, 8), "encoder_hidden_states": torch.zeros(2, 8, 32)}
+    fixed = diffusers_inputs._repair("mat1 and mat2 shapes cannot be multiplied (16x32 and 144x64)",
+                                     inputs, "hidden_states")
+    assert fixed["encoder_hidden_states"].shape == (2, 8, 144) and fixed["hidden_states"].shape == (2, 4, 8, 8)
+    fixed = diffusers_inputs._repair("Given groups=1, weight of size [8, 16, 3, 3], expected input[2, 4, 8, 8] "
+                                     "to have 16 channels, but got 4 channels instead", inputs, "hidden_states")
+    assert fixed["hidden_states"].shape == (2, 16, 8, 8)
+    assert diffusers_inputs._repair("something else", inputs, "hidden_states") is None
+
+
+def test_a_class_that_cannot_be_built_is_the_harness_column():
+    row = diffusers_run.run_class("FluxMultiControlNetModel")
+    assert row["reference"] == "error" and row["status"] == "reference_error" and not row["built"]
+    assert "controlnets" in row["reasons"]["reference"], row["reasons"]
+    assert all(row[c] == "skipped" for c in run.COLUMNS)
+    row = diffusers_run.run_class("NoSuchModel")
+    assert row["reference"] == "skipped" and row["status"] == "skipped"
+
+
+def test_gradients_within_cpu_rounding_pass_and_farther_ones_do_not():
+    wide = {"g": torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64)}
+    cpu = {"g": torch.tensor([1.0, 2.0, 1e-3])}  # the CPU's float32 sum is 1e-3 off float64
+    near = {"g": torch.tensor([1.0, 2.0, -1.5e-3])}  # 2.5e-3 from the CPU, 1.5e-3 from float64
+    far = {"g": torch.tensor([1.0, 2.0, 5e-3])}
+    accept = run.within_cpu_rounding(wide)
+    assert run.compare_tensors(near, cpu)[0] is not None  # outside atol = rtol = 1e-4
+    assert run.compare_tensors(near, cpu, accept=accept)[0] is None
+    assert run.compare_tensors(far, cpu, accept=accept)[0] is not None
