@@ -105,7 +105,8 @@ test-python: build $(VENV)/.stamp-frameworks
 # The conformance subset, the training tests and adaptive eager again at each level below the
 # CPU's highest, with CPU PyTorch (the reference) held to the same level.
 LEVEL_TESTS := tests/python/test_conformance.py tests/python/test_training.py tests/python/test_cpu_capability.py \
-  tests/python/test_nki_kernels.py tests/python/test_adaptive_eager.py tests/python/test_int4_weight.py
+  tests/python/test_nki_kernels.py tests/python/test_adaptive_eager.py tests/python/test_int4_weight.py \
+  tests/python/test_lowp_matmul.py
 test-levels: build
 	@for level in $$(./build/torchneuron_cpu_levels | tail -n +2); do \
 	  echo "== Python tests at TORCHNEURON_CPU_CAPABILITY=$$level"; \
