@@ -89,3 +89,17 @@ def test_gradients_within_cpu_rounding_pass_and_farther_ones_do_not():
     assert run.compare_tensors(near, cpu)[0] is not None  # outside atol = rtol = 1e-4
     assert run.compare_tensors(near, cpu, accept=accept)[0] is None
     assert run.compare_tensors(far, cpu, accept=accept)[0] is not None
+
+
+def test_a_model_that_cannot_move_to_neuron_is_a_load_error_row():
+    class Stuck(torch.nn.Linear):
+        def to(self, *args, **kwargs):
+            raise RuntimeError("cannot move")
+
+    model = Stuck(4, 2)
+    inputs = {"input": torch.ones(3, 4)}
+    row = run._record("stuck", "Stuck")
+    row["reference"] = "pass"
+    row = run.run_device_columns(row, model, inputs, model(**inputs), 0.0)
+    assert row["load"] == "error" and "cannot move" in row["reasons"]["load"], row
+    assert row["status"] == "error" and row["pretrained"] == "skipped"

@@ -70,7 +70,8 @@ def _record(model_type, class_name):
     """Returns an empty sweep row."""
     return {"model": model_type, "class": class_name, "status": "skipped", "reference": "skipped",
             "built": False, "strategy": None, "shrink_attempts": [], "load": "skipped", "forward": "skipped", "backward": "skipped", "compile": "skipped",
-            "compile_backward": "skipped", "reasons": {}, "fallback": {}, "forward_max_err": None,
+            "compile_backward": "skipped", "pretrained": "skipped", "reasons": {}, "fallback": {},
+            "forward_max_err": None,
             "backward_max_err": None, "compile_max_err": None, "compile_backward_max_err": None,
             "pretrained_max_err": None, "graphs_compiled": 0, "graphs_eager": 0, "time_s": None}
 
