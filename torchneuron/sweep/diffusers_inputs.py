@@ -117,9 +117,22 @@ class _Maker:
         return None
 
     def required(self, name, main):
-        """A required parameter the optional rules leave out: masks all ones."""
+        """A required parameter the optional rules leave out, guessed from its name (the CPU
+        forward is the judge): masks all ones, ids and tokens zeros, lengths, hidden states like
+        the text, latents like the main input."""
+        torch = self.torch
         if name.endswith("attention_mask") or name.endswith("_mask"):
-            return self.torch.ones(BATCH, TEXT, dtype=self.torch.bool)
+            return torch.ones(BATCH, TEXT, dtype=torch.bool)
+        if name.endswith("_ids") or name.endswith("tokens"):
+            return torch.zeros(BATCH, TEXT, dtype=torch.long)
+        if name.endswith("_lens") or name.endswith("_len"):
+            return torch.tensor([TEXT] * BATCH)
+        if name == "img_shapes":  # (frames, height, width) in patches of the packed tokens
+            return [(1, 4, 4)] * BATCH
+        if name.endswith("hidden_states"):
+            return self.randn(BATCH, TEXT, self.text_dim)
+        if "latents" in name:
+            return self.randn(*main.shape)
         return None
 
     def inputs(self):

@@ -105,6 +105,8 @@ def shrink(defaults, strategy):
     if strategy == "default":
         return {}
     out = {name: value for name, value in _NONE_FILLED.items() if name in defaults and defaults[name] is None}
+    if "in_channels" in out and _int(defaults.get("norm_num_groups")):  # channels the norm can split
+        out["in_channels"] = defaults["norm_num_groups"]
     for name, value in defaults.items():
         new = _shrink_layers(name, value)
         if new != value:
@@ -144,6 +146,8 @@ def shrink(defaults, strategy):
             out[name] = 128
         elif _INPUT_DIM.search(name) and _int(value) and value > 64 and value != inner:
             out[name] = 32
+        elif unet and name == "attention_head_dim" and _int(value) and value > 8:  # heads, in UNets
+            out[name] = 8
         elif unet and name == "attention_head_dim" and _ints(value):
             out[name] = type(value)(min(v, 8) for v in value)
         elif _CHANNELS.search(name) and "in_channels" not in name and "out_channels" != name:
