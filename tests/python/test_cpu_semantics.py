@@ -379,3 +379,13 @@ def test_put_alerts_nondeterminism_like_cpu(accumulate):
         finally:
             torch.use_deterministic_algorithms(False)
     assert alerts(DEV) == alerts("cpu") == (not accumulate)
+
+
+def test_argmax_of_an_empty_tensor_without_dim_raises_index_error_like_cpu():
+    _raises_like_cpu(lambda t: t.argmax(), torch.empty(0))
+    _raises_like_cpu(lambda t: t.argmin(), torch.empty(0, 3))
+
+
+def test_searchsorted_scalar_value_needs_1d_boundaries_like_cpu():
+    _raises_like_cpu(lambda b, v: torch.searchsorted(b, v), torch.tensor([[1.0, 2.0]]), torch.tensor(1.5))
+    _raises_like_cpu(lambda b: torch.searchsorted(b, 1.5), torch.tensor([[1.0, 2.0]]))

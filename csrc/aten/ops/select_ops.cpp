@@ -108,7 +108,7 @@ at::Tensor arg_extremum(const char* name, bool is_max, const at::Tensor& self, s
     TORCH_CHECK(self.dim() <= 64, "only tensors with up to 64 dims are supported");
     check_reducible(name + 6, self, d);  // the name without "aten::"
   } else {
-    TORCH_CHECK(self.numel() > 0, name + 6, "(): Expected reduction dim to be specified for input.numel() == 0.");
+    TORCH_CHECK_INDEX(self.numel() > 0, name + 6, "(): Expected reduction dim to be specified for input.numel() == 0.");
     input = self.reshape({-1});
   }
   std::vector<int64_t> sizes = dim.has_value() ? sizes_with(self, d, 1, !keepdim)
@@ -417,6 +417,9 @@ at::Tensor search(const at::Tensor& boundaries, const at::Tensor& values, bool o
   right = right || (side.has_value() && *side == "right");
   TORCH_CHECK(boundaries.dim() > 0, "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
   const bool shared = boundaries.dim() == 1;
+  TORCH_CHECK(shared || values.dim() > 0, "torch.searchsorted(): input value can be a scalar only when boundaries tensor "
+              "dimension is 1, but we got boundaries tensor dim(", boundaries.dim(), ") and input value's dim(",
+              values.dim(), ") numel(", values.numel(), ")");
   TORCH_CHECK(shared || (boundaries.dim() == values.dim() &&
                          boundaries.sizes().slice(0, boundaries.dim() - 1) == values.sizes().slice(0, values.dim() - 1)),
               "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
