@@ -389,3 +389,9 @@ def test_argmax_of_an_empty_tensor_without_dim_raises_index_error_like_cpu():
 def test_searchsorted_scalar_value_needs_1d_boundaries_like_cpu():
     _raises_like_cpu(lambda b, v: torch.searchsorted(b, v), torch.tensor([[1.0, 2.0]]), torch.tensor(1.5))
     _raises_like_cpu(lambda b: torch.searchsorted(b, 1.5), torch.tensor([[1.0, 2.0]]))
+
+
+@pytest.mark.parametrize("out_dtype,out_int32", [(torch.float32, False), (torch.int64, True), (torch.int32, False)])
+def test_searchsorted_out_of_the_wrong_dtype_raises_like_cpu(out_dtype, out_int32):
+    _raises_like_cpu(lambda v, o: torch.searchsorted(v, v, out=o, out_int32=out_int32), torch.tensor([1, 2, 3]),
+                     torch.empty(3, dtype=out_dtype))

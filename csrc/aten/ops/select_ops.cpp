@@ -475,6 +475,10 @@ bool searchable(const at::Tensor& boundaries, const at::Tensor& values) {
 }
 
 at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
+  // CPU's check: out is int32 or int64 as out_int32 asks (the value has that dtype).
+  TORCH_CHECK(out.scalar_type() == value.scalar_type(), "torch.searchsorted(): output tensor's dtype is wrong, it can "
+              "only be Int(int32) or Long(int64) depending on whether out_int32 flag is True, but we got output "
+              "tensor's dtype ", out.scalar_type(), " and out_int32 flag is ", value.scalar_type() == at::kInt ? "True" : "False");
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);
 }
