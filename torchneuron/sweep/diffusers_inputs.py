@@ -104,7 +104,8 @@ class _Maker:
         if name == "conditioning_scale":
             return 1.0
         if name in ("class_labels", "labels") and (self.params[name].default is inspect.Parameter.empty
-                                                   or self.model.config.get("num_class_embeds")):
+                                                   or self.model.config.get("num_class_embeds")
+                                                   or self.model.config.get("norm_type") == "ada_norm_zero"):
             return torch.tensor([1, 3])
         if name in ("original_size", "target_size", "crop_coords", "crop_coords_top_left"):
             return torch.tensor([[self.side * 8, self.side * 8]] * BATCH, dtype=torch.float32)
