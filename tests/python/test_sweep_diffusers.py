@@ -103,3 +103,18 @@ def test_a_model_that_cannot_move_to_neuron_is_a_load_error_row():
     row = run.run_device_columns(row, model, inputs, model(**inputs), 0.0)
     assert row["load"] == "error" and "cannot move" in row["reasons"]["load"], row
     assert row["status"] == "error" and row["pretrained"] == "skipped"
+
+
+def test_a_model_holding_a_tensor_computed_in_forward_still_copies_to_neuron():
+    # Old-style weight_norm recomputes `weight` in a pre-hook: after an autograd forward it is a
+    # non-leaf, which deepcopy refuses (AutoencoderVidTok, MiniMaxMusic3Vocoder).
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = torch.nn.utils.weight_norm(torch.nn.Linear(4, 3)).eval()
+    inputs = {"input": torch.randn(2, 4, generator=torch.Generator().manual_seed(0))}
+    outputs = model(**inputs)
+    row = run._record("weight_norm", "Linear")
+    row["reference"] = "pass"
+    row = run.run_device_columns(row, model, inputs, outputs, 0.0, skip=("compile", "compile_backward", "pretrained"))
+    assert row["load"] == "pass" and row["forward"] == "pass" and row["backward"] == "pass", row

@@ -310,7 +310,7 @@ def run_device_columns(row, model, inputs, outputs, start, pretrained=run_pretra
     expected_grads = _backward(model, expected)
     torchneuron.reset_fallback_report()
     try:
-        neuron_model = copy.deepcopy(model).to("neuron")
+        neuron_model = _copy_to_neuron(model, inputs)
         neuron_model.zero_grad(set_to_none=True)
         _set(row, "load", "pass")
     except Exception as exc:  # noqa: BLE001
@@ -339,6 +339,21 @@ def run_device_columns(row, model, inputs, outputs, start, pretrained=run_pretra
         pretrained(model, inputs, expected, row)
     lap("pretrained")
     return _finish(row, start, torchneuron)
+
+
+def _copy_to_neuron(model, inputs):
+    """A deep copy of the CPU model on neuron. A module that keeps a tensor computed in forward
+    (old-style weight_norm's `weight`) holds a non-leaf after the reference's autograd run, which
+    deepcopy refuses: one forward under no_grad recomputes it without a graph, then it copies."""
+    import torch
+    try:
+        return copy.deepcopy(model).to("neuron")
+    except RuntimeError as exc:
+        if "graph leaves" not in str(exc):
+            raise
+    with torch.no_grad():
+        model(**inputs)
+    return copy.deepcopy(model).to("neuron")
 
 
 def _stopwatch(row, start):
