@@ -89,10 +89,17 @@ class _Maker:
             return self.randn(BATCH, _config(self.model, "pooled_projection_dim", "projection_dim",
                                              "clip_text_pooled_in_channels", "global_states_input_dim",
                                              default=32))
+        axes = len(self.model.config.get("axes_dims_rope") or (0, 0, 0))  # one id per rotary axis
         if name in ("img_ids", "image_ids"):
-            return torch.zeros(self.tokens, 3)
+            return torch.zeros(self.tokens, axes)
         if name == "txt_ids":
-            return torch.zeros(TEXT, 3)
+            return torch.zeros(TEXT, axes)
+        if self.layout == "tokens" and name == "img_shapes":  # (frames, height, width) in patches
+            return [(1, 4, 4)] * BATCH
+        if self.layout == "tokens" and name in ("height", "width"):  # 16 packed tokens: 1 x 4 x 4
+            return 4
+        if self.layout == "tokens" and name == "num_frames":
+            return 1
         if name == "guidance":
             return torch.tensor([3.5, 3.5]) if self.model.config.get("guidance_embeds") else None
         if name == "controlnet_cond":
