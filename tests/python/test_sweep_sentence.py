@@ -15,6 +15,7 @@ def test_case_passes_every_column_against_the_cpu(case):
         assert row[column] == "pass", (column, row["reasons"])
     assert row["forward_max_err"] is not None and row["backward_max_err"] is not None
     assert row["fallback"] == {} and row["status"] == "pass"
+    assert row["graphs_compiled"] >= 1 and row["graphs_eager"] == 0, row["reasons"]
 
 
 def test_case_names_cover_every_kind_and_unknown_cases_are_refused():

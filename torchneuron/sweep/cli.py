@@ -6,6 +6,7 @@ Usage:
     python -m torchneuron.sweep --models bert,gpt2 --limit 10
     python -m torchneuron.sweep --resume --output sweep.json   # go on with a stopped run
     python -m torchneuron.sweep --corpus diffusers --jobs 1 --timeout 300   # diffusers' model classes
+    python -m torchneuron.sweep --corpus sentence-transformers             # sentence-transformers models
 
 One entry per model type in transformers' auto mappings: the base model class (AutoModel), or the
 first task head when a type has no base model. Its config class is built with defaults and then
@@ -86,8 +87,9 @@ def parse_args(argv=None):
     """Parses the command line."""
     p = argparse.ArgumentParser(prog="python -m torchneuron.sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus", choices=("transformers", "diffusers"), default="transformers",
-                   help="transformers model types, or diffusers model classes (diffusers_models.py)")
+    p.add_argument("--corpus", choices=("transformers", "diffusers", "sentence-transformers"), default="transformers",
+                   help="transformers model types, diffusers model classes (diffusers_models.py) or "
+                   "sentence-transformers models (sentence.py)")
     p.add_argument("--models", help="comma-separated model types (e.g. bert,gpt2; for diffusers, "
                    "class names such as UNet2DConditionModel)")
     p.add_argument("--ci", action="store_true", help=f"run the CI subset: {','.join(CI_MODELS)}")
@@ -145,6 +147,10 @@ def _corpus(corpus, skip=()):
         from .diffusers_models import model_classes
         from .diffusers_run import DiffusersRunner
         return diffusers, {n: n for n in model_classes()}, DiffusersRunner(skip)
+    if corpus == "sentence-transformers":
+        import sentence_transformers
+        from .sentence import SentenceRunner, cases
+        return sentence_transformers, {c: c.split(":")[0] for c in cases()}, SentenceRunner()
     import transformers
     return transformers, architectures(), SweepRunner()
 
