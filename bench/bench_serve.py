@@ -1,7 +1,7 @@
 """Serving throughput: the same request set through vLLM's own CPU platform (its default: the model
 compiled by inductor) and through vLLM on neuron (torchneuron's platform plugin): eager, with
-decode graphs, and with decode graphs and the model compiled by torchneuron's compiler (the
-plugin's default), in one run on the same cores; prints time to first token, decode and
+decode graphs (the plugin's default), and with decode graphs and the model compiled by
+torchneuron's compiler (TORCHNEURON_VLLM_COMPILE=1), in one run on the same cores; prints time to first token, decode and
 overall tokens per second, and each neuron run's ratio to CPU (higher is better).
 
     .venv-serve/bin/python bench/bench_serve.py [--model DIR] [--requests N] [--output-tokens N]

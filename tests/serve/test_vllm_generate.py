@@ -1,18 +1,20 @@
 """vLLM on neuron against Hugging Face transformers on CPU: greedy tokens of four architectures and
-chunked prefill, each on an engine of its own, compiled (the default) and eager."""
+chunked prefill, each on an engine of its own: compiled (TORCHNEURON_VLLM_COMPILE=1) with decode
+graphs, decode graphs alone (the default) and eager."""
 
 import pytest
 from conftest import GREEDY, PROMPTS, generate, hf_greedy, make_llm, release, vllm_cpu_greedy
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-gpt2"])
-def test_greedy_equals_transformers(name):
+def test_greedy_equals_transformers(name, monkeypatch):
     """Llama (GQA), Qwen2 (one kv head, biases) and GPT-2: a batch of prompts of several lengths,
     the model compiled by vLLM with torchneuron's compiler (split at attention), decode steps
     replaying captured graphs of the compiled pieces."""
     import torchneuron.compiler
     from vllm.compilation.counter import compilation_counter
 
+    monkeypatch.setenv("TORCHNEURON_VLLM_COMPILE", "1")
     torchneuron.compiler.reset_compile_stats()
     captured = compilation_counter.num_cudagraph_captured
     llm = make_llm(name)
@@ -41,12 +43,10 @@ def test_gemma2_equals_vllm_cpu(tmp_path):
 
 
 def test_eager_engine_equals_transformers(monkeypatch):
-    """TORCHNEURON_VLLM_COMPILE=0 and TORCHNEURON_VLLM_GRAPHS=0: nothing compiled, no graph
-    captured, every step runs eagerly."""
+    """TORCHNEURON_VLLM_GRAPHS=0: nothing compiled, no graph captured, every step runs eagerly."""
     import torchneuron.compiler
     from vllm.compilation.counter import compilation_counter
 
-    monkeypatch.setenv("TORCHNEURON_VLLM_COMPILE", "0")
     monkeypatch.setenv("TORCHNEURON_VLLM_GRAPHS", "0")
     torchneuron.compiler.reset_compile_stats()
     captured = compilation_counter.num_cudagraph_captured
