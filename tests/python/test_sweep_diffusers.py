@@ -1,7 +1,6 @@
 """Tests for the sweep's diffusers corpus (torchneuron/sweep/diffusers_*.py, `--corpus diffusers`)."""
 
 import json
-import os
 import sys
 
 import diffusers  # noqa: F401  (the test set-up installs it: a broken install fails, never skips)
@@ -10,15 +9,7 @@ import torch
 from conftest import run_in_new_group
 from torchneuron.sweep import diffusers_inputs, diffusers_models, diffusers_run, run
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _env():
-    env = dict(os.environ)
-    env["TORCHNEURON_FALLBACK"] = "silent"
-    env["HF_HUB_OFFLINE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, env.get("PYTHONPATH", "")])
-    return env
+from test_sweep import _env  # the tool's subprocess environment
 
 
 def test_unet_and_vae_pass_every_column(tmp_path):

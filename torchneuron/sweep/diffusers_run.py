@@ -3,38 +3,15 @@ diffusers_models.prepare, then run.py's device columns, with a `pretrained` colu
 diffusers' own loader: save_pretrained, then from_pretrained(dir, device_map="neuron",
 torch_dtype=torch.bfloat16) against the CPU's bfloat16 load of the same checkpoint."""
 
-import tempfile
 import time
 
-from .inputs import moved
-from .pretrained import _bf16, _forward, _off_neuron, compare_bf16
-from .reference import first_line
+from . import pretrained
 from .run import COLUMNS, SweepRunner, _finish, _record, _set, run_device_columns
 
 
 def run_pretrained(cpu_model, inputs, expected, row):
     """Fills the row's `pretrained` column with diffusers' save_pretrained / from_pretrained."""
-    import torch
-    cls, inputs = type(cpu_model), _bf16(inputs)
-    with tempfile.TemporaryDirectory(prefix="sweep-diffusers-") as folder:
-        try:
-            cpu_model.save_pretrained(folder)
-            reference = _forward(cls.from_pretrained(folder, torch_dtype=torch.bfloat16), inputs)
-        except Exception as exc:  # noqa: BLE001 - the harness's failure, not the device's
-            _set(row, "pretrained", "skipped", "no CPU bfloat16 reference: " + first_line(exc))
-            return
-        try:
-            model = cls.from_pretrained(folder, device_map="neuron", torch_dtype=torch.bfloat16)
-            left = _off_neuron(model)
-            if left:
-                raise RuntimeError(f"from_pretrained left {len(left)} tensors off neuron: {left[:3]}")
-            out = _forward(model, moved(inputs, "neuron"))
-            torch.neuron.synchronize()
-        except Exception as exc:  # noqa: BLE001
-            _set(row, "pretrained", "error", first_line(exc))
-            return
-    why, row["pretrained_max_err"] = compare_bf16(out, reference, expected)
-    _set(row, "pretrained", "mismatch" if why else "pass", why or "")
+    pretrained.run_pretrained(cpu_model, inputs, expected, row, dtype_argument="torch_dtype")
 
 
 def run_class(name, classes=None, skip=()):

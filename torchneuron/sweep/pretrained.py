@@ -59,10 +59,11 @@ def compare_bf16(actual, expected, float32):
     return compare_tensors(actual, expected, BF16_ATOL, BF16_RTOL, accept, " (bfloat16)")
 
 
-def run_pretrained(cpu_model, inputs, expected, row):
+def run_pretrained(cpu_model, inputs, expected, row, dtype_argument="dtype"):
     """Fills the row's `pretrained` column: save, reload on neuron in bfloat16, forward, compare
     with the CPU bfloat16 load. A failure before the neuron load (save, CPU load or CPU forward)
-    is the harness's: skipped with its reason. `expected` are the float32 CPU outputs."""
+    is the harness's: skipped with its reason. `expected` are the float32 CPU outputs;
+    `dtype_argument` is from_pretrained's name for the dtype (diffusers': torch_dtype)."""
     import torch
     from .run import _set
     if not hasattr(cpu_model, "save_pretrained"):
@@ -72,12 +73,12 @@ def run_pretrained(cpu_model, inputs, expected, row):
     with tempfile.TemporaryDirectory(prefix="sweep-pretrained-") as folder:
         try:
             cpu_model.save_pretrained(folder)
-            reference = _forward(cls.from_pretrained(folder, dtype=torch.bfloat16), inputs)
+            reference = _forward(cls.from_pretrained(folder, **{dtype_argument: torch.bfloat16}), inputs)
         except Exception as exc:  # noqa: BLE001 - the harness's failure, not the device's
             _set(row, "pretrained", "skipped", "no CPU bfloat16 reference: " + first_line(exc))
             return
         try:
-            model = cls.from_pretrained(folder, device_map="neuron", dtype=torch.bfloat16)
+            model = cls.from_pretrained(folder, device_map="neuron", **{dtype_argument: torch.bfloat16})
             left = _off_neuron(model)
             if left:
                 raise RuntimeError(f"from_pretrained left {len(left)} tensors off neuron: {left[:3]}")

@@ -24,7 +24,8 @@ import time
 from .cli import _progress
 from .models import _seed, _set_offline
 from .pretrained import compare_bf16
-from .run import COLUMNS, RANK, _backward, _counting_graphs, _record, _set, compare_tensors, float_outputs
+from .run import (COLUMNS, RANK, SweepRunner, _backward, _counting_graphs, _record, _set, compare_tensors,
+                  float_outputs)
 from .reference import first_line
 
 SENTENCES = ["the quick brown fox jumps over the lazy dog", "a model learns to embed sentences",
@@ -238,20 +239,8 @@ def run_case(case):
     return row
 
 
-class SentenceRunner:
-    """conformance.run_tasks' runner: one task is one case."""
-
-    def setup(self):
-        import warnings
-        _set_offline()
-        warnings.simplefilter("ignore")
-        import torch
-        import torchneuron
-        torch.set_num_threads(1)
-        torchneuron.set_fallback_mode("silent")
-        import transformers
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
+class SentenceRunner(SweepRunner):
+    """conformance.run_tasks' runner: one task is one case (the worker set up as the sweep's)."""
 
     def run(self, task):
         return run_case(task)
