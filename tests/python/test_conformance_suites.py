@@ -308,3 +308,17 @@ def test_result_that_differs_only_under_a_dispatch_mode_is_judged_by_the_plain_r
     assert entry["status"] == "pass", entry
     pinv = conformance.run_entry(conformance.all_ops()["linalg.pinv"], "complex64", grad=False)
     assert pinv["status"] == "pass", pinv
+
+
+def test_float8_dtypes_run_scaled_mm_natively_and_bitwise(tmp_path):
+    """torch._scaled_mm's OpInfo (float8 operands and a float8 result: bitwise) in both float8 dtypes."""
+    out = tmp_path / "f8.json"
+    proc = _tool(tmp_path, "--ops", "torch._scaled_mm", "--dtype", "float8_e4m3fn,float8_e5m2", "--jobs", "1",
+                 "--output", str(out), "--markdown", str(tmp_path / "f8.md"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    entries = json.loads(out.read_text())["entries"]
+    assert sorted(e["dtype"] for e in entries) == ["float8_e4m3fn", "float8_e5m2"]
+    for e in entries:
+        assert e["status"] == "pass" and e["samples"] > 0, e
+        assert e["native"] == ["aten::_scaled_mm"] and e["fallback"] == {}, e
+    assert conformance.TOLERANCES["float8_e4m3fn"] == (0.0, 0.0)

@@ -8,7 +8,7 @@ import types
 
 
 DTYPES = ("float32", "bfloat16", "int64", "float64", "float16", "complex64", "uint16", "uint32",
-          "uint64", "bool")
+          "uint64", "bool", "float8_e4m3fn", "float8_e5m2")
 # Dtypes whose samples are integers: an op with floating outputs is compared (and arbitrated) as floats.
 INTEGRAL_DTYPES = ("int64", "uint16", "uint32", "uint64")
 # Dtypes run even where an OpInfo does not list them; a sample CPU refuses is skipped.

@@ -6,7 +6,9 @@ from .opinfo import INTEGRAL_DTYPES
 
 TOLERANCES = {"float32": (1e-5, 1.3e-6), "bfloat16": (1e-2, 1.6e-2), "int64": (0.0, 0.0),
               "float64": (1e-7, 1e-7), "float16": (1e-3, 1e-3), "complex64": (1e-5, 1.3e-6),
-              "uint16": (0.0, 0.0), "uint32": (0.0, 0.0), "uint64": (0.0, 0.0), "bool": (0.0, 0.0)}
+              "uint16": (0.0, 0.0), "uint32": (0.0, 0.0), "uint64": (0.0, 0.0), "bool": (0.0, 0.0),
+              # float8 results compare bitwise (torch.testing allows nothing else)
+              "float8_e4m3fn": (0.0, 0.0), "float8_e5m2": (0.0, 0.0)}
 
 
 def _to_device(tree, device, requires_grad=False, host_leaves=frozenset()):
