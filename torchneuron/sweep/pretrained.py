@@ -46,17 +46,9 @@ def compare_bf16(actual, expected, float32):
     float32 model's output is at most twice the CPU's largest on that tensor: through a deep model
     two bfloat16 runs drift apart as far as each drifts from float32 (swin: both 0.05 off at most,
     0.009 on average), while a wrong kernel lands far outside that."""
-    from .run import compare_tensors
+    from .run import compare_tensors, within_cpu_rounding
 
-    def accept(name, act, exp, bad):
-        wide = float32.get(name)
-        if wide is None or wide.shape != exp.shape:
-            return bad
-        wide = wide.detach().double()
-        cpu_error = (exp - wide).abs().nan_to_num(0.0).max()
-        return bad & ~((act - wide).abs() <= 2 * cpu_error)
-
-    return compare_tensors(actual, expected, BF16_ATOL, BF16_RTOL, accept, " (bfloat16)")
+    return compare_tensors(actual, expected, BF16_ATOL, BF16_RTOL, within_cpu_rounding(float32), " (bfloat16)")
 
 
 def run_pretrained(cpu_model, inputs, expected, row, dtype_argument="dtype"):

@@ -386,8 +386,9 @@ def _float64_reference(cpu_model, inputs):
 
 def within_cpu_rounding(float64):
     """compare_tensors' accept hook: an element outside tolerance still passes where neuron's
-    distance from the float64 run is at most twice the CPU float32 run's largest on that tensor
-    (the float32 rounding of a deep sum, as in pretrained.compare_bf16)."""
+    distance from the wider run (`float64`: {name: tensor}) is at most twice the CPU result's
+    largest on that tensor (the float32 rounding of a deep sum; pretrained.compare_bf16 passes
+    the float32 run against bfloat16 results)."""
     def accept(name, act, exp, bad):
         wide = float64.get(name)
         if wide is None or wide.shape != exp.shape:
