@@ -130,15 +130,11 @@ def test_short_scales_are_refused_where_cpu_would_read_past_them():
         A._weight_int4pack_mm_for_cpu(torch.randn(4, 64, device="neuron"), p, 32, torch.rand(1, 32, 2, device="neuron"))
 
 
-@pytest.mark.parametrize("op", ["_scaled_grouped_mm", "_convert_weight_to_int4pack", "_weight_int4pack_mm"])
+@pytest.mark.parametrize("op", ["_convert_weight_to_int4pack", "_weight_int4pack_mm"])
 def test_cuda_only_ops_are_refused_as_cpu_refuses_them(op):
-    """CPU PyTorch 2.13 has no kernel for these (CUDA's tinygemm layout, float8 grouped GEMM):
-    neuron raises CPU's NotImplementedError."""
-    f8 = torch.randn(32, 64).to(torch.float8_e4m3fn)
+    """CPU PyTorch 2.13 has no kernel for CUDA's tinygemm layout: neuron raises CPU's
+    NotImplementedError. (_scaled_grouped_mm, also CUDA-only, is native: test_scaled_grouped_mm.)"""
     args = {
-        "_scaled_grouped_mm": lambda d: (f8.to(d), f8.reshape(4, 8, 64).to(d).transpose(-2, -1),
-                                         torch.ones(32, device=d), torch.ones(4, 8, device=d),
-                                         torch.tensor([8, 16, 24, 32], dtype=torch.int32, device=d)),
         "_convert_weight_to_int4pack": lambda d: (torch.zeros(32, 32, dtype=torch.uint8, device=d), 2),
         "_weight_int4pack_mm": lambda d: (torch.randn(4, 64, device=d).bfloat16(),
                                           torch.zeros(4, 1, 32, 1, dtype=torch.int32, device=d), 32,
