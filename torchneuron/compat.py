@@ -3,6 +3,9 @@ is imported in a process that loaded torchneuron:
 
 - torchtitan 0.3.0 on torch 2.13: shims that add what torch 2.13 lacks (each does nothing where
   torch has it, and says which torch makes it unnecessary). Tested in tests/python/test_titan.py.
+  Its float8 converters admit only CUDA SM89+ / MI300+ (torch.cuda's capability); on a neuron
+  run they also admit our device when it multiplies float8 natively (aten::_scaled_mm has a
+  neuron kernel). Upstream, that gate would ask the training device, not torch.cuda.
 - Accelerate (1.16) and transformers (5.24) find the neuron device only when AWS's `torch_neuronx`
   package is installed; their is_neuron_available() / is_torch_neuron_available() also answer
   True here when torch.neuron is ours. Accelerate also takes a neuron process's device to be
@@ -34,6 +37,23 @@ def apply(_torchtitan_module=None) -> list[str]:
     if torch.distributed.is_available():
         _set_timeout()
     return list(APPLIED)
+
+
+def _float8_gate(float8_module) -> None:
+    """TorchTitan's float8 converters check has_cuda_capability(8, 9) (CUDA GPUs with float8
+    tensor cores); on a run whose device is neuron, answer whether neuron has native float8 GEMMs."""
+    original = float8_module.has_cuda_capability
+
+    def has_cuda_capability(major: int, minor: int) -> bool:
+        if original(major, minor):
+            return True
+        from torchtitan.tools import utils
+        return (utils.device_type == "neuron" and _ours_available(check_device=True)
+                and torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "PrivateUse1"))
+
+    has_cuda_capability.__doc__ = "CUDA's SM check, or native float8 GEMMs on a neuron run (torchneuron.compat)."
+    float8_module.has_cuda_capability = has_cuda_capability
+    APPLIED.append("torchtitan float8 converters: neuron's float8 GEMMs")
 
 
 def _ours_available(check_device=False) -> bool:
@@ -75,6 +95,7 @@ def apply_when_frameworks_load() -> None:
     from torchneuron._dynamo_interface import _when_loaded
 
     _when_loaded("torchtitan", apply)
+    _when_loaded("torchtitan.components.quantization.float8", _float8_gate)
     _when_loaded("accelerate.utils.imports", lambda m: _also_ours(m, "is_neuron_available"))
     _when_loaded("accelerate.state", _accelerate_device_per_rank)
     _when_loaded("transformers.utils.import_utils", lambda m: _also_ours(m, "is_torch_neuron_available"))

@@ -26,10 +26,11 @@ def assets(tmp_path_factory):
     return out
 
 
-def train(assets, ranks, *options, steps=4, workdir=None, local_batch=2):
+def train(assets, ranks, *options, steps=4, workdir=None, local_batch=2,
+          config=("llama3", "llama3_debugmodel_varlen_attn")):
     """Runs torchtitan under torchrun; returns {step: loss} as rank 0 logged them."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-               "-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_debugmodel_varlen_attn",
+               "-m", "torchtitan.train", "--module", config[0], "--config", config[1],
                "--hf_assets_path", str(assets / "tokenizer"), "--dataloader.dataset", "c4_test",
                "--dataloader.dataset-path", str(assets / "dataset"), "--training.seq-len", "128",
                "--training.local-batch-size", str(local_batch), "--training.steps", str(steps), "--validator.no-enable",
@@ -37,7 +38,8 @@ def train(assets, ranks, *options, steps=4, workdir=None, local_batch=2):
     if "--checkpoint.enable" not in options:
         command.append("--checkpoint.no-enable")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHNEURON_")}
-    env.update(TORCHNEURON_NUM_DEVICES=str(max(2, ranks)), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env.update(TORCHNEURON_NUM_DEVICES=str(max(2, ranks)), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
+               PYTHONPATH=os.pathsep.join([os.path.join(REPO, "examples", "titan"), env.get("PYTHONPATH", "")]))
     done = run_in_new_group(command, 420, capture_output=True, text=True, env=env, cwd=workdir or str(assets))
     text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
     assert done.returncode == 0, text[-4000:]
@@ -96,6 +98,39 @@ def test_checkpoint_resume_gives_the_uninterrupted_losses(assets, tmp_path):
     assert sorted(first) == [1, 2] and sorted(resumed) == [3, 4]
     for step in (3, 4):
         assert resumed[step] == pytest.approx(straight[step], abs=1e-5)
+
+
+def test_float8_training_follows_float32_and_compiled_matches_eager(assets):
+    """TorchTitan's float8 converter (Float8Linear, TorchAO's row-wise recipe: every linear's
+    products through native _scaled_mm) on the varlen debug model. No CPU run exists to compare
+    with (TorchTitan 0.3.0 cannot train on CPU), so the reference is the float32 run of the same
+    seed. e4m3 keeps 3 mantissa bits: each operand is rounded by up to 2^-4 of its value (about
+    1.6 % RMS), which moves outputs by about 1 % and the loss at ~8 nats by a few 1e-3 (measured:
+    at most 0.004 over 4 steps). 0.02 bounds that while any wrong scale or product would move the
+    loss by far more; a run equal to float32 would mean float8 never ran."""
+    f8 = ("neuron_configs", "llama3_debugmodel_varlen_attn_float8")
+    fp32 = train(assets, 1, "--debug.seed", "42")
+    eager = train(assets, 1, "--debug.seed", "42", config=f8)
+    assert falls(eager)
+    for step, loss in fp32.items():
+        assert eager[step] == pytest.approx(loss, abs=0.02)
+    assert max(abs(eager[s] - fp32[s]) for s in fp32) > 1e-4
+    compiled = train(assets, 1, "--debug.seed", "42", "--compile.enable", "--compile.backend", "neuron", config=f8)
+    for step, loss in eager.items():
+        assert compiled[step] == pytest.approx(loss, abs=2e-3)
+
+
+def test_float8_gate_admits_neuron_only_for_a_neuron_run(run_python):
+    """TorchTitan refuses float8 without CUDA SM89 / MI300; torchneuron.compat makes that check
+    ask whether the training device has native float8 GEMMs. A CPU process (no neuron) still refuses."""
+    code = ("import torch, torchneuron, torchtitan.components.quantization.float8 as f, torchneuron.compat as c\n"
+            "print(f.has_cuda_capability(8, 9), 'torchtitan float8 converters: neuron\\'s float8 GEMMs' in c.APPLIED)\n")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"]
+    result = run_python(code, env={"TORCHNEURON_NUM_DEVICES": "0"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "False"
 
 
 def test_compat_shim_only_where_torch_lacks_it(run_python):
