@@ -166,3 +166,19 @@ def test_mx_block_scales_are_refused_with_a_clear_message():
     e8 = torch.ones(40, 1).to(torch.float8_e8m0fnu)
     with pytest.raises(NotImplementedError, match="MXFP8 block scales"):
         run(a, b, e8, torch.ones(3, 128).to(torch.float8_e8m0fnu), offs, "neuron")
+
+
+def test_compiled_graph_matches_eager(no_fallback, fresh_compiler):
+    """Inside a torch.compile(backend="neuron") program (the op runs as an eager call there),
+    with device ops around it, the result is eager's, bit for bit."""
+    gen = torch.Generator().manual_seed(6)
+    a, b, sa, sb, offs = make("2d_3d", gen)
+    args = [t.to("neuron") for t in (a, b, sa, sb)] + [torch.tensor(offs, dtype=torch.int32, device="neuron")]
+
+    def f(a, b, sa, sb, offs):
+        return torch._scaled_grouped_mm(a, b, sa * 2, sb, offs, out_dtype=torch.bfloat16).float().relu()
+
+    got = torch.compile(f, backend="neuron")(*args)
+    assert torch.equal(got.cpu(), f(*args).cpu())
+    expected = reference("2d_3d", a, b, sa * 2, sb, offs).relu()
+    torch.testing.assert_close(got.cpu(), expected, rtol=2 ** -8, atol=1e-6)
