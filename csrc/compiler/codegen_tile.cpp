@@ -191,12 +191,14 @@ class TileEmitter {
 
   static std::string combine(const std::string& reduce_op, const std::string& acc, const std::string& value) {
     if (reduce_op == "add") return acc + " + " + value;
+    if (reduce_op == "mul") return acc + " * " + value;
     if (reduce_op == "max") return "(" + acc + " > " + value + " ? " + acc + " : " + value + ")";
     return "(" + acc + " < " + value + " ? " + acc + " : " + value + ")";
   }
 
   static std::string identity(const std::string& reduce_op) {
     if (reduce_op == "add") return "0.0f";
+    if (reduce_op == "mul") return "1.0f";
     return reduce_op == "max" ? "-std::numeric_limits<float>::infinity()" : "std::numeric_limits<float>::infinity()";
   }
 
@@ -218,6 +220,7 @@ class TileEmitter {
       int opened = open_loops(source, 0, first_folded, "");
       line("float acc = " + identity(op.reduce_op) + ";");
       const char* pragma = op.reduce_op == "add" ? "#pragma omp simd reduction(+:acc)"
+                           : op.reduce_op == "mul" ? "#pragma omp simd reduction(*:acc)"
                            : op.reduce_op == "max" ? "#pragma omp simd reduction(max:acc)" : "#pragma omp simd reduction(min:acc)";
       const int inner = open_loops(source, first_folded, rank, pragma);
       const std::string value = expression(op, index);

@@ -96,7 +96,8 @@ void TileProgram::add(TileOp op) {
       break;
     case TileOpKind::kReduce:
       check(!op.sources.empty() && !op.expression.empty(), "a reduce without a source");
-      check(op.reduce_op == "add" || op.reduce_op == "max" || op.reduce_op == "min", "unknown reduce op " + op.reduce_op);
+      check(op.reduce_op == "add" || op.reduce_op == "mul" || op.reduce_op == "max" || op.reduce_op == "min",
+            "unknown reduce op " + op.reduce_op);
       for (const TileAccess& s : op.sources) check(s.sizes == op.sources[0].sizes, "reduce sources of different sizes");
       check(op.sources[0].sizes.size() == rank, "a reduce keeps its folded dims as size 1");
       for (int d : op.reduce_dims) {

@@ -42,5 +42,6 @@ COMPOSITES = {
     # the signed input of larger (smaller) magnitude; the other one on ties
     "abs_max": lambda e, x, y: e.op("where", e.op("gt", e.op("abs", x), e.op("abs", y)), x, y),
     "abs_min": lambda e, x, y: e.op("where", e.op("lt", e.op("abs", x), e.op("abs", y)), x, y),
+    "prelu": lambda e, x, a: e.op("where", e.op("gt", x, e.literal(0.0)), x, e.op("mul", x, a)),
     "logical_xor": lambda e, x, y: e.op("ne", e.op("ne", x, e.literal(0.0)), e.op("ne", y, e.literal(0.0))),
 }

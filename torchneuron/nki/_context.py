@@ -393,7 +393,18 @@ _TORCH_OPS = {
     "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max, "atan": torch.atan, "asin": torch.asin,
     "acos": torch.acos, "sinh": torch.sinh, "cosh": torch.cosh, "exp2": torch.exp2, "log2": torch.log2,
     "log10": torch.log10, "erfc": torch.erfc,
+    "bits_and": lambda a, b: _bits(a) & _bits(b), "bits_or": lambda a, b: _bits(a) | _bits(b),
+    "bits_xor": lambda a, b: _bits(a) ^ _bits(b), "bits_not": lambda a: ~_bits(a),
+    "bits_shl": lambda a, b: _bits((_bits(a) & 0xFFFFFFFF) << (_bits(b) & 31)),
+    "bits_shr": lambda a, b: _bits(a) >> (_bits(b) & 31),
+    "bits_shr_logical": lambda a, b: (_bits(a) & 0xFFFFFFFF) >> (_bits(b) & 31),
 }
+
+
+def _bits(values: torch.Tensor) -> torch.Tensor:
+    """Integer values (held as floats) wrapped to 32-bit two's complement, as int64 (the compiled bits_* ops)."""
+    wrapped = values.to(torch.int64) & 0xFFFFFFFF
+    return torch.where(wrapped >= 2 ** 31, wrapped - 2 ** 32, wrapped)
 
 
 class Interpreter(Executor):
@@ -534,6 +545,11 @@ class Interpreter(Executor):
         dims = list(op.reduce_dims)
         if op.reduce_op == "add":
             result = value.sum(dim=dims, keepdim=True)
+        elif op.reduce_op == "mul":
+            result = value.double()
+            for d in dims:
+                result = result.prod(dim=d, keepdim=True)
+            result = result.float()
         elif op.reduce_op == "max":
             result = value.amax(dim=dims, keepdim=True)
         else:

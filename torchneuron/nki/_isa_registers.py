@@ -29,8 +29,8 @@ class VirtualRegister:
         return f"<NKI register {self._buffer.name}>"
 
     def __bool__(self):
-        raise NKIError("NKI: `while register:` loops are not supported by torchneuron; bound the loop with "
-                       "nl.dynamic_range(register) instead")
+        raise NKIError("NKI: a register has no value while the kernel is traced: loop on it with "
+                       "nl.while_loop(register, body) or nl.dynamic_range / nl.fori_loop")
 
     def register_range(self, start, stop, step):
         return _register_range(start, stop, step)

@@ -11,6 +11,7 @@ import math
 
 from ._context import Op, current
 from ._dtypes import DTYPES
+from ._expr import cpp
 from ._isa_mx import _Builder
 from ._tensor import PARTITION_MAX, SPACES, Buffer, NKIError, Tile
 
@@ -27,16 +28,35 @@ def _mod(b: _Builder, x, m: int):
 
 
 def _state(ctx) -> Tile:
-    """This program's lane states [128, 3], seeded with 0 where the kernel first draws."""
-    owner = getattr(ctx, "pid", None) if ctx.interpreting else None
-    state = getattr(ctx, "_rng_state", None)
-    if state is None or getattr(ctx, "_rng_owner", None) != owner:
+    """This program's lane states [128, 3], seeded with 0 where the kernel first draws. Programs that
+    take turns (the interpreter's grids, a lockstep trace) each keep their own."""
+    owner = getattr(ctx, "pid", None)
+    states = ctx.__dict__.setdefault("_rng_states", {})
+    if owner not in states:
         buf = Buffer(ctx.name(f"rng_state{ctx.names}"), SPACES["sbuf"], DTYPES["float32"], (PARTITION_MAX, STATE))
         ctx.allocate_unchecked(buf)
-        state = ctx._rng_state = Tile(buf, 0, [PARTITION_MAX, STATE], [STATE, 1])
-        ctx._rng_owner = owner
-        _seed_lanes(ctx, state, None)
-    return state
+        state = states[owner] = Tile(buf, 0, [PARTITION_MAX, STATE], [STATE, 1])
+        _once_per_program(ctx, lambda: _seed_lanes(ctx, state, None))
+    return states[owner]
+
+
+def _once_per_program(ctx, emit) -> None:
+    """Runs the ops `emit` gives once per program, even where traced inside a loop: a compiled kernel
+    tests a flag holding the program's number (its on-chip memory outlives one program)."""
+    if ctx.interpreting:
+        emit()
+        return
+    flag = Buffer(ctx.name(f"rng_seeded{ctx.names}"), SPACES["sbuf"], DTYPES["float32"], (1, 1))
+    ctx.allocate_unchecked(flag)
+    marker = 1
+    for axis, size in enumerate(ctx.grid):
+        marker = (marker - 1) * size + ctx.program_id(axis) + 1
+    ctx.program.begin_loop(f"(s{flag.id}[0] != ({cpp(marker)}) ? 1 : 0)")
+    emit()
+    b = _Builder()
+    b.integer(marker)
+    ctx.emit(Op("pointwise", Tile(flag, 0, [1, 1], [1, 1]), [], b.nodes, name="nisa.set_rng_seed"))
+    ctx.program.end_loop()
 
 
 def _seed_lanes(ctx, state: Tile, seed) -> None:

@@ -38,7 +38,6 @@ NOTES = {
                         "bn_aggr reads it"),
     "nki.isa.nc_matmul": "`is_transpose` is accepted; the product is stationary.T @ moving either way",
     "nki.isa.get_nc_version": "always gen3, whose SBUF (224 KiB per partition) is the one modelled",
-    "nki.language.tile_size": "`total_available_sbuf_size` is the SBUF of the whole core, not of one partition",
     "nki.language.float8_e4m3": "device-memory tensors hold its bytes (uint8 to PyTorch: torch has no IEEE-style e4m3)",
     "nki.language.float8_e8m0fnu": "on chip only (device-memory tensors refused), not rounded to the format",
     "nki.language.float8_e5m2_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",

@@ -12,6 +12,8 @@ from ._dtypes import to_dtype
 from ._expr import ProgramTraceError
 from ._isa_core import conform, copy_skipping_oob
 from ._isa_matrix import check_operands, emit_matmul, transposed_view
+from ._isa_vector import accumulate
+from ._isa_vector import apply as apply_activation
 from ._lockstep import rank_of
 from ._ops import _axes, _matched, copy_into, elementwise, memset_tile, op_name, reduce_tile
 from ._tensor import ArangeIndex, Mask, NKIError, Tile
@@ -143,28 +145,30 @@ def nc_transpose(*args, **kwargs):
 
 
 # Scalar / vector engines --------------------------------------------------------------------------
-def _activation_expr(op, data, bias, scale, shape):
+def _activation_expr(op, data, bias, scale, shape, relu_param=0.0):
     expr, sources = Expression(), [data]
     x = expr.source(0)
     if isinstance(scale, Tile) or scale != 1.0:
         x = expr.op("mul", x, _scalar_operand(expr, sources, scale if isinstance(scale, Tile) else float(scale), shape))
     if bias is not None:
         x = expr.op("add", x, _scalar_operand(expr, sources, bias if isinstance(bias, Tile) else float(bias), shape))
-    _apply(expr, op_name(op), x)
+    apply_activation(expr, sources, op_name(op), x, relu_param, shape)
     return expr, sources
 
 
 def activation(*args, **kwargs):
-    """dst = op(data * scale + bias), scale and bias scalars or [P, 1] tiles; reduce_res (with
-    reduce_op) gets the result summed along the free axes."""
+    """dst = op(data * scale + bias), scale and bias scalars or [P, 1] tiles (relu_param: nl.prelu's
+    slope); reduce_res / reduce_cmd reduce the results by reduce_op (add by default) in the Scalar
+    Engine's accumulators."""
     b, new = _call("activation", args, kwargs, ["op", "data", "bias", "scale", "reduce_op", "reduce_res",
                                                 "reduce_cmd", "mask", "dtype"], lambda a: bool(a) and isinstance(a[0], Tile))
     data = b["data"]
     dst = _result(b, new, data.shape, data.dtype)
-    expr, sources = _activation_expr(b["op"], data, b.get("bias"), b.get("scale", 1.0), data.shape)
+    expr, sources = _activation_expr(b["op"], data, b.get("bias"), b.get("scale", 1.0), data.shape,
+                                     b.get("relu_param", 0.0))
     _emit_pointwise(dst, sources, expr, "activation", b.get("mask"))
-    if b.get("reduce_res") is not None:
-        _reduce_into(b["reduce_res"], b.get("reduce_op") or nl.add, data, sources, expr, "activation")
+    accumulate("scalar", b.get("reduce_cmd"), b.get("reduce_op") or nl.add, data, expr, sources, b.get("reduce_res"),
+               name="nisa.activation")
     return dst
 
 
@@ -248,13 +252,16 @@ def tensor_scalar(*args, **kwargs):
 def tensor_scalar_reduce(*args, **kwargs):
     """dst = data op0 operand0 (a scalar or [P, 1] tile), and reduce_res = reduce_op of dst along the free axes."""
     b, new = _call("tensor_scalar_reduce", args, kwargs, ["data", "op0", "operand0", "reduce_op", "reduce_res",
-                                                          "reverse0", "mask", "dtype"], lambda a: _first_tile(a, 2))
+                                                          "reverse0", "reduce_cmd", "reduce_init", "reduce_res_negate",
+                                                          "mask", "dtype"], lambda a: _first_tile(a, 2))
     data = b["data"]
     dst = _result(b, new, data.shape, data.dtype)
     expr, sources = Expression(), [data]
     _scalar_chain(expr, sources, expr.source(0), data.shape, b["op0"], b["operand0"], b.get("reverse0", False))
     _emit_pointwise(dst, sources, expr, "tensor_scalar_reduce", b.get("mask"))
-    _reduce_into(b["reduce_res"], b.get("reduce_op") or nl.add, data, sources, expr, "tensor_scalar_reduce")
+    accumulate("vector", b.get("reduce_cmd", reduce_cmd.reset_reduce), b.get("reduce_op") or nl.add, data, expr,
+               sources, b.get("reduce_res"), b.get("reduce_init"), bool(b.get("reduce_res_negate")),
+               name="nisa.tensor_scalar_reduce")
     return dst
 
 
@@ -495,8 +502,19 @@ find_index8 = nc_find_index8  # the legacy name
 
 # Between the cores of a multi-core (LNC2) launch ------------------------------------------------------
 def core_barrier(*args, **kwargs):
-    """Waits until every program of the grid has reached it (programs in lockstep); with one program
-    there is none to wait for."""
+    """Waits until the programs `cores` (all of the grid's) have reached it, so the writes to `data`
+    before it are seen after it (programs in lockstep); with one program there is none to wait for."""
+    b = _bind(args, kwargs, ["data", "cores", "engine"], "core_barrier")
+    cores, count = b.get("cores"), current().num_programs(None)
+    if not isinstance(b.get("data"), Tile):
+        raise NKIError(f"nisa.core_barrier: data must be the tensor the programs share, got {b.get('data')!r}")
+    try:
+        ids = sorted(int(c) for c in cores)
+    except (TypeError, ValueError):
+        raise NKIError(f"nisa.core_barrier: cores must be a tuple of program numbers, got {cores!r}") from None
+    if len(set(ids)) != len(ids) or (count > 1 and ids != list(range(count))):
+        raise NKIError(f"nisa.core_barrier: cores {tuple(cores)} must name every program of the grid once "
+                       f"(0 .. {count - 1}): a barrier among some of them is not supported")
     _sync("core_barrier")
 
 
@@ -535,8 +553,9 @@ from ._isa_core import (dma_compute, local_gather, nc_match_replace8, nc_n_gathe
                         select_reduce, tensor_copy_predicated, tensor_partition_reduce)
 from ._isa_partitions import nc_stream_shuffle  # noqa: E402,F401
 from ._isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: E402,F401
+from ._isa_vector import activate2, dropout, exponential, sequence_bounds, tensor_scalar_cumulative, topk  # noqa: E402,F401
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
            ("annotations", "nl", "Expression", "Op", "current", "ArangeIndex", "Mask", "NKIError", "Tile", "to_dtype",
-            "constants", "math", "ProgramTraceError", "check_operands", "emit_matmul", "transposed_view", "conform", "copy_skipping_oob", "rank_of", "copy_into",
+            "constants", "math", "ProgramTraceError", "check_operands", "emit_matmul", "transposed_view", "conform", "copy_skipping_oob", "rank_of", "copy_into", "accumulate", "apply_activation",
             "elementwise", "memset_tile", "op_name", "reduce_tile")]

@@ -14,9 +14,10 @@ from ._context import Expression, Op, current, torch_dtype
 from ._expr import Index, is_symbolic
 from ._dtypes import DTYPES, promote, to_dtype
 from ._isa_core import shared_constant  # noqa: F401  (nl.shared_constant)
+from ._isa_registers import VirtualRegister
 from ._isa_matrix import check_operands, emit_matmul, transposed_view
 from ._ops import _axes, _matched, broadcast_to, copy_into, elementwise, memset_tile, ndarray, op_name, reduce_tile  # noqa: F401
-from ._tensor import (PARTITION_MAX, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, ParDim, Tile, bytes_per_partition,
+from ._tensor import (PARTITION_MAX, SBUF_BYTES_PER_PARTITION, SPACES, ArangeIndex, Buffer, DynSlice, NKIError, ParDim, Tile, bytes_per_partition,
                       check_on_chip_shape, partition_dim, to_space)
 
 # dtypes and memory spaces -------------------------------------------------------------------------
@@ -30,8 +31,13 @@ float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4 = (DTYPES[n] for n in ("float
 bool = bool_  # noqa: A001 - NKI spells it nl.bool
 hbm, shared_hbm, private_hbm, sbuf, psum = (SPACES[n] for n in ("hbm", "shared_hbm", "private_hbm", "sbuf", "psum"))
 
-tile_size = SimpleNamespace(pmax=128, psum_fmax=512, gemm_stationary_fmax=128, gemm_moving_fmax=512,
-                            bn_stats_fmax=512, psum_max=512, total_available_sbuf_size=28 * 1024 * 1024)
+# The modelled NeuronCore's sizes: 8 PSUM banks of 2 KiB, 224 KiB of SBUF per partition (_tensor.py);
+# placed tiles (address=) need their dtype's alignment, so 4 bytes always suffices.
+tile_size = SimpleNamespace(pmax=128, psum_fmax=512, psum_bank_fmax=512, psum_bank_fmax_bytes=2048, psum_num_banks=8,
+                            sbuf_size_bytes=PARTITION_MAX * SBUF_BYTES_PER_PARTITION,
+                            sbuf_fmax=SBUF_BYTES_PER_PARTITION // 4, sbuf_fmax_bytes=SBUF_BYTES_PER_PARTITION,
+                            gemm_stationary_fmax=128, gemm_moving_fmax=512, bn_stats_fmax=512, psum_max=512,
+                            psum_min_align=4, sbuf_min_align=4, total_available_sbuf_size=SBUF_BYTES_PER_PARTITION)
 
 
 def par_dim(size):
@@ -179,6 +185,54 @@ def dynamic_range(start, stop=None, step=1, **_unused):
         raise NKIError("nl.dynamic_range: a bound held in a tile must be loaded into a register first "
                        "(nisa.register_alloc / nisa.register_load)")
     return _range(start, stop, step)
+
+
+# Compiled loops -----------------------------------------------------------------------------------
+def fori_loop(lower, upper, body_fun, step=1, unroll=None, **_unused):
+    """body_fun(i) for i in range(lower, upper, step): bounds Python ints or registers (read when the
+    loop starts), i a register holding the iteration's value (a loop in the compiled kernel)."""
+    if isinstance(step, builtins.bool) or not isinstance(step, builtins.int) or step <= 0:
+        raise NKIError(f"nl.fori_loop: the step must be a positive Python int, got {step!r}")
+    loop = static_range(lower, upper, step) if unroll else dynamic_range(lower, upper, step)
+    for i in loop:
+        register = VirtualRegister("i")
+        expr = Expression()
+        expr.integer(i)
+        current().emit(Op("pointwise", register.tile, [], expr.nodes, name="nl.fori_loop"))
+        body_fun(register)
+
+
+def while_loop(init, body_fun, **_unused):
+    """r = init; while r != 0: r = body_fun(r) (a register, copied for the body; the body returns the
+    next condition's register). A loop in the compiled kernel, its condition tested each time."""
+    if not isinstance(init, VirtualRegister):
+        raise NKIError(f"nl.while_loop: init must be a register (nisa.register_alloc), got {init!r}")
+    ctx = current()
+    condition = VirtualRegister("while")
+    copy_into(condition.tile, init.tile, name="nl.while_loop")
+
+    def iteration():
+        value = VirtualRegister("r")
+        copy_into(value.tile, condition.tile, name="nl.while_loop")
+        result = body_fun(value)
+        if not isinstance(result, VirtualRegister):
+            raise NKIError(f"nl.while_loop: the body must return the next condition's register, got {result!r}")
+        copy_into(condition.tile, result.tile, name="nl.while_loop")
+
+    if ctx.interpreting:
+        while builtins.int(condition._buffer.storage[0]) != 0:
+            ctx.enter_scope()
+            try:
+                iteration()
+            finally:
+                ctx.exit_scope()
+        return
+    ctx.begin_loop_scope()  # the C++ loop tests its extent before each iteration
+    ctx.program.begin_loop(f"(s{condition._buffer.id}[0] != 0 ? std::numeric_limits<int64_t>::max() : int64_t(0))")
+    try:
+        iteration()
+    finally:
+        ctx.end_loop()
 
 
 class nc:
@@ -405,7 +459,7 @@ def device_print(print_prefix, tensor, **_unused):
 
 
 # Ops as arguments of ISA calls (op=nl.exp, np.add, ...) --------------------------------------------
-_IMPORTED = {"annotations", "ParDim", "PARTITION_MAX", "bytes_per_partition",
+_IMPORTED = {"annotations", "ParDim", "PARTITION_MAX", "SBUF_BYTES_PER_PARTITION", "VirtualRegister", "bytes_per_partition",
              "check_on_chip_shape", "partition_dim", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
              "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
              "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile", "np", "torch", "torch_dtype",
@@ -433,4 +487,8 @@ def static_cast(array, dtype):
 
 
 from ._dtypes import dtype  # noqa: E402  (the NKI dtype class: nl.dtype, nki.dtype)
+from ._language_more import (bitwise_and, bitwise_or, bitwise_xor, dropout, gather_flattened,  # noqa: E402,F401
+                             invert, left_shift, prelu, prod, rand, random_seed, right_shift, rms_norm)
+__all__ += ["bitwise_and", "bitwise_or", "bitwise_xor", "dropout", "gather_flattened", "invert",
+            "left_shift", "prelu", "prod", "rand", "random_seed", "right_shift", "rms_norm"]
 from .typing import tensor  # noqa: E402
