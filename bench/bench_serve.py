@@ -4,13 +4,15 @@ decode graphs (the plugin's default), and with decode graphs and the model compi
 torchneuron's compiler (TORCHNEURON_VLLM_COMPILE=1), in one run on the same cores; prints time to first token, decode and
 overall tokens per second, and each neuron run's ratio to CPU (higher is better).
 
-    .venv-serve/bin/python bench/bench_serve.py [--model DIR] [--requests N] [--output-tokens N]
+    .venv-serve/bin/python bench/bench_serve.py [--model DIR] [--requests N] [--output-tokens N] [--repeats N]
 
-Run by `make bench` after `make serve-setup`. Each platform runs in a fresh process."""
+Run by `make bench` after `make serve-setup`. Each configuration runs in a fresh process, --repeats
+times (3), the configurations taking turns; each figure is the median of those processes."""
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -76,11 +78,22 @@ def main():
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--requests", type=int, default=16)
     parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3, help="processes per configuration, taking turns")
     args = parser.parse_args()
-    print(f"== serving: {args.requests} requests (prompts 16-72 words), {args.output_tokens} output tokens each, median of 5 rounds, "
+    print(f"== serving: {args.requests} requests (prompts 16-72 words), {args.output_tokens} output tokens each, median of 5 rounds in a process and of "
+          f"{args.repeats} processes taking turns, "
           f"model {os.path.basename(os.path.abspath(args.model))}, float32, eager")
-    runs = {"vLLM CPU": run("cpu", "default", args), "neuron eager": run("neuron", "eager", args),
-            "neuron graphs": run("neuron", "default", args), "neuron compiled": run("neuron", "compiled", args)}
+    configs = {"vLLM CPU": ("cpu", "default"), "neuron eager": ("neuron", "eager"),
+               "neuron graphs": ("neuron", "default"), "neuron compiled": ("neuron", "compiled")}
+    # This machine's speed swings between processes minutes apart: every configuration runs
+    # --repeats times, taking turns, and each figure is the median of its runs.
+    results = {name: [] for name in configs}
+    for repeat in range(args.repeats):
+        for name, (platform, mode) in configs.items():
+            results[name].append(run(platform, mode, args))
+            print(f"  run {repeat + 1}/{args.repeats} {name}: decode {results[name][-1]['decode_tok_s']:.0f} tokens/s",
+                  flush=True)
+    runs = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for name, rs in results.items()}
     cpu = runs["vLLM CPU"]
     neuron = [name for name in runs if name != "vLLM CPU"]
     print(f"{'':24}" + "".join(f"{name:>16}" for name in runs) + "".join(f"{name[7:] + '/CPU':>14}" for name in neuron))
@@ -90,7 +103,7 @@ def main():
         ratios = [(runs[n][key] / cpu[key] if higher_is_better else cpu[key] / runs[n][key]) for n in neuron]
         print(f"{label:24}" + "".join(f"{r[key]:16.3f}" for r in runs.values()) +
               "".join(f"{ratio:13.2f}x" for ratio in ratios))
-    print("(startup and run, wall: " + ", ".join(f"{name} {r['wall_s']:.0f} s" for name, r in runs.items()) +
+    print("(startup and run, wall, median: " + ", ".join(f"{name} {r['wall_s']:.0f} s" for name, r in runs.items()) +
           "; ratios above 1 favour neuron)")
 
 if __name__ == "__main__":
