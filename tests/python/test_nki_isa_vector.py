@@ -270,3 +270,27 @@ def test_core_barrier_cores(mode):
     np.testing.assert_array_equal(run(k_barrier, mode, x[:1], (0,)), x[:1])
     with pytest.raises(Exception, match="every program"):
         run(k_barrier[2], mode, x, (0,))
+
+
+@nki.jit
+def k_gather_add(table, rows, unique):
+    """acc = table[rows[p]] added onto ones by dma_compute through an indirect access."""
+    n, h = table.shape
+    p = rows.shape[0]
+    idx = nl.ndarray((p, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=rows)
+    acc = nl.ones((p, h), nl.float32, buffer=nl.sbuf)
+    nisa.dma_compute(dst=acc, srcs=[table.ap(pattern=[[h, p], [1, h]], vector_offset=idx, indirect_dim=0), acc],
+                     reduce_op=nl.add, unique_indices=unique)
+    out = nl.ndarray((p, h), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_dma_compute_unique_indices(mode):
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    rows = np.array([[3], [7], [0], [9]], np.int32)
+    np.testing.assert_array_equal(np.asarray(run(k_gather_add, mode, table, rows, True)), table[rows[:, 0]] + 1)
+    with pytest.raises(Exception, match="unique_indices"):
+        run(k_gather_add, mode, table, rows, False)

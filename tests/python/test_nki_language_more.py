@@ -255,3 +255,94 @@ def test_draws_in_a_loop_of_a_grid():
     np.testing.assert_array_equal(compiled, interpreted)
     assert not np.array_equal(compiled[0, 0], compiled[0, 1])  # the first draw seeds once, not every iteration
     np.testing.assert_array_equal(compiled[0], compiled[1])  # each program starts from seed 0
+
+
+@nki.jit
+def k_views(x, rows, idx):
+    """NkiTensor's view methods, each copied out (x [4, 6, 8] in device memory)."""
+    out = nl.ndarray((8, 4, 48), nl.float32, buffer=nl.shared_hbm)
+    zeros = nl.zeros((4, 48), nl.float32, buffer=nl.sbuf)
+    for k in range(8):
+        nisa.dma_copy(dst=out[k], src=zeros)
+    t = nl.ndarray((4, 48), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.reshape((4, 48)))
+    a = nl.ndarray((4, 8, 6), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x.permute((0, 2, 1)))  # device memory permuted
+    nisa.dma_copy(dst=out[0], src=a.flatten_dims(1, 2))
+    c = nl.ndarray((4, 6, 3), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=c, src=t.reshape_dim(1, (6, -1)).slice(2, 1, 7, 2))  # strided: not flattened in place
+    nisa.dma_copy(dst=out[1, :, 0:18], src=c.flatten_dims(1, 2))
+    nisa.dma_copy(dst=out[2, :, 0:8], src=t.reshape_dim(1, (6, 8)).select(1, 2))
+    b = nl.ndarray((4, 3, 8), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=b, src=t[:, 0:8].expand_dim(1).broadcast(1, 3))
+    nisa.dma_copy(dst=out[3, :, 0:24], src=b.flatten_dims(1, 2))
+    nisa.dma_copy(dst=out[4, :, 0:8], src=b[:, 1:2, :].squeeze_dim(1))
+    r = nl.ndarray((4, 12, 4), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=r, src=t.rearrange(("b", ("h", "w")), ("b", "w", "h"), {"h": 4}))
+    nisa.dma_copy(dst=out[5], src=r.reshape((4, 48)))
+    picked = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+    offsets = nl.ndarray((4, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=offsets, src=idx)
+    nisa.dma_copy(dst=picked, src=rows.vector_select(0, offsets))
+    nisa.dma_copy(dst=out[6, :, 0:8], src=picked)
+    assert t.size == 192 and t.get_pattern() == [[48, 4], [1, 48]] and not t.is_indirect()
+    assert isinstance(t, nl.NkiTensor)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_nki_tensor_views(mode):
+    x = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
+    rows = np.arange(10 * 8, dtype=np.float32).reshape(10, 8) + 1000
+    idx = np.array([[7], [0], [3], [3]], np.int32)
+    got = np.asarray(run(k_views, mode, x, rows, idx))
+    t = x.reshape(4, 48)
+    np.testing.assert_array_equal(got[0], x.transpose(0, 2, 1).reshape(4, 48))
+    np.testing.assert_array_equal(got[1, :, :18], t.reshape(4, 6, 8)[:, :, 1:7:2].reshape(4, 18))
+    np.testing.assert_array_equal(got[2, :, :8], t.reshape(4, 6, 8)[:, 2])
+    np.testing.assert_array_equal(got[3, :, :24], np.repeat(t[:, None, 0:8], 3, axis=1).reshape(4, 24))
+    np.testing.assert_array_equal(got[4, :, :8], t[:, 0:8])
+    np.testing.assert_array_equal(got[5], t.reshape(4, 4, 12).transpose(0, 2, 1).reshape(4, 48))
+    np.testing.assert_array_equal(got[6, :, :8], rows[idx[:, 0]])
+
+
+def test_view_rules():
+    @nki.jit
+    def bad(x):
+        t = nl.load(x)
+        t.reshape_dim(1, (2, 4)).permute((0, 2, 1)).flatten_dims(1, 2)  # not contiguous
+        return x
+    with pytest.raises(Exception, match="not contiguous"):
+        nki.simulate_kernel(bad, np.zeros((4, 8), np.float32))
+
+    @nki.jit
+    def on_partitions(x):
+        nl.load(x).permute((1, 0))
+        return x
+    with pytest.raises(Exception, match="partition dim"):
+        nki.simulate_kernel(on_partitions, np.zeros((4, 8), np.float32))
+
+
+@nki.jit
+def k_one_loop_unrolled(x):
+    """The first loop indexes a Python list with its variable (so it is unrolled); the second loop,
+    as long, only indexes tiles (so it stays a loop in the compiled code)."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    scales = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    for i in nl.affine_range(8):
+        t = nl.load(x[i:i + 1, :])
+        nl.store(out[i:i + 1, :], nl.multiply(t, scales[i]))
+    for j in nl.affine_range(8):
+        t = nl.load(out[j:j + 1, :])
+        nl.store(out[j:j + 1, :], nl.add(t, 1.0))
+    return out
+
+
+def test_only_the_loops_python_needs_are_unrolled():
+    x = np.random.default_rng(9).standard_normal((8, 16)).astype(np.float32)
+    expected = x * np.arange(1, 9, dtype=np.float32)[:, None] + 1
+    np.testing.assert_allclose(np.asarray(k_one_loop_unrolled(x)), expected, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(nki.simulate_kernel(k_one_loop_unrolled, x)), expected, rtol=1e-6)
+    (compiled,) = k_one_loop_unrolled._cache.values()
+    loops = [line for line in compiled.source.splitlines() if line.strip().startswith("for (int64_t i")]
+    assert len(loops) == 1 and "< (8)" in loops[0]  # the second loop; the first is unrolled

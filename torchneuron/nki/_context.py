@@ -136,6 +136,12 @@ class Executor(Capacity):
 
     interpreting = False
     unrolled = False  # True: loops run in Python with integer indices; an int: loops of at most that many iterations
+    unroll_sites = frozenset()  # the (file, line) of loops to unroll whatever their size
+
+    @property
+    def loop_sites(self) -> dict:
+        """The (file, line) of each symbolic loop variable's `for`, by variable name."""
+        return self.__dict__.setdefault("_loop_sites", {})
 
     def __init__(self, grid):
         self.grid = tuple(grid)

@@ -16,9 +16,12 @@ class ProgramTraceError(KernelTraceError):
 
 
 def _error(index, message):
-    """The trace error for Python control flow on `index`: ProgramTraceError when it involves a program id."""
-    names = index.terms.keys() if index.terms is not None else re.findall(r"\b(p\d)\b", index.text or "")
-    return (ProgramTraceError if any(n.startswith("p") for n in names) else KernelTraceError)(message)
+    """The trace error for Python control flow on `index`: ProgramTraceError when it involves a program
+    id. It names the variables involved (`variables`), so the loops that made them can be unrolled."""
+    names = set(index.terms) if index.terms is not None else set(re.findall(r"\b([pi]\d+)\b", index.text or ""))
+    error = (ProgramTraceError if any(n.startswith("p") for n in names) else KernelTraceError)(message)
+    error.variables = names
+    return error
 
 
 # Variable name -> (creation order, its highest value as affine terms and constant), in the trace

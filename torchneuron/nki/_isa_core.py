@@ -259,9 +259,12 @@ def nonzero_with_count(*args, **kwargs):
 # The DMA engines' arithmetic ----------------------------------------------------------------------
 def dma_compute(*args, **kwargs):
     """dst = reduce_op(srcs[0] * scales[0], srcs[1] * scales[1], ...) in float32, between any memories."""
-    b = _bind(args, kwargs, ["dst", "srcs", "reduce_op", "scales"], "dma_compute")
+    b = _bind(args, kwargs, ["dst", "srcs", "reduce_op", "scales", "unique_indices"], "dma_compute")
     dst, srcs = b["dst"], list(b["srcs"])
     if any(hasattr(t, "row_stride") for t in [dst] + srcs):  # an indirect access: one DMA per partition
+        if not b.get("unique_indices", True):
+            raise NKIError("nisa.dma_compute: unique_indices=False (repeated scatter / gather indices) is not "
+                           "supported, as on hardware")
         return per_partition(lambda d, s: dma_compute(d, s, b.get("reduce_op"), b.get("scales")), dst, srcs)
     scales = list(b.get("scales") or [1.0] * len(srcs))
     if len(scales) != len(srcs) or not srcs:

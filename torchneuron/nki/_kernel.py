@@ -190,30 +190,38 @@ class Kernel:
         return wrapped
 
     # Compiled ------------------------------------------------------------------------------------
-    def _record(self, bound, unrolled, lockstep=False):
+    def _record(self, bound, unrolled, lockstep=False, sites=frozenset()):
         program = _C._compiler.TileProgram()
         recorder = (LockstepRecorder if lockstep else Recorder)(self.grid, program, unrolled)
-        with activate(recorder):
-            wrapped = self._wrap(bound, recorder)
-            if not lockstep:
-                result = self.fn(**wrapped)
-                recorder.check_capacity()  # the tiles' last uses are known now
-                return program, recorder, result
-        return program, recorder, Lockstep(recorder).run(lambda k: self.fn(**wrapped))[0]
+        recorder.unroll_sites = frozenset(sites)
+        try:
+            with activate(recorder):
+                wrapped = self._wrap(bound, recorder)
+                if not lockstep:
+                    result = self.fn(**wrapped)
+                    recorder.check_capacity()  # the tiles' last uses are known now
+                    return program, recorder, result
+            return program, recorder, Lockstep(recorder).run(lambda k: self.fn(**wrapped))[0]
+        except KernelTraceError as error:  # the `for` lines of the loops whose variables it names
+            error.loop_sites = {recorder.loop_sites[n] for n in getattr(error, "variables", ())
+                                if recorder.loop_sites.get(n) is not None}
+            raise
 
     def _trace(self, bound):
         # Loops stay loops with symbolic indices; a kernel whose Python code needs their values
         # (an `if`, a list index: current NKI gives affine_range indices as integers at trace
-        # time) is traced again with its short loops unrolled (up to 2, 4, ... 64 iterations:
-        # the fewest that let it trace, so the compiled code stays small), then with all of them.
-        # Python code that branches on a program id, or programs that synchronise (core_barrier,
-        # sendrecv), switch to tracing the grid's programs in lockstep with integer ids (_lockstep.py).
+        # time) is traced again with those loops (their `for` lines) unrolled, one more each time
+        # it needs one; where that does not do, with its short loops unrolled (up to 2, 4, ... 64
+        # iterations: the fewest that let it trace, so the compiled code stays small), then with
+        # all of them. Python code that branches on a program id, or programs that synchronise
+        # (core_barrier, sendrecv), switch to tracing the grid's programs in lockstep with integer
+        # ids (_lockstep.py).
         with _trace_lock:
-            first, lockstep, levels = None, False, [False, 2, 4, 8, 16, 64, True]
+            first, lockstep, levels, sites = None, False, [False, 2, 4, 8, 16, 64, True], set()
             while levels:
                 unrolled = levels[0]
                 try:
-                    program, recorder, result = self._record(bound, unrolled, lockstep)
+                    program, recorder, result = self._record(bound, unrolled, lockstep, sites)
                     break
                 except (KernelTraceError, IndexError) as error:
                     if isinstance(error, IndexError) and first is None:
@@ -222,6 +230,10 @@ class Kernel:
                         lockstep = True
                         continue
                     first = first or error
+                    more = getattr(error, "loop_sites", set()) - sites
+                    if more:
+                        sites |= more
+                        continue
                     levels.pop(0)
                     if not levels:
                         raise first from None

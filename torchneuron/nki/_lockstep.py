@@ -50,10 +50,13 @@ class LockstepRecorder(Recorder):
 
     def loop(self, extent):
         self.depth += 1
-        return super().loop(extent)
+        var = super().loop(extent)
+        self.__dict__.setdefault("open_loops_vars", []).append(next(iter(var.terms)))
+        return var
 
     def end_loop(self):
         self.depth -= 1
+        self.open_loops_vars.pop()
         super().end_loop()
 
 
@@ -155,8 +158,10 @@ class Lockstep:
     def sync(self, kind, payload=None):
         """Called by the running program at a barrier or exchange; returns when every program is past it."""
         k = self.pids.index(self.executor.pid)
-        if getattr(self.executor, "depth", 0):
-            raise ProgramTraceError(f"nisa.{kind} inside a loop of a compiled kernel: traced again with loops unrolled")
+        if getattr(self.executor, "depth", 0):  # the loops around it are unrolled in the next trace
+            error = ProgramTraceError(f"nisa.{kind} inside a loop of a compiled kernel: traced again with loops unrolled")
+            error.variables = set(getattr(self.executor, "open_loops_vars", ()))
+            raise error
         with self.cond:
             self.arrived[k] = (kind, payload)
             generation = self.generation

@@ -10,6 +10,7 @@ from ._dtypes import dtype, to_dtype
 from ._errors import NKIError
 from ._expr import Index, bounds, is_symbolic
 from ._indices import ArangeIndex, DynSlice, Mask  # noqa: F401  (re-exported: the index kinds tiles take)
+from ._views import ViewMethods
 
 PARTITION_MAX = 128
 SBUF_BYTES_PER_PARTITION = 224 * 1024  # 28 MiB over 128 partitions: NeuronCore-v3 (get_nc_version: gen3)
@@ -124,7 +125,7 @@ def check_on_chip_shape(shape, space: MemorySpace, dtype_: dtype, name: str) -> 
                        f"partition; a PSUM tile holds at most {PSUM_TILE_BYTES_PER_PARTITION} (2 KiB, 512 fp32)")
 
 
-class Tile:
+class Tile(ViewMethods):
     """A strided view of a Buffer: element offset + sum(t[d] * strides[d]) for t < sizes. This is
     the tensor a kernel sees (its arguments, nl.ndarray results and every op's result)."""
 
@@ -353,6 +354,9 @@ class Tile:
         return self._binary("ne", o)
 
     __hash__ = object.__hash__
+
+
+ViewMethods._view_class = Tile
 
 
 class _OutOfBounds(Tile):

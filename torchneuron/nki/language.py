@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -143,8 +144,13 @@ def _range(start, stop, step):
     if stop is None:
         start, stop = 0, start
     ctx = current()
-    unrolled = ctx.unrolled is True or (
-        ctx.unrolled and not is_symbolic(start) and not is_symbolic(stop) and len(builtins.range(start, stop, step)) <= ctx.unrolled)
+    fixed = not is_symbolic(start) and not is_symbolic(stop)
+    unrolled = ctx.unrolled is True or (ctx.unrolled and fixed and len(builtins.range(start, stop, step)) <= ctx.unrolled)
+    site = None
+    if not ctx.interpreting and not unrolled:  # the kernel's `for` line: a loop whose index Python code needed
+        caller = sys._getframe(1)               # in an earlier trace is unrolled, the others stay loops
+        site = (caller.f_code.co_filename, caller.f_lineno)
+        unrolled = fixed and site in ctx.unroll_sites
     if ctx.interpreting or unrolled:
         for value in builtins.range(int(start), int(stop), step):
             ctx.enter_scope()
@@ -157,6 +163,7 @@ def _range(start, stop, step):
         return
     extent = (stop - start + step - 1) // step if step != 1 else stop - start
     var = ctx.loop(extent)
+    ctx.loop_sites[next(iter(var.terms))] = site
     try:
         yield start + var * step
     finally:
@@ -459,7 +466,7 @@ def device_print(print_prefix, tensor, **_unused):
 
 
 # Ops as arguments of ISA calls (op=nl.exp, np.add, ...) --------------------------------------------
-_IMPORTED = {"annotations", "ParDim", "PARTITION_MAX", "SBUF_BYTES_PER_PARTITION", "VirtualRegister", "bytes_per_partition",
+_IMPORTED = {"annotations", "sys", "ParDim", "PARTITION_MAX", "SBUF_BYTES_PER_PARTITION", "VirtualRegister", "bytes_per_partition",
              "check_on_chip_shape", "partition_dim", "math", "builtins", "SimpleNamespace", "Expression", "Op", "current", "Index", "is_symbolic",
              "DTYPES", "SPACES", "ArangeIndex", "Buffer", "DynSlice", "NKIError", "Tile", "promote", "to_dtype", "to_space",
              "op_name", "elementwise", "memset_tile", "copy_into", "reduce_tile", "np", "torch", "torch_dtype",
@@ -489,6 +496,7 @@ def static_cast(array, dtype):
 from ._dtypes import dtype  # noqa: E402  (the NKI dtype class: nl.dtype, nki.dtype)
 from ._language_more import (bitwise_and, bitwise_or, bitwise_xor, dropout, gather_flattened,  # noqa: E402,F401
                              invert, left_shift, prelu, prod, rand, random_seed, right_shift, rms_norm)
-__all__ += ["bitwise_and", "bitwise_or", "bitwise_xor", "dropout", "gather_flattened", "invert",
+NkiTensor = Tile  # the tensor type: nl.ndarray's results, views of them and kernel arguments
+__all__ += ["NkiTensor", "bitwise_and", "bitwise_or", "bitwise_xor", "dropout", "gather_flattened", "invert",
             "left_shift", "prelu", "prod", "rand", "random_seed", "right_shift", "rms_norm"]
 from .typing import tensor  # noqa: E402
