@@ -200,6 +200,52 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id, replica
     return ranks[(me - int(iteration_id)) % len(ranks)]
 
 
+def _exchange_v(name, srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls, broadcast):
+    """all_gather_v (broadcast: one chunk to every rank) and all_to_all_v (a chunk per rank): flat
+    element buffers, counts and displacements from the uint32 metadata rows (send counts, send
+    displacements, received counts written back unless recv_counts_known, receive displacements
+    with has_rdispls; else rank r's chunk lands at slot r of dst's equal slots)."""
+    ctx, dist = _context(name), _distributed()
+    pg, ranks = _group(replica_group)
+    n, me = len(ranks), ranks.index(dist.get_rank())
+    (src,), (dst,) = _as_list(srcs), _as_list(dsts)
+    meta = _read(ctx, metadata_tensor).reshape(-1, n).long()
+    if meta.shape[0] < (4 if has_rdispls else 3):
+        raise NKIError(f"nki.collectives.{name}: metadata_tensor needs {4 if has_rdispls else 3} rows of "
+                       f"{n} (one per rank of the rank-list), got {tuple(metadata_tensor.shape)}")
+    chunks = _gathered(ctx, dist, pg, ranks, src)
+    sends = _gathered(ctx, dist, pg, ranks, metadata_tensor)
+    out = _read(ctx, dst).reshape(-1)
+    slot = out.numel() // n
+    for r in range(n):
+        sent = sends[r].reshape(-1, n).long()
+        column = 0 if broadcast else me
+        count, start = int(sent[0, column]), int(sent[1, column])
+        at = int(meta[3, r]) if has_rdispls else slot * r
+        flat = chunks[r].reshape(-1)
+        if start < 0 or start + count > flat.numel() or at < 0 or at + count > out.numel() or \
+                (not has_rdispls and count > slot):
+            raise NKIError(f"nki.collectives.{name}: rank {ranks[r]} sends {count} elements from {start} of its "
+                           f"{flat.numel()}, to element {at} of {out.numel()}: past a buffer or its slot")
+        out[at:at + count] = flat[start:start + count]
+        meta[2, r] = count
+    _write(ctx, dst, out)
+    if not recv_counts_known:
+        _write(ctx, metadata_tensor, meta.float())
+
+
+def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False, **_unused):
+    """Each rank's chunk src[send_displ : send_displ + send_count] (metadata rows 0 and 1, first
+    column) goes to every rank of the rank-list, rank r's into slot r of dst (or at recv_displs[r])."""
+    _exchange_v("all_gather_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls, True)
+
+
+def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False, **_unused):
+    """Rank s sends src[send_displs[r] : + send_counts[r]] to rank r of the rank-list, which puts it in
+    slot s of dst (or at recv_displs[s]); received counts go to metadata row 2."""
+    _exchange_v("all_to_all_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls, False)
+
+
 def _unsupported(name):
     def function(*_args, **_kwargs):
         raise NKIError(f"nki.collectives.{name} is not provided by torchneuron")
@@ -210,6 +256,7 @@ def _unsupported(name):
 for _name in ("send", "recv"):
     globals()[_name] = _unsupported(_name)
 
-__all__ = ["ReplicaGroup", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
+__all__ = ["ReplicaGroup", "all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
+           "collective_permute",
            "collective_permute_implicit", "collective_permute_implicit_reduce",
            "collective_permute_implicit_current_processing_rank_id", "rank_id", "send", "recv"]
