@@ -294,3 +294,30 @@ def test_dma_compute_unique_indices(mode):
     np.testing.assert_array_equal(np.asarray(run(k_gather_add, mode, table, rows, True)), table[rows[:, 0]] + 1)
     with pytest.raises(Exception, match="unique_indices"):
         run(k_gather_add, mode, table, rows, False)
+
+
+@nki.jit
+def k_bn_stats(x):
+    p, f = x.shape
+    out = nl.ndarray((p, 8), nl.float32, buffer=nl.shared_hbm)
+    t = _sbuf(x)
+    stats = nl.ndarray((p, 6), nl.float32, buffer=nl.sbuf)
+    nisa.bn_stats(dst=stats, data=t)
+    both = nl.ndarray((p, 2), nl.float32, buffer=nl.sbuf)
+    nisa.bn_aggr(dst=both, data=stats)
+    nisa.dma_copy(dst=out[:, 0:6], src=stats)
+    nisa.dma_copy(dst=out[:, 6:8], src=both)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_bn_stats_even_and_odd_halves(mode):
+    x = np.random.default_rng(7).standard_normal((8, 13)).astype(np.float32)
+    got = np.asarray(run(k_bn_stats, mode, x))
+    x64 = x.astype(np.float64)
+    for col, part in ((0, x64[:, 0::2]), (3, x64[:, 1::2])):
+        np.testing.assert_array_equal(got[:, col], part.shape[1])
+        np.testing.assert_allclose(got[:, col + 1], part.mean(axis=1), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[:, col + 2], part.var(axis=1) * part.shape[1], rtol=1e-5)
+    np.testing.assert_allclose(got[:, 6], x64.mean(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[:, 7], x64.var(axis=1), rtol=1e-5)

@@ -346,3 +346,42 @@ def test_only_the_loops_python_needs_are_unrolled():
     (compiled,) = k_one_loop_unrolled._cache.values()
     loops = [line for line in compiled.source.splitlines() if line.strip().startswith("for (int64_t i")]
     assert len(loops) == 1 and "< (8)" in loops[0]  # the second loop; the first is unrolled
+
+
+@nki.jit
+def k_reinterpret(x):
+    """x int32 [4, 8] in device memory read as uint8 [4, 32] and int16 [4, 16] (.view(dtype) and
+    .reinterpret_cast(dtype))."""
+    out = nl.ndarray((2, 4, 32), nl.int32, buffer=nl.shared_hbm)
+    zeros = nl.zeros((4, 32), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=out[1], src=zeros)
+    as_bytes = nl.ndarray((4, 32), nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(dst=as_bytes, src=x.view(nl.uint8))
+    as_halves = nl.ndarray((4, 16), nl.int16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=as_halves, src=x.reinterpret_cast(nl.int16))
+    nisa.dma_copy(dst=out[0], src=as_bytes)
+    nisa.dma_copy(dst=out[1, :, 0:16], src=as_halves)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_reinterpret_cast(mode):
+    x = np.random.default_rng(10).integers(-2 ** 31, 2 ** 31 - 1, (4, 8)).astype(np.int32)
+    got = np.asarray(run(k_reinterpret, mode, x))
+    np.testing.assert_array_equal(got[0], x.view(np.uint8))
+    np.testing.assert_array_equal(got[1, :, :16], x.view(np.int16))
+
+
+@nki.jit
+def k_true_division(x):
+    """A Python float from a loop index (i / 2): that loop is traced unrolled."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0]):
+        nl.store(out[i:i + 1, :], nl.multiply(nl.load(x[i:i + 1, :]), i / 2))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_python_float_from_a_loop_index(mode):
+    x = np.ones((4, 8), np.float32)
+    np.testing.assert_array_equal(np.asarray(run(k_true_division, mode, x)), x * (np.arange(4) / 2)[:, None])

@@ -156,6 +156,16 @@ class Index(LinearOps):
     def __int__(self):
         return self.__index__()
 
+    def __float__(self):
+        return float(self.__index__())
+
+    def __truediv__(self, other):  # a Python value computed from the index: its loop is unrolled
+        raise _error(self, "a loop variable or program id divided with / (a Python float) needs a concrete "
+                           "integer; use // or nl.static_range")
+
+    def __rtruediv__(self, other):
+        return self.__truediv__(other)
+
     def __hash__(self):
         return hash((self.cpp(), self.lo, self.hi))
 

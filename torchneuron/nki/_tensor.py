@@ -216,11 +216,9 @@ class Tile(ViewMethods):
         return tile
 
     def view(self, *args):
-        """tensor.view(shape) as reshape; a different dtype of the same size reinterprets nothing."""
+        """tensor.view(shape) as reshape; tensor.view(dtype) its bytes as another dtype (reinterpret_cast)."""
         if len(args) == 1 and not isinstance(args[0], (tuple, list, int)):
-            if to_dtype(args[0]) is self.dtype:
-                return self
-            raise NKIError(f"NKI: reinterpreting {self.name} ({self.dtype.name}) as {args[0]!r} is not supported")
+            return self.reinterpret_cast(args[0])
         return self.reshape(*args)
 
     def ap(self, pattern, offset=0, scalar_offset=None, indirect_dim=0, dtype=None, vector_offset=None, **_unused):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ._dtypes import to_dtype
 from ._errors import NKIError
 
 
@@ -155,3 +156,24 @@ class ViewMethods:
                 view = view.flatten_dims(position, position + count - 1)
             position += 1 if count else 0
         return view
+
+    def reinterpret_cast(self, dtype):
+        """The view's bytes as `dtype` (its last dim, contiguous, scaled by the ratio of the sizes):
+        device memory any dtype, on chip float32 words as bfloat16 halves (as .ap(dtype=) reads them)."""
+        new = to_dtype(dtype)
+        if new is self.dtype:
+            return self
+        old = self.dtype.itemsize
+        if not self.sizes or self.strides[-1] != 1:
+            raise NKIError(f"NKI reinterpret_cast: the last dim of '{self.name}' must be contiguous")
+        pattern = []
+        for d, (stride, size) in enumerate(zip(self.strides, self.sizes)):
+            last = d == len(self.sizes) - 1
+            scaled_stride, scaled_size = stride * old, size * old if last else size
+            if scaled_stride % new.itemsize or (last and scaled_size % new.itemsize):
+                raise NKIError(f"NKI reinterpret_cast: '{self.name}' {self.shape} of {self.dtype.name} does not "
+                               f"divide into whole {new.name} elements")
+            pattern.append([scaled_stride // new.itemsize if not last else 1,
+                            scaled_size // new.itemsize if last else size])
+        return self.ap(pattern, 0, dtype=new)
+

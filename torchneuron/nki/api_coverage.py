@@ -34,8 +34,6 @@ HINTS = {"name", "engine", "priority", "dge_mode", "dma_engine", "perf_mode", "t
 
 # What the probes cannot see: what is missing from a name that exists (module.name -> note).
 NOTES = {
-    "nki.isa.bn_stats": ("writes (count, mean, variance, 0, 0, 0) per partition, not the documented even / odd halves; "
-                        "bn_aggr reads it"),
     "nki.isa.nc_matmul": "`is_transpose` is accepted; the product is stationary.T @ moving either way",
     "nki.isa.get_nc_version": "always gen3, whose SBUF (224 KiB per partition) is the one modelled",
     "nki.language.float8_e4m3": "device-memory tensors hold its bytes (uint8 to PyTorch: torch has no IEEE-style e4m3)",

@@ -429,40 +429,49 @@ def select(*args, **kwargs):
 
 # Statistics and top-k ------------------------------------------------------------------------------
 def bn_stats(*args, **kwargs):
-    """Per-partition statistics of data [P, F] for bn_aggr: a [P, 6] tile (count, mean, variance, 0, 0, 0)."""
+    """Per-partition statistics of data [P, F] for bn_aggr, a [P, 6] tile: (count, mean, variance *
+    count) of the even elements, then of the odd ones."""
     b, new = _call("bn_stats", args, kwargs, ["data", "mask", "dtype"], lambda a: _first_tile(a, 2))
     data = b["data"]
     if len(data.shape) != 2:
         raise NKIError(f"nisa.bn_stats takes a 2-D tile, got {data.shape}")
     dst = _result(b, new, (data.shape[0], 6), nl.float32)
-    count = data.shape[1]
-    memset_tile(dst, 0.0)
-    memset_tile(dst[:, 0:1], float(count))
-    reduce_tile("add", data, (1,), out=dst[:, 1:2], scale=1.0 / count, name="nisa.bn_stats")
-    expr, sources = Expression(), [data, dst[:, 1:2].expanded(data.shape)]
-    diff = expr.op("sub", expr.source(0), expr.source(1))
-    expr.op("mul", diff, diff)
-    reduce_tile("add", data, (1,), out=dst[:, 2:3], scale=1.0 / count, expression=expr, sources=sources,
-                name="nisa.bn_stats")
+    p, f = data.shape
+    for half, first in ((0, 0), (3, 1)):
+        count = len(range(first, f, 2))
+        memset_tile(dst[:, half:half + 1], float(count))
+        if count == 0:  # one element: no odd ones
+            memset_tile(dst[:, half + 1:half + 3], 0.0)
+            continue
+        part = Tile(data._buffer, data.offset + first * data.strides[1], [p, count], [data.strides[0], 2 * data.strides[1]],
+                    data.checks)
+        mean = dst[:, half + 1:half + 2]
+        reduce_tile("add", part, (1,), out=mean, scale=1.0 / count, name="nisa.bn_stats")
+        expr, sources = Expression(), [part, mean.expanded(part.shape)]
+        diff = expr.op("sub", expr.source(0), expr.source(1))
+        expr.op("mul", diff, diff)
+        reduce_tile("add", part, (1,), out=dst[:, half + 2:half + 3], expression=expr, sources=sources,
+                    name="nisa.bn_stats")
     return dst
 
 
 def bn_aggr(*args, **kwargs):
-    """Mean and variance [P, 2] from bn_stats results concatenated along the free axis [P, 6k]."""
+    """Mean and variance [P, 2] from (count, mean, variance * count) triples along the free axis
+    [P, 3k] (bn_stats results side by side)."""
     b, new = _call("bn_aggr", args, kwargs, ["data", "mask", "dtype"], lambda a: _first_tile(a, 2))
     data = b["data"]
-    if len(data.shape) != 2 or data.shape[1] % 6:
-        raise NKIError(f"nisa.bn_aggr takes bn_stats results [P, 6k], got {data.shape}")
+    if len(data.shape) != 2 or data.shape[1] % 3:
+        raise NKIError(f"nisa.bn_aggr takes (count, mean, variance * count) triples [P, 3k], got {data.shape}")
     dst = _result(b, new, (data.shape[0], 2), nl.float32)
-    counts, means, variances = data[:, 0::6], data[:, 1::6], data[:, 2::6]
+    counts, means, spreads = data[:, 0::3], data[:, 1::3], data[:, 2::3]
     total = nl.sum(counts, axis=1, keepdims=True, dtype=nl.float32)
     weighted = nl.ndarray((data.shape[0], 1), nl.float32)
     reduce_tile("add", counts, (1,), out=weighted, expression=_product(), sources=[counts, means])
-    squares = nl.ndarray((data.shape[0], 1), nl.float32)
+    squares = nl.ndarray((data.shape[0], 1), nl.float32)  # sum of spread + count * mean^2: count * E[x^2]
     expr = Expression()
     m = expr.source(1)
-    expr.op("mul", expr.source(0), expr.op("add", expr.source(2), expr.op("mul", m, m)))
-    reduce_tile("add", counts, (1,), out=squares, expression=expr, sources=[counts, means, variances])
+    expr.op("add", expr.source(2), expr.op("mul", expr.source(0), expr.op("mul", m, m)))
+    reduce_tile("add", counts, (1,), out=squares, expression=expr, sources=[counts, means, spreads])
     mean = nl.divide(weighted, total)
     copy_into(dst[:, 0:1], mean)
     copy_into(dst[:, 1:2], nl.subtract(nl.divide(squares, total), nl.multiply(mean, mean)))
