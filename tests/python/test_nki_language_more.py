@@ -385,3 +385,23 @@ def k_true_division(x):
 def test_python_float_from_a_loop_index(mode):
     x = np.ones((4, 8), np.float32)
     np.testing.assert_array_equal(np.asarray(run(k_true_division, mode, x)), x * (np.arange(4) / 2)[:, None])
+
+
+@nki.jit
+def k_power_of_index(x):
+    """After one loop is unrolled for a list index, another computes j ** 2 in Python (a TypeError
+    on a symbolic index): the kernel is traced with its short loops unrolled."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    offsets = [0.0, 10.0, 20.0, 30.0]
+    for i in nl.affine_range(4):
+        nl.store(out[i:i + 1, :], nl.add(nl.load(x[i:i + 1, :]), offsets[i]))
+    for j in nl.affine_range(4):
+        nl.store(out[j:j + 1, :], nl.multiply(nl.load(out[j:j + 1, :]), float(j ** 2)))
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_other_python_errors_on_an_index_fall_back_to_unrolling(mode):
+    x = np.ones((4, 8), np.float32)
+    expected = (x + np.array([0, 10, 20, 30], np.float32)[:, None]) * (np.arange(4) ** 2)[:, None]
+    np.testing.assert_array_equal(np.asarray(run(k_power_of_index, mode, x)), expected)

@@ -223,8 +223,10 @@ class Kernel:
                 try:
                     program, recorder, result = self._record(bound, unrolled, lockstep, sites)
                     break
-                except (KernelTraceError, IndexError) as error:
-                    if isinstance(error, IndexError) and first is None:
+                except (KernelTraceError, IndexError, TypeError) as error:
+                    # other errors of Python code on an index still symbolic (once a trace has
+                    # failed): traced again with more loops unrolled, as the old levels did
+                    if not isinstance(error, KernelTraceError) and first is None:
                         raise
                     if isinstance(error, ProgramTraceError) and not lockstep and math.prod(self.grid or (1,)) > 1:
                         lockstep = True
