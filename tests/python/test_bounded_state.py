@@ -30,10 +30,10 @@ def test_launch_site_still_names_the_line_after_eviction():
     x = torch.ones(4, device="neuron")
     for i in range(4200):  # more code objects than the capture keeps: it lets them all go once
         exec(compile("y = x * 2", f"<filler {i}>", "exec"), {"x": x})
-    module = torch.nn.Embedding(4, 2).to("neuron")
+    weight = torch.randn(4, 2, device="neuron")
     bad = torch.tensor([0, 9], device="neuron")
     line = sys._getframe().f_lineno + 1
-    module(bad)
+    torch.index_select(weight, 0, bad)  # index_select's range check is on the device
     with pytest.raises(torch.AcceleratorError, match="index 9 is out of range") as info:
         torch.neuron.synchronize()
     assert f"{os.path.basename(__file__)}:{line}" in str(info.value)

@@ -316,10 +316,10 @@ def test_native_ops_refuse_tensors_on_another_device(name):
     assert torch.equal((a + torch.tensor(1.0)).cpu(), a.cpu() + 1)  # 0-dim CPU scalars stay fine
 
 
-def embedding_fault_site(module, indices):
-    """Runs an nn.Embedding whose lookup faults on the device; returns the error and the call's line."""
+def loss_fault_site(module, log_probs, target):
+    """Runs an nn.NLLLoss whose target check faults on the device; returns the error and the call's line."""
     line = sys._getframe().f_lineno + 1
-    module(indices)
+    module(log_probs, target)
     with pytest.raises(torch.AcceleratorError) as info:
         torch.neuron.synchronize()
     return str(info.value), f"{THIS_FILE}:{line}"
@@ -327,15 +327,16 @@ def embedding_fault_site(module, indices):
 
 def test_fault_from_a_native_op_names_the_user_line_outside_torch():
     # torch releases the GIL around native ops, so this covers the site capture that reads the
-    # stack without it; nn.Module and F.embedding frames are skipped to reach this file.
-    module = torch.nn.Embedding(4, 2).to("neuron")
+    # stack without it; nn.Module and F.nll_loss frames are skipped to reach this file.
+    module = torch.nn.NLLLoss()
+    log_probs = torch.randn(2, 4, device="neuron").log_softmax(1)
     bad = torch.tensor([0, 9], device="neuron")
     for _ in range(3):  # the same line again: from the per-thread cache
-        text, site = embedding_fault_site(module, bad)
+        text, site = loss_fault_site(module, log_probs, bad)
         assert site in text, text
     line = sys._getframe().f_lineno + 1
-    module(bad)
-    with pytest.raises(torch.AcceleratorError, match="index 9 is out of range") as info:
+    module(log_probs, bad)
+    with pytest.raises(torch.AcceleratorError, match="Target 9 is out of bounds") as info:
         torch.neuron.synchronize()
     assert f"{THIS_FILE}:{line}" in str(info.value)
 
@@ -343,10 +344,11 @@ def test_fault_from_a_native_op_names_the_user_line_outside_torch():
 def test_fault_site_is_captured_on_another_python_thread():
     import threading
 
-    module = torch.nn.Embedding(4, 2).to("neuron")
+    module = torch.nn.NLLLoss()
+    log_probs = torch.randn(1, 4, device="neuron").log_softmax(1)
     bad = torch.tensor([5], device="neuron")
     results = []
-    thread = threading.Thread(target=lambda: results.append(embedding_fault_site(module, bad)))
+    thread = threading.Thread(target=lambda: results.append(loss_fault_site(module, log_probs, bad)))
     thread.start()
     thread.join()
     text, site = results[0]

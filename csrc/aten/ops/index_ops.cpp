@@ -28,11 +28,7 @@
 #include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/nonzero.h>
-#include <ATen/ops/argmax.h>
 #include <c10/util/accumulate.h>
-#include <ATen/ops/ge.h>
-#include <ATen/ops/logical_or.h>
-#include <ATen/ops/lt.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -41,6 +37,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/index_checks.h"
 #include "kernels/index.h"
 
 namespace torchneuron::aten {
@@ -89,7 +86,9 @@ struct IndexPlan {
   }
 };
 
-IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list) {
+// check_values: read the index values and raise CPU's IndexError for one out of range (see
+// index_checks.h); false where they are known in range (the backward of indexing says `unsafe`).
+IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list, bool check_values = true) {
   IndexPlan plan;
   int64_t dim = 0;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -119,14 +118,13 @@ IndexPlan plan_indexing(const at::Tensor& self, const IndexList& list) {
     TORCH_CHECK_INDEX(type == at::kLong || type == at::kInt,
                       "tensors used as indices must be long, int, byte or bool tensors");
     TORCH_CHECK_INDEX(dim < self.dim(), "too many indices for tensor of dimension ", self.dim());
-    if (index.is_cpu() && index.numel() > 0) {  // host values (Python lists): checked now, as CPU PyTorch does
-      const int64_t size = self.size(dim);
-      const at::Tensor bad = at::logical_or(at::lt(index, -size), at::ge(index, size)).flatten();
-      if (size > 0 && bad.any().item<bool>()) {
-        const int64_t first = at::argmax(bad.to(at::kByte)).item<int64_t>();
+    // Checked at the call, as CPU PyTorch does (a neuron index waits for the queue up to it).
+    const int64_t size = self.size(dim);
+    if (size > 0 && check_values) {
+      if (const std::optional<OutOfRange> bad = first_out_of_range(index, -size, size)) {
         // CPU PyTorch numbers the dimension among the index tensors, as its kernel does.
-        TORCH_CHECK_INDEX(false, "index ", index.flatten()[first].item<int64_t>(), " is out of bounds for dimension ",
-                          plan.indices.size(), " with size ", size);
+        TORCH_CHECK_INDEX(false, "index ", bad->value, " is out of bounds for dimension ", plan.indices.size(),
+                          " with size ", size);
       }
     }
     plan.dims.push_back(dim++);
@@ -226,7 +224,7 @@ at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Ten
   }
   TORCH_CHECK(values.device() == self.device() || values.dim() == 0,
               "index_put_: expected values on ", self.device(), " (or a 0-dim CPU tensor), got ", values.device());
-  const IndexPlan plan = plan_indexing(self, indices);
+  const IndexPlan plan = plan_indexing(self, indices, /*check_values=*/!unsafe);
   const std::vector<int64_t> result_shape = plan.result_shape();
   TORCH_CHECK(at::is_expandable_to(values.sizes(), result_shape), "shape mismatch: value tensor of shape ", values.sizes(),
               " cannot be broadcast to indexing result of shape ", c10::IntArrayRef(result_shape));
@@ -393,6 +391,7 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   if (self.dim() == 0) return self.copy_(source.reshape({-1})[0]);
   IndexList indices;
   for (int64_t k = 0; k < self.dim(); ++k) indices.push_back(coords.select(1, k));
+  const TrustedIndices trusted;  // nonzero's coordinates
   return indexing::index_put_(self, indices, source.reshape({-1}).narrow(0, 0, count), false, false);
 }
 

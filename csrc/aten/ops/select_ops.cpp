@@ -44,6 +44,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/index_checks.h"
 #include "kernels/select.h"
 
 namespace torchneuron::aten {
@@ -275,6 +276,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bo
   if (return_inverse) {
     const at::Tensor group = at::cumsum(starts_group, 0).sub_(1);
     at::Tensor flat_inverse = at::empty({n}, long_options);
+    const TrustedIndices trusted;  // sort's permutation
     flat_inverse.index_put_({order}, group);
     inverse = flat_inverse.view(self.sizes());
   }
