@@ -71,10 +71,20 @@ void ternary(TernaryOp op, const ElementwiseArgs& args, OpScalar alpha) {
           break;
         case TernaryOp::kLerp:
           if constexpr (std::is_floating_point_v<C>) {
-            return map<T, T, 3>(args, [](C self, C end, C weight) {
-              return std::abs(weight) < C(0.5) ? self + weight * (end - self)
-                                               : end - (end - self) * (C(1) - weight);
-            });
+            // CPU PyTorch's vectorized lerp: base + coeff * (end - self) as one fused multiply-add
+            // where the instruction set has it (its results differ from the unfused form's).
+            const auto lerp = [](C self, C end, C weight) {
+              const bool small = std::abs(weight) < C(0.5);
+              const C coeff = small ? weight : weight - C(1), base = small ? self : end;
+#if defined(__FMA__)
+              return std::fma(coeff, end - self, base);
+#else
+              return C(coeff * (end - self) + base);
+#endif
+            };
+            // A host-scalar weight comes as alpha, unrounded to a half type, as CPU's opmath weight.
+            if (args.is_scalar[3]) return map<T, T, 3>(args, [value, lerp](C self, C end, C) { return lerp(self, end, value); });
+            return map<T, T, 3>(args, lerp);
           }
           break;
         case TernaryOp::kPreluGradInput:

@@ -215,6 +215,12 @@ at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const a
   TORCH_CHECK(batch1.size(2) == batch2.size(1), "Incompatible matrix sizes for bmm (", batch1.size(1), "x",
               batch1.size(2), " and ", batch2.size(1), "x", batch2.size(2), ")");
   const int64_t batches = batch1.size(0), n = batch1.size(1), m = batch1.size(2), p = batch2.size(2);
+  if (self.is_complex() && batches > 0) {  // CPU's order, one addmm_ per batch (complex GEMMs round per batch there)
+    at::native::resize_output(out, {n, p});
+    out.copy_(self.expand({n, p}));
+    for (int64_t b = 0; b < batches; ++b) out.addmm_(batch1[b], batch2[b], b == 0 ? beta : at::Scalar(1), alpha);
+    return out;
+  }
   const at::Tensor left = batch1.permute({1, 0, 2}).reshape({n, batches * m});
   const at::Tensor right = batch2.reshape({batches * m, p});
   return at::addmm_out(out, self.expand({n, p}), left, right, beta, alpha);

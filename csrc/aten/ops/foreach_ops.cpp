@@ -238,7 +238,7 @@ void unary_into(const char* op, at::TensorList out, at::TensorList self, kernels
 // out[i] = lerp(self[i], ends[i], weight), one command; out may be self.
 void lerp_into(const char* op, at::TensorList out, at::TensorList self, at::TensorList ends, double weight) {
   launch(op, self, {pointers_of(out), pointers_of(self), pointers_of(ends), values(weight, self.size())},
-         [](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kLerp, d.args, {}); });
+         [weight](size_t, Dense& d) { kernels::ternary(kernels::TernaryOp::kLerp, d.args, {weight, 0}); });
 }
 
 void activation_each(const char* op, at::TensorList self, kernels::ActivationOp kind, std::vector<double> params) {

@@ -253,7 +253,10 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& or
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(linalg_vector_norm, out)>::call(
         self, ord, dim, keepdim, dtype, result);
   }
-  const at::Tensor norm = at::pow(reductions::sum_dim(at::pow(at::abs(x), ord), dim, keepdim, std::nullopt), 1.0 / p);
+  // Powers of a half type in float32, as CPU's opmath: |x|^p overflows float16 long before the norm does.
+  const bool half = x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16;
+  const at::Tensor wide = half ? x.to(at::kFloat) : x;
+  const at::Tensor norm = at::pow(reductions::sum_dim(at::pow(at::abs(wide), ord), dim, keepdim, std::nullopt), 1.0 / p);
   at::native::resize_output(result, norm.sizes());
   result.copy_(norm);
   return result;

@@ -189,8 +189,12 @@ NEURON_POINTWISE3(addcmul, TernaryOp::kAddcmul)
 NEURON_POINTWISE3(addcdiv, TernaryOp::kAddcdiv)
 #undef NEURON_POINTWISE3
 
-at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
-                            at::Tensor& result) {
+namespace {
+
+// The kernel takes a host-scalar weight as alpha: a Python weight unrounded to a half type, as
+// CPU's opmath weight; `weight` holds it rounded to self's dtype for the iterator and the fallback.
+bool launch_lerp(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, const double* scalar,
+                 at::Tensor& result) {
   at::TensorBase out = result;
   auto iter = at::TensorIteratorConfig()
                   .allow_cpu_scalars(true)
@@ -199,7 +203,18 @@ at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const
                   .add_const_input(end)
                   .add_const_input(weight)
                   .build();
-  if (!launch_ternary(iter, TernaryOp::kLerp, "aten::lerp", {})) {
+  OpScalar alpha;
+  if (iter.is_cpu_scalar(3) && !c10::isComplexType(iter.dtype(3))) {
+    alpha.real = scalar != nullptr ? *scalar : iter.scalar_value<double>(3);
+  }
+  return launch_ternary(iter, TernaryOp::kLerp, "aten::lerp", alpha);
+}
+
+}  // namespace
+
+at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
+                            at::Tensor& result) {
+  if (!launch_lerp(self, end, weight, nullptr, result)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(lerp, Tensor_out)>::call(self, end, weight, result);
   }
   return result;
@@ -207,7 +222,12 @@ at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const
 
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& weight,
                             at::Tensor& result) {
-  return ternary::lerp_tensor_out(self, end, wrapped(weight).to(self.scalar_type()), result);
+  const at::Tensor rounded = wrapped(weight).to(self.scalar_type());
+  const double scalar = weight.isComplex() ? 0.0 : weight.toDouble();
+  if (!launch_lerp(self, end, rounded, weight.isComplex() ? nullptr : &scalar, result)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(lerp, Scalar_out)>::call(self, end, weight, result);
+  }
+  return result;
 }
 
 at::Tensor lerp_tensor_functional(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
