@@ -182,6 +182,81 @@ void pack_pairs_across_rows(const uint8_t* b, int64_t row_stride, int64_t n, int
   }
 }
 
+// The sums of a packed 32-column VNNI panel's columns over `groups` k-groups (four signed bytes
+// a word), by vpdpbusd with an all-ones unsigned operand: exact in int32.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_column_sums(const uint32_t* panel, int64_t groups,
+                                                                             int32_t sums[32]) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; ++q, panel += 32) {
+    lo = vnni_step(lo, ones, _mm512_loadu_si512(panel));
+    hi = vnni_step(hi, ones, _mm512_loadu_si512(panel + 16));
+  }
+  _mm512_storeu_si512(sums, lo);
+  _mm512_storeu_si512(sums + 16, hi);
+}
+
+// Up to this many row panels of A, a row-major B is read in blocks (below), not packed whole.
+constexpr int64_t kBlockedBRowPanels = 8;
+
+// Few rows of A times a row-major B: packing all of B first writes and reads it again (three
+// passes over memory where the product needs one). Instead each thread owns column blocks of
+// kBlockCols and walks down k in chunks of kChunkGroups groups, packing each chunk (B read once,
+// kBlockCols bytes of a row at a time) into a buffer that stays in cache and running the tiles
+// over it; the chunks' int32 sums (exact, wrap-around) are added into C.
+template <class PackA>
+void int8_vnni_row_major_b_blocks(const Int8GemmArgs& g, const PackA& pack_a, uint8_t flip) {
+  constexpr int64_t R = Vnni512::kRows, C = Vnni512::kCols;
+  constexpr int64_t kBlockCols = 512, kChunkGroups = 128;  // a 256 KiB packed chunk
+  static constexpr auto tiles = tile_table<Vnni512>(std::make_integer_sequence<int, Vnni512::kRows>());
+  const int64_t groups = (g.k + 3) / 4, row_panels = (g.m + R - 1) / R;
+  const int64_t a_panel = groups * R + 16, chunk_panel = kChunkGroups * C + 16;
+  thread_local PackBuffer a_buffer;
+  uint32_t* pa = a_buffer.get(row_panels * a_panel);
+  struct Trim {
+    PackBuffer& buffer;
+    ~Trim() { buffer.trim(); }
+  } trim{a_buffer};
+  for (int64_t ip = 0; ip < row_panels; ++ip) pack_a(ip * R, std::min(R, g.m - ip * R), pa + ip * a_panel);
+  const auto* b = static_cast<const uint8_t*>(g.b.data);
+  const int64_t col_blocks = (g.n + kBlockCols - 1) / kBlockCols;
+  parallel_for(col_blocks, 1, [&](int64_t begin, int64_t end) {
+    thread_local PackBuffer chunk_buffer;
+    uint32_t* chunk = chunk_buffer.get(kBlockCols / C * chunk_panel);
+    alignas(64) int32_t tile[R * C];
+    for (int64_t cb = begin; cb < end; ++cb) {
+      const int64_t col0 = cb * kBlockCols, cols = std::min(kBlockCols, g.n - col0);
+      for (int64_t q0 = 0; q0 < groups; q0 += kChunkGroups) {
+        const int64_t q1 = std::min(groups, q0 + kChunkGroups);
+        pack_quads_across_rows(b + 4 * q0 * g.b.row_stride + col0, g.b.row_stride, cols, g.k - 4 * q0, 0, q1 - q0,
+                               chunk, chunk_panel);
+        for (int64_t p = 0; p * C < cols; ++p) {
+          const uint32_t* panel = chunk + p * chunk_panel;
+          const int64_t j0 = col0 + p * C, width = std::min(C, cols - p * C);
+          alignas(64) int32_t correction[C] = {};
+          if (flip != 0) {  // 128 * this chunk's column sums of B
+            vnni_column_sums(panel, q1 - q0, correction);
+            for (int r = 0; r < C; ++r) correction[r] = static_cast<int32_t>(static_cast<uint32_t>(correction[r]) * 128u);
+          }
+          for (int64_t ip = 0; ip < row_panels; ++ip) {
+            const int64_t rows = std::min(R, g.m - ip * R);
+            tiles[rows - 1](q1 - q0, pa + ip * a_panel + q0 * R, panel, tile);
+            for (int64_t r = 0; r < rows; ++r) {
+              int32_t* to = g.c + (ip * R + r) * g.ldc + j0;
+              const int32_t* from = tile + r * C;
+              for (int64_t c = 0; c < width; ++c) {
+                const uint32_t value = static_cast<uint32_t>(from[c]) - static_cast<uint32_t>(correction[c]);
+                to[c] = static_cast<int32_t>(q0 == 0 ? value : static_cast<uint32_t>(to[c]) + value);
+              }
+            }
+          }
+        }
+      }
+    }
+    chunk_buffer.trim();
+  });
+}
+
 // vpdpbusd multiplies unsigned by signed bytes: a signed A is read as a + 128 (its bits ^ 0x80)
 // and 128 * (column sum of B) taken off each result, in wrap-around int32.
 void int8_gemm_vnni(const Int8GemmArgs& g) {
@@ -202,13 +277,8 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
   // Column sums from a packed panel, where each column's bytes are one word per k-group.
   const auto column_sums = [&](int64_t col, int64_t cols, const uint32_t* panel) {
     if (g.a_unsigned) return;
-    int32_t sums[Vnni512::kCols] = {};
-    for (int64_t q = 0; q < (g.k + 3) / 4; ++q) {
-      const auto* bytes = reinterpret_cast<const int8_t*>(panel + q * Vnni512::kCols);
-      for (int r = 0; r < Vnni512::kCols; ++r) {
-        sums[r] += bytes[4 * r] + bytes[4 * r + 1] + bytes[4 * r + 2] + bytes[4 * r + 3];
-      }
-    }
+    alignas(64) int32_t sums[Vnni512::kCols];
+    vnni_column_sums(panel, (g.k + 3) / 4, sums);
     for (int64_t r = 0; r < cols; ++r) correction[col + r] = static_cast<uint32_t>(sums[r]) * 128u;
   };
   const auto pack_b = [&](int64_t col, int64_t cols, uint32_t* out) {
@@ -240,6 +310,9 @@ void int8_gemm_vnni(const Int8GemmArgs& g) {
                                 },
                                 column_sums};
   const bool across_rows = g.b.row_stride != 1 && g.b.col_stride == 1;
+  if (across_rows && g.k > 0 && (g.m + Vnni512::kRows - 1) / Vnni512::kRows <= kBlockedBRowPanels) {
+    return int8_vnni_row_major_b_blocks(g, pack_a, flip);
+  }
   blocked_gemm<Vnni512>(g.m, g.n, g.k, pack_a, pack_b, store, across_rows ? &by_groups : nullptr);
 }
 

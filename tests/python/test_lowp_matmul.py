@@ -132,6 +132,24 @@ def test_int_mm_odd_shapes_and_layouts_are_exact(self_dtype, m, k, n, no_fallbac
     assert torch.equal(out.cpu(), expected)
 
 
+@pytest.mark.parametrize("self_dtype", [torch.int8, torch.uint8])
+@pytest.mark.parametrize("m", [1, 13, 96, 97])
+def test_int_mm_few_rows_row_major_b_is_exact(self_dtype, m, no_fallback):
+    """Up to 96 rows, a row-major B is read in blocks of 512 columns and chunks of 512 k, their
+    int32 sums added: several blocks and chunks, partial last ones, k off the groups of 4, B a
+    slice of a wider tensor (97 rows: B packed whole)."""
+    gen = torch.Generator().manual_seed(m)
+    low, high = (-128, 128) if self_dtype == torch.int8 else (0, 256)
+    k, n = 1030, 1100
+    x = torch.randint(low, high, (m, k), generator=gen, dtype=torch.int32).to(self_dtype)
+    w = torch.randint(-128, 128, (k, n + 24), generator=gen, dtype=torch.int8)[:, 5:n + 5]
+    assert w.stride() == (n + 24, 1)
+    assert torch.equal(torch._int_mm(x.to("neuron"), w.to("neuron")).cpu(), torch._int_mm(x, w))
+    wide = torch.randint(-128, 128, (k, n + 24), generator=gen, dtype=torch.int8)
+    got = torch._int_mm(x.to("neuron"), wide.to("neuron")[:, 5:n + 5])
+    assert torch.equal(got.cpu(), torch._int_mm(x, wide[:, 5:n + 5]))
+
+
 @pytest.mark.parametrize("a_value,b_value",
                          [(-128, -128), (-128, 127), (127, -128), (255, -128), (255, 127), (0, -128)])
 def test_int_mm_extremes_are_exact(a_value, b_value, no_fallback):
