@@ -84,7 +84,14 @@ inline Dst convert(Src value) {
     } else if constexpr (std::is_integral_v<Dst> && std::is_floating_point_v<Arithmetic<Src>>) {
       // As torch's CPU kernels on x86: truncate to int32 (int64 for int64), out-of-range and
       // NaN give the minimum value, and narrower types keep the low bits.
+      // uint32 from the 64-bit truncation, and uint64 exact up to 2^64, as their plain casts.
       if constexpr (sizeof(Dst) == 8) {
+        if constexpr (std::is_unsigned_v<Dst>) {
+          const auto v = static_cast<double>(wide);
+          if (v >= 9223372036854775808.0 && v < 18446744073709551616.0) return static_cast<Dst>(v);
+        }
+        return static_cast<Dst>(truncate_like_x86<int64_t>(static_cast<double>(wide)));
+      } else if constexpr (std::is_same_v<Dst, uint32_t>) {
         return static_cast<Dst>(truncate_like_x86<int64_t>(static_cast<double>(wide)));
       } else {
         return static_cast<Dst>(truncate_like_x86<int32_t>(static_cast<double>(wide)));
@@ -239,9 +246,9 @@ void copy(const StridedView& dst, const StridedView& src) {
   const CoalescedShape shape = coalesce(views, 2);
   char* out = static_cast<char*>(dst.data);
   const char* in = static_cast<const char*>(src.data);
-  dispatch_dtype(dst.dtype, "copy", [&](auto dst_tag) {
+  dispatch_convertible_dtype(dst.dtype, "copy", [&](auto dst_tag) {
     using Dst = decltype(dst_tag);
-    dispatch_dtype(src.dtype, "copy", [&](auto src_tag) {
+    dispatch_convertible_dtype(src.dtype, "copy", [&](auto src_tag) {
       using Src = decltype(src_tag);
       const int64_t numel = dst.numel();
       if (numel < kParallelCopyElements || shape.ndim == 0) return copy_typed<Dst, Src>(shape, out, in);
@@ -263,7 +270,7 @@ void fill(const StridedView& dst, FillValue value) {
   if (dst.numel() == 0) return;
   const CoalescedShape shape = coalesce(&dst, 1);
   char* const base[1] = {static_cast<char*>(dst.data)};
-  dispatch_dtype(dst.dtype, "fill", [&](auto tag) {
+  dispatch_convertible_dtype(dst.dtype, "fill", [&](auto tag) {
     using T = decltype(tag);
     T typed;
     if constexpr (std::is_same_v<T, int64_t>) {

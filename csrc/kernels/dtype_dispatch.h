@@ -1,5 +1,6 @@
 // Dispatch from a runtime DType to the kernels' storage type: f(T{}) is called with bool,
-// the integer types, Half, BFloat16, float, double (and std::complex for dispatch_dtype).
+// the signed integer types and uint8, Half, BFloat16, float, double (std::complex for
+// dispatch_dtype, uint16/32/64 for dispatch_convertible_dtype).
 #pragma once
 
 #include <complex>
@@ -38,6 +39,17 @@ void dispatch_dtype(DType dtype, const char* what, F&& f) {
     case DType::kComplex64: return f(std::complex<float>{});
     case DType::kComplex128: return f(std::complex<double>{});
     default: return dispatch_real_dtype(dtype, what, f);
+  }
+}
+
+// What copy and fill convert between: every dtype, the unsigned 16-64-bit ones included.
+template <typename F>
+void dispatch_convertible_dtype(DType dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case DType::kUInt16: return f(uint16_t{});
+    case DType::kUInt32: return f(uint32_t{});
+    case DType::kUInt64: return f(uint64_t{});
+    default: return dispatch_dtype(dtype, what, f);
   }
 }
 

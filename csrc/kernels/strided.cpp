@@ -9,13 +9,16 @@ size_t element_size(DType dtype) {
     case DType::kInt8:
       return 1;
     case DType::kInt16:
+    case DType::kUInt16:
     case DType::kFloat16:
     case DType::kBFloat16:
       return 2;
     case DType::kInt32:
+    case DType::kUInt32:
     case DType::kFloat32:
       return 4;
     case DType::kInt64:
+    case DType::kUInt64:
     case DType::kFloat64:
     case DType::kComplex64:
       return 8;
@@ -39,6 +42,9 @@ const char* dtype_name(DType dtype) {
     case DType::kFloat64: return "float64";
     case DType::kComplex64: return "complex64";
     case DType::kComplex128: return "complex128";
+    case DType::kUInt16: return "uint16";
+    case DType::kUInt32: return "uint32";
+    case DType::kUInt64: return "uint64";
   }
   return "unknown";
 }

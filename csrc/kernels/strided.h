@@ -22,6 +22,11 @@ enum class DType : uint8_t {
   kFloat64,
   kComplex64,
   kComplex128,
+  // Converted by copy and fill only; no kernel computes on them (the aten layer maps their
+  // arithmetic onto the signed type of their width or converts them first).
+  kUInt16,
+  kUInt32,
+  kUInt64,
 };
 
 size_t element_size(DType dtype);

@@ -59,6 +59,10 @@ kernels::DType to_kernel_dtype(c10::ScalarType type) {
     case c10::kDouble: return kernels::DType::kFloat64;
     case c10::kComplexFloat: return kernels::DType::kComplex64;
     case c10::kComplexDouble: return kernels::DType::kComplex128;
+    // Only copies convert these (has_kernel_dtype is false for them).
+    case c10::kUInt16: return kernels::DType::kUInt16;
+    case c10::kUInt32: return kernels::DType::kUInt32;
+    case c10::kUInt64: return kernels::DType::kUInt64;
     default:
       TORCH_CHECK(false, "neuron kernels do not handle dtype ", type,
                   "; convert the tensor to a supported dtype first.");

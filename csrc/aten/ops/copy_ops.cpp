@@ -8,6 +8,7 @@
 
 #include "aten/ops/fewer_dims.h"
 #include "aten/ops/native_ops.h"
+#include "aten/ops/unsigned_dtypes.h"
 #include "aten/device/neuron_tensor.h"
 #include "kernels/copy.h"
 
@@ -22,13 +23,20 @@ runtime::HardwareQueue& queue_of(const at::Tensor& t) {
   return runtime_call([&]() -> runtime::HardwareQueue& { return runtime::device(t.device().index()).queue(); });
 }
 
-// A device-side copy converts between the dtypes the kernels compute on; a dtype they only
-// store (unsigned 16/32/64-bit, float8, complex32) moves as bits, to the same dtype.
+// The dtypes the copy kernel converts between: those the kernels compute on and uint16/32/64.
+bool converts_on_device(c10::ScalarType type) { return has_kernel_dtype(type) || is_wide_unsigned(type); }
+
+kernels::StridedView copy_view(const at::Tensor& tensor) {
+  return converts_on_device(tensor.scalar_type()) ? strided_view(tensor) : bits_view(tensor);
+}
+
+// A device-side copy converts between those dtypes; a dtype the kernels only store (float8,
+// complex32) moves as bits, to the same dtype.
 void check_copy_dtypes(const at::Tensor& dst, const at::Tensor& src) {
   TORCH_CHECK(!src.is_conj() && !src.is_neg(),
               "neuron copy: the source is a lazily conjugated or negated view; call "
               ".resolve_conj() / .resolve_neg() on it first.");
-  const bool converts = has_kernel_dtype(dst.scalar_type()) && has_kernel_dtype(src.scalar_type());
+  const bool converts = converts_on_device(dst.scalar_type()) && converts_on_device(src.scalar_type());
   const bool as_bits = dst.scalar_type() == src.scalar_type() && copies_as_bits(src.scalar_type());
   TORCH_CHECK(converts || as_bits, "neuron copy: dtype ", src.scalar_type(), " -> ", dst.scalar_type(),
               " is not supported on neuron.");
@@ -82,7 +90,7 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
 
 void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
   if (dst.scalar_type() != src_in.scalar_type() &&
-      (!has_kernel_dtype(dst.scalar_type()) || !has_kernel_dtype(src_in.scalar_type())) &&
+      (!converts_on_device(dst.scalar_type()) || !converts_on_device(src_in.scalar_type())) &&
       copies_as_bits(dst.scalar_type()) && copies_as_bits(src_in.scalar_type())) {
     // A conversion the kernels cannot do (to or from a stored-only dtype): CPU PyTorch does it.
     at::Tensor host = at::empty(src_in.sizes(), src_in.options().device(c10::kCPU));
@@ -101,8 +109,8 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   }
   const auto [dst_view, src_view] = fewer_dims(dst, src);
-  const kernels::StridedView to = bits_view(dst_view);
-  const kernels::StridedView from = bits_view(src_view);
+  const kernels::StridedView to = copy_view(dst_view);
+  const kernels::StridedView from = copy_view(src_view);
   if (dst.device() == src.device()) {
     enqueue(dst, "aten::copy_", {&src, &dst}, [to, from] { kernels::copy(to, from); });
     return;

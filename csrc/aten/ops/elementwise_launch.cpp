@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "aten/ops/unsigned_dtypes.h"
 #include "kernels/activation.h"
 
 namespace torchneuron::aten {
@@ -46,8 +47,12 @@ kernels::DType real_dtype(kernels::DType complex) {
 
 }  // namespace
 
-bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype,
-             bool allow_complex) {
+namespace {
+
+// to_args, with uint16/32/64 operands taken when `allow_unsigned` (the caller converts them or
+// maps them onto their signed twin before any kernel computes on them).
+bool to_args_impl(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype,
+                  bool allow_complex, bool allow_unsigned) {
   const int ndim = iter.ndim();
   const int ntensors = iter.ntensors();
   if (ndim > kernels::kMaxDims || ntensors > kernels::kMaxOperands) return false;
@@ -58,7 +63,9 @@ bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
   for (int k = 0; k < ntensors; ++k) {
     const bool host_scalar = iter.device(k).type() != c10::DeviceType::PrivateUse1 && iter.is_cpu_scalar(k);
     const c10::ScalarType dtype = host_scalar && scalar_dtype != c10::ScalarType::Undefined ? scalar_dtype : iter.dtype(k);
-    if (!has_kernel_dtype(dtype) || (!allow_complex && (c10::isComplexType(dtype) || c10::isComplexType(iter.dtype(k))))) {
+    const bool unsigned_ok = allow_unsigned && !host_scalar && is_wide_unsigned(dtype);
+    if (!(has_kernel_dtype(dtype) || unsigned_ok) ||
+        (!allow_complex && (c10::isComplexType(dtype) || c10::isComplexType(iter.dtype(k))))) {
       return false;
     }
     args.dtypes[k] = to_kernel_dtype(dtype);
@@ -78,6 +85,67 @@ bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
   return true;
 }
 
+// Ops whose results are the same bits on an unsigned type and on its signed twin.
+bool bits_agnostic(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kFloor:
+    case UnaryOp::kCeil:
+    case UnaryOp::kRound:
+    case UnaryOp::kTrunc:
+    case UnaryOp::kBitwiseNot:
+    case UnaryOp::kLogicalNot:
+    case UnaryOp::kIsNan:
+    case UnaryOp::kIsInf:
+    case UnaryOp::kIsFinite:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool bits_agnostic(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub:
+    case BinaryOp::kMul:
+    case BinaryOp::kEq:
+    case BinaryOp::kNe:
+    case BinaryOp::kLogicalAnd:
+    case BinaryOp::kLogicalOr:
+    case BinaryOp::kLogicalXor:
+    case BinaryOp::kBitwiseAnd:
+    case BinaryOp::kBitwiseOr:
+    case BinaryOp::kBitwiseXor:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Where an op computes in an unsigned dtype, its operands of that dtype become the signed
+// twin's (two's complement: the same bits for the ops above). Operands of another dtype stay,
+// for with_dtypes to convert by value.
+kernels::DType as_twin(kernels::ElementwiseArgs& args, c10::ScalarType unsigned_type) {
+  const kernels::DType from = to_kernel_dtype(unsigned_type);
+  const kernels::DType twin = to_kernel_dtype(signed_twin(unsigned_type));
+  for (int k = 0; k < args.num_operands; ++k) {
+    if (args.dtypes[k] == from) args.dtypes[k] = twin;
+  }
+  return twin;
+}
+
+}  // namespace
+
+bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype,
+             bool allow_complex) {
+  return to_args_impl(iter, args, scalar_dtype, allow_complex, false);
+}
+
+bool to_args_converting(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
+                        c10::ScalarType scalar_dtype) {
+  return to_args_impl(iter, args, scalar_dtype, false, true);
+}
+
 OpScalar to_op_scalar(const c10::Scalar& value) {
   OpScalar scalar;
   scalar.real = value.toDouble();
@@ -85,10 +153,19 @@ OpScalar to_op_scalar(const c10::Scalar& value) {
   return scalar;
 }
 
-bool launch_unary(at::TensorIteratorBase& iter, UnaryOp op, const char* name, bool bool_output) {
+bool launch_unary(at::TensorIteratorBase& iter, UnaryOp requested, const char* name, bool bool_output) {
+  // An unsigned value's sign bit is never set: signbit is then isinf's constant false.
+  const UnaryOp op = requested == UnaryOp::kSignbit && is_wide_unsigned(iter.dtype(1)) ? UnaryOp::kIsInf : requested;
   kernels::ElementwiseArgs args;
-  if (!to_args(iter, args, c10::ScalarType::Undefined, true)) return false;
+  if (!to_args_impl(iter, args, c10::ScalarType::Undefined, true, true)) return false;
   const bool to_real = kernels::is_complex(args.dtypes[1]) && kernels::complex_to_real(op);
+  const c10::ScalarType compute = bool_output ? iter.dtype(1) : iter.dtype(0);
+  if (is_wide_unsigned(compute)) {
+    // An unsigned input is converted where the op computes in another dtype (acos of uint16
+    // in float32); in its own dtype only the ops that do not see the sign bit run.
+    if (!bits_agnostic(op) || (!bool_output && iter.dtype(1) != compute)) return false;
+    as_twin(args, compute);
+  }
   const kernels::DType input = bool_output || to_real ? args.dtypes[1] : args.dtypes[0];
   const kernels::DType output = bool_output ? kernels::DType::kBool : to_real ? real_dtype(input) : input;
   if (!kernels::unary_supported(op, input)) return false;
@@ -131,8 +208,20 @@ bool launch_half_scaling(at::TensorIteratorBase& iter, BinaryOp op, const char* 
 
 bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, bool bool_output, OpScalar alpha) {
   kernels::ElementwiseArgs args;
-  if (!has_kernel_dtype(iter.common_dtype()) || !to_args(iter, args, iter.common_dtype(), true)) return false;
-  const kernels::DType input = to_kernel_dtype(iter.common_dtype());
+  const c10::ScalarType common = iter.common_dtype();
+  kernels::DType input;
+  if (is_wide_unsigned(common)) {
+    // In the unsigned dtype itself: the ops whose bits agree on the signed twin, written to a
+    // result of that dtype (a wider one would need zero extension, not the twin's sign).
+    if (!bits_agnostic(op) || (!bool_output && iter.dtype(0) != common) ||
+        !to_args_impl(iter, args, signed_twin(common), true, true)) {
+      return false;
+    }
+    input = as_twin(args, common);
+  } else {
+    if (!has_kernel_dtype(common) || !to_args_impl(iter, args, common, true, true)) return false;
+    input = to_kernel_dtype(common);
+  }
   const kernels::DType output = bool_output ? kernels::DType::kBool : input;
   if (!kernels::binary_supported(op, input)) return false;
   if (!bool_output && launch_half_scaling(iter, op, name, args, input)) return true;
@@ -145,7 +234,17 @@ bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, 
 bool launch_ternary(at::TensorIteratorBase& iter, TernaryOp op, const char* name, OpScalar alpha) {
   kernels::ElementwiseArgs args;
   const bool where = op == TernaryOp::kWhere;
-  if (!to_args(iter, args, iter.dtype(0), where)) return false;
+  const c10::ScalarType type = iter.dtype(0);
+  if (is_wide_unsigned(type)) {
+    // where moves elements: an unsigned result and its like operands as the signed twin.
+    if (!where || iter.dtype(2) != type || iter.dtype(3) != type ||
+        !to_args_impl(iter, args, signed_twin(type), true, true)) {
+      return false;
+    }
+    as_twin(args, type);
+  } else if (!to_args(iter, args, type, where)) {
+    return false;
+  }
   if (where && args.dtypes[1] != kernels::DType::kBool) return false;
   const kernels::DType dtype = args.dtypes[0];
   if (!kernels::ternary_supported(op, dtype)) return false;

@@ -17,6 +17,10 @@ namespace torchneuron::aten {
 bool to_args(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args,
              c10::ScalarType scalar_dtype = c10::ScalarType::Undefined, bool allow_complex = false);
 
+// to_args for kernels that take every input through with_dtypes: uint16/32/64 operands are
+// taken too, for with_dtypes to convert (complex ones are not).
+bool to_args_converting(const at::TensorIteratorBase& iter, kernels::ElementwiseArgs& args, c10::ScalarType scalar_dtype);
+
 kernels::OpScalar to_op_scalar(const c10::Scalar& value);
 
 // Enqueues the kernel (or records it, under adaptive eager) and writes back outputs that

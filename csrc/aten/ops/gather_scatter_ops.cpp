@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/unsigned_dtypes.h"
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/ops/nn_common.h"
 #include "kernels/nn.h"
@@ -39,7 +40,8 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   TORCH_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
-  if (!has_kernel_dtype(self.scalar_type()) || result.scalar_type() != self.scalar_type() ||
+  // Rows move as bytes: every dtype that copies as bits (uint16/32/64 and float8 too).
+  if (!copies_as_bits(self.scalar_type()) || result.scalar_type() != self.scalar_type() ||
       index.device() != self.device()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index_select, out)>::call(self, dim, index, result);
   }
@@ -111,7 +113,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
     at::native::resize_output(result, index.sizes());
     return result.copy_(line.view(index.sizes()));
   }
-  if (self.dim() == 0 || index.dim() == 0 || !has_kernel_dtype(self.scalar_type()) ||
+  if (self.dim() == 0 || index.dim() == 0 || !copies_as_bits(self.scalar_type()) ||
       result.scalar_type() != self.scalar_type() || index.device() != self.device()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(gather, out)>::call(self, dim, index, sparse_grad, result);
   }
@@ -358,8 +360,20 @@ at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tens
   }
   std::vector<int64_t> along(static_cast<size_t>(source.dim()), 1);
   along[static_cast<size_t>(wrapped)] = -1;
-  return scatter_reduce_into(self, wrapped, index.reshape(along).expand(source.sizes()), source, reduce, include_self,
-                             result, "aten::index_reduce");
+  const at::Tensor spread = index.reshape(along).expand(source.sizes());
+  const c10::ScalarType type = self.scalar_type();
+  if (reduce == "prod" && is_wide_unsigned(type) && source.scalar_type() == type && result.scalar_type() == type) {
+    // Wrap-around products have the same bits on the signed twin.
+    if (!result.is_same(self)) {
+      at::native::resize_output(result, self.sizes());
+      result.copy_(self);
+    }
+    at::Tensor twin = result.view(signed_twin(type));
+    scatter_reduce_into(twin, wrapped, spread, source.view(signed_twin(type)), reduce, include_self, twin,
+                        "aten::index_reduce");
+    return result;
+  }
+  return scatter_reduce_into(self, wrapped, spread, source, reduce, include_self, result, "aten::index_reduce");
 }
 
 at::Tensor index_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,

@@ -37,6 +37,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/unsigned_dtypes.h"
 #include "aten/ops/index_checks.h"
 #include "kernels/index.h"
 
@@ -187,7 +188,8 @@ int64_t indexed_rows(const at::Tensor& self, const IndexPlan& plan) {
 }  // namespace
 
 at::Tensor index(const at::Tensor& self, const IndexList& indices) {
-  if (!has_kernel_dtype(self.scalar_type()) || self.is_complex()) {
+  // index_select below moves uint16/32/64 rows as bytes.
+  if ((!has_kernel_dtype(self.scalar_type()) && !is_wide_unsigned(self.scalar_type())) || self.is_complex()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index, Tensor)>::call(self, indices);
   }
   const IndexPlan plan = plan_indexing(self, indices);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/unsigned_dtypes.h"
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/ops/native_ops.h"
 #include "kernels/gemm.h"
@@ -149,6 +150,14 @@ namespace matmul {
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& result) {
   check_matrices(self, mat2, "mm", 2);
   check_same_device("mm", self.device(), {&result});
+  const c10::ScalarType type = self.scalar_type();
+  if (is_wide_unsigned(type) && mat2.scalar_type() == type && result.scalar_type() == type) {
+    // Wrap-around products and sums have the same bits on the signed twin.
+    at::native::resize_output(result, {self.size(0), mat2.size(1)});
+    at::Tensor twin = result.view(signed_twin(type));
+    matmul::mm_out(self.view(signed_twin(type)), mat2.view(signed_twin(type)), twin);
+    return result;
+  }
   if (!kernel_dtype_ok(self) || result.scalar_type() != self.scalar_type() || !kernel_form_ok(result)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(mm, out)>::call(self, mat2, result);
   }
@@ -166,6 +175,16 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& result) {
   check_matrices(mat1, mat2, "addmm", 2);
   check_same_device("addmm", mat1.device(), {&self, &result});
+  const c10::ScalarType type = mat1.scalar_type();
+  if (is_wide_unsigned(type) && mat2.scalar_type() == type && self.scalar_type() == type &&
+      result.scalar_type() == type && beta.isIntegral(false) && alpha.isIntegral(false)) {
+    // As mm: the signed twin's bits, with integer beta and alpha.
+    if (!result.is_same(self)) at::native::resize_output(result, {mat1.size(0), mat2.size(1)});
+    at::Tensor twin = result.view(signed_twin(type));
+    const at::Tensor bias = result.is_same(self) ? twin : self.view(signed_twin(type));
+    matmul::addmm_out(bias, mat1.view(signed_twin(type)), mat2.view(signed_twin(type)), beta, alpha, twin);
+    return result;
+  }
   if (!kernel_dtype_ok(mat1) || result.scalar_type() != mat1.scalar_type() ||
       self.scalar_type() != mat1.scalar_type() || !kernel_form_ok(result, beta, alpha)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(addmm, out)>::call(self, mat1, mat2, beta,

@@ -33,6 +33,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/unsigned_dtypes.h"
 #include "kernels/reduce.h"
 
 namespace torchneuron::aten {
@@ -63,9 +64,13 @@ std::vector<int64_t> output_shape(const at::Tensor& self, const DimMask& mask, b
   return shape;
 }
 
+bool launch_unsigned_reduce(ReduceOp op, const char* name, const at::Tensor& self, const DimMask& mask,
+                            bool keepdim, const at::Tensor& result);
+
 // Runs `op` into `result` (already the right dtype); returns false when the kernels cannot.
 bool launch_reduce(ReduceOp op, const char* name, const at::Tensor& self, const DimMask& mask,
                    bool keepdim, const at::Tensor& result) {
+  if (is_wide_unsigned(self.scalar_type())) return launch_unsigned_reduce(op, name, self, mask, keepdim, result);
   if (self.dim() > kernels::kMaxDims || !has_kernel_dtype(self.scalar_type()) ||
       !has_kernel_dtype(result.scalar_type()) ||
       !kernels::reduce_supported(op, to_kernel_dtype(self.scalar_type()), to_kernel_dtype(result.scalar_type()))) {
@@ -103,6 +108,30 @@ bool launch_reduce(ReduceOp op, const char* name, const at::Tensor& self, const 
   if (result.numel() > 0) {
     enqueue(result, name, {&self}, [op, out, in, reduced] { kernels::reduce(op, out, in, reduced); });
   }
+  return true;
+}
+
+// uint16/32/64: sums and products of the int64 values into an integer result, max and min of
+// the order keys (unsigned_dtypes.h) into the input's dtype.
+bool launch_unsigned_reduce(ReduceOp op, const char* name, const at::Tensor& self, const DimMask& mask,
+                            bool keepdim, const at::Tensor& result) {
+  const c10::ScalarType type = self.scalar_type(), out_type = result.scalar_type();
+  at::Tensor input, staged;
+  if (op == ReduceOp::kSum || op == ReduceOp::kProd) {
+    if (out_type != c10::kLong && !is_wide_unsigned(out_type)) return false;
+    input = unsigned_as_long(self);
+    staged = out_type == c10::kLong ? result : at::empty({0}, result.options().dtype(c10::kLong));
+  } else if (op == ReduceOp::kMax || op == ReduceOp::kMin) {
+    if (out_type != type) return false;
+    input = unsigned_order_keys(self);
+    staged = at::empty({0}, input.options());
+  } else {
+    return false;
+  }
+  if (!launch_reduce(op, name, input, mask, keepdim, staged)) return false;
+  if (staged.is_same(result)) return true;
+  at::native::resize_output(result, staged.sizes());
+  result.copy_(op == ReduceOp::kMax || op == ReduceOp::kMin ? from_order_keys(staged, type) : staged);
   return true;
 }
 

@@ -22,6 +22,7 @@
 #include "aten/device/neuron_tensor.h"
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/ops/nn_common.h"
+#include "aten/ops/unsigned_dtypes.h"
 #include "kernels/nn.h"
 
 namespace torchneuron::aten {
@@ -53,6 +54,21 @@ void scan_into(const char* name, const at::Tensor& self, int64_t dim, at::Tensor
 bool cumulative_into(kernels::ScanOp op, const char* name, const at::Tensor& self, int64_t dim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& result) {
   check_same_device(name, self.device(), {&result});
+  const c10::ScalarType out_type = result.scalar_type();
+  if (is_wide_unsigned(self.scalar_type())) {
+    // uint16/32/64: the scan of the int64 values (wrap-around sums and products have the bits
+    // of the unsigned ones), into an integer result.
+    if ((out_type != c10::kLong && !is_wide_unsigned(out_type)) || (dtype.has_value() && *dtype != out_type)) {
+      return false;
+    }
+    const at::Tensor values = unsigned_as_long(self);
+    if (out_type == c10::kLong) return cumulative_into(op, name, values, dim, std::nullopt, result);
+    at::Tensor staged = at::empty({0}, result.options().dtype(c10::kLong));
+    if (!cumulative_into(op, name, values, dim, std::nullopt, staged)) return false;
+    at::native::resize_output(result, staged.sizes());
+    result.copy_(staged);
+    return true;
+  }
   if (!has_kernel_dtype(self.scalar_type()) || c10::isComplexType(self.scalar_type()) ||
       !cumulative_dtype_ok(result.scalar_type()) || (dtype.has_value() && *dtype != result.scalar_type())) {
     return false;

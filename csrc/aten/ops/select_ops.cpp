@@ -44,6 +44,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/unsigned_dtypes.h"
 #include "aten/ops/index_checks.h"
 #include "kernels/select.h"
 
@@ -157,7 +158,15 @@ std::tuple<at::Tensor, at::Tensor> extremum_dim(const char* name, bool is_max, c
   return {values, indices};
 }
 
+// uint16/32/64 select on their order keys (unsigned_dtypes.h): the same positions and ties.
+std::tuple<at::Tensor, at::Tensor> from_keys(const std::tuple<at::Tensor, at::Tensor>& result, c10::ScalarType type) {
+  return {from_order_keys(std::get<0>(result), type), std::get<1>(result)};
+}
+
 std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (is_wide_unsigned(self.scalar_type())) {
+    return from_keys(select::max_dim(unsigned_order_keys(self), dim, keepdim), self.scalar_type());
+  }
   if (!kernel_can_take(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(max, dim)>::call(self, dim, keepdim);
   }
@@ -165,6 +174,9 @@ std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, 
 }
 
 std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (is_wide_unsigned(self.scalar_type())) {
+    return from_keys(select::min_dim(unsigned_order_keys(self), dim, keepdim), self.scalar_type());
+  }
   if (!kernel_can_take(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(min, dim)>::call(self, dim, keepdim);
   }
@@ -199,6 +211,9 @@ std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t
 // ---- sort / topk -----------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor> sort(const at::Tensor& self, std::optional<bool> stable, int64_t dim, bool descending) {
+  if (is_wide_unsigned(self.scalar_type())) {
+    return from_keys(select::sort(unsigned_order_keys(self), stable, dim, descending), self.scalar_type());
+  }
   if (!kernel_can_take(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sort, stable)>::call(self, stable, dim, descending);
   }
@@ -227,6 +242,9 @@ std::tuple<at::Tensor&, at::Tensor&> sort_out(const at::Tensor& self, std::optio
 }
 
 std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+  if (is_wide_unsigned(self.scalar_type())) {
+    return from_keys(select::topk(unsigned_order_keys(self), k, dim, largest, sorted), self.scalar_type());
+  }
   if (!kernel_can_take(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(topk)>::call(self, k, dim, largest, sorted);
   }
@@ -260,6 +278,10 @@ std::tuple<at::Tensor&, at::Tensor&> topk_out(const at::Tensor& self, int64_t k,
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique(const at::Tensor& self, bool sorted, bool return_inverse,
                                                      bool return_counts) {
+  if (is_wide_unsigned(self.scalar_type())) {
+    auto [keys, inverse, counts] = select::unique(unsigned_order_keys(self), sorted, return_inverse, return_counts);
+    return {from_order_keys(keys, self.scalar_type()), inverse, counts};
+  }
   if (!kernel_can_take(self)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_unique2)>::call(self, sorted, return_inverse,
                                                                                        return_counts);
@@ -489,6 +511,9 @@ at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
 
 at::Tensor searchsorted(const at::Tensor& boundaries, const at::Tensor& values, bool out_int32, bool right,
                         std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  if (is_wide_unsigned(boundaries.scalar_type()) && values.scalar_type() == boundaries.scalar_type()) {
+    return search(unsigned_order_keys(boundaries), unsigned_order_keys(values), out_int32, right, side, sorter);
+  }
   if (!searchable(boundaries, values)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(searchsorted, Tensor)>::call(
         boundaries, values, out_int32, right, side, sorter);

@@ -240,7 +240,10 @@ NEURON_UNARY(special_entr, UnaryOp::kEntr, unary_float_op)
 bool launch_polygamma(at::TensorIteratorBase& iter, int64_t n) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
   kernels::ElementwiseArgs args;
-  if (!to_args(iter, args) || !kernels::unary_supported(UnaryOp::kDigamma, args.dtypes[0])) return false;
+  if (!to_args_converting(iter, args, c10::ScalarType::Undefined) ||
+      !kernels::unary_supported(UnaryOp::kDigamma, args.dtypes[0])) {
+    return false;
+  }
   const kernels::DType dtype = args.dtypes[0];
   launch(iter, "aten::polygamma", args, [n, dtype](const kernels::ElementwiseArgs& a) {
     kernels::with_dtypes(a, dtype, dtype, 1, [n](const kernels::ElementwiseArgs& b) { kernels::polygamma(n, b); });
