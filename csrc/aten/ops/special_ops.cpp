@@ -1,0 +1,108 @@
+// torch.special on neuron: the orthogonal polynomials' `.out` kernels of (x, n), which the
+// functional and scalar forms reach through ATen's composites (TensorIterator promotes to the
+// float result dtype; csrc/kernels/special_polynomials evaluates in double), and mvlgamma
+// composed of native ops.
+#include <ATen/TensorIterator.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/lgamma.h>
+#include <ATen/ops/special_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_w_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_w_ops.h>
+#include <ATen/ops/special_hermite_polynomial_h_ops.h>
+#include <ATen/ops/special_hermite_polynomial_he_ops.h>
+#include <ATen/ops/special_laguerre_polynomial_l_ops.h>
+#include <ATen/ops/special_legendre_polynomial_p_ops.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "aten/fallback/cpu_fallback.h"
+#include "aten/ops/elementwise_launch.h"
+#include "kernels/special_polynomials.h"
+
+namespace torchneuron::aten {
+namespace special {
+namespace {
+
+bool launch_polynomial(at::TensorIteratorBase& iter, kernels::Polynomial kind) {
+  kernels::ElementwiseArgs args;
+  const c10::ScalarType type = iter.dtype(0);
+  if (!at::isFloatingType(type) || !to_args_converting(iter, args, type)) return false;
+  const kernels::DType dtype = args.dtypes[0];
+  launch(iter, "aten::special_polynomial", args, [kind, dtype](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, 1, [kind](const kernels::ElementwiseArgs& b) { kernels::polynomial(kind, b); });
+  });
+  return true;
+}
+
+}  // namespace
+
+#define NEURON_POLYNOMIAL(name, KIND)                                                                  \
+  at::Tensor& name##_out(const at::Tensor& x, const at::Tensor& n, at::Tensor& result) {             \
+    at::TensorBase out = result;                                                                       \
+    auto iter = at::TensorIterator::binary_float_op(out, x, n);                                        \
+    if (!launch_polynomial(iter, kernels::Polynomial::KIND)) {                                          \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(x, n, result); \
+    }                                                                                                  \
+    return result;                                                                                     \
+  }
+
+NEURON_POLYNOMIAL(special_chebyshev_polynomial_t, kChebyshevT)
+NEURON_POLYNOMIAL(special_chebyshev_polynomial_u, kChebyshevU)
+NEURON_POLYNOMIAL(special_chebyshev_polynomial_v, kChebyshevV)
+NEURON_POLYNOMIAL(special_chebyshev_polynomial_w, kChebyshevW)
+NEURON_POLYNOMIAL(special_shifted_chebyshev_polynomial_t, kShiftedChebyshevT)
+NEURON_POLYNOMIAL(special_shifted_chebyshev_polynomial_u, kShiftedChebyshevU)
+NEURON_POLYNOMIAL(special_shifted_chebyshev_polynomial_v, kShiftedChebyshevV)
+NEURON_POLYNOMIAL(special_shifted_chebyshev_polynomial_w, kShiftedChebyshevW)
+NEURON_POLYNOMIAL(special_hermite_polynomial_h, kHermiteH)
+NEURON_POLYNOMIAL(special_hermite_polynomial_he, kHermiteHe)
+NEURON_POLYNOMIAL(special_laguerre_polynomial_l, kLaguerreL)
+NEURON_POLYNOMIAL(special_legendre_polynomial_p, kLegendreP)
+#undef NEURON_POLYNOMIAL
+
+// The multivariate log-gamma: sum over i < p of lgamma(x - i / 2), plus p (p - 1) / 4 log(pi),
+// with CPU's check of p and its int-to-default-float promotion (CPU checks no domain either).
+at::Tensor& mvlgamma_out(const at::Tensor& self, int64_t p, at::Tensor& result) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isIntegralType(self.scalar_type(), true),
+              "mvlgamma is not implemented for ", self.scalar_type());
+  TORCH_CHECK(p >= 1, "p has to be greater than or equal to 1");
+  const c10::ScalarType type = at::isIntegralType(self.scalar_type(), true)
+                                   ? c10::typeMetaToScalarType(c10::get_default_dtype())
+                                   : self.scalar_type();
+  const at::Tensor offsets = at::arange(-0.5 * static_cast<double>(p - 1), 0.5, 0.5, self.options().dtype(type));
+  at::Tensor value = at::lgamma(at::add(self.to(type).unsqueeze(-1), offsets)).sum(-1);
+  value.add_(static_cast<double>(p * (p - 1)) * std::log(M_PI) * 0.25);
+  TORCH_CHECK(at::can_cast(value.scalar_type(), result.scalar_type()), "mvlgamma: result type ", value.scalar_type(),
+              " can't be cast to the desired output type ", result.scalar_type());
+  at::native::resize_output(result, value.sizes());
+  return result.copy_(value);
+}
+
+}  // namespace special
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mvlgamma.out", TORCH_FN(special::mvlgamma_out));
+  m.impl("special_chebyshev_polynomial_t.out", TORCH_FN(special::special_chebyshev_polynomial_t_out));
+  m.impl("special_chebyshev_polynomial_u.out", TORCH_FN(special::special_chebyshev_polynomial_u_out));
+  m.impl("special_chebyshev_polynomial_v.out", TORCH_FN(special::special_chebyshev_polynomial_v_out));
+  m.impl("special_chebyshev_polynomial_w.out", TORCH_FN(special::special_chebyshev_polynomial_w_out));
+  m.impl("special_shifted_chebyshev_polynomial_t.out", TORCH_FN(special::special_shifted_chebyshev_polynomial_t_out));
+  m.impl("special_shifted_chebyshev_polynomial_u.out", TORCH_FN(special::special_shifted_chebyshev_polynomial_u_out));
+  m.impl("special_shifted_chebyshev_polynomial_v.out", TORCH_FN(special::special_shifted_chebyshev_polynomial_v_out));
+  m.impl("special_shifted_chebyshev_polynomial_w.out", TORCH_FN(special::special_shifted_chebyshev_polynomial_w_out));
+  m.impl("special_hermite_polynomial_h.out", TORCH_FN(special::special_hermite_polynomial_h_out));
+  m.impl("special_hermite_polynomial_he.out", TORCH_FN(special::special_hermite_polynomial_he_out));
+  m.impl("special_laguerre_polynomial_l.out", TORCH_FN(special::special_laguerre_polynomial_l_out));
+  m.impl("special_legendre_polynomial_p.out", TORCH_FN(special::special_legendre_polynomial_p_out));
+}
+
+}  // namespace torchneuron::aten
