@@ -141,6 +141,35 @@ void pack_quads_across_rows(const uint8_t* b, int64_t row_stride, int64_t n, int
   }
 }
 
+// pack_quads_across_rows for groups [0, groups) of a block of n <= 32 * panels columns, 64
+// columns at a time: byte unpacks within 128-bit lanes, then a 4 x 4 transpose of the lanes.
+void pack_quads_across_rows_64(const uint8_t* b, int64_t row_stride, int64_t n, int64_t k, int64_t groups,
+                               uint32_t* out, int64_t panel_words) {
+  for (int64_t q = 0; q < groups; ++q) {
+    for (int64_t c = 0; c < n; c += 64) {
+      const __mmask64 mask = n - c >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - c)) - 1;
+      __m512i x[4];
+      for (int e = 0; e < 4; ++e) {
+        x[e] = 4 * q + e < k ? _mm512_maskz_loadu_epi8(mask, b + (4 * q + e) * row_stride + c) : _mm512_setzero_si512();
+      }
+      const __m512i lo01 = _mm512_unpacklo_epi8(x[0], x[1]), hi01 = _mm512_unpackhi_epi8(x[0], x[1]);
+      const __m512i lo23 = _mm512_unpacklo_epi8(x[2], x[3]), hi23 = _mm512_unpackhi_epi8(x[2], x[3]);
+      // w[i], 128-bit lane L: the quads of columns 16L + 4i .. 16L + 4i + 3.
+      const __m512i w0 = _mm512_unpacklo_epi16(lo01, lo23), w1 = _mm512_unpackhi_epi16(lo01, lo23);
+      const __m512i w2 = _mm512_unpacklo_epi16(hi01, hi23), w3 = _mm512_unpackhi_epi16(hi01, hi23);
+      const __m512i t0 = _mm512_shuffle_i32x4(w0, w1, 0x44), t1 = _mm512_shuffle_i32x4(w2, w3, 0x44);
+      const __m512i t2 = _mm512_shuffle_i32x4(w0, w1, 0xee), t3 = _mm512_shuffle_i32x4(w2, w3, 0xee);
+      uint32_t* to = out + c / 32 * panel_words + q * 32;
+      _mm512_storeu_si512(to, _mm512_shuffle_i32x4(t0, t1, 0x88));  // columns c .. c + 15
+      _mm512_storeu_si512(to + 16, _mm512_shuffle_i32x4(t0, t1, 0xdd));
+      if (c + 32 < n) {
+        _mm512_storeu_si512(to + panel_words, _mm512_shuffle_i32x4(t2, t3, 0x88));
+        _mm512_storeu_si512(to + panel_words + 16, _mm512_shuffle_i32x4(t2, t3, 0xdd));
+      }
+    }
+  }
+}
+
 // 64 bytes from p, `count` of them (the rest zero), each xor-ed with flip.
 inline __m512i load_bytes(const uint8_t* p, int64_t count, uint8_t flip) {
   const __mmask64 mask = count >= 64 ? ~__mmask64{0} : (__mmask64{1} << count) - 1;
@@ -196,8 +225,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void vnni_column_sums(con
   _mm512_storeu_si512(sums + 16, hi);
 }
 
-// Up to this many row panels of A, a row-major B is read in blocks (below), not packed whole.
-constexpr int64_t kBlockedBRowPanels = 8;
+// Up to this many row panels of A (as for streamed B panels), a row-major B is read in blocks
+// (below), not packed whole.
+constexpr int64_t kBlockedBRowPanels = kStreamRowPanels;
 
 // Few rows of A times a row-major B: packing all of B first writes and reads it again (three
 // passes over memory where the product needs one). Instead each thread owns column blocks of
@@ -228,8 +258,8 @@ void int8_vnni_row_major_b_blocks(const Int8GemmArgs& g, const PackA& pack_a, ui
       const int64_t col0 = cb * kBlockCols, cols = std::min(kBlockCols, g.n - col0);
       for (int64_t q0 = 0; q0 < groups; q0 += kChunkGroups) {
         const int64_t q1 = std::min(groups, q0 + kChunkGroups);
-        pack_quads_across_rows(b + 4 * q0 * g.b.row_stride + col0, g.b.row_stride, cols, g.k - 4 * q0, 0, q1 - q0,
-                               chunk, chunk_panel);
+        pack_quads_across_rows_64(b + 4 * q0 * g.b.row_stride + col0, g.b.row_stride, cols, g.k - 4 * q0, q1 - q0,
+                                  chunk, chunk_panel);
         for (int64_t p = 0; p * C < cols; ++p) {
           const uint32_t* panel = chunk + p * chunk_panel;
           const int64_t j0 = col0 + p * C, width = std::min(C, cols - p * C);
