@@ -379,7 +379,9 @@ void reduce_typed(const Store& store_out_value, const StridedView& out, const St
         if constexpr (kFloatLanes<T> && kSumLike) {
           // Float sums over runs of kColumnRun rows, each added into the double total: twice
           // the lanes per register of double sums, with error growing with the run, not the column.
-          constexpr int64_t kColumnRun = 256;
+          // Short runs: a sum over the tokens of [B, T, C] (a broadcast's gradient) drifted from
+          // float64 ten times as far as CPU PyTorch's cascade sum with runs of 256.
+          constexpr int64_t kColumnRun = 16;
           for (int64_t r0 = 0; r0 < shape.numel; r0 += kColumnRun) {
             float run_sum[kColumns] = {};
             const int64_t r1 = std::min(shape.numel, r0 + kColumnRun);
