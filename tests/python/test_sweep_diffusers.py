@@ -63,9 +63,9 @@ def test_input_sizes_are_repaired_from_the_error():
 
 
 def test_a_class_that_cannot_be_built_is_the_harness_column():
-    row = diffusers_run.run_class("FluxMultiControlNetModel")
+    row = diffusers_run.run_class("AudioLDM2ProjectionModel")
     assert row["reference"] == "error" and row["status"] == "reference_error" and not row["built"]
-    assert "controlnets" in row["reasons"]["reference"], row["reasons"]
+    assert "text_encoder_dim" in row["reasons"]["reference"], row["reasons"]
     assert all(row[c] == "skipped" for c in run.COLUMNS)
     row = diffusers_run.run_class("NoSuchModel")
     assert row["reference"] == "skipped" and row["status"] == "skipped"
@@ -109,3 +109,36 @@ def test_a_model_holding_a_tensor_computed_in_forward_still_copies_to_neuron():
     row["reference"] = "pass"
     row = run.run_device_columns(row, model, inputs, outputs, 0.0, skip=("compile", "compile_backward", "pretrained"))
     assert row["load"] == "pass" and row["forward"] == "pass" and row["backward"] == "pass", row
+
+
+def test_shrink_cuts_layer_indices_and_keeps_padding_ids_inside_the_vocabulary():
+    out = diffusers_models.shrink({"num_layers": 40, "vace_layers": [0, 5, 10], "vocab_size": 32064,
+                                   "pad_token_id": 32000, "transformer_layers_per_block": (1, 2, 10)}, "tiny")
+    assert out["num_layers"] == 1 and out["vace_layers"] == [0], out
+    assert out["vocab_size"] == 128 and out["pad_token_id"] == 0, out
+    assert out["transformer_layers_per_block"] == (1, 1, 1), out  # counts, not indices
+
+
+def test_a_none_patch_size_is_filled_only_when_the_model_needs_it():
+    classes = diffusers_models.model_classes()
+    wan = classes["AutoencoderKLWan"]  # patch_size None: no patchify
+    _, overrides = diffusers_models._build(wan, diffusers_models.init_defaults(wan), "tiny")
+    assert "patch_size" not in overrides
+    latte = classes["HunyuanDiT2DModel"]  # cannot be built without one
+    _, overrides = diffusers_models._build(latte, diffusers_models.init_defaults(latte), "tiny")
+    assert overrides["patch_size"] == 2
+
+
+def test_a_multi_controlnet_wrapper_runs_two_tiny_children():
+    prep = diffusers_models.prepare("SD3MultiControlNetModel")
+    assert prep.model is not None, prep.attempts
+    assert len(prep.model.nets) == 2 and len(prep.inputs["controlnet_cond"]) == 2
+    assert prep.inputs["conditioning_scale"] == [1.0, 1.0]
+
+
+def test_text_length_follows_the_models_fixed_text_positions():
+    classes = diffusers_models.model_classes()
+    model, _ = diffusers_models._build(classes["CogVideoXTransformer3DModel"], diffusers_models.init_defaults(
+        classes["CogVideoXTransformer3DModel"]), "tiny")
+    maker = diffusers_inputs._Maker(model, "video_fc")
+    assert maker.value("encoder_hidden_states", maker.main()).shape[1] == model.config.max_text_seq_length

@@ -64,6 +64,9 @@ class _Maker:
         self.frames = _config(model, "sample_frames", "num_frames", default=5 if autoencoder else 2)
         self.frames = self.frames if self.frames <= 8 else 5
         self.tokens = 16
+        # text as long as a model's fixed text positions (CogVideoX's 226), else TEXT
+        self.text_len = _config(model, "max_text_seq_length", default=TEXT)
+        self.text_len = self.text_len if self.text_len <= 256 else TEXT
         self.text_dim = _config(model, "cross_attention_dim", "joint_attention_dim", "caption_channels",
                                 "text_embed_dim", "text_dim", "cap_feat_dim", "context_in_dim",
                                 "encoder_hid_dim", "text_hidden_dim", "cond_token_dim", default=32)
@@ -84,7 +87,7 @@ class _Maker:
         if _TIME.match(name):
             return torch.tensor([0.3, 0.7])
         if _TEXT.match(name):
-            return self.randn(BATCH, TEXT, self.text_dim)
+            return self.randn(BATCH, self.text_len, self.text_dim)
         if _POOLED.match(name):
             return self.randn(BATCH, _config(self.model, "pooled_projection_dim", "projection_dim",
                                              "clip_text_pooled_in_channels", "global_states_input_dim",
@@ -108,6 +111,10 @@ class _Maker:
                 cond = _config(self.model, "conditioning_channels", default=3)
                 return self.randn(BATCH, cond, main.shape[2] * scale, main.shape[3] * scale)
             return self.randn(*main.shape)
+        if name == "control_hidden_states" and main.dim() == 5:  # WanVACE's control video
+            shape = list(main.shape)
+            shape[1] = _config(self.model, "vace_in_channels", default=shape[1])
+            return self.randn(*shape)
         if name == "conditioning_scale":
             return 1.0
         if name in ("class_labels", "labels") and (self.params[name].default is inspect.Parameter.empty

@@ -29,6 +29,7 @@ _INPUT_DIM = re.compile(r"(text|caption|joint|pooled|cross_attention|context|cap
                         r"cond|redux|txt|siglip|image_embed|embedding_dim|prompt|lyric|timbre)\w*(dim|channels|size)")
 _CHANNELS = re.compile(r"(channels|^ch$|^base_dim$|^dim$|^encoder_dim$|^dec_dim$|^enc_dim$)")
 _SAMPLE = re.compile(r"^(sample_size|sample_height|sample_width|resolution|image_size|base_height|base_width)$")
+_PAD_ID = re.compile(r"^pad(ding)?_(token_)?(id|idx|index)$")
 _VOCAB = re.compile(r"vocab_size|codebook_size|num_vq_embeddings|num_embeds_ada_norm|num_class_embeds")
 
 
@@ -79,11 +80,21 @@ def _scaled(value, ratio, multiple=1):
 # Sizes some classes default to None though the constructor cannot do without them.
 _NONE_FILLED = {"in_channels": 4, "patch_size": 2, "num_layers": 1, "num_kv_heads": 2,
                 "num_key_value_heads": 2}
+# ...of which these are also a mode when None (a VAE without patchify): filled only when the
+# model cannot be built without them.
+_NONE_IF_BUILDS = ("patch_size",)
+# Wrappers over a list of child models: the constructor argument, the inputs zipped with the
+# children (each made a one-element list), and the child class where it is not the name less "Multi".
+_CHILDREN_ARGS = ("controlnets", "adapters")
+_PER_CHILD = ("controlnet_cond", "controlnet_mode", "conditioning_scale", "xs")
+_CHILD_CLASS = {"MultiAdapter": "T2IAdapter"}
 
 
 def _shrink_layers(name, value):
     """Layer and block counts to 1 (0 stays 0)."""
     if _LAYERS.search(name) and "type" not in name and "places" not in name:
+        if _ints(value) and 0 in value and list(value) == sorted(set(value)):  # layer indices
+            return type(value)(v for v in value if v < 1)
         if _int(value) and value > 1:
             return 1
         if _ints(value):
@@ -144,6 +155,8 @@ def shrink(defaults, strategy):
             out[name] = type(value)(min(v, 32) for v in value)
         elif _VOCAB.search(name) and _int(value) and value > 128:
             out[name] = 128
+        elif _PAD_ID.search(name) and _int(value) and value >= 128:  # inside the shrunk vocabulary
+            out[name] = 0
         elif _INPUT_DIM.search(name) and _int(value) and value > 64 and value != inner:
             out[name] = 32
         elif unet and name == "attention_head_dim" and _int(value) and value > 8:  # heads, in UNets
@@ -183,8 +196,16 @@ def _build(cls, defaults, strategy):
     (model, overrides) or raises."""
     import torch
     overrides = shrink(defaults, strategy)
-    with torch.device("meta"):
-        weighed = cls(**overrides)
+    lazy = {n: v for n, v in overrides.items() if n in _NONE_IF_BUILDS and defaults.get(n) is None}
+    try:
+        with torch.device("meta"):
+            weighed = cls(**{n: v for n, v in overrides.items() if n not in lazy})
+        overrides = {n: v for n, v in overrides.items() if n not in lazy}
+    except Exception:  # noqa: BLE001 - needs the filled sizes after all
+        if not lazy:
+            raise
+        with torch.device("meta"):
+            weighed = cls(**overrides)
     count = sum(p.numel() for p in weighed.parameters())
     if count > PARAMETER_BUDGET:
         raise MemoryError(f"{count / 1e6:.0f}M parameters (budget {PARAMETER_BUDGET / 1e6:.0f}M)")
@@ -217,6 +238,9 @@ def prepare(name, cls=None):
     try:
         defaults = init_defaults(cls)
     except TypeError as exc:
+        arg = next((a for a in _CHILDREN_ARGS if a in inspect.signature(cls.__init__).parameters), None)
+        if arg:
+            return _prepare_wrapper(name, cls, arg, prep)
         prep.attempts.append(("default", "build", first_line(exc)))
         return prep
     if getattr(cls.forward, "__name__", "") == "_forward_unimplemented":
@@ -235,4 +259,34 @@ def prepare(name, cls=None):
             prep.strategy = strategy
             return prep
         prep.attempts.append((strategy, "reference", "CPU reference forward raised " + why))
+    return prep
+
+
+def _prepare_wrapper(name, cls, arg, prep):
+    """A Multi* wrapper over two copies of a tiny child model (MultiAdapter refuses one), run on
+    the child's inputs with each per-child input made a two-element list."""
+    import copy
+
+    import torch
+    child_name = _CHILD_CLASS.get(name, name.replace("Multi", ""))
+    child = prepare(child_name)
+    if child.model is None:
+        prep.attempts.append(("tiny", "build", f"its child {child_name} has no CPU reference: {child.reason}"))
+        return prep
+    params = inspect.signature(cls.forward).parameters
+    first = next(n for n in params if n != "self")
+    inputs = {}
+    for key, value in child.inputs.items():
+        key = key if key in params else first  # the child's main input under the wrapper's name
+        inputs[key] = [value, value] if key in _PER_CHILD else value
+    for key in _PER_CHILD:
+        if key in params and key not in inputs and params[key].default is inspect.Parameter.empty:
+            inputs[key] = [1.0 if "scale" in key else torch.zeros(BATCH, dtype=torch.long)] * 2  # mode ids
+    try:
+        model = cls(**{arg: [child.model, copy.deepcopy(child.model)]}).eval()
+        _seed()
+        prep.model, prep.inputs, prep.outputs = model, inputs, model(**inputs)
+        prep.strategy = prep.built_strategy = child.strategy
+    except Exception as exc:  # noqa: BLE001
+        prep.attempts.append((child.strategy, "reference", "CPU reference forward raised " + first_line(exc)))
     return prep
