@@ -41,14 +41,16 @@ REASONS = [
     (r"do not handle dtype (UIntN|ComplexHalf)|ComplexHalf|complexN", r"complex32",
      "complex32 (ComplexHalf) has no neuron kernels"),
     (r"AcceleratorError: neuron:N: '[^']+' failed on the device", r"",
-     "a device-side check (index out of range) raises at the next synchronization, by design; here "
-     "the error of an earlier test's deliberately bad index, raised in the next test"),
+     "an index op whose range check stays on the device (index_select, gather, scatter*, index_add / "
+     "index_copy / index_fill, loss targets; indexing, take / put, embedding and embedding_bag check at "
+     "the call) raised at the next synchronization; here an earlier test's deliberately bad index"),
     (r"^RuntimeError: Comparing", r"test_basic_advanced_combined",
      "the deferred device error of the test before it (test_advancedindex's deliberately bad index, "
      "which that test exempts on CUDA as a device assert), raised at this test's first sync"),
     (r"RuntimeError not raised|IndexError not raised", r"out_of_bounds|advancedindex|empty_ndim_index",
-     "a device-side check (index out of range) raises at the next synchronization, by design "
-     "(as on CUDA, which these tests exempt where they were written for it)"),
+     "an index op whose range check stays on the device (index_select, gather, scatter*, index_add / "
+     "index_copy / index_fill, loss targets) raises at the next synchronization, as on CUDA, which "
+     "these tests exempt where they were written for it"),
     (r"Scalars are not close", r"test_forward_nn_CrossEntropyLoss.*float16",
      "not a wrong answer: neuron's loss equals CPU's on the same inputs; the test's float16 reference "
      "differs from both, and neuron's generator draws other inputs than CPU's"),
