@@ -77,14 +77,15 @@ const std::map<std::string, Template>& templates() {
       {"logical_and", {2, "({0} != {T}(0)) && ({1} != {T}(0))"}},
       {"logical_or", {2, "({0} != {T}(0)) || ({1} != {T}(0))"}},
       {"where", {3, "({0} != {T}(0) ? {1} : {2})"}},
-      // NKI's bitwise ops on integer values held as floats: the 32-bit two's-complement pattern.
-      {"bits_and", {2, "{T}(tn_bits32({0}) & tn_bits32({1}))"}},
-      {"bits_or", {2, "{T}(tn_bits32({0}) | tn_bits32({1}))"}},
-      {"bits_xor", {2, "{T}(tn_bits32({0}) ^ tn_bits32({1}))"}},
-      {"bits_not", {1, "{T}(~tn_bits32({0}))"}},
-      {"bits_shl", {2, "{T}(tn_shift_left({0}, {1}))"}},
-      {"bits_shr", {2, "{T}(tn_bits32({0}) >> tn_shift_count({1}))"}},
-      {"bits_shr_logical", {2, "{T}(static_cast<uint32_t>(tn_bits32({0})) >> tn_shift_count({1}))"}},
+      // NKI's bitwise ops on integer values held as floats: their 32-bit two's-complement pattern
+      // (through int64: uint32 values pass 2^31). Inline, so the prelude of other kernels is unchanged.
+      {"bits_and", {2, "{T}(static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>({0})) & static_cast<uint32_t>(static_cast<int64_t>({1}))))"}},
+      {"bits_or", {2, "{T}(static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>({0})) | static_cast<uint32_t>(static_cast<int64_t>({1}))))"}},
+      {"bits_xor", {2, "{T}(static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>({0})) ^ static_cast<uint32_t>(static_cast<int64_t>({1}))))"}},
+      {"bits_not", {1, "{T}(static_cast<int32_t>(~static_cast<uint32_t>(static_cast<int64_t>({0}))))"}},
+      {"bits_shl", {2, "{T}(static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>({0})) << (static_cast<int32_t>({1}) & 31)))"}},
+      {"bits_shr", {2, "{T}(static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>({0}))) >> (static_cast<int32_t>({1}) & 31))"}},
+      {"bits_shr_logical", {2, "{T}(static_cast<uint32_t>(static_cast<int64_t>({0})) >> (static_cast<int32_t>({1}) & 31))"}},
       // Whole, with the value as a literal {3}: eager mode's formula in its order of operations
       // (the decompositions compute value * (t1 / t2), and under emulate_precision_casts would
       // round each of three steps where eager rounds once).
@@ -143,14 +144,6 @@ inline uint16_t tn_store_f16(float value) {
   }
   magnitude += 0xc8000fffu + ((magnitude >> 13) & 1u);
   return static_cast<uint16_t>(sign | (magnitude >> 13));
-}
-// An integer held as a float, wrapped to 32 bits (int64 first: uint32 values pass 2^31).
-inline int32_t tn_bits32(float value) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(value)));
-}
-inline int32_t tn_shift_count(float value) { return static_cast<int32_t>(value) & 31; }
-inline int32_t tn_shift_left(float value, float count) {
-  return static_cast<int32_t>(static_cast<uint32_t>(tn_bits32(value)) << tn_shift_count(count));
 }
 // Rounds a float through a half type, as an eager op storing its result would.
 inline float tn_round_bf16(float value) { return tn_load_bf16(tn_store_bf16(value)); }

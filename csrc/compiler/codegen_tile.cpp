@@ -1,6 +1,7 @@
 // Code generation for tile programs: each op becomes a loop nest over its tile with the sizes and
 // strides as literals (so the compiler unrolls and vectorizes the unit-stride inner loop), loops
 // become C++ loops, and on-chip buffers are slices of one scratch array of floats.
+#include <cctype>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -30,34 +31,103 @@ class TileEmitter {
   explicit TileEmitter(const TileProgram& program) : program_(program) {}
 
   std::string function(const std::string& symbol) {
-    out_ << "extern \"C\" void " << symbol << "(char* const* tensors, int64_t begin, int64_t end, int64_t* fault) {\n";
-    out_ << "  (void)fault;\n";
-    out_ << "  std::vector<float> scratch_store(" << program_.scratch_floats() + 16
+    const std::vector<std::vector<size_t>> parts = split_into_parts();
+    std::ostringstream text;
+    if (parts.size() > 1) {
+      for (size_t k = 0; k < parts.size(); ++k) text << part(symbol + "_part" + std::to_string(k), parts[k]);
+    }
+    text << "extern \"C\" void " << symbol << "(char* const* tensors, int64_t begin, int64_t end, int64_t* fault) {\n";
+    text << "  (void)fault;\n";
+    text << "  std::vector<float> scratch_store(" << program_.scratch_floats() + 16
          << ", std::numeric_limits<float>::quiet_NaN());\n";
-    out_ << "  float* const scratch = scratch_store.data() + (16 - reinterpret_cast<uintptr_t>(scratch_store.data()) / 4 % 16) % 16;\n";
-    out_ << "  (void)scratch;\n";
+    text << "  float* const scratch = scratch_store.data() + (16 - reinterpret_cast<uintptr_t>(scratch_store.data()) / 4 % 16) % 16;\n";
+    text << "  (void)scratch;\n";
+    if (parts.size() > 1) {
+      text << "  for (int64_t program = begin; program < end; ++program) {\n";
+      for (size_t k = 0; k < parts.size(); ++k) text << "    " << symbol << "_part" << k << "(tensors, scratch, program, fault);\n";
+      text << "  }\n}\n";
+      return text.str();
+    }
     const auto& buffers = program_.buffers();
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      if (buffers[b].space == MemorySpace::kHbm) {
-        out_ << "  " << storage_type(buffers[b].dtype) << "* const h" << b << " = reinterpret_cast<"
-             << storage_type(buffers[b].dtype) << "*>(tensors[" << buffers[b].argument << "]);\n";
-      } else {
-        out_ << "  float* const s" << b << " = scratch + " << buffers[b].scratch_offset << ";\n";
-      }
-      out_ << "  (void)" << (buffers[b].space == MemorySpace::kHbm ? "h" : "s") << b << ";\n";
-    }
-    const auto& grid = program_.grid();
-    out_ << "  for (int64_t program = begin; program < end; ++program) {\n";
-    int64_t inner = 1;
-    for (int d = static_cast<int>(grid.size()) - 1; d >= 0; --d) {
-      out_ << "    const int64_t p" << d << " = program / " << inner << " % " << grid[d] << ";\n";
-      out_ << "    (void)p" << d << ";\n";
-      inner *= grid[d];
-    }
+    for (size_t b = 0; b < buffers.size(); ++b) text << "  " << declaration(b) << "\n  (void)" << name_of(b) << ";\n";
+    text << "  for (int64_t program = begin; program < end; ++program) {\n" << program_ids("    ");
     indent_ = "    ";
     for (const TileOp& op : program_.ops()) emit(op);
-    out_ << "  }\n}\n";
-    return out_.str();
+    text << out_.str() << "  }\n}\n";
+    return text.str();
+  }
+
+ private:
+  // A long program is cut, between its top-level statements, into functions of about kPartOps ops
+  // each: the C++ compiler's time grows faster than linearly with a function's size.
+  static constexpr size_t kPartOps = 256;
+
+  std::vector<std::vector<size_t>> split_into_parts() const {
+    std::vector<std::vector<size_t>> parts(1);
+    int depth = 0;
+    const auto& ops = program_.ops();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (depth == 0 && parts.back().size() >= kPartOps) parts.emplace_back();
+      parts.back().push_back(i);
+      if (ops[i].kind == TileOpKind::kLoop) ++depth;
+      if (ops[i].kind == TileOpKind::kEndLoop) --depth;
+    }
+    return parts;
+  }
+
+  std::string name_of(size_t b) const {
+    return (program_.buffers()[b].space == MemorySpace::kHbm ? "h" : "s") + std::to_string(b);
+  }
+
+  std::string declaration(size_t b) const {
+    const TileBuffer& buffer = program_.buffers()[b];
+    if (buffer.space == MemorySpace::kHbm) {
+      const std::string type = storage_type(buffer.dtype);
+      return type + "* const " + name_of(b) + " = reinterpret_cast<" + type + "*>(tensors[" +
+             std::to_string(buffer.argument) + "]);";
+    }
+    return "float* const " + name_of(b) + " = scratch + " + std::to_string(buffer.scratch_offset) + ";";
+  }
+
+  std::string program_ids(const std::string& indent) const {
+    std::ostringstream text;
+    const auto& grid = program_.grid();
+    int64_t inner = 1;
+    for (int d = static_cast<int>(grid.size()) - 1; d >= 0; --d) {
+      text << indent << "const int64_t p" << d << " = program / " << inner << " % " << grid[d] << ";\n";
+      text << indent << "(void)p" << d << ";\n";
+      inner *= grid[d];
+    }
+    return text.str();
+  }
+
+  // One part: its ops, with declarations of just the buffers its text names (s<k>, h<k>).
+  std::string part(const std::string& name, const std::vector<size_t>& ops) {
+    out_.str("");
+    indent_ = "  ";
+    for (size_t i : ops) emit(program_.ops()[i]);
+    const std::string body = out_.str();
+    std::vector<bool> used(program_.buffers().size(), false);
+    for (size_t i = 0; i + 1 < body.size(); ++i) {
+      if ((body[i] != 's' && body[i] != 'h') || (i > 0 && (std::isalnum(static_cast<unsigned char>(body[i - 1])) ||
+                                                           body[i - 1] == '_'))) {
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < body.size() && std::isdigit(static_cast<unsigned char>(body[j]))) ++j;
+      if (j == i + 1 || (j < body.size() && (std::isalnum(static_cast<unsigned char>(body[j])) || body[j] == '_'))) continue;
+      const size_t b = std::stoul(body.substr(i + 1, j - i - 1));
+      if (b < used.size() && name_of(b)[0] == body[i]) used[b] = true;
+    }
+    std::ostringstream text;
+    text << "static __attribute__((noinline)) void " << name
+         << "(char* const* tensors, float* const scratch, int64_t program, int64_t* fault) {\n";
+    text << "  (void)tensors;\n  (void)scratch;\n  (void)program;\n  (void)fault;\n";
+    for (size_t b = 0; b < used.size(); ++b) {
+      if (used[b]) text << "  " << declaration(b) << "\n";
+    }
+    text << program_ids("  ") << body << "}\n";
+    return text.str();
   }
 
  private:

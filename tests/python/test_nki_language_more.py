@@ -405,3 +405,26 @@ def test_other_python_errors_on_an_index_fall_back_to_unrolling(mode):
     x = np.ones((4, 8), np.float32)
     expected = (x + np.array([0, 10, 20, 30], np.float32)[:, None]) * (np.arange(4) ** 2)[:, None]
     np.testing.assert_array_equal(np.asarray(run(k_power_of_index, mode, x)), expected)
+
+
+@nki.jit
+def k_many_instructions(x):
+    """600 instructions at the top level (a Python loop): the generated C++ is cut into functions."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    for k in range(300):
+        t = nl.add(t, float(k % 7))
+        t = nl.multiply(t, 0.5)
+    nl.store(out, t)
+    return out
+
+
+def test_long_programs_compile_as_several_functions():
+    x = np.random.default_rng(11).standard_normal((8, 16)).astype(np.float32)
+    expected = x.astype(np.float64)
+    for k in range(300):
+        expected = (expected + k % 7) * 0.5
+    np.testing.assert_allclose(np.asarray(k_many_instructions(x)), expected, rtol=1e-5)
+    (compiled,) = k_many_instructions._cache.values()
+    assert compiled.source.count("static __attribute__((noinline)) void") >= 2
+    np.testing.assert_allclose(np.asarray(nki.simulate_kernel(k_many_instructions, x)), expected, rtol=1e-5)
