@@ -142,3 +142,26 @@ def test_text_length_follows_the_models_fixed_text_positions():
         classes["CogVideoXTransformer3DModel"]), "tiny")
     maker = diffusers_inputs._Maker(model, "video_fc")
     assert maker.value("encoder_hidden_states", maker.main()).shape[1] == model.config.max_text_seq_length
+
+
+def test_none_sizes_are_filled_only_for_a_model_that_cannot_be_built_without_them():
+    defaults = {"in_channels": None, "out_channels": None, "caption_channels": None, "sample_size": None,
+                "norm_type": None}
+    filled = diffusers_models._none_sizes(defaults, {"in_channels": 4})
+    assert filled == {"out_channels": 4, "caption_channels": 32, "sample_size": 32}, filled
+    classes = diffusers_models.model_classes()
+    latte = classes["LatteTransformer3DModel"]  # its caption projection needs caption_channels
+    _, overrides = diffusers_models._build(latte, diffusers_models.init_defaults(latte), "tiny")
+    assert overrides["caption_channels"] == 32
+
+
+def test_micro_conditions_and_per_modality_timesteps_are_made():
+    class Tiny(torch.nn.Module):
+        config = {"in_channels": 4}
+
+        def forward(self, sample, timestep_img, timestep_text, micro_conds):
+            return sample
+
+    inputs, why = diffusers_inputs._Maker(Tiny(), "image").inputs()
+    assert why is None and inputs["micro_conds"].shape == (2, 5), why
+    assert inputs["timestep_img"].shape == inputs["timestep_text"].shape == (2,)

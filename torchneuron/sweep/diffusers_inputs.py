@@ -14,7 +14,8 @@ from .reference import first_line
 
 SIDE = 32
 _MAIN = ("sample", "hidden_states", "x", "latents", "z", "xs", "input", "latent", "z_latent")
-_TIME = re.compile(r"^(timestep|timesteps|t|sigma|timestep_r|r_timestep|timestep_ratio|decoder_noise_time)$")
+_TIME = re.compile(r"^(timestep|timesteps|t|sigma|timestep_r|r_timestep|timestep_ratio|decoder_noise_time|"
+                   r"timestep_img|timestep_text)$")
 _TEXT = re.compile(r"^(encoder_hidden_states(_t5|_1|_2|_llama3)?|context|prompt_embeds|text_hidden_states|cap_feats|clip_text|"
                    r"encoder_hidden_states_t5|text_bth|lyric_hidden_states|control_context)$")
 _POOLED = re.compile(r"^(pooled_projections|pooled_text_emb|clip_text_pooled|pooled_embeds|image_embeds|"
@@ -127,6 +128,8 @@ class _Maker:
             return torch.tensor([8, 8])
         if name in ("image_latents", "control_latents", "context_latents", "condition_latents", "inpaint_latents"):
             return self.randn(*main.shape) if self.params[name].default is inspect.Parameter.empty else None
+        if name == "micro_conds":  # (width, height, crop left, crop top, aesthetic score) as the pipeline
+            return torch.tensor([[self.side * 8.0, self.side * 8.0, 0.0, 0.0, 6.0]] * BATCH)
         if name == "added_time_ids":
             return torch.tensor([[6.0, 127.0, 0.02]] * BATCH)
         return None

@@ -17,6 +17,25 @@ from .reference import first_line
 BATCH, TEXT = 2, 8
 PARAMETER_BUDGET = 100_000_000
 STRATEGIES = ("tiny", "heads", "layers", "default")
+# Sizes a class needs that no rule derives (lists whose meaning only its code knows).
+_CLASS_SIZES = {
+    "ZImageControlNetModel": {"control_layers_places": [0], "control_refiner_layers_places": [0]},
+    "HiDreamImageTransformer2DModel": {"caption_channels": [32, 32], "llama_layers": [0]},
+}
+_NONE_SIZE = re.compile(r"(channels|_dim|^sample_size)$")
+
+
+def _none_sizes(defaults, overrides):
+    """Every None-defaulted size a model turned out to need: output channels as the input's, other
+    channels and dims and the sample size 32."""
+    out = {}
+    for name, value in defaults.items():
+        if value is None and name not in overrides and _NONE_SIZE.search(name):
+            same = overrides.get("in_channels", defaults.get("in_channels"))
+            out[name] = same if name == "out_channels" and _int(same) else 32
+    return out
+
+
 # Wrappers over a list of models (Multi*ControlNet, MultiAdapter) and models whose constructor
 # needs non-default objects are built only when every required argument has a default.
 _LAYERS = re.compile(r"(layers|blocks|depth|^n_layer|^nlayers)$|layers_per_(block|mid_block|down_block|up_block)$")
@@ -83,6 +102,25 @@ _NONE_FILLED = {"in_channels": 4, "patch_size": 2, "num_layers": 1, "num_kv_head
 # ...of which these are also a mode when None (a VAE without patchify): filled only when the
 # model cannot be built without them.
 _NONE_IF_BUILDS = ("patch_size",)
+# Sizes a class needs that no rule derives (lists whose meaning only its code knows).
+_CLASS_SIZES = {
+    "ZImageControlNetModel": {"control_layers_places": [0], "control_refiner_layers_places": [0]},
+    "HiDreamImageTransformer2DModel": {"caption_channels": [32, 32], "llama_layers": [0]},
+}
+_NONE_SIZE = re.compile(r"(channels|_dim|^sample_size)$")
+
+
+def _none_sizes(defaults, overrides):
+    """Every None-defaulted size a model turned out to need: output channels as the input's, other
+    channels and dims and the sample size 32."""
+    out = {}
+    for name, value in defaults.items():
+        if value is None and name not in overrides and _NONE_SIZE.search(name):
+            same = overrides.get("in_channels", defaults.get("in_channels"))
+            out[name] = same if name == "out_channels" and _int(same) else 32
+    return out
+
+
 # Wrappers over a list of child models: the constructor argument, the inputs zipped with the
 # children (each made a one-element list), and the child class where it is not the name less "Multi".
 _CHILDREN_ARGS = ("controlnets", "adapters")
@@ -196,14 +234,14 @@ def _build(cls, defaults, strategy):
     (model, overrides) or raises."""
     import torch
     overrides = shrink(defaults, strategy)
-    lazy = {n: v for n, v in overrides.items() if n in _NONE_IF_BUILDS and defaults.get(n) is None}
+    overrides.update(_CLASS_SIZES.get(cls.__name__, {}) if strategy != "default" else {})
+    lazy = {n for n in overrides if n in _NONE_IF_BUILDS and defaults.get(n) is None}
     try:
         with torch.device("meta"):
             weighed = cls(**{n: v for n, v in overrides.items() if n not in lazy})
         overrides = {n: v for n, v in overrides.items() if n not in lazy}
-    except Exception:  # noqa: BLE001 - needs the filled sizes after all
-        if not lazy:
-            raise
+    except Exception:  # noqa: BLE001 - needs the filled sizes after all, and maybe more
+        overrides = {**_none_sizes(defaults, overrides), **overrides}
         with torch.device("meta"):
             weighed = cls(**overrides)
     count = sum(p.numel() for p in weighed.parameters())
