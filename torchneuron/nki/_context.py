@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._activations import COMPOSITES
+from ._bitwise import BITWISE_OPS
 from ._expr import Index, bounds, cpp, is_symbolic
 from ._expr import _ranges as _expr_ranges
 from ._capacity import Capacity
@@ -399,18 +400,8 @@ _TORCH_OPS = {
     "clamp_min": torch.clamp_min, "clamp_max": torch.clamp_max, "atan": torch.atan, "asin": torch.asin,
     "acos": torch.acos, "sinh": torch.sinh, "cosh": torch.cosh, "exp2": torch.exp2, "log2": torch.log2,
     "log10": torch.log10, "erfc": torch.erfc,
-    "bits_and": lambda a, b: _bits(a) & _bits(b), "bits_or": lambda a, b: _bits(a) | _bits(b),
-    "bits_xor": lambda a, b: _bits(a) ^ _bits(b), "bits_not": lambda a: ~_bits(a),
-    "bits_shl": lambda a, b: _bits((_bits(a) & 0xFFFFFFFF) << (_bits(b) & 31)),
-    "bits_shr": lambda a, b: _bits(a) >> (_bits(b) & 31),
-    "bits_shr_logical": lambda a, b: (_bits(a) & 0xFFFFFFFF) >> (_bits(b) & 31),
+    **BITWISE_OPS,
 }
-
-
-def _bits(values: torch.Tensor) -> torch.Tensor:
-    """Integer values (held as floats) wrapped to 32-bit two's complement, as int64 (the compiled bits_* ops)."""
-    wrapped = values.to(torch.int64) & 0xFFFFFFFF
-    return torch.where(wrapped >= 2 ** 31, wrapped - 2 ** 32, wrapped)
 
 
 class Interpreter(Executor):
