@@ -321,3 +321,22 @@ def test_bn_stats_even_and_odd_halves(mode):
         np.testing.assert_allclose(got[:, col + 2], part.var(axis=1) * part.shape[1], rtol=1e-5)
     np.testing.assert_allclose(got[:, 6], x64.mean(axis=1), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[:, 7], x64.var(axis=1), rtol=1e-5)
+
+
+@nki.jit
+def k_handles(x):
+    """ISA calls' handles with depends_on: the copy into b waits for the write of a (traced first)."""
+    a = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+    first = nisa.dma_copy(dst=a, src=x)
+    b = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+    second = nisa.tensor_scalar(dst=b, data=a, op0=nl.multiply, operand0=3.0)
+    assert isinstance(first, nisa.NkiInstruction) and second.depends_on(first) is second
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=b)
+    return out
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_instruction_handles(mode):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(run(k_handles, mode, x)), 3 * x)

@@ -177,3 +177,12 @@ class ViewMethods:
                             scaled_size // new.itemsize if last else size])
         return self.ap(pattern, 0, dtype=new)
 
+    def depends_on(self, *producers):
+        """As an instruction's handle (an ISA call returns its destination tile): runs after the
+        producers; instructions run in program order, so one traced before is always done."""
+        for producer in producers:
+            if not isinstance(producer, ViewMethods):
+                raise NKIError(f"NKI depends_on: {producer!r} is not an instruction's handle (the tile an ISA call "
+                               "returns)")
+        return self
+

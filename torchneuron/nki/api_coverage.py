@@ -41,6 +41,8 @@ NOTES = {
     "nki.language.float8_e5m2_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",
     "nki.language.float8_e4m3fn_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",
     "nki.language.float4_e2m1fn_x4": "packed tiles go only to quantize_mx, nc_matmul_mx, DMAs and copies",
+    "nki.isa.NkiInstruction": ("ISA calls return their destination tile as the handle; instructions run in program "
+                               "order, so depends_on on a producer traced after its consumer is not honoured"),
     "nki.language.uint16": "device-memory tensors are stored as int32",
     "nki.language.uint32": "device-memory tensors are stored as int32",
 }

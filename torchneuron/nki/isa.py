@@ -3,6 +3,7 @@ first (`nisa.tensor_copy(dst, src)`); the legacy one returns a new tile (`nisa.t
 Both are accepted: a call is current when it names dst= or starts with the destination."""
 from __future__ import annotations
 
+import abc
 import math
 
 from . import constants
@@ -551,6 +552,18 @@ def _sync(kind, payload=None):
     lockstep.sync(kind, payload)
 
 
+class NkiInstruction(abc.ABC):
+    """The handle of a traced instruction: what an ISA call returns (its destination tile), with
+    .depends_on(*producers)."""
+
+    def depends_on(self, *producers):
+        """Runs after the producers (instructions run in program order)."""
+        return self
+
+
+NkiInstruction.register(Tile)
+
+
 def get_nc_version():
     """The NeuronCore generation torchneuron models (its SBUF and PSUM sizes are gen2's and gen3's)."""
     return nc_version.gen3
@@ -565,6 +578,6 @@ from ._isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  
 from ._isa_vector import activate2, dropout, exponential, sequence_bounds, tensor_scalar_cumulative, topk  # noqa: E402,F401
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in
-           ("annotations", "nl", "Expression", "Op", "current", "ArangeIndex", "Mask", "NKIError", "Tile", "to_dtype",
+           ("annotations", "abc", "nl", "Expression", "Op", "current", "ArangeIndex", "Mask", "NKIError", "Tile", "to_dtype",
             "constants", "math", "ProgramTraceError", "check_operands", "emit_matmul", "transposed_view", "conform", "copy_skipping_oob", "rank_of", "copy_into", "accumulate", "apply_activation",
             "elementwise", "memset_tile", "op_name", "reduce_tile")]
