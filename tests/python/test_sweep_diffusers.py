@@ -165,3 +165,11 @@ def test_micro_conditions_and_per_modality_timesteps_are_made():
     inputs, why = diffusers_inputs._Maker(Tiny(), "image").inputs()
     assert why is None and inputs["micro_conds"].shape == (2, 5), why
     assert inputs["timestep_img"].shape == inputs["timestep_text"].shape == (2,)
+
+
+def test_a_tiny_model_over_the_budget_is_narrowed():
+    out = diffusers_models.shrink({"upsample_initial_channel": 1536, "decoder_dim": 1024, "in_channels": 256,
+                                   "latent_dim": 2048, "num_layers": 4}, "narrow")
+    assert out == {"upsample_initial_channel": 192, "decoder_dim": 128, "num_layers": 1}, out
+    prep = diffusers_models.prepare("LongCatAudioDiTTransformer")  # 112M parameters tiny
+    assert prep.strategy == "narrow" and any(why.startswith("MemoryError") for _, _, why in prep.attempts)

@@ -16,7 +16,7 @@ from .reference import first_line
 
 BATCH, TEXT = 2, 8
 PARAMETER_BUDGET = 100_000_000
-STRATEGIES = ("tiny", "heads", "layers", "default")
+STRATEGIES = ("tiny", "narrow", "heads", "layers", "default")
 # Sizes a class needs that no rule derives (lists whose meaning only its code knows).
 _CLASS_SIZES = {
     "ZImageControlNetModel": {"control_layers_places": [0], "control_refiner_layers_places": [0]},
@@ -48,6 +48,8 @@ _INPUT_DIM = re.compile(r"(text|caption|joint|pooled|cross_attention|context|cap
                         r"cond|redux|txt|siglip|image_embed|embedding_dim|prompt|lyric|timbre)\w*(dim|channels|size)")
 _CHANNELS = re.compile(r"(channels|^ch$|^base_dim$|^dim$|^encoder_dim$|^dec_dim$|^enc_dim$)")
 _SAMPLE = re.compile(r"^(sample_size|sample_height|sample_width|resolution|image_size|base_height|base_width)$")
+_NARROW = re.compile(r"(dim|channel|channels)$")
+_NOT_NARROW = re.compile(r"^(in|out|input|output|num|z|sample|latent|patch|head|attention_head)_|head_dim|^latent_channels$")
 _PAD_ID = re.compile(r"^pad(ding)?_(token_)?(id|idx|index)$")
 _VOCAB = re.compile(r"vocab_size|codebook_size|num_vq_embeddings|num_embeds_ada_norm|num_class_embeds")
 
@@ -184,6 +186,12 @@ def shrink(defaults, strategy):
             out[name] = max(64, (_scaled(value, ratio) or value) // 32 * 32)
     if strategy == "heads":
         return out
+    if strategy == "narrow":  # tiny, over the budget: every remaining width an eighth
+        out = {**shrink(defaults, "tiny"), **out}
+        for name, value in defaults.items():
+            if name not in out and _NARROW.search(name) and not _NOT_NARROW.search(name) and _int(value) and value >= 128:
+                out[name] = max(16, value // 8 // 16 * 16)
+        return out
     for name, value in defaults.items():
         if name in out:
             continue
@@ -285,6 +293,8 @@ def prepare(name, cls=None):
         prep.attempts.append(("default", "build", f"{name} has no forward"))
         return prep
     for strategy in STRATEGIES:
+        if strategy == "narrow" and not (prep.attempts and prep.attempts[-1][2].startswith("MemoryError")):
+            continue  # only for a tiny model over the budget
         try:
             model, _ = _build(cls, defaults, strategy)
         except Exception as exc:  # noqa: BLE001
