@@ -235,6 +235,41 @@ void copy_typed(const CoalescedShape& shape, char* dst, const char* src) {
   });
 }
 
+// Conversions to or from uint16/32/64 take only the element loop: they are rare, and the
+// blocked and transposing variants for every such pair would add half again to this file's
+// compile time at each instruction-set level.
+template <typename T>
+constexpr bool kWideUnsigned = std::is_same_v<T, uint16_t> || std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>;
+
+template <typename Dst, typename Src>
+void copy_converting(const CoalescedShape& shape, char* dst, const char* src) {
+  char* const base[2] = {dst, const_cast<char*>(src)};
+  for_each_run<2>(shape, base, [](char* const* ptrs, int64_t n, const int64_t* strides) {
+    char* out = ptrs[0];
+    const char* in = ptrs[1];
+    for (int64_t i = 0; i < n; ++i, out += strides[0], in += strides[1]) copy_element<Dst, Src>(out, in);
+  });
+}
+
+template <typename Dst, typename Src>
+void copy_any(const CoalescedShape& shape, char* dst, const char* src) {
+  if constexpr (kWideUnsigned<Dst> || kWideUnsigned<Src>) {
+    copy_converting<Dst, Src>(shape, dst, src);
+  } else {
+    copy_typed<Dst, Src>(shape, dst, src);
+  }
+}
+
+// The signed type of an unsigned dtype's width: a same-dtype copy moves the same bits.
+DType same_bits(DType dtype) {
+  switch (dtype) {
+    case DType::kUInt16: return DType::kInt16;
+    case DType::kUInt32: return DType::kInt32;
+    case DType::kUInt64: return DType::kInt64;
+    default: return dtype;
+  }
+}
+
 // Copies this large are split along their outermost dimension across the compute engines.
 constexpr int64_t kParallelCopyElements = 1 << 16;
 
@@ -246,17 +281,18 @@ void copy(const StridedView& dst, const StridedView& src) {
   const CoalescedShape shape = coalesce(views, 2);
   char* out = static_cast<char*>(dst.data);
   const char* in = static_cast<const char*>(src.data);
-  dispatch_convertible_dtype(dst.dtype, "copy", [&](auto dst_tag) {
+  const bool same = dst.dtype == src.dtype;
+  dispatch_convertible_dtype(same ? same_bits(dst.dtype) : dst.dtype, "copy", [&](auto dst_tag) {
     using Dst = decltype(dst_tag);
-    dispatch_convertible_dtype(src.dtype, "copy", [&](auto src_tag) {
+    dispatch_convertible_dtype(same ? same_bits(src.dtype) : src.dtype, "copy", [&](auto src_tag) {
       using Src = decltype(src_tag);
       const int64_t numel = dst.numel();
-      if (numel < kParallelCopyElements || shape.ndim == 0) return copy_typed<Dst, Src>(shape, out, in);
+      if (numel < kParallelCopyElements || shape.ndim == 0) return copy_any<Dst, Src>(shape, out, in);
       const int64_t outer = shape.sizes[0], per_outer = numel / outer;
       parallel_for(outer, std::max<int64_t>(1, kParallelCopyElements / 4 / per_outer), [&](int64_t begin, int64_t end) {
         CoalescedShape part = shape;
         part.sizes[0] = end - begin;
-        copy_typed<Dst, Src>(part, out + begin * shape.strides[0][0], in + begin * shape.strides[1][0]);
+        copy_any<Dst, Src>(part, out + begin * shape.strides[0][0], in + begin * shape.strides[1][0]);
       });
     });
   });
