@@ -250,7 +250,7 @@ TEST(StridedView, SizesNamesAndContiguity) {
 
 // The vectorizable exp, erf and tanh stay within about one ulp of the C library's double results
 // across their whole float range, and handle NaN and infinities.
-TEST(VectorMath, ExpAndErfWithinOneUlp) {
+TEST(VectorMath, ExpErfAndTanhWithinTheirUlpBounds) {
   double worst_exp = 0, worst_erf = 0, worst_tanh = 0;
   for (uint32_t bits = 0; bits < 0xffffff00u; bits += 9973) {
     float x;
@@ -267,7 +267,7 @@ TEST(VectorMath, ExpAndErfWithinOneUlp) {
       worst_erf = std::max(worst_erf, ulps(torchneuron::kernels::vector_erf(x), std::erf(double(x))));
     }
   }
-  EXPECT_LT(worst_exp, 1.01);
+  EXPECT_LT(worst_exp, 0.6);
   EXPECT_LT(worst_erf, 1.01);
   EXPECT_LT(worst_tanh, 1.1);
   EXPECT_TRUE(std::isnan(torchneuron::kernels::vector_exp(NAN)));
