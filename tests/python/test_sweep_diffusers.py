@@ -173,3 +173,9 @@ def test_a_tiny_model_over_the_budget_is_narrowed():
     assert out == {"upsample_initial_channel": 192, "decoder_dim": 128, "num_layers": 1}, out
     prep = diffusers_models.prepare("LongCatAudioDiTTransformer")  # 112M parameters tiny
     assert prep.strategy == "narrow" and any(why.startswith("MemoryError") for _, _, why in prep.attempts)
+
+
+def test_a_wrapper_that_takes_only_one_child_gets_one():
+    prep = diffusers_models.prepare("QwenImageMultiControlNetModel")  # "only supports a single" one
+    assert prep.model is not None and len(prep.model.nets) == 1, prep.attempts
+    assert len(prep.inputs["controlnet_cond"]) == 1

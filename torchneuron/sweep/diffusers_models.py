@@ -311,8 +311,8 @@ def prepare(name, cls=None):
 
 
 def _prepare_wrapper(name, cls, arg, prep):
-    """A Multi* wrapper over two copies of a tiny child model (MultiAdapter refuses one), run on
-    the child's inputs with each per-child input made a two-element list."""
+    """A Multi* wrapper over two copies of a tiny child model (else one), run on the child's inputs
+    with each per-child input made a list of as many."""
     import copy
 
     import torch
@@ -323,18 +323,21 @@ def _prepare_wrapper(name, cls, arg, prep):
         return prep
     params = inspect.signature(cls.forward).parameters
     first = next(n for n in params if n != "self")
-    inputs = {}
-    for key, value in child.inputs.items():
-        key = key if key in params else first  # the child's main input under the wrapper's name
-        inputs[key] = [value, value] if key in _PER_CHILD else value
-    for key in _PER_CHILD:
-        if key in params and key not in inputs and params[key].default is inspect.Parameter.empty:
-            inputs[key] = [1.0 if "scale" in key else torch.zeros(BATCH, dtype=torch.long)] * 2  # mode ids
-    try:
-        model = cls(**{arg: [child.model, copy.deepcopy(child.model)]}).eval()
-        _seed()
-        prep.model, prep.inputs, prep.outputs = model, inputs, model(**inputs)
-        prep.strategy = prep.built_strategy = child.strategy
-    except Exception as exc:  # noqa: BLE001
-        prep.attempts.append((child.strategy, "reference", "CPU reference forward raised " + first_line(exc)))
+    for count in (2, 1):  # MultiAdapter refuses one child, QwenImage's wrapper more than one
+        inputs = {}
+        for key, value in child.inputs.items():
+            key = key if key in params else first  # the child's main input under the wrapper's name
+            inputs[key] = [value] * count if key in _PER_CHILD else value
+        for key in _PER_CHILD:
+            if key in params and key not in inputs and params[key].default is inspect.Parameter.empty:
+                inputs[key] = [1.0 if "scale" in key else torch.zeros(BATCH, dtype=torch.long)] * count  # mode ids
+        try:
+            children = [child.model] + [copy.deepcopy(child.model) for _ in range(count - 1)]
+            model = cls(**{arg: children}).eval()
+            _seed()
+            prep.model, prep.inputs, prep.outputs = model, inputs, model(**inputs)
+            prep.strategy = prep.built_strategy = child.strategy
+            return prep
+        except Exception as exc:  # noqa: BLE001
+            prep.attempts.append((child.strategy, "reference", "CPU reference forward raised " + first_line(exc)))
     return prep
