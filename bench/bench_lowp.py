@@ -1,8 +1,9 @@
 """Low-precision matrix products: torch._scaled_mm (float8 e4m3fn, tensor-wise and row-wise
 scales, bfloat16 out) and torch._int_mm (int8) on neuron, against our float32 and bfloat16 GEMMs on
 neuron and against CPU PyTorch's same op, in one run, at 1024^3 and at a decode-like 16 x 4096 x
-4096; printed as time and ratios (above 1: the low-precision product is faster than what it is
-compared with)."""
+4096; then a training step of an MLP (TorchAO's float8 training, tensor-wise and row-wise recipes,
+against the same step in bfloat16 and in float32); printed as time and ratios (above 1: the
+low-precision one is faster than what it is compared with)."""
 
 import os
 import sys
@@ -58,6 +59,44 @@ def run(m, k, n):
     return na8, nb8, nrows, ncols, nai, nbi
 
 
+def mlp(width=1024, hidden=4096, layers=2):
+    torch.manual_seed(0)
+    blocks = []
+    for _ in range(layers):
+        blocks += [torch.nn.Linear(width, hidden, bias=False), torch.nn.GELU(), torch.nn.Linear(hidden, width, bias=False)]
+    return torch.nn.Sequential(*blocks)
+
+
+def training_steps(tokens=1024, width=1024):
+    """A forward, backward and SGD step of the MLP on `tokens` rows, per recipe."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    x = torch.randn(tokens, width).to("neuron")
+    steps = {}
+    for name in ("float32", "bfloat16", "float8 tensor-wise", "float8 row-wise"):
+        model = mlp(width).to("neuron")
+        if name != "float32":
+            model = model.bfloat16()
+        if name.startswith("float8"):
+            recipe = "tensorwise" if "tensor" in name else "rowwise"
+            convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        inp = x.to(next(model.parameters()).dtype)
+
+        def step(model=model, opt=opt, inp=inp):
+            loss = model(inp).float().square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        steps[name] = step
+    print(f"training step: MLP of 2 x ({width} -> 4096 -> {width}), {tokens} tokens, SGD")
+    seconds = {name: seconds_per_call(fn, "neuron", repeats=3) for name, fn in steps.items()}
+    print(f"{'step':<36}{'ms':>10}{'vs float32':>14}{'vs bfloat16':>14}")
+    for name, s in seconds.items():
+        print(f"{name:<36}{s * 1e3:>10.2f}{seconds['float32'] / s:>13.2f}x{seconds['bfloat16'] / s:>13.2f}x", flush=True)
+
+
 def main():
     run(16, 4096, 4096)
     na8, nb8, nrows, ncols, nai, nbi = run(1024, 1024, 1024)
@@ -66,6 +105,7 @@ def main():
     torch._int_mm(nai, nbi)
     torch.neuron.synchronize()
     print(f"fallback report of the neuron products: {torchneuron.fallback_report() or 'empty'}")
+    training_steps()
 
 
 if __name__ == "__main__":
