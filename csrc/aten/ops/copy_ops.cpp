@@ -6,11 +6,14 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 
+#include <optional>
+
 #include "aten/ops/fewer_dims.h"
 #include "aten/ops/native_ops.h"
 #include "aten/ops/unsigned_dtypes.h"
 #include "aten/device/neuron_tensor.h"
 #include "kernels/copy.h"
+#include "kernels/float8_convert.h"
 
 namespace torchneuron::aten {
 namespace {
@@ -88,7 +91,52 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   if (!direct) dst.copy_(landing);
 }
 
+std::optional<kernels::Float8Format> float8_format(c10::ScalarType type) {
+  if (type == c10::kFloat8_e4m3fn) return kernels::Float8Format::kE4M3FN;
+  if (type == c10::kFloat8_e5m2) return kernels::Float8Format::kE5M2;
+  return std::nullopt;
+}
+
+// Conversions to and from float8 e4m3fn / e5m2 on one device, through float32 as CPU PyTorch
+// converts (a double, integer or half value becomes a float first). Returns false for other pairs.
+bool copy_float8_on_device(const at::Tensor& dst, const at::Tensor& src_in) {
+  const auto to = float8_format(dst.scalar_type()), from = float8_format(src_in.scalar_type());
+  if (dst.scalar_type() == src_in.scalar_type() || dst.device() != src_in.device() || !(to || from)) return false;
+  if ((!to && !converts_on_device(dst.scalar_type())) || (!from && !converts_on_device(src_in.scalar_type()))) {
+    return false;
+  }
+  at::assert_no_internal_overlap(dst);
+  const at::Tensor src = src_in.expand(dst.sizes());
+  at::Tensor values;  // float32, contiguous
+  if (from) {
+    const at::Tensor bytes = src.contiguous();
+    values = at::empty(dst.sizes(), dst.options().dtype(c10::kFloat));
+    const auto* in = static_cast<const uint8_t*>(bytes.data_ptr());
+    float* out = values.data_ptr<float>();
+    const int64_t n = values.numel();
+    const kernels::Float8Format format = *from;
+    enqueue(values, "aten::copy_ (from float8)", {&bytes},
+            [in, out, n, format] { kernels::float8_to_float(in, out, n, format); });
+  } else {
+    values = src.to(c10::kFloat).contiguous();
+  }
+  if (!to) {
+    dst.copy_(values);
+    return true;
+  }
+  const at::Tensor result = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  const float* in = values.data_ptr<float>();
+  auto* out = static_cast<uint8_t*>(result.data_ptr());
+  const int64_t n = result.numel();
+  const kernels::Float8Format format = *to;
+  enqueue(result, "aten::copy_ (to float8)", {&values},
+          [in, out, n, format] { kernels::float_to_float8(in, out, n, format); });
+  if (!result.is_same(dst)) dst.copy_(result);
+  return true;
+}
+
 void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src_in) {
+  if (copy_float8_on_device(dst, src_in)) return;
   if (dst.scalar_type() != src_in.scalar_type() &&
       (!converts_on_device(dst.scalar_type()) || !converts_on_device(src_in.scalar_type())) &&
       copies_as_bits(dst.scalar_type()) && copies_as_bits(src_in.scalar_type())) {
