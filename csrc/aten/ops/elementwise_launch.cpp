@@ -103,10 +103,10 @@ bool bits_agnostic(UnaryOp op) {
   }
 }
 
+// Not add and sub: CPU PyTorch has no uint16/32/64 kernel for them (launch_binary raises its
+// NotImplementedError).
 bool bits_agnostic(BinaryOp op) {
   switch (op) {
-    case BinaryOp::kAdd:
-    case BinaryOp::kSub:
     case BinaryOp::kMul:
     case BinaryOp::kEq:
     case BinaryOp::kNe:
@@ -211,6 +211,8 @@ bool launch_binary(at::TensorIteratorBase& iter, BinaryOp op, const char* name, 
   const c10::ScalarType common = iter.common_dtype();
   kernels::DType input;
   if (is_wide_unsigned(common)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(op != BinaryOp::kAdd && op != BinaryOp::kSub, "\"add_stub\" not implemented for '",
+                                common, "'");  // as on CPU
     // In the unsigned dtype itself: the ops whose bits agree on the signed twin, written to a
     // result of that dtype (a wider one would need zero extension, not the twin's sign).
     if (!bits_agnostic(op) || (!bool_output && iter.dtype(0) != common) ||
