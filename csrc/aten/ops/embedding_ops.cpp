@@ -24,11 +24,13 @@
 namespace torchneuron::aten {
 namespace nn {
 
-// CPU PyTorch's embedding with its IndexError for an index out of range raised at the call (the
-// values are read on the host); the lookup is index_select's.
+// CPU PyTorch's embedding. Host-resident indices are checked at the call with CPU's IndexError;
+// device-resident ones by the lookup (index_select's kernel), an error at the next sync: reading
+// them at every call would wait for the device at each training step's embedding, losing the
+// host's lead (adaptive eager's regions with it).
 at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, c10::SymInt padding_idx,
                      bool scale_grad_by_freq, bool sparse) {
-  if (weight.dim() == 2 && (indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt)) {
+  if (weight.dim() == 2 && indices.is_cpu() && (indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt)) {
     if (const std::optional<OutOfRange> bad = first_out_of_range(indices, 0, weight.size(0))) {
       TORCH_CHECK_INDEX(false, "index out of range in self: index ", bad->value, " (position ", bad->position,
                         " of the indices) is not in [0, ", weight.size(0), ")");
@@ -116,8 +118,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
         weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx);
   }
   const kernels::EmbeddingBagShape shape = in.shape;
-  // Checked at the call with CPU PyTorch's message (the values are read on the host).
-  if (const std::optional<OutOfRange> bad = first_out_of_range(indices, 0, shape.num_weights)) {
+  // Host-resident indices checked at the call with CPU PyTorch's message; device-resident ones by
+  // the kernel (see embedding above).
+  if (const std::optional<OutOfRange> bad =
+          indices.is_cpu() ? first_out_of_range(indices, 0, shape.num_weights) : std::nullopt) {
     TORCH_CHECK(false, "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be ", bad->value);
   }
   const at::Tensor w = weight.contiguous();
