@@ -346,6 +346,66 @@ def test_dma_copy_oob_mode_skip(mode):
     np.testing.assert_array_equal(run(k_scatter_rows_skip, mode, x, where), expected)
 
 
+@nki.jit
+def k_sharded_scatter_skip(x, where):
+    """Two programs: program k scatters row k of x to row where[k] of its own [4, F] partial (or
+    skips it when out of range), then they exchange partials and keep the elementwise maximum."""
+    pid = nl.program_id(0)
+    partial = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.private_hbm)
+    fill = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=fill, value=-1)
+    nisa.dma_copy(dst=partial, src=fill)
+    index = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=index, src=where[0:1, pid:pid + 1])
+    row = nl.ndarray((1, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=x[pid:pid + 1, :])
+    nisa.dma_copy(dst=partial.ap(pattern=[[x.shape[1], 1], [1, x.shape[1]]], offset=0, scalar_offset=index,
+                                 indirect_dim=0), src=row, oob_mode=nisa.oob_mode.skip)
+    mine = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=partial)
+    theirs = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+    both = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=both, data1=mine, data2=theirs, op=nl.maximum)
+    out = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+    if pid == 0:
+        nisa.dma_copy(dst=out, src=both)
+    return out
+
+
+@pytest.mark.parametrize("where", [[2, 0], [2, -1000000], [7, 1]])
+@pytest.mark.parametrize("mode", RUNS)
+def test_skipped_copies_of_two_programs_in_lockstep(mode, where):
+    """The run-time test around a skipped copy holds only that copy: with the programs traced in
+    lockstep (a branch on the program id, an exchange), the next program's instructions must not
+    land inside it (the compiled trace once skipped them too, leaving the output unwritten)."""
+    x = np.arange(12, dtype=np.int32).reshape(2, 6) + 5
+    expected = np.full((4, 6), -1, np.int32)
+    for k, w in enumerate(where):
+        if 0 <= w < 4:
+            expected[w] = np.maximum(expected[w], x[k])
+    got = run(k_sharded_scatter_skip[2], mode, x, np.array([where], np.int32))
+    np.testing.assert_array_equal(np.asarray(got.cpu() if isinstance(got, torch.Tensor) else got), expected)
+
+
+@pytest.mark.parametrize("mode", RUNS)
+def test_branch_on_program_id_of_a_one_program_grid(mode):
+    """A kernel written for two programs (`if program_id == 0`) also runs as one, launched without a
+    grid or with grid [1]: its id is 0."""
+    x = np.arange(6, dtype=np.int32).reshape(1, 6)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        if nl.program_id(0) == 0:
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=3)
+        nl.store(out, t)
+        return out
+    for kernel in (k, k[1]):
+        np.testing.assert_array_equal(np.asarray(run(kernel, mode, x)), 3 * x)
+
+
 def test_dynamic_index_out_of_range_without_skip_is_an_error():
     @nki.jit
     def k(x, where):

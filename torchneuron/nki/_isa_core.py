@@ -317,8 +317,12 @@ def copy_skipping_oob(dst, src, mask, name):
         return
     test = " && ".join(f"({v} >= 0 && {v} < {limit})" for v, limit in reads)
     ctx.program.begin_loop(f"({test} ? 1 : 0)")
-    copy_into(dst, src, mask, name=name)
-    ctx.program.end_loop()
+    ctx.depth = getattr(ctx, "depth", 0) + 1  # in a lockstep trace, no other program's turn inside the test
+    try:
+        copy_into(dst, src, mask, name=name)
+    finally:
+        ctx.depth -= 1
+        ctx.program.end_loop()
 
 
 def nc_match_replace8(*args, **kwargs):

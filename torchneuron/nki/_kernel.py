@@ -228,7 +228,7 @@ class Kernel:
                     # failed): traced again with more loops unrolled, as the old levels did
                     if not isinstance(error, KernelTraceError) and first is None:
                         raise
-                    if isinstance(error, ProgramTraceError) and not lockstep and math.prod(self.grid or (1,)) > 1:
+                    if isinstance(error, ProgramTraceError) and not lockstep:
                         lockstep = True
                         continue
                     first = first or error
