@@ -406,6 +406,33 @@ def test_branch_on_program_id_of_a_one_program_grid(mode):
         np.testing.assert_array_equal(np.asarray(run(kernel, mode, x)), 3 * x)
 
 
+@nki.jit
+def k_private_round_trip(x, branch):
+    """Program k stores row k of x in a private_hbm scratch, reads it back and writes it to row k."""
+    pid = nl.program_id(0)
+    scratch = nl.ndarray((1, x.shape[1]), x.dtype, buffer=nl.private_hbm)
+    row = nl.ndarray((1, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=x[pid:pid + 1, :])
+    nisa.dma_copy(dst=scratch, src=row)
+    back = nl.ndarray((1, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=back, src=scratch)
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    if branch and pid == 0:  # Python control flow on the id: the programs are traced in lockstep
+        nisa.dma_copy(dst=out[0:1, :], src=back)
+    else:
+        nisa.dma_copy(dst=out[pid:pid + 1, :], src=back)
+    return out
+
+
+@pytest.mark.parametrize("branch, programs", [(False, 16), (True, 2)])
+@pytest.mark.parametrize("mode", RUNS)
+def test_private_hbm_is_each_programs_own(mode, branch, programs):
+    """nl.private_hbm is visible only to its own program: one program's stores never reach another's
+    (programs side by side, or traced in lockstep)."""
+    x = np.arange(4 * programs, dtype=np.float32).reshape(programs, 4)
+    np.testing.assert_array_equal(np.asarray(run(k_private_round_trip[programs], mode, x, branch)), x)
+
+
 def test_dynamic_index_out_of_range_without_skip_is_an_error():
     @nki.jit
     def k(x, where):

@@ -286,13 +286,20 @@ class Recorder(Executor):
         self.__dict__.setdefault("dynamic_reads", []).append((f"s{tile._buffer.id}[{cpp(tile.offset)}]", limit))
         return Index(None, 0, f"tn_checked(s{tile._buffer.id}[{cpp(tile.offset)}], {limit}, fault)", 0, limit - 1)
 
+    # nl.private_hbm is each program's own: in a grid whose programs run side by side, one copy per
+    # program, addressed by the program's number (_access); a lockstep trace allocates it anew instead.
+    private_copies_per_program = True
+
     def add_hbm(self, buffer: Buffer) -> None:
         buffer.argument = len(self.hbm_buffers)
         self.hbm_buffers.append(buffer)
         stored = {"uint32": "int32", "uint16": "int32", "int16": "int32", "float8_e4m3fn": "float32",  # float8: a
                   "float8_e5m2": "float32",  # float32 copy (_kernel.py)
                   "float8_e4m3": "uint8"}.get(buffer.dtype.name, buffer.dtype.name)  # its bytes (_isa_bytes.py)
-        buffer.id = self.program.add_buffer(buffer.name, "hbm", stored, buffer.elements, buffer.argument)
+        private = buffer.space.name == "private_hbm" and self.private_copies_per_program
+        buffer.copies = math.prod(self.grid) if private and self.grid else 1
+        buffer.id = self.program.add_buffer(buffer.name, "hbm", stored, buffer.elements * buffer.copies,
+                                            buffer.argument)
 
     def allocate(self, buffer: Buffer) -> None:
         if not buffer.space.on_chip:
@@ -329,7 +336,10 @@ class Recorder(Executor):
                 lo, hi = mask.bounds.get(axis, (None, None))
                 lower.append("" if lo is None else cpp(lo))
                 upper.append("" if hi is None else cpp(hi))
-        return (tile._buffer.id, cpp(tile.offset), list(tile.sizes), list(tile.strides), lower, upper)
+        offset = cpp(tile.offset)
+        if getattr(tile._buffer, "copies", 1) > 1:  # this program's copy of a private_hbm tensor
+            offset = f"({offset}) + program * {tile._buffer.elements}"
+        return (tile._buffer.id, offset, list(tile.sizes), list(tile.strides), lower, upper)
 
     def run(self, op: Op) -> None:
         bounded = op.sources[0] if op.kind in ("reduce", "max8") else op.dst
@@ -406,7 +416,8 @@ _TORCH_OPS = {
 
 class Interpreter(Executor):
     """Runs a kernel op by op on CPU torch tensors, one program id at a time; HBM buffers a
-    kernel allocates are shared by all its programs (matched by allocation order)."""
+    kernel allocates are shared by all its programs (matched by allocation order), except
+    nl.private_hbm ones, which each program has to itself."""
 
     interpreting = True
 
@@ -442,6 +453,10 @@ class Interpreter(Executor):
         self.arguments += 1
 
     def allocate(self, buffer: Buffer) -> None:
+        if buffer.space.name == "private_hbm":  # each program's own
+            buffer.storage = empty_storage(buffer)
+            self.add_hbm(buffer)
+            return
         if not buffer.space.on_chip:
             if self.hbm_seen < len(self.kernel_hbm):  # the same output in a later program
                 shared = self.kernel_hbm[self.hbm_seen]

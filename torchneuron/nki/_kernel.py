@@ -249,7 +249,8 @@ class Kernel:
                 hbm.append(("input", buf.argument))
             else:
                 constant = getattr(buf, "constant", None)  # nl.shared_constant: its values, passed at launch
-                hbm.append(("new", buf.shape, torch_dtype(buf.dtype)) if constant is None else
+                shape = tuple(buf.shape) if getattr(buf, "copies", 1) == 1 else (buf.copies, *buf.shape)
+                hbm.append(("new", shape, torch_dtype(buf.dtype)) if constant is None else
                            ("const", constant, torch_dtype(buf.dtype)))
         for buf in recorder.hbm_buffers:
             name = _storage_name(buf.dtype)

@@ -26,7 +26,7 @@ class _Abort(BaseException):
 class LockstepRecorder(Recorder):
     """A Recorder whose programs are traced one after another into a single program: program ids
     are integers, and the device memory a kernel allocates is shared by its programs (matched by
-    allocation order, as in the interpreter)."""
+    allocation order, as in the interpreter), except nl.private_hbm, each program's own."""
 
     def __init__(self, grid, program, unrolled=False):
         super().__init__(grid, program, unrolled)
@@ -37,9 +37,13 @@ class LockstepRecorder(Recorder):
     def program_id(self, axis):
         return self.pid[axis] if axis < len(self.pid) else 0
 
+    private_copies_per_program = False  # a program's private_hbm tensors are allocated in its own turn
+
     def allocate(self, buffer) -> None:
         if buffer.space.on_chip:
             return super().allocate(buffer)
+        if buffer.space.name == "private_hbm":
+            return self.add_hbm(buffer)
         if self.hbm_seen < len(self.kernel_hbm):  # the same output in a later program
             shared = self.kernel_hbm[self.hbm_seen]
             buffer.id, buffer.argument = shared.id, shared.argument
