@@ -67,9 +67,14 @@ def test_to_sparse_refuses_bad_dims_with_cpus_message(call):
     assert str(dev.value) == str(cpu.value)
 
 
-def test_to_sparse_other_layouts_are_refused_clearly():
-    with pytest.raises(RuntimeError, match="to_sparse.layout=SparseCsr. is not supported on neuron"):
-        torch.eye(3, device=DEV).to_sparse(layout=torch.sparse_csr)
+def test_to_sparse_csr_layout_converts_on_the_device():
+    # CSC and the blocked layouts go through the counted fallback (test_sparse_csr.py)
+    x = torch.eye(4) * torch.arange(1.0, 5.0)
+    dev, cpu = x.to(DEV).to_sparse(layout=torch.sparse_csr), x.to_sparse(layout=torch.sparse_csr)
+    assert dev.layout == torch.sparse_csr and dev.device.type == DEV
+    assert torch.equal(dev.crow_indices().cpu(), cpu.crow_indices())
+    assert torch.equal(dev.col_indices().cpu(), cpu.col_indices())
+    assert torch.equal(dev.to_dense().cpu(), x)
 
 
 def test_to_dense_sums_duplicates():
