@@ -151,14 +151,33 @@ def test_sampled_addmm_and_gradients_match_cpu():
     for device in ("cpu", DEV):
         leaves = [s.to_sparse_csr().to(device).requires_grad_(), m1.to(device).requires_grad_(),
                   m2.to(device).requires_grad_()]
+        torchneuron.reset_fallback_report()
         out = torch.sparse.sampled_addmm(*leaves, beta=0.2, alpha=0.6)
         grads = torch.autograd.grad(out.sum(), leaves)
+        assert torchneuron.fallback_report() == {}  # forward and backward (sparse_mask, mm) native
         results.append([out.detach().cpu().to_dense()] + [g.cpu() for g in grads])
     (out_d, gs_d, g1_d, g2_d), (out_c, gs_c, g1_c, g2_c) = results[1], results[0]
     torch.testing.assert_close(out_d, out_c)
     torch.testing.assert_close(gs_d.to_dense(), gs_c.to_dense())
     torch.testing.assert_close(g1_d, g1_c)
     torch.testing.assert_close(g2_d, g2_c)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+def test_csr_dense_products_and_sparse_mask_match_cpu(dtype):
+    a = _dense(4, 6, seed=6).to(dtype)
+    csr = a.to_sparse_csr()
+    right = torch.randn(6, 3, generator=torch.Generator().manual_seed(7)).to(dtype)
+    left = torch.randn(2, 4, generator=torch.Generator().manual_seed(8)).to(dtype)
+    dev = csr.to(DEV)
+    torch.testing.assert_close((dev @ right.to(DEV)).cpu(), csr @ right)
+    torch.testing.assert_close((left.to(DEV) @ dev).cpu(), left @ csr)
+    masked = torch.randn(4, 6, generator=torch.Generator().manual_seed(9)).to(dtype)
+    expected = masked.sparse_mask(csr)
+    actual = masked.to(DEV).sparse_mask(dev)
+    _assert_csr_equal(actual, expected)
+    s = torch.zeros(3, 0).to_sparse_csr()  # empty operands
+    assert (s.to(DEV) @ torch.ones(0, 2, device=DEV)).cpu().equal(torch.zeros(3, 2))
 
 
 def _raises_like_cpu(fn):

@@ -13,7 +13,11 @@
 #include <ATen/native/ReductionType.h>
 #include <ATen/native/SparseTensorUtils.h>
 #include <ATen/ops/_sparse_csr_tensor_unsafe.h>
+#include <ATen/ops/_sparse_mm_reduce_impl_backward_ops.h>
 #include <ATen/ops/_sparse_mm_reduce_impl_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/sparse_mask_ops.h>
+#include <ATen/ops/sparse_sampled_addmm_ops.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/where.h>
@@ -387,6 +391,83 @@ std::tuple<at::Tensor, at::Tensor> sparse_mm_reduce_backward(const at::Tensor& s
   return {grad_self, grad_other};
 }
 
+bool is_plain_csr_matrix(const at::Tensor& t) {
+  return t.layout() == c10::kSparseCsr && t.dim() == 2 && t.dense_dim() == 0;
+}
+
+bool is_strided_matrix(const at::Tensor& t) { return t.layout() == c10::kStrided && t.dim() == 2; }
+
+// The dtypes whose CSR products run on the device; others take the fallback (CPU's answer or error).
+bool csr_product_dtype_is_native(c10::ScalarType dtype) {
+  return dtype == c10::kFloat || dtype == c10::kDouble || dtype == c10::kComplexFloat ||
+         dtype == c10::kComplexDouble;
+}
+
+// CSR @ dense and dense @ CSR on the device: each stored element scales a row (a column) of the
+// dense operand into its output row (column). Anything else, and bad input, takes the fallback.
+at::Tensor sparse_compressed_mm(const at::Tensor& a, const at::Tensor& b) {
+  const bool sparse_left = is_plain_csr_matrix(a) && is_strided_matrix(b);
+  const bool sparse_right = is_strided_matrix(a) && is_plain_csr_matrix(b);
+  if (!(sparse_left || sparse_right) || a.scalar_type() != b.scalar_type() ||
+      !csr_product_dtype_is_native(a.scalar_type()) || a.size(1) != b.size(0) || a.device() != b.device()) {
+    return at::native::call_fallback_fn<&sparse_csr_cpu_fallback, ATEN_OP(mm)>::call(a, b);
+  }
+  const at::Tensor& csr = sparse_left ? a : b;
+  const at::Tensor& dense = sparse_left ? b : a;
+  at::Tensor out = at::zeros({a.size(0), b.size(1)}, dense.options());
+  const int64_t nnz = csr._nnz();
+  if (nnz == 0 || out.numel() == 0) return out;
+  const at::Tensor row_of = csr_row_of_each_element(csr.crow_indices(), nnz);
+  const at::Tensor col = csr.col_indices().to(c10::kLong);
+  const TrustedIndices trusted;
+  if (sparse_left) return out.index_add_(0, row_of, dense.index_select(0, col) * csr.values().unsqueeze(1));
+  return out.index_add_(1, col, dense.index_select(1, row_of) * csr.values().unsqueeze(0));
+}
+
+// dense.sparse_mask(csr) on the device: the dense elements at the mask's stored positions.
+at::Tensor sparse_mask_compressed(const at::Tensor& self, const at::Tensor& mask) {
+  if (!is_strided_matrix(self) || !is_plain_csr_matrix(mask) || self.sizes() != mask.sizes() ||
+      self.device() != mask.device()) {
+    return at::native::call_fallback_fn<&sparse_csr_cpu_fallback, ATEN_OP(sparse_mask)>::call(self, mask);
+  }
+  const int64_t nnz = mask._nnz();
+  at::Tensor values = at::empty({0}, self.options());
+  if (nnz > 0) {
+    const at::Tensor row_of = csr_row_of_each_element(mask.crow_indices(), nnz);
+    const TrustedIndices trusted;
+    values = self.index(c10::List<std::optional<at::Tensor>>({row_of, mask.col_indices().to(c10::kLong)}));
+  }
+  return at::_sparse_csr_tensor_unsafe(mask.crow_indices().clone(), mask.col_indices().clone(), values, mask.sizes(),
+                                       self.options().layout(c10::kSparseCsr));
+}
+
+// torch.sparse.sampled_addmm on the device for a 2-D CSR: beta * self + alpha * (mat1 @ mat2) at
+// self's stored positions only. Batched input and bad input take the fallback (CPU's errors).
+at::Tensor sparse_sampled_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                                const c10::Scalar& beta, const c10::Scalar& alpha) {
+  const c10::ScalarType dtype = self.scalar_type();
+  const bool native = is_plain_csr_matrix(self) && is_strided_matrix(mat1) && is_strided_matrix(mat2) &&
+                      mat1.scalar_type() == dtype && mat2.scalar_type() == dtype &&
+                      csr_product_dtype_is_native(dtype) && mat1.size(1) == mat2.size(0) &&
+                      self.size(0) == mat1.size(0) && self.size(1) == mat2.size(1) &&
+                      mat1.device() == self.device() && mat2.device() == self.device();
+  if (!native) {
+    return at::native::call_fallback_fn<&sparse_csr_cpu_fallback, ATEN_OP(sparse_sampled_addmm)>::call(
+        self, mat1, mat2, beta, alpha);
+  }
+  const int64_t nnz = self._nnz();
+  at::Tensor values = self.values().mul(beta);
+  if (nnz > 0 && mat1.size(1) > 0) {
+    const at::Tensor row_of = csr_row_of_each_element(self.crow_indices(), nnz);
+    const TrustedIndices trusted;
+    const at::Tensor dots =
+        (mat1.index_select(0, row_of) * mat2.t().index_select(0, self.col_indices().to(c10::kLong))).sum(1);
+    values = dots.mul(alpha).add_(values);
+  }
+  return at::_sparse_csr_tensor_unsafe(self.crow_indices().clone(), self.col_indices().clone(), values, self.sizes(),
+                                       self.options());
+}
+
 // The ops ATen's CPU build gives sparse compressed tensors: each runs on the CPU through the
 // counted fallback unless registered natively below. A boxed fallback alone would not reach them
 // where the op also has a composite kernel (mm's structured one would take a CSR operand).
@@ -442,6 +523,9 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("_to_dense", TORCH_FN(sparse_compressed_to_dense));
   m.impl("_sparse_mm_reduce_impl", TORCH_FN(sparse_mm_reduce));
   m.impl("_sparse_mm_reduce_impl_backward", TORCH_FN(sparse_mm_reduce_backward));
+  m.impl("mm", TORCH_FN(sparse_compressed_mm));
+  m.impl("sparse_mask", TORCH_FN(sparse_mask_compressed));
+  m.impl("sparse_sampled_addmm", TORCH_FN(sparse_sampled_addmm));
   // ATen's device-generic kernels: metadata, construction, copies.
   m.impl("_nnz", TORCH_FN(at::native::_nnz_sparse_csr));
   m.impl("crow_indices", TORCH_FN(at::native::crow_indices_sparse_csr));
@@ -461,7 +545,8 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("sum", TORCH_FN(at::native::sum_csr));
   m.impl("_copy_from_and_resize", TORCH_FN(sparse_csr_copy_from_and_resize));
   register_cpu_sparse_compressed_ops(
-      m, {"_to_dense", "_sparse_mm_reduce_impl", "_sparse_mm_reduce_impl_backward", "_nnz", "crow_indices",
+      m, {"_to_dense", "_sparse_mm_reduce_impl", "_sparse_mm_reduce_impl_backward", "mm", "sparse_mask",
+          "sparse_sampled_addmm", "_nnz", "crow_indices",
           "col_indices", "ccol_indices", "row_indices", "values", "sparse_dim", "dense_dim", "empty.memory_format",
           "empty_like", "clone", "copy_", "resize_", "resize_as_sparse_", "zero_", "sum", "_copy_from_and_resize"});
 }
