@@ -1,6 +1,7 @@
-// torch.special on neuron: the orthogonal polynomials' `.out` kernels of (x, n), which the
-// functional and scalar forms reach through ATen's composites (TensorIterator promotes to the
-// float result dtype; csrc/kernels/special_polynomials evaluates in double), and mvlgamma
+// torch.special on neuron: the orthogonal polynomials' `.out` kernels of (x, n), and those of the
+// Bessel, Airy, normal-distribution and Hurwitz zeta functions, which the functional and scalar
+// forms reach through ATen's composites (TensorIterator promotes to the float result dtype;
+// csrc/kernels/special_polynomials and special_pointwise evaluate in double), and mvlgamma
 // composed of native ops.
 #include <ATen/TensorIterator.h>
 #include <ATen/native/CPUFallback.h>
@@ -8,6 +9,22 @@
 #include <ATen/ops/add.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/lgamma.h>
+#include <ATen/ops/special_airy_ai_ops.h>
+#include <ATen/ops/special_bessel_j0_ops.h>
+#include <ATen/ops/special_bessel_j1_ops.h>
+#include <ATen/ops/special_bessel_y0_ops.h>
+#include <ATen/ops/special_bessel_y1_ops.h>
+#include <ATen/ops/special_erfcx_ops.h>
+#include <ATen/ops/special_log_ndtr_ops.h>
+#include <ATen/ops/special_modified_bessel_i0_ops.h>
+#include <ATen/ops/special_modified_bessel_i1_ops.h>
+#include <ATen/ops/special_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_modified_bessel_k1_ops.h>
+#include <ATen/ops/special_ndtri_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k1_ops.h>
+#include <ATen/ops/special_spherical_bessel_j0_ops.h>
+#include <ATen/ops/special_zeta_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_t_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_u_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
@@ -26,6 +43,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/ops/elementwise_launch.h"
+#include "kernels/special_pointwise.h"
 #include "kernels/special_polynomials.h"
 
 namespace torchneuron::aten {
@@ -43,7 +61,63 @@ bool launch_polynomial(at::TensorIteratorBase& iter, kernels::Polynomial kind) {
   return true;
 }
 
+// The Bessel, Airy, normal-distribution and zeta kernels compute in the iterator's common dtype
+// (float32 or float64; an integer or bool input is already promoted to the default float);
+// with_dtypes converts the inputs to it and the result to the out= dtype. Half types take the
+// fallback, which raises CPU's "not implemented" error.
+template <typename Kernel>
+bool launch_special(at::TensorIteratorBase& iter, const char* name, Kernel kernel) {
+  const c10::ScalarType type = iter.common_dtype();
+  kernels::ElementwiseArgs args;
+  if ((type != at::kFloat && type != at::kDouble) || !to_args_converting(iter, args, type)) return false;
+  const kernels::DType dtype = type == at::kFloat ? kernels::DType::kFloat32 : kernels::DType::kFloat64;
+  launch(iter, name, args, [kernel, dtype](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, 1, kernel);
+  });
+  return true;
+}
+
 }  // namespace
+
+#define NEURON_SPECIAL_UNARY(name, KIND)                                                             \
+  at::Tensor& special_##name##_out(const at::Tensor& self, at::Tensor& result) {                     \
+    at::TensorBase out = result;                                                                      \
+    auto iter = at::TensorIterator::unary_float_op(out, self);                                        \
+    const auto kernel = [](const kernels::ElementwiseArgs& a) {                                       \
+      kernels::special_function(kernels::SpecialFunction::KIND, a);                                   \
+    };                                                                                                \
+    if (!launch_special(iter, "aten::special_" #name ".out", kernel)) {                               \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(special_##name, out)>::call(self, result); \
+    }                                                                                                 \
+    return result;                                                                                    \
+  }
+
+NEURON_SPECIAL_UNARY(bessel_j0, kBesselJ0)
+NEURON_SPECIAL_UNARY(bessel_j1, kBesselJ1)
+NEURON_SPECIAL_UNARY(bessel_y0, kBesselY0)
+NEURON_SPECIAL_UNARY(bessel_y1, kBesselY1)
+NEURON_SPECIAL_UNARY(modified_bessel_i0, kModifiedBesselI0)
+NEURON_SPECIAL_UNARY(modified_bessel_i1, kModifiedBesselI1)
+NEURON_SPECIAL_UNARY(modified_bessel_k0, kModifiedBesselK0)
+NEURON_SPECIAL_UNARY(modified_bessel_k1, kModifiedBesselK1)
+NEURON_SPECIAL_UNARY(scaled_modified_bessel_k0, kScaledModifiedBesselK0)
+NEURON_SPECIAL_UNARY(scaled_modified_bessel_k1, kScaledModifiedBesselK1)
+NEURON_SPECIAL_UNARY(spherical_bessel_j0, kSphericalBesselJ0)
+NEURON_SPECIAL_UNARY(airy_ai, kAiryAi)
+NEURON_SPECIAL_UNARY(erfcx, kErfcx)
+NEURON_SPECIAL_UNARY(log_ndtr, kLogNdtr)
+NEURON_SPECIAL_UNARY(ndtri, kNdtri)
+#undef NEURON_SPECIAL_UNARY
+
+// Hurwitz zeta(x, q); the Scalar overloads reach this with a wrapped scalar.
+at::Tensor& special_zeta_out(const at::Tensor& x, const at::Tensor& q, at::Tensor& result) {
+  at::TensorBase out = result;
+  auto iter = at::TensorIterator::binary_float_op(out, x, q);
+  if (!launch_special(iter, "aten::special_zeta.out", kernels::hurwitz_zeta)) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(special_zeta, out)>::call(x, q, result);
+  }
+  return result;
+}
 
 #define NEURON_POLYNOMIAL(name, KIND)                                                                  \
   at::Tensor& name##_out(const at::Tensor& x, const at::Tensor& n, at::Tensor& result) {             \
@@ -91,6 +165,22 @@ at::Tensor& mvlgamma_out(const at::Tensor& self, int64_t p, at::Tensor& result) 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mvlgamma.out", TORCH_FN(special::mvlgamma_out));
+  m.impl("special_bessel_j0.out", TORCH_FN(special::special_bessel_j0_out));
+  m.impl("special_bessel_j1.out", TORCH_FN(special::special_bessel_j1_out));
+  m.impl("special_bessel_y0.out", TORCH_FN(special::special_bessel_y0_out));
+  m.impl("special_bessel_y1.out", TORCH_FN(special::special_bessel_y1_out));
+  m.impl("special_modified_bessel_i0.out", TORCH_FN(special::special_modified_bessel_i0_out));
+  m.impl("special_modified_bessel_i1.out", TORCH_FN(special::special_modified_bessel_i1_out));
+  m.impl("special_modified_bessel_k0.out", TORCH_FN(special::special_modified_bessel_k0_out));
+  m.impl("special_modified_bessel_k1.out", TORCH_FN(special::special_modified_bessel_k1_out));
+  m.impl("special_scaled_modified_bessel_k0.out", TORCH_FN(special::special_scaled_modified_bessel_k0_out));
+  m.impl("special_scaled_modified_bessel_k1.out", TORCH_FN(special::special_scaled_modified_bessel_k1_out));
+  m.impl("special_spherical_bessel_j0.out", TORCH_FN(special::special_spherical_bessel_j0_out));
+  m.impl("special_airy_ai.out", TORCH_FN(special::special_airy_ai_out));
+  m.impl("special_erfcx.out", TORCH_FN(special::special_erfcx_out));
+  m.impl("special_log_ndtr.out", TORCH_FN(special::special_log_ndtr_out));
+  m.impl("special_ndtri.out", TORCH_FN(special::special_ndtri_out));
+  m.impl("special_zeta.out", TORCH_FN(special::special_zeta_out));
   m.impl("special_chebyshev_polynomial_t.out", TORCH_FN(special::special_chebyshev_polynomial_t_out));
   m.impl("special_chebyshev_polynomial_u.out", TORCH_FN(special::special_chebyshev_polynomial_u_out));
   m.impl("special_chebyshev_polynomial_v.out", TORCH_FN(special::special_chebyshev_polynomial_v_out));
