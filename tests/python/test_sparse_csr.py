@@ -132,6 +132,26 @@ def test_sparse_mm_reduce_matches_cpu(reduce, dtype):
     torch.testing.assert_close(actual[2], expected[2], **tol)
 
 
+def test_int32_indices_match_cpu():
+    c = _dense(5, 4, seed=10).to_sparse_csr()
+    c32 = torch.sparse_csr_tensor(c.crow_indices().int(), c.col_indices().int(), c.values(), c.shape,
+                                  check_invariants=True)
+    b = torch.randn(4, 3, generator=torch.Generator().manual_seed(11))
+    assert torch.equal(c32.to(DEV).to_dense().cpu(), c.to_dense())
+    torch.testing.assert_close((c32.to(DEV) @ b.to(DEV)).cpu(), c32 @ b)
+    for reduce in ("mean", "amax"):
+        expected, actual = [], []
+        for device, into in (("cpu", expected), (DEV, actual)):
+            a, w = c32.to(device).requires_grad_(), b.to(device).requires_grad_()
+            out, arg = torch.ops.aten._sparse_mm_reduce_impl(a, w, reduce)
+            ga, gw = torch.autograd.grad(out.sum(), [a, w])
+            into += [out.detach().cpu(), arg.cpu(), ga.cpu().to_dense(), gw.cpu()]
+            assert ga.crow_indices().dtype == torch.int32
+        assert actual[1].dtype == expected[1].dtype and torch.equal(actual[1], expected[1])
+        for x, y in zip(actual, expected):
+            torch.testing.assert_close(x, y)
+
+
 def test_sparse_mm_reduce_nan_and_infinities_match_cpu():
     a = torch.tensor([[1.0, 2.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
     b = torch.tensor([[float("nan"), 1.0], [1.0, float("-inf")], [float("nan"), float("inf")]])
