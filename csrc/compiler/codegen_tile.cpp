@@ -30,17 +30,42 @@ class TileEmitter {
  public:
   explicit TileEmitter(const TileProgram& program) : program_(program) {}
 
-  std::string function(const std::string& symbol) {
-    const std::vector<std::vector<size_t>> parts = split_into_parts();
+  std::string functions(const std::string& symbol) {
+    const auto& ops = program_.ops();
+    if (program_.segments() == 1) return function(symbol, 0, ops.size());
+    if (program_.external_scratch() < 0) throw std::invalid_argument("a tile program in segments needs external scratch");
+    std::string text;
+    size_t begin = 0;
+    int segment = 0;
+    for (size_t i = 0; i <= ops.size(); ++i) {
+      if (i == ops.size() || ops[i].kind == TileOpKind::kCut) {
+        text += function(symbol + "_s" + std::to_string(segment++), begin, i);
+        begin = i + 1;
+      }
+    }
+    return text;
+  }
+
+ private:
+  // The entry point `symbol` running ops [first, last) (a segment) for programs [begin, end).
+  std::string function(const std::string& symbol, size_t first, size_t last) {
+    const std::vector<std::vector<size_t>> parts = split_into_parts(first, last);
     std::ostringstream text;
     if (parts.size() > 1) {
       for (size_t k = 0; k < parts.size(); ++k) text << part(symbol + "_part" + std::to_string(k), parts[k]);
     }
     text << "extern \"C\" void " << symbol << "(char* const* tensors, int64_t begin, int64_t end, int64_t* fault) {\n";
     text << "  (void)fault;\n";
-    text << "  std::vector<float> scratch_store(" << program_.scratch_floats() + 16
-         << ", std::numeric_limits<float>::quiet_NaN());\n";
-    text << "  float* const scratch = scratch_store.data() + (16 - reinterpret_cast<uintptr_t>(scratch_store.data()) / 4 % 16) % 16;\n";
+    const int external = program_.external_scratch();
+    if (external >= 0) {
+      if (program_.programs() != 1) throw std::invalid_argument("a tile program with external scratch has one program");
+      text << "  float* const scratch_store = reinterpret_cast<float*>(tensors[" << external << "]);\n";
+    } else {
+      text << "  std::vector<float> scratch_vector(" << program_.scratch_floats() + 16
+           << ", std::numeric_limits<float>::quiet_NaN());\n";
+      text << "  float* const scratch_store = scratch_vector.data();\n";
+    }
+    text << "  float* const scratch = scratch_store + (16 - reinterpret_cast<uintptr_t>(scratch_store) / 4 % 16) % 16;\n";
     text << "  (void)scratch;\n";
     if (parts.size() > 1) {
       text << "  for (int64_t program = begin; program < end; ++program) {\n";
@@ -52,21 +77,21 @@ class TileEmitter {
     for (size_t b = 0; b < buffers.size(); ++b) text << "  " << declaration(b) << "\n  (void)" << name_of(b) << ";\n";
     text << "  for (int64_t program = begin; program < end; ++program) {\n" << program_ids("    ");
     indent_ = "    ";
-    for (const TileOp& op : program_.ops()) emit(op);
+    out_.str("");
+    for (size_t i = first; i < last; ++i) emit(program_.ops()[i]);
     text << out_.str() << "  }\n}\n";
     return text.str();
   }
 
- private:
   // A long program is cut, between its top-level statements, into functions of about kPartOps ops
   // each: the C++ compiler's time grows faster than linearly with a function's size.
   static constexpr size_t kPartOps = 256;
 
-  std::vector<std::vector<size_t>> split_into_parts() const {
+  std::vector<std::vector<size_t>> split_into_parts(size_t first, size_t last) const {
     std::vector<std::vector<size_t>> parts(1);
     int depth = 0;
     const auto& ops = program_.ops();
-    for (size_t i = 0; i < ops.size(); ++i) {
+    for (size_t i = first; i < last; ++i) {
       if (depth == 0 && parts.back().size() >= kPartOps) parts.emplace_back();
       parts.back().push_back(i);
       if (ops[i].kind == TileOpKind::kLoop) ++depth;
@@ -516,7 +541,7 @@ std::string generate_tile_source(const TileProgram& program, const std::string& 
   src << "\n// Tile program:\n";
   std::istringstream text(program.to_string());
   for (std::string text_line; std::getline(text, text_line);) src << "//   " << text_line << "\n";
-  src << "\n" << TileEmitter(program).function(symbol);
+  src << "\n" << TileEmitter(program).functions(symbol);
   return src.str();
 }
 

@@ -31,6 +31,7 @@ const char* kind_name(TileOpKind kind) {
     case TileOpKind::kPrint: return "print";
     case TileOpKind::kLoop: return "loop";
     case TileOpKind::kEndLoop: return "end_loop";
+    case TileOpKind::kCut: return "cut";
   }
   return "?";
 }
@@ -71,6 +72,19 @@ void TileProgram::end_loop() {
   TileOp op;
   op.kind = TileOpKind::kEndLoop;
   ops_.push_back(op);
+}
+
+void TileProgram::cut() {
+  check(open_loops_ == 0, "a program is cut only outside loops");
+  TileOp op;
+  op.kind = TileOpKind::kCut;
+  ops_.push_back(op);
+}
+
+int TileProgram::segments() const {
+  int count = 1;
+  for (const TileOp& op : ops_) count += op.kind == TileOpKind::kCut;
+  return count;
 }
 
 void TileProgram::add(TileOp op) {
@@ -129,7 +143,8 @@ void TileProgram::add(TileOp op) {
       break;
     case TileOpKind::kLoop:
     case TileOpKind::kEndLoop:
-      check(false, "loops are added with begin_loop and end_loop");
+    case TileOpKind::kCut:
+      check(false, "loops and cuts are added with begin_loop, end_loop and cut");
   }
   ops_.push_back(std::move(op));
 }
@@ -150,7 +165,8 @@ std::string TileProgram::to_string() const {
   for (const TileOp& op : ops_) {
     out << kind_name(op.kind);
     if (op.kind == TileOpKind::kLoop) out << " i" << op.loop_var << " < " << op.extent;
-    if (op.kind != TileOpKind::kLoop && op.kind != TileOpKind::kEndLoop && op.kind != TileOpKind::kPrint) {
+    if (op.kind != TileOpKind::kLoop && op.kind != TileOpKind::kEndLoop && op.kind != TileOpKind::kPrint &&
+        op.kind != TileOpKind::kCut) {
       out << " " << access_text(op.destination);
     }
     for (const TileAccess& s : op.sources) out << " " << access_text(s);

@@ -47,7 +47,7 @@ struct ExpressionNode {
   std::string text;
 };
 
-enum class TileOpKind : uint8_t { kPointwise, kReduce, kMatmul, kScan, kMax8, kFindIndex8, kPrint, kLoop, kEndLoop };
+enum class TileOpKind : uint8_t { kPointwise, kReduce, kMatmul, kScan, kMax8, kFindIndex8, kPrint, kLoop, kEndLoop, kCut };
 
 struct TileOp {
   TileOpKind kind = TileOpKind::kPointwise;
@@ -70,9 +70,18 @@ class TileProgram {
   int add_buffer(const std::string& name, MemorySpace space, DType dtype, int64_t elements, int argument);
   int begin_loop(const IndexExpression& extent);  // returns the loop variable's number
   void end_loop();
+  // Ends a segment (outside loops): each segment is an entry point of its own, symbol_s<k>, and the
+  // host runs something (a collective) between two of them. Needs external scratch.
+  void cut();
+  int segments() const;
   // Checks the op's shape (operands' ranks, reduce dims, matmul sizes) and appends it.
   void add(TileOp op);
   void set_grid(std::vector<int64_t> grid) { grid_ = std::move(grid); }
+  // On-chip memory in the kernel's tensor `argument` (float32, NaN-filled by the launcher) instead
+  // of a scratch of the call's own, so a kernel cut into segments keeps its tiles from one to the
+  // next. One program only.
+  void set_external_scratch(int argument) { external_scratch_ = argument; }
+  int external_scratch() const { return external_scratch_; }
 
   const std::vector<TileBuffer>& buffers() const { return buffers_; }
   const std::vector<TileOp>& ops() const { return ops_; }
@@ -87,6 +96,7 @@ class TileProgram {
   std::vector<TileOp> ops_;
   std::vector<int64_t> grid_{1};
   int64_t scratch_floats_ = 0;
+  int external_scratch_ = -1;
   int loops_ = 0, open_loops_ = 0;
 };
 
@@ -98,7 +108,8 @@ class TileProgram {
 // distance past the range and is clamped, so the program finishes and the launcher raises.
 using TileProgramEntry = void (*)(char* const*, int64_t, int64_t, int64_t*);
 
-// The C++ source of `program` as the function `symbol`, with the prelude.
+// The C++ source of `program` as the function `symbol` (a program of several segments: the
+// functions symbol_s0, symbol_s1, ...), with the prelude.
 std::string generate_tile_source(const TileProgram& program, const std::string& symbol);
 
 }  // namespace torchneuron::compiler

@@ -51,6 +51,12 @@ void register_tile_program(py::module_& m) {
       .def("begin_loop", &cc::TileProgram::begin_loop)
       .def("end_loop", &cc::TileProgram::end_loop)
       .def("set_grid", &cc::TileProgram::set_grid)
+      .def("set_external_scratch", &cc::TileProgram::set_external_scratch)
+      .def("cut", &cc::TileProgram::cut)
+      .def_property_readonly("segments", &cc::TileProgram::segments)
+      .def("scratch_offset", [](const cc::TileProgram& p, int buffer) {
+        return p.buffers().at(static_cast<size_t>(buffer)).scratch_offset;
+      })
       // op: kind, destination (an access, or None), sources, expression [(op, arguments, source,
       // literal, dim, text)], and the optional reduce_op, reduce_dims, scale, accumulate, initial, label.
       .def("add", [](cc::TileProgram& p, const py::dict& op) {

@@ -114,3 +114,52 @@ TEST(TileProgram, GeneratedProgramRunsAndMatchesReference) {
   dlclose(library);
   std::system((std::string("rm -rf ") + dir).c_str());
 }
+
+// A program in two segments (symbol_s0, symbol_s1) keeps its on-chip tile in the external scratch
+// between them: the host changes the tile in between (as a collective would) and the second
+// segment stores what the host left.
+TEST(TileProgram, SegmentsShareTheExternalScratch) {
+  const int64_t N = 24;
+  cc::TileProgram p;
+  const int x = p.add_buffer("x", cc::MemorySpace::kHbm, cc::DType::kFloat32, N, 0);
+  const int out = p.add_buffer("out", cc::MemorySpace::kHbm, cc::DType::kFloat32, N, 1);
+  const int t = p.add_buffer("t", cc::MemorySpace::kSbuf, cc::DType::kFloat32, N, -1);
+  p.add(copy(access(t, "0", {N}, {1}), access(x, "0", {N}, {1})));
+  p.begin_loop("1");
+  EXPECT_THROW(p.cut(), std::invalid_argument);  // only outside loops
+  p.end_loop();
+  p.cut();
+  p.add(copy(access(out, "0", {N}, {1}), access(t, "0", {N}, {1})));
+  EXPECT_EQ(p.segments(), 2);
+  EXPECT_THROW(cc::generate_tile_source(p, "segments"), std::invalid_argument);  // needs external scratch
+  p.set_external_scratch(2);
+  p.set_grid({2});
+  EXPECT_THROW(cc::generate_tile_source(p, "segments"), std::invalid_argument);  // one program only
+  p.set_grid({1});
+
+  char dir[] = "/tmp/tn-tile-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const cc::Artifact built = cc::build_artifact(cc::generate_tile_source(p, "segments"), dir);
+  void* library = dlopen(built.path.c_str(), RTLD_NOW);
+  ASSERT_NE(library, nullptr) << dlerror();
+  auto first = reinterpret_cast<cc::TileProgramEntry>(dlsym(library, "segments_s0"));
+  auto second = reinterpret_cast<cc::TileProgramEntry>(dlsym(library, "segments_s1"));
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  std::vector<float> xs(N), outs(N, -1.0f), scratch(p.scratch_floats() + 16, 0.0f);
+  for (int64_t i = 0; i < N; ++i) xs[i] = static_cast<float>(i) * 0.25f;
+  char* tensors[] = {reinterpret_cast<char*>(xs.data()), reinterpret_cast<char*>(outs.data()),
+                     reinterpret_cast<char*>(scratch.data())};
+  int64_t fault = 0;
+  first(tensors, 0, 1, &fault);
+  const size_t align = (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;  // as generated code aligns
+  for (int64_t i = 0; i < N; ++i) {
+    EXPECT_EQ(scratch[align + p.buffers()[t].scratch_offset + i], xs[i]);
+    scratch[align + p.buffers()[t].scratch_offset + i] += 100.0f;
+  }
+  second(tensors, 0, 1, &fault);
+  EXPECT_EQ(fault, 0);
+  for (int64_t i = 0; i < N; ++i) EXPECT_EQ(outs[i], xs[i] + 100.0f) << i;
+  dlclose(library);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}

@@ -1,6 +1,6 @@
-"""The executors of NKI kernels: a Recorder that traces one call into the compiler's tile program
-(csrc/compiler/tile_program.h), and an Interpreter that runs each instruction at once on CPU
-torch tensors. Both take the same ops, checked against the hardware's rules first."""
+"""The executors of NKI kernels: the Executor base (ops checked against the hardware's rules),
+the Interpreter, which runs each instruction at once on CPU torch tensors, and what both share;
+the compiler's Recorder is in _recorder.py."""
 from __future__ import annotations
 
 import math
@@ -10,8 +10,7 @@ import torch
 
 from ._activations import COMPOSITES
 from ._bitwise import BITWISE_OPS
-from ._expr import Index, bounds, cpp, is_symbolic
-from ._expr import _ranges as _expr_ranges
+from ._expr import bounds, cpp, is_symbolic
 from ._capacity import Capacity
 from ._current import _state, activate, current  # noqa: F401  (re-exported: the executors' entry points)
 from ._dtypes import DTYPES
@@ -253,103 +252,6 @@ class Executor(Capacity):
             flags = self._flag_view(op.dst)
             if flags is not None:
                 self._set_flags(flags, 1.0, op.mask if op.kind == "pointwise" else None)
-
-
-# The compiler's side ------------------------------------------------------------------------------
-
-def _on_chip_rounding(nki_dtype) -> str:
-    """The compiler dtype whose rounding an on-chip tile of `nki_dtype` applies on write."""
-    if nki_dtype.name in ("float32", "bfloat16", "float16", "bool", "int8", "uint8", "int32", "int64"):
-        return nki_dtype.name
-    return "float32" if nki_dtype.is_float else "int32"
-
-
-class Recorder(Executor):
-    """Traces a kernel into a TileProgram: loops stay loops, indices stay symbolic."""
-
-    def __init__(self, grid, program, unrolled=False):
-        super().__init__(grid)
-        self.program = program
-        self.unrolled = unrolled
-        _expr_ranges.clear()
-        self.hbm_buffers = []  # in argument order
-        program.set_grid(list(self.grid) or [1])
-
-    def program_id(self, axis):
-        if axis >= len(self.grid):
-            return 0
-        return Index.variable(f"p{axis}", self.grid[axis] - 1)
-
-    def dynamic_index(self, tile: Tile, limit: int, where: str) -> Index:
-        self._check_index_tile(tile, where)
-        self.use(tile._buffer)
-        self.__dict__.setdefault("dynamic_reads", []).append((f"s{tile._buffer.id}[{cpp(tile.offset)}]", limit))
-        return Index(None, 0, f"tn_checked(s{tile._buffer.id}[{cpp(tile.offset)}], {limit}, fault)", 0, limit - 1)
-
-    # nl.private_hbm is each program's own: in a grid whose programs run side by side, one copy per
-    # program, addressed by the program's number (_access); a lockstep trace allocates it anew instead.
-    private_copies_per_program = True
-
-    def add_hbm(self, buffer: Buffer) -> None:
-        buffer.argument = len(self.hbm_buffers)
-        self.hbm_buffers.append(buffer)
-        stored = {"uint32": "int32", "uint16": "int32", "int16": "int32", "float8_e4m3fn": "float32",  # float8: a
-                  "float8_e5m2": "float32",  # float32 copy (_kernel.py)
-                  "float8_e4m3": "uint8"}.get(buffer.dtype.name, buffer.dtype.name)  # its bytes (_isa_bytes.py)
-        private = buffer.space.name == "private_hbm" and self.private_copies_per_program
-        buffer.copies = math.prod(self.grid) if private and self.grid else 1
-        buffer.id = self.program.add_buffer(buffer.name, "hbm", stored, buffer.elements * buffer.copies,
-                                            buffer.argument)
-
-    def allocate(self, buffer: Buffer) -> None:
-        if not buffer.space.on_chip:
-            self.add_hbm(buffer)
-            return
-        check_on_chip_shape(buffer.shape, buffer.space, buffer.dtype, buffer.name)
-        self.lease(buffer, bytes_per_partition(buffer.shape, buffer.dtype))
-        buffer.id = self.program.add_buffer(buffer.name, buffer.space.name, _on_chip_rounding(buffer.dtype),
-                                             buffer.elements, -1)
-        if buffer.space.name == "psum":
-            self.track_psum(buffer)
-
-    def allocate_flags(self, flags: Buffer) -> None:
-        flags.id = self.program.add_buffer(flags.name, flags.space.name, "float32", flags.elements, -1)
-
-    def allocate_unchecked(self, buffer: Buffer) -> None:
-        buffer.id = self.program.add_buffer(buffer.name, buffer.space.name, _on_chip_rounding(buffer.dtype),
-                                             buffer.elements, -1)
-
-    def loop(self, extent):
-        self.begin_loop_scope()
-        var = self.program.begin_loop(cpp(extent))
-        return Index.variable(f"i{var}", extent - 1)
-
-    def end_loop(self):
-        self.end_loop_scope()
-        self.program.end_loop()
-
-    @staticmethod
-    def _access(tile: Tile, mask: Mask | None):
-        lower, upper = [], []
-        if mask is not None and mask.bounds:
-            for axis in range(len(tile.sizes)):
-                lo, hi = mask.bounds.get(axis, (None, None))
-                lower.append("" if lo is None else cpp(lo))
-                upper.append("" if hi is None else cpp(hi))
-        offset = cpp(tile.offset)
-        if getattr(tile._buffer, "copies", 1) > 1:  # this program's copy of a private_hbm tensor
-            offset = f"({offset}) + program * {tile._buffer.elements}"
-        return (tile._buffer.id, offset, list(tile.sizes), list(tile.strides), lower, upper)
-
-    def run(self, op: Op) -> None:
-        bounded = op.sources[0] if op.kind in ("reduce", "max8") else op.dst
-        dst = None if op.dst is None else self._access(op.dst, op.mask if bounded is op.dst else None)
-        sources = [self._access(s, op.mask if s is bounded else None) for s in op.sources]
-        spec = dict(kind=op.kind, destination=dst, sources=sources, expression=op.expression, accumulate=op.accumulate,
-                    scale=float(op.scale), initial=float(op.initial), label=op.label)
-        if op.reduce_op:
-            spec.update(reduce_op=op.reduce_op, reduce_dims=list(op.reduce_dims))
-        self.program.add(spec)
 
 
 # The interpreter's side ---------------------------------------------------------------------------

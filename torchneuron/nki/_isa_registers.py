@@ -133,8 +133,7 @@ def _register_range(start, stop, step):
         return
     first, last = _snapshot(ctx, start), _snapshot(ctx, stop)
     extent = f"(({last}) - ({first}) + {step - 1}) / {step}"
-    ctx.begin_loop_scope()  # ended by ctx.end_loop()
-    var = ctx.program.begin_loop(f"({extent} > 0 ? {extent} : 0)")
+    var = ctx.dynamic_loop(f"({extent} > 0 ? {extent} : 0)")  # ended by ctx.end_loop()
     index = Index(None, 0, f"(({first}) + i{var} * {step})", 0, _UNBOUNDED)
     try:
         yield index

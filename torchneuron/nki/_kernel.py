@@ -17,9 +17,10 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .. import _C, compiler
-from ._context import Interpreter, Recorder, _state, activate, torch_dtype
+from ._context import Interpreter, _state, activate, round_to, torch_dtype
 from ._expr import KernelTraceError, ProgramTraceError, is_symbolic
 from ._lockstep import Lockstep, LockstepRecorder
+from ._recorder import Recorder
 from ._dtypes import STORAGE_DTYPES, packed_name, to_dtype
 from ._tensor import SPACES, Buffer, NKIError, Tile
 
@@ -73,19 +74,46 @@ def _key_of(value):
 
 
 class _Compiled:
-    """A traced kernel: its entry point, grid size and HBM tensors (inputs by position, or new)."""
+    """A traced kernel: its entry points (one a segment), grid size and HBM tensors (inputs by
+    position, or new); a kernel in segments also keeps its program (scratch offsets) and the host
+    steps run between the segments."""
 
-    def __init__(self, source, symbol, programs, hbm, outputs, written_inputs):
+    def __init__(self, source, symbol, programs, hbm, outputs, written_inputs, program=None, host_steps=()):
         self.source, self.symbol, self.programs, self.hbm, self.outputs = source, symbol, programs, hbm, outputs
         self.written_inputs = written_inputs
-        self.entry = self.library = None
+        self.program, self.host_steps = program, list(host_steps)
+        self.symbols = [symbol] if not self.host_steps else [f"{symbol}_s{k}" for k in range(len(self.host_steps) + 1)]
+        self.entries = self.library = None
 
-    def load(self) -> int:
-        """The entry point, compiling the source (or finding it in the artifact cache) once."""
-        if self.entry is None:
+    def load(self) -> list:
+        """The entry points, compiling the source (or finding it in the artifact cache) once."""
+        if self.entries is None:
             self.library = compiler._load_artifact(self.source)
-            self.entry = ctypes.cast(getattr(self.library, self.symbol), ctypes.c_void_p).value
-        return self.entry
+            self.entries = [ctypes.cast(getattr(self.library, s), ctypes.c_void_p).value for s in self.symbols]
+        return self.entries
+
+
+class HostTiles:
+    """The tiles of a kernel in segments as device tensors, for the host steps between segments
+    (the collectives): on-chip tiles in the launch's scratch tensor, HBM ones in its tensors."""
+
+    def __init__(self, program, tensors, scratch):
+        self.program, self.tensors, self.scratch = program, tensors, scratch
+        self.align = (16 - scratch.data_ptr() // 4 % 16) % 16  # as the generated code aligns it
+        self.written = set()
+
+    def view(self, tile: Tile) -> torch.Tensor:
+        if tile.buffer.on_chip:
+            base, start = self.scratch, self.align + self.program.scratch_offset(tile._buffer.id)
+        else:
+            base, start = self.tensors[tile._buffer.argument], 0
+        return base.as_strided(tuple(tile.sizes), tuple(tile.strides),
+                               base.storage_offset() + start + int(tile.offset))
+
+    def store(self, tile: Tile, values: torch.Tensor) -> None:
+        target = self.view(tile)
+        values = values.reshape(target.shape).to(target.device)
+        target.copy_(round_to(values.float(), tile.dtype) if tile.buffer.on_chip else values.to(target.dtype))
 
 
 def _flatten_outputs(result):
@@ -260,7 +288,11 @@ class Kernel:
         written = sorted({b.argument for b in recorder.written if not b.space.on_chip and b.argument < inputs})
         symbol = "nki_" + re.sub(r"\W", "_", self.fn.__name__)
         self._owner().traces += 1
-        return _Compiled(program.source(symbol), symbol, program.programs, hbm, (outputs, structure), written)
+        if not recorder.host_steps:
+            return _Compiled(program.source(symbol), symbol, program.programs, hbm, (outputs, structure), written)
+        program.set_external_scratch(len(hbm))  # a tensor after the HBM ones (_run_compiled)
+        return _Compiled(program.source(symbol), symbol, program.programs, hbm, (outputs, structure), written,
+                         program, recorder.host_steps)
 
     def _compiled_for(self, bound):
         key = (self.grid, tuple((n, _key_of(v)) for n, v in bound.arguments.items()))
@@ -296,7 +328,16 @@ class Kernel:
         staged = {k: t for k, t in enumerate(tensors) if t.dtype in _FLOAT8 or t.dtype in _WORDS}
         for k, t in staged.items():  # the compiled code keeps these as float32 / int32 (add_hbm)
             tensors[k] = t.float() if t.dtype in _FLOAT8 else t.to(torch.int32)
-        torch.ops.torchneuron.launch_tile_program(compiled.load(), tensors, compiled.programs, self.fn.__name__)
+        entries = compiled.load()
+        if not compiled.host_steps:
+            torch.ops.torchneuron.launch_tile_program(entries[0], tensors, compiled.programs, self.fn.__name__)
+        else:  # segment by segment, the host steps (collectives) between them, the tiles kept in scratch
+            scratch = torch.full((compiled.program.scratch_floats + 16,), float("nan"), device=device)
+            host = HostTiles(compiled.program, tensors, scratch)
+            for k, entry in enumerate(entries):
+                torch.ops.torchneuron.launch_tile_program(entry, tensors + [scratch], 1, self.fn.__name__)
+                if k < len(compiled.host_steps):
+                    compiled.host_steps[k](host)
         for k, t in staged.items():  # the float8 / narrow int tensors the kernel made or wrote, cast back
             spec = compiled.hbm[k]
             if spec[0] != "input" or spec[1] in compiled.written_inputs:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import threading
 
-from ._context import Recorder, activate
+from ._context import activate
 from ._expr import Index, ProgramTraceError
+from ._recorder import Recorder
 from ._ops import copy_into
 from ._tensor import NKIError
 
@@ -32,7 +33,7 @@ class LockstepRecorder(Recorder):
         super().__init__(grid, program, unrolled)
         program.set_grid([1])
         self.pid = (0,) * max(1, len(self.grid))
-        self.kernel_hbm, self.hbm_seen, self.depth = [], 0, 0
+        self.kernel_hbm, self.hbm_seen = [], 0
 
     def program_id(self, axis):
         return self.pid[axis] if axis < len(self.pid) else 0
@@ -51,17 +52,6 @@ class LockstepRecorder(Recorder):
             self.add_hbm(buffer)
             self.kernel_hbm.append(buffer)
         self.hbm_seen += 1
-
-    def loop(self, extent):
-        self.depth += 1
-        var = super().loop(extent)
-        self.__dict__.setdefault("open_loops_vars", []).append(next(iter(var.terms)))
-        return var
-
-    def end_loop(self):
-        self.depth -= 1
-        self.open_loops_vars.pop()
-        super().end_loop()
 
 
 class Lockstep:

@@ -234,8 +234,8 @@ def while_loop(init, body_fun, **_unused):
             finally:
                 ctx.exit_scope()
         return
-    ctx.begin_loop_scope()  # the C++ loop tests its extent before each iteration
-    ctx.program.begin_loop(f"(s{condition._buffer.id}[0] != 0 ? std::numeric_limits<int64_t>::max() : int64_t(0))")
+    # the C++ loop tests its extent before each iteration
+    ctx.dynamic_loop(f"(s{condition._buffer.id}[0] != 0 ? std::numeric_limits<int64_t>::max() : int64_t(0))")
     try:
         iteration()
     finally:

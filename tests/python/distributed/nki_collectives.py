@@ -1,5 +1,6 @@
-"""torchrun worker: NKI kernels calling nki.collectives (interpreted) on the neuron backend, each
-result checked against what the ranks' inputs give in NumPy; a compiled kernel refuses them."""
+"""torchrun worker: NKI kernels calling nki.collectives on the neuron backend, interpreted and
+compiled (cut into device commands at each collective, run by the host in between), each result
+checked against what the ranks' inputs give in NumPy."""
 
 import numpy as np
 import torch
@@ -57,28 +58,58 @@ def k_collectives(x):
     return out
 
 
+@nki.jit
+def k_ring_in_a_loop(x):
+    """acc = the sum of every rank's x in bfloat16, passed around the ring one step per iteration of
+    an affine_range loop (a compiled kernel unrolls it to cut it at the collective): the tiles acc
+    and cur carry over from one segment to the next."""
+    world = ncc.ReplicaGroup([list(range(2))])
+    cur = nl.ndarray(x.shape, nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cur, src=x)
+    acc = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for _ in nl.affine_range(2):
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=cur, op=nl.add)
+        nxt = nl.ndarray(x.shape, nl.bfloat16, buffer=nl.sbuf)
+        ncc.collective_permute_implicit(srcs_by_channel=[[cur]], dsts_by_channel=[[nxt]], replica_group=world)
+        nisa.tensor_copy(dst=cur, src=nxt)
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def check_collectives(rank, xs, got, how):
+    check = common.check
+    check(f"{how} all_gather dim 1", lambda: np.testing.assert_array_equal(got[0, :8, :8], np.concatenate(xs, axis=1)))
+    check(f"{how} all_gather dim 0", lambda: np.testing.assert_array_equal(got[1, :16, :4], np.concatenate(xs, axis=0)))
+    check(f"{how} all_reduce add", lambda: np.testing.assert_array_equal(got[2, :8, :4], xs[0] + xs[1]))
+    check(f"{how} all_reduce max", lambda: np.testing.assert_array_equal(got[3, :8, :4], np.maximum(xs[0], xs[1])))
+    check(f"{how} reduce_scatter", lambda: np.testing.assert_array_equal(got[4, :4, :4],
+                                                                         (xs[0] + xs[1])[4 * rank:4 * rank + 4]))
+    check(f"{how} all_to_all", lambda: np.testing.assert_array_equal(
+        got[5, :8, :4], np.concatenate([xs[0][4 * rank:4 * rank + 4], xs[1][4 * rank:4 * rank + 4]])))
+    check(f"{how} rank_id", lambda: common.equal(float(got[0, 15, 7]), float(rank)))
+    other = 1 - rank
+    check(f"{how} collective_permute", lambda: np.testing.assert_array_equal(got[6, :8, :4], xs[other]))
+    check(f"{how} ring permute", lambda: np.testing.assert_array_equal(got[7, :8, :4], xs[other]))
+    check(f"{how} ring permute reduce", lambda: np.testing.assert_array_equal(got[8, :8, :4],
+                                                                             xs[other] + xs[0] + xs[1]))
+    check(f"{how} ring rank id", lambda: common.equal(float(got[8, 15, 7]), float(other)))
+
+
 def main():
     rank, world, device = common.setup()
     xs = [np.arange(32, dtype=np.float32).reshape(8, 4) * (r + 1) - 5 * r for r in range(world)]
-    got = nki.simulate_kernel(k_collectives, torch.from_numpy(xs[rank]).to(device))
-    got = np.asarray(torch.as_tensor(got).cpu())
-    common.check("all_gather dim 1", lambda: np.testing.assert_array_equal(got[0, :8, :8], np.concatenate(xs, axis=1)))
-    common.check("all_gather dim 0", lambda: np.testing.assert_array_equal(got[1, :16, :4], np.concatenate(xs, axis=0)))
-    common.check("all_reduce add", lambda: np.testing.assert_array_equal(got[2, :8, :4], xs[0] + xs[1]))
-    common.check("all_reduce max", lambda: np.testing.assert_array_equal(got[3, :8, :4], np.maximum(xs[0], xs[1])))
-    common.check("reduce_scatter", lambda: np.testing.assert_array_equal(got[4, :4, :4],
-                                                                          (xs[0] + xs[1])[4 * rank:4 * rank + 4]))
-    common.check("all_to_all", lambda: np.testing.assert_array_equal(
-        got[5, :8, :4], np.concatenate([xs[0][4 * rank:4 * rank + 4], xs[1][4 * rank:4 * rank + 4]])))
-    common.check("rank_id", lambda: common.equal(float(got[0, 15, 7]), float(rank)))
-    other = 1 - rank
-    common.check("collective_permute", lambda: np.testing.assert_array_equal(got[6, :8, :4], xs[other]))
-    common.check("ring permute", lambda: np.testing.assert_array_equal(got[7, :8, :4], xs[other]))
-    common.check("ring permute reduce", lambda: np.testing.assert_array_equal(got[8, :8, :4],
-                                                                               xs[other] + xs[0] + xs[1]))
-    common.check("ring rank id", lambda: common.equal(float(got[8, 15, 7]), float(other)))
-    common.check("compiled refuses", lambda: common.raises(
-        lambda: k_collectives(torch.from_numpy(xs[rank]).to(device)), "TORCHNEURON_NKI_INTERPRET=1"))
+    x = torch.from_numpy(xs[rank]).to(device)
+    check_collectives(rank, xs, np.asarray(torch.as_tensor(nki.simulate_kernel(k_collectives, x)).cpu()), "interpreted")
+    check_collectives(rank, xs, k_collectives(x).cpu().numpy(), "compiled")
+    common.check("compiled, cut at each of its 9 collectives", lambda: common.equal(
+        len(next(iter(k_collectives._cache.values())).host_steps), 9))
+    wide = [np.linspace(-3, 3, 128 * 6, dtype=np.float32).reshape(128, 6) * (r + 2) for r in range(world)]
+    ring_sum = torch.from_numpy(wide[0]).bfloat16().float() + torch.from_numpy(wide[1]).bfloat16().float()
+    for how, run in (("interpreted", nki.simulate_kernel), ("compiled", lambda k, a: k(a))):
+        got = torch.as_tensor(run(k_ring_in_a_loop, torch.from_numpy(wide[rank]).to(device))).cpu()
+        common.check(f"{how} ring in a loop", lambda: torch.testing.assert_close(got, ring_sum, rtol=0, atol=0))
     common.report()
     torch.distributed.destroy_process_group()
 
