@@ -1,5 +1,6 @@
-"""Index values checked at the call: an index out of range raises CPU PyTorch's exception type and
-message from indexing, take / put, embedding and embedding_bag, never a deferred fault."""
+"""Index values out of range: indexing and take / put raise CPU PyTorch's exception type and message
+at the call, never a deferred fault; embedding and embedding_bag check device-resident indices on
+the device and raise at the next synchronization, as on CUDA."""
 
 import pytest
 import torch
@@ -67,16 +68,21 @@ def test_embedding_index_out_of_range_is_a_device_error_at_the_next_sync(bad):
     assert torch.equal(module(torch.tensor([1], device="neuron")).cpu(), module.weight[1:2].detach().cpu())
 
 
-@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max", "sum_weighted"])
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
 def test_embedding_bag_index_out_of_range_is_a_device_error_at_the_next_sync(mode, index_dtype):
-    weight = torch.randn(10, 2)
+    # PyTorch's test_embedding_bag_out_of_bounds_idx expects CPU's error at the call (CUDA exempt);
+    # here every one of its cases must raise at the sync instead.
+    weight = torch.randn(10, 2, dtype=torch.float64)
+    psw = torch.randn(1, 2, dtype=torch.float64) if mode == "sum_weighted" else None
+    mode = mode.removesuffix("_weighted")
     for bad in ([[-1, 1]], [[11, 8]]):
         indices = torch.tensor(bad, dtype=index_dtype)
         with pytest.raises(RuntimeError, match="embedding_bag: Expected idx >= 0"):
-            F.embedding_bag(indices, weight, mode=mode, padding_idx=0)
-        F.embedding_bag(indices.to("neuron"), weight.to("neuron"), mode=mode, padding_idx=0)
-        with pytest.raises(RuntimeError, match="out of range|not in the valid range"):
+            F.embedding_bag(indices, weight, mode=mode, padding_idx=0, per_sample_weights=psw)
+        F.embedding_bag(indices.to("neuron"), weight.to("neuron"), mode=mode, padding_idx=0,
+                        per_sample_weights=None if psw is None else psw.to("neuron"))
+        with pytest.raises(torch.AcceleratorError, match=f"embedding_bag.*value {bad[0][0]} .*not in the valid range"):
             torch.neuron.synchronize()
     torch.neuron.synchronize()
 
