@@ -221,6 +221,25 @@ def test_float64_reference_passes_a_device_result_no_less_accurate_than_cpu():
     assert not widened.matches(further.float(), cpu.float(), "out")
 
 
+def test_scipy_arbitrates_float64_special_functions():
+    """float64 has nothing wider to ask, but torch.special's functions have SciPy twins: CPU's
+    float64 J0 at 5.0001 is 3.8e-7 off (past float64's 1e-7 tolerance), so a device result equal
+    to SciPy's passes; one that strays from SciPy more than CPU does, and an op without a twin,
+    still mismatch."""
+    import types
+    scipy_special = pytest.importorskip("scipy.special")
+    x = torch.tensor([5.0001, -5.0001, 1.5, 0.0], dtype=torch.float64)
+    sample = types.SimpleNamespace(input=x, args=(), kwargs={})
+    cpu = torch.special.bessel_j0(x)
+    truth = torch.from_numpy(scipy_special.j0(x.numpy()))
+    assert conformance.compare(truth, cpu, "float64") is not None
+    j0 = types.SimpleNamespace(name="special.bessel_j0")
+    assert conformance._Float64Reference(j0, sample, False, "float64").matches(truth, cpu, "out")
+    assert not conformance._Float64Reference(j0, sample, False, "float64").matches(truth + 1e-4, cpu, "out")
+    other = types.SimpleNamespace(name="sin")
+    assert not conformance._Float64Reference(other, sample, False, "float64").matches(truth, cpu, "out")
+
+
 def test_index_tensors_an_opinfo_keeps_on_the_cpu_stay_there():
     """tensor_split's OpInfo makes its index tensors on the CPU whatever the device (torch
     requires them there); the harness finds them in the samples made for the meta device and
