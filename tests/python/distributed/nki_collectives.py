@@ -110,6 +110,8 @@ def main():
     for how, run in (("interpreted", nki.simulate_kernel), ("compiled", lambda k, a: k(a))):
         got = torch.as_tensor(run(k_ring_in_a_loop, torch.from_numpy(wide[rank]).to(device))).cpu()
         common.check(f"{how} ring in a loop", lambda: torch.testing.assert_close(got, ring_sum, rtol=0, atol=0))
+    common.check("compiled, a grid of two programs refuses a collective", lambda: common.raises(
+        lambda: k_ring_in_a_loop[2](torch.from_numpy(wide[rank]).to(device)), "run it interpreted"))
     common.report()
     torch.distributed.destroy_process_group()
 
