@@ -151,6 +151,9 @@ void unary_typed(UnaryOp op, const ElementwiseArgs& a) {
           else return special::erfinv(x);
         });
       case UnaryOp::kFrac: return map<T, T, 1>(a, [](C x) { return x - std::trunc(x); });
+      // angle of a real number: pi below zero, NaN kept, else 0 (-0.0 included), as on CPU.
+      case UnaryOp::kAngle:
+        return map<T, T, 1>(a, [](C x) { return x != x ? x : (x < C(0) ? C(3.14159265358979323846) : C(0)); });
       case UnaryOp::kSinc:
         return map<T, T, 1>(a, [](C x) {
           const C product = C(3.14159265358979323846) * x;
@@ -221,7 +224,6 @@ bool unary_supported(UnaryOp op, DType dtype) {
   if (is_complex(dtype)) return complex_unary_supported(op);
   switch (op) {
     case UnaryOp::kConj:
-    case UnaryOp::kAngle:
       return false;
     case UnaryOp::kAbs:
     case UnaryOp::kNeg:

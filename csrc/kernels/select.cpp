@@ -185,4 +185,39 @@ void searchsorted(DType dtype, const SearchShape& s, const void* sorted, const i
   });
 }
 
+// CPU PyTorch's mode: (value, index) pairs of a line put in order by value alone with
+// std::sort (not stable: which index ends a run of equal values is std::sort's), runs counted
+// in order, and the first longest run's last pair returned. NaNs never compare equal, so each
+// is a run of one.
+void mode(DType dtype, int64_t rows, int64_t n, const void* in, void* values, int64_t* indices) {
+  if (rows == 0 || n == 0) return;
+  dispatch_real_dtype(dtype, "mode", [&](auto tag) {
+    using T = decltype(tag);
+    using K = decltype(key(T{}));
+    const T* src = static_cast<const T*>(in);
+    T* dst = static_cast<T*>(values);
+    parallel_for(rows, std::max<int64_t>(1, 16384 / n), [&](int64_t begin, int64_t end) {
+      std::vector<std::pair<K, int64_t>> elements(static_cast<size_t>(n));
+      for (int64_t r = begin; r < end; ++r) {
+        const T* line = src + r * n;
+        for (int64_t i = 0; i < n; ++i) elements[i] = {key(line[i]), i};
+        std::sort(elements.begin(), elements.begin() + n, [](const auto& a, const auto& b) { return a.first < b.first; });
+        int64_t best = 0, best_count = 0, count = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          ++count;
+          if (i == n - 1 || elements[i].first != elements[i + 1].first) {
+            if (count > best_count) {
+              best = elements[i].second;
+              best_count = count;
+            }
+            count = 0;
+          }
+        }
+        dst[r] = line[best];
+        indices[r] = best;
+      }
+    });
+  });
+}
+
 }  // namespace torchneuron::kernels

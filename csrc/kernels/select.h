@@ -33,4 +33,8 @@ struct SearchShape {
 void searchsorted(DType dtype, const SearchShape& shape, const void* sorted, const int64_t* sorter, const void* values,
                   bool right, bool out_int32, void* out);
 
+// torch.mode over `rows` contiguous lines of n (n > 0): each line's most frequent value, and the
+// index of it that CPU PyTorch returns (values: [rows] of dtype, a real or bool dtype).
+void mode(DType dtype, int64_t rows, int64_t n, const void* in, void* values, int64_t* indices);
+
 }  // namespace torchneuron::kernels

@@ -1,6 +1,7 @@
 // Reductions on neuron (sum, mean, prod, amax, amin, full max/min, vector norms; var / std
 // composed from them): the host resolves dims, keepdim and the output dtype, lays the reduced
 // dimensions last, and csrc/kernels/reduce runs.
+#include <ATen/Dispatch.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -28,6 +29,7 @@
 #include <algorithm>
 #include <bitset>
 #include <cmath>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -247,6 +249,33 @@ at::Tensor min_all(const at::Tensor& self) {
   return reductions::amin(self, {}, false);
 }
 
+// torch.max(t, out=) / torch.min(t, out=): CPU's checks, the functional op's value cast into a
+// 0-dim `out`. An empty input gives the reduction's identity (CPU's all-reduce starts there).
+at::Tensor& extremum_all_out(const at::Tensor& self, bool is_max, at::Tensor& out) {
+  using c10::canCast;
+  using c10::typeMetaToScalarType;
+  TORCH_CHECK(self.device() == out.device());
+  TORCH_CHECK(canCast(
+      typeMetaToScalarType(self.dtype()),
+      typeMetaToScalarType(out.dtype())));
+  at::native::resize_output(out, {});
+  const c10::ScalarType type = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(!is_wide_unsigned(type) && !at::isComplexType(type), "\"", is_max ? "max_all" : "min_all",
+                              "\" not implemented for '", c10::toString(type), "'");
+  if (self.numel() > 0) return out.copy_(is_max ? reductions::max_all(self) : reductions::min_all(self));
+  if (type == at::kBool) return out.fill_(!is_max);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (at::isFloatingType(type)) return out.fill_(is_max ? -kInf : kInf);
+  const at::Tensor limit = at::empty({}, self.options().device(at::kCPU));  // the dtype's bound, from c10
+  AT_DISPATCH_INTEGRAL_TYPES(type, "extremum_all_out", [&] {
+    limit.fill_(is_max ? std::numeric_limits<scalar_t>::lowest() : std::numeric_limits<scalar_t>::max());
+  });
+  return out.copy_(limit);
+}
+
+at::Tensor& max_unary_out(const at::Tensor& self, at::Tensor& out) { return extremum_all_out(self, true, out); }
+at::Tensor& min_unary_out(const at::Tensor& self, at::Tensor& out) { return extremum_all_out(self, false, out); }
+
 // ---- vector norms: p = 0, 1, 2, +-inf native, other p composed from native ops ------------
 
 at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
@@ -431,6 +460,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amin.out", TORCH_FN(reductions::amin_out));
   m.impl("max", TORCH_FN(reductions::max_all));
   m.impl("min", TORCH_FN(reductions::min_all));
+  m.impl("max.unary_out", TORCH_FN(reductions::max_unary_out));
+  m.impl("min.unary_out", TORCH_FN(reductions::min_unary_out));
   m.impl("linalg_vector_norm", TORCH_FN(reductions::linalg_vector_norm));
   m.impl("linalg_vector_norm.out", TORCH_FN(reductions::linalg_vector_norm_out));
   m.impl("norm.out", TORCH_FN(reductions::norm_out));

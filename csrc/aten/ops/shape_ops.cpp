@@ -1,22 +1,16 @@
-// Shape-building operators on neuron: eye, linspace and roll composed on the host from native
-// ops; cat (one copy command for every part) and arange (csrc/kernels/nn); constant, reflection
-// and replication padding (1-D to 3-D) and the latter two's backward ops through the pad
-// kernels, tril / triu through the triangle kernel (csrc/kernels/copy); Tensor.unfold's
-// backward (csrc/kernels/patches).
+// Shape-building operators on neuron: eye, roll and narrow_copy's out= form composed on the
+// host from native ops; cat (one copy command for every part) and arange (csrc/kernels/nn);
+// constant, reflection and replication padding (1-D to 3-D) and the latter two's backward ops
+// through the pad kernels, tril / triu through the triangle kernel (csrc/kernels/copy);
+// Tensor.unfold's backward (csrc/kernels/patches). linspace / logspace: range_ops.cpp.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/constant_pad_nd_native.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/logspace_ops.h>
-#include <ATen/ops/lt.h>
-#include <ATen/ops/mul.h>
-#include <ATen/ops/rsub.h>
 #include <ATen/ops/unfold_backward_ops.h>
-#include <ATen/ops/where.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -46,37 +40,6 @@ at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
 
 at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
 
-// CPU PyTorch's formula: the first half counts up from start, the second half down from end.
-at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, at::Tensor& out) {
-  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  at::assert_no_internal_overlap(out);
-  // As on the CPU, an `out` of `steps` elements keeps its shape (and its strides): the values
-  // fill it in its logical order.
-  if (out.numel() != steps) at::native::resize_output(out, {steps});
-  if (steps == 0) return out;
-  if (steps == 1) return out.fill_(start);
-  if (out.is_complex()) {  // the same two halves in the complex dtype, as CPU computes them
-    const c10::complex<double> lo = start.toComplexDouble(), hi = end.toComplexDouble();
-    const c10::complex<double> step = (hi - lo) / static_cast<double>(steps - 1);
-    const at::Tensor index = at::arange(steps, out.options().dtype(c10::toRealValueType(out.scalar_type())))
-                                 .to(out.scalar_type());
-    const at::Tensor rising = at::mul(index, step).add_(lo);
-    const at::Tensor falling = at::mul(at::rsub(index, static_cast<double>(steps - 1)), -step).add_(hi);
-    const at::Tensor first_half = at::lt(at::arange(steps, out.options().dtype(at::kLong)), steps / 2);
-    out.copy_(at::where(first_half, rising, falling).view(out.sizes()));
-    return out;
-  }
-  const bool wide = out.scalar_type() == at::kDouble || at::isIntegralType(out.scalar_type(), true);
-  const auto compute = out.options().dtype(wide ? at::kDouble : at::kFloat);
-  const double lo = start.toDouble(), hi = end.toDouble();
-  const double step = (hi - lo) / static_cast<double>(steps - 1);
-  const at::Tensor index = at::arange(steps, compute);
-  const at::Tensor rising = at::mul(index, step).add_(lo);
-  const at::Tensor falling = at::mul(at::rsub(index, static_cast<double>(steps - 1)), -step).add_(hi);
-  out.copy_(at::where(at::lt(index, static_cast<double>(steps / 2)), rising, falling).view(out.sizes()));
-  return out;
-}
-
 at::Tensor roll(const at::Tensor& self, c10::IntArrayRef shifts, c10::IntArrayRef dims) {
   TORCH_CHECK(!shifts.empty(), "`shifts` required");
   if (dims.empty()) {
@@ -96,12 +59,27 @@ at::Tensor roll(const at::Tensor& self, c10::IntArrayRef shifts, c10::IntArrayRe
   return result.is_same(self) ? self.clone() : result;
 }
 
-// logspace runs on the CPU (fallback); first CPU's check that `out` has no overlapping elements,
-// which the fallback's write-back would not make.
-at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps, double base, at::Tensor& out) {
-  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
-  at::assert_no_internal_overlap(out);
-  return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(logspace, out)>::call(start, end, steps, base, out);
+// narrow_copy's out= form (CPU's kernel; the functional form is ATen's composite): CPU's checks
+// and messages, `output` resized as CPU resizes it (no warning), then the narrowed view copied.
+at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, int64_t start, int64_t length, at::Tensor& output) {
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  TORCH_CHECK(self.dtype() == output.dtype());
+  const auto self_sizes = self.sizes();
+  if (dim < 0) {
+    dim = at::maybe_wrap_dim(dim, self_sizes.size());
+  } else {
+    TORCH_CHECK(dim < static_cast<int64_t>(self_sizes.size()));
+  }
+  const int64_t cur_size = self_sizes[dim];
+  TORCH_CHECK_INDEX(-cur_size <= start && start <= cur_size, "start out of range (expected to be in range of [",
+                    -cur_size, ", ", cur_size, "], but got ", start, ")");
+  if (start < 0) start += cur_size;
+  TORCH_CHECK(length >= 0 && start <= cur_size - length, "start (", start, ") + length (", length,
+              ") exceeds dimension size (", cur_size, ").");
+  std::vector<int64_t> output_sizes(self_sizes.begin(), self_sizes.end());
+  output_sizes[dim] = length;
+  output.resize_(output_sizes);
+  return output.copy_(self.narrow(dim, start, length));
 }
 
 // ---- cat, arange ----------------------------------------------------------------------------
@@ -561,9 +539,8 @@ at::Tensor& triu_inplace(at::Tensor& self, int64_t diagonal) { return triu_out(s
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.out", TORCH_FN(shapes::eye_out));
   m.impl("eye.m_out", TORCH_FN(shapes::eye_m_out));
-  m.impl("linspace.out", TORCH_FN(shapes::linspace_out));
-  m.impl("logspace.out", TORCH_FN(shapes::logspace_out));
   m.impl("roll", TORCH_FN(shapes::roll));
+  m.impl("narrow_copy.out", TORCH_FN(shapes::narrow_copy_out));
   m.impl("cat", TORCH_FN(shapes::cat));
   m.impl("cat.out", TORCH_FN(shapes::cat_out));
   m.impl("arange.start_out", TORCH_FN(shapes::arange_out));

@@ -1,13 +1,18 @@
 // torch.special on neuron: the orthogonal polynomials' `.out` kernels of (x, n), and those of the
-// Bessel, Airy, normal-distribution and Hurwitz zeta functions, which the functional and scalar
-// forms reach through ATen's composites (TensorIterator promotes to the float result dtype;
-// csrc/kernels/special_polynomials and special_pointwise evaluate in double), and mvlgamma
-// composed of native ops.
+// Bessel, Airy, normal-distribution, Hurwitz zeta and incomplete gamma functions, which the
+// functional and scalar forms reach through ATen's composites (TensorIterator promotes to the
+// float result dtype; csrc/kernels/special_polynomials and special_pointwise evaluate in double);
+// nextafter and frexp; mvlgamma composed of native ops.
 #include <ATen/TensorIterator.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/frexp_ops.h>
+#include <ATen/ops/igamma_ops.h>
+#include <ATen/ops/igammac_ops.h>
+#include <ATen/ops/nextafter_ops.h>
 #include <ATen/ops/lgamma.h>
 #include <ATen/ops/special_airy_ai_ops.h>
 #include <ATen/ops/special_bessel_j0_ops.h>
@@ -40,7 +45,9 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <tuple>
 
+#include "aten/device/neuron_tensor.h"
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/ops/elementwise_launch.h"
 #include "kernels/special_pointwise.h"
@@ -77,7 +84,63 @@ bool launch_special(at::TensorIteratorBase& iter, const char* name, Kernel kerne
   return true;
 }
 
+// igamma / igammac / nextafter: TensorIterator's binary_op promotion; CPU has them for floating
+// common dtypes only and names the others in its "not implemented" error.
+template <typename Kernel>
+bool launch_float_binary(at::TensorIteratorBase& iter, const char* cpu_name, const char* name, Kernel kernel) {
+  const c10::ScalarType type = iter.common_dtype();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(type), "\"", cpu_name, "\" not implemented for '", c10::toString(type), "'");
+  kernels::ElementwiseArgs args;
+  if (!has_kernel_dtype(type) || !to_args_converting(iter, args, type)) return false;
+  const kernels::DType dtype = to_kernel_dtype(type);
+  launch(iter, name, args, [kernel, dtype](const kernels::ElementwiseArgs& a) {
+    kernels::with_dtypes(a, dtype, dtype, 1, kernel);
+  });
+  return true;
+}
+
 }  // namespace
+
+#define NEURON_FLOAT_BINARY(name, CPU_NAME, KERNEL)                                                     \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) {        \
+    at::TensorBase out = result;                                                                       \
+    auto iter = at::TensorIterator::binary_op(out, self, other);                                       \
+    if (!launch_float_binary(iter, CPU_NAME, "aten::" #name ".out", KERNEL)) {                         \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(name, out)>::call(self, other, result); \
+    }                                                                                                  \
+    return result;                                                                                     \
+  }
+
+NEURON_FLOAT_BINARY(igamma, "igamma_cpu", [](const kernels::ElementwiseArgs& a) { kernels::incomplete_gamma(false, a); })
+NEURON_FLOAT_BINARY(igammac, "igammac_cpu", [](const kernels::ElementwiseArgs& a) { kernels::incomplete_gamma(true, a); })
+NEURON_FLOAT_BINARY(nextafter, "nextafter_cpu", kernels::nextafter)
+#undef NEURON_FLOAT_BINARY
+
+// frexp's out= form (the functional one is ATen's composite over it), with CPU's checks; the
+// kernel reads a contiguous input and writes contiguous results, copied into strided outputs.
+std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& self, at::Tensor& mantissa, at::Tensor& exponent) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "torch.frexp() only supports floating-point dtypes");
+  TORCH_CHECK(mantissa.dtype() == self.dtype(), "torch.frexp() expects mantissa to have dtype ", self.dtype(),
+              " but got ", mantissa.dtype());
+  TORCH_CHECK(exponent.dtype() == at::kInt, "torch.frexp() expects exponent to have int dtype but got ",
+              exponent.dtype());
+  at::native::resize_output(mantissa, self.sizes());
+  at::native::resize_output(exponent, self.sizes());
+  const at::Tensor input = self.contiguous();
+  at::Tensor m = mantissa.is_contiguous() ? mantissa : at::empty(self.sizes(), mantissa.options());
+  at::Tensor e = exponent.is_contiguous() ? exponent : at::empty(self.sizes(), exponent.options());
+  const int64_t n = input.numel();
+  if (n > 0) {
+    const kernels::DType dtype = to_kernel_dtype(self.scalar_type());
+    const void* pi = input.data_ptr();
+    void* pm = m.data_ptr();
+    int32_t* pe = e.data_ptr<int32_t>();
+    enqueue(m, "aten::frexp", {&input}, [=] { kernels::frexp(dtype, n, pi, pm, pe); });
+  }
+  if (!m.is_same(mantissa)) mantissa.copy_(m);
+  if (!e.is_same(exponent)) exponent.copy_(e);
+  return {mantissa, exponent};
+}
 
 #define NEURON_SPECIAL_UNARY(name, KIND)                                                             \
   at::Tensor& special_##name##_out(const at::Tensor& self, at::Tensor& result) {                     \
@@ -165,6 +228,10 @@ at::Tensor& mvlgamma_out(const at::Tensor& self, int64_t p, at::Tensor& result) 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mvlgamma.out", TORCH_FN(special::mvlgamma_out));
+  m.impl("igamma.out", TORCH_FN(special::igamma_out));
+  m.impl("igammac.out", TORCH_FN(special::igammac_out));
+  m.impl("nextafter.out", TORCH_FN(special::nextafter_out));
+  m.impl("frexp.Tensor_out", TORCH_FN(special::frexp_out));
   m.impl("special_bessel_j0.out", TORCH_FN(special::special_bessel_j0_out));
   m.impl("special_bessel_j1.out", TORCH_FN(special::special_bessel_j1_out));
   m.impl("special_bessel_y0.out", TORCH_FN(special::special_bessel_y0_out));

@@ -1,8 +1,8 @@
 // Unary pointwise ATen operators on neuron (math functions, rounding, abs / angle / conj of
-// complex tensors, relu, gelu, predicates such as isnan and signbit): ATen's TensorIterator does
-// type promotion and output allocation on the host, csrc/kernels/elementwise runs the loop on
-// the queue. Cases the kernels do not cover (complex, odd output dtypes) take the counted CPU
-// fallback.
+// complex tensors, angle of real ones, relu, gelu, predicates such as isnan and signbit):
+// ATen's TensorIterator does type promotion and output allocation on the host,
+// csrc/kernels/elementwise runs the loop on the queue. Cases the kernels do not cover (complex,
+// odd output dtypes) take the counted CPU fallback.
 // Registrations for these operators live at the end of this file, generated with the kernels.
 #include <ATen/TensorIterator.h>
 #include <ATen/native/CPUFallback.h>
@@ -152,16 +152,37 @@ at::Tensor& abs_inplace(at::Tensor& self) {
   return eltwise::abs_out(self, self);
 }
 
-// angle has a kernel for complex inputs; real ones (0 or pi) take the counted fallback.
+// angle: complex inputs write their real dtype; real ones (pi below zero, else 0, NaN kept) go
+// through unary_float_op, integers and bool giving float, as on CPU.
+at::Tensor angle_functional(const at::Tensor& self);
+
 at::Tensor& angle_out(const at::Tensor& self, at::Tensor& result) {
-  if (!self.is_complex() || result.is_complex() || !complex_to_real(self, result, UnaryOp::kAngle, "aten::angle.out")) {
+  if (!self.is_complex()) {
+    at::TensorBase out = result;
+    auto iter = at::TensorIterator::unary_float_op(out, self);  // CPU's checks; resizes result
+    if (iter.common_dtype() != result.scalar_type()) {
+      return result.copy_(eltwise::angle_functional(self));  // pi in the common dtype, then cast
+    }
+    if (!launch_unary(iter, UnaryOp::kAngle, "aten::angle.out", false)) {
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(angle, out)>::call(self, result);
+    }
+    return result;
+  }
+  if (result.is_complex() || !complex_to_real(self, result, UnaryOp::kAngle, "aten::angle.out")) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(angle, out)>::call(self, result);
   }
   return result;
 }
 
 at::Tensor angle_functional(const at::Tensor& self) {
-  if (!self.is_complex()) return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(angle)>::call(self);
+  if (!self.is_complex()) {
+    at::TensorBase out;
+    auto iter = at::TensorIterator::unary_float_op(out, self);
+    if (!launch_unary(iter, UnaryOp::kAngle, "aten::angle", false)) {
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(angle)>::call(self);
+    }
+    return iter.output();
+  }
   at::Tensor result = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
   return eltwise::angle_out(self, result);
 }
