@@ -108,7 +108,7 @@ test-python: build $(VENV)/.stamp-frameworks
 LEVEL_TESTS := tests/python/test_conformance.py::test_ci_subset_has_no_regressions tests/python/test_training.py \
   tests/python/test_cpu_capability.py \
   tests/python/test_nki_kernels.py tests/python/test_adaptive_eager.py tests/python/test_int4_weight.py \
-  tests/python/test_lowp_matmul.py
+  tests/python/test_lowp_matmul.py tests/python/test_special_functions.py tests/python/test_native_share_ops.py
 test-levels: build
 	@for level in $$(./build/torchneuron_cpu_levels | tail -n +2); do \
 	  echo "== Python tests at TORCHNEURON_CPU_CAPABILITY=$$level"; \
