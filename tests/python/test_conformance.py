@@ -240,6 +240,32 @@ def test_scipy_arbitrates_float64_special_functions():
     assert not conformance._Float64Reference(other, sample, False, "float64").matches(truth, cpu, "out")
 
 
+def test_results_are_read_after_the_device_is_synchronized(monkeypatch):
+    """`to("cpu", non_blocking=True)` copies into pinned memory asynchronously (as on CUDA; a
+    full run once saw `to` float64 8.96 off): the tool waits for the device before it compares
+    what the op returned."""
+    import contextlib
+    import types
+    from torchneuron.conformance import samples
+    synchronized = []
+    real_synchronize, real_compare = torch.neuron.synchronize, samples.compare
+
+    def synchronize(*args):
+        synchronized.append(True)
+        return real_synchronize(*args)
+
+    def compare(actual, expected, dtype):
+        assert synchronized, "compared before the device was synchronized"
+        return real_compare(actual, expected, dtype)
+    monkeypatch.setattr(torch.neuron, "synchronize", synchronize)
+    monkeypatch.setattr(samples, "compare", compare)
+    x = torch.randn(1 << 16, dtype=torch.float64)
+    sample = types.SimpleNamespace(input=x, args=(), kwargs={})
+    status, detail, _ = samples._device_run(lambda t: (t * 2.0).to("cpu", non_blocking=True), sample, "float64",
+                                            False, contextlib.nullcontext(), False, frozenset(), (x * 2.0, None))
+    assert status == "pass", detail
+
+
 def test_index_tensors_an_opinfo_keeps_on_the_cpu_stay_there():
     """tensor_split's OpInfo makes its index tensors on the CPU whatever the device (torch
     requires them there); the harness finds them in the samples made for the meta device and

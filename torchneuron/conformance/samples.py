@@ -147,6 +147,9 @@ def _device_run(op, sample, dtype, grad, ctx, compile_mode, host_leaves, expecte
                                                host_leaves=host_leaves)
                 out, grads = call(inp, *args, **kwargs), None
             out, grads = tree_map(to_cpu, out), tree_map(to_cpu, grads)
+            # An op's own CPU result may still be arriving: `to("cpu", non_blocking=True)` copies
+            # into pinned memory asynchronously, as on CUDA, and is read only after a synchronize.
+            torch.neuron.synchronize()
     except Exception as exc:  # noqa: BLE001
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         return "error", f"{type(exc).__name__}: {first}", None
