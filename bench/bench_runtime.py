@@ -63,8 +63,8 @@ def tiny_add(device):
 
 
 def tiny_fallback(device):
-    x = torch.ones(16, device=device)
-    return lambda: x.nextafter_(x)  # no neuron kernel: runs on the CPU, counted
+    x = torch.full((16,), 6, dtype=torch.int64, device=device)
+    return lambda: x.gcd_(x)  # no neuron kernel: runs on the CPU, counted
 
 
 def tiny_alloc(device):
@@ -102,7 +102,7 @@ def main():
     for name, make_op, iterations in (
         ("tiny zero_ (native)", tiny_zero, 20000),
         ("tiny add_ (native)", tiny_add, 20000),
-        ("tiny nextafter_ (CPU fallback)", tiny_fallback, 2000),
+        ("tiny gcd_ (CPU fallback)", tiny_fallback, 2000),
         ("alloc+free 4 KiB", tiny_alloc, 20000),
     ):
         cpu = per_op_seconds(make_op, "cpu", iterations)

@@ -15,54 +15,75 @@ def fallback_warnings(records):
     return [str(r.message) for r in records if FALLBACK_WARNING in str(r.message)]
 
 
-# torch.nextafter has no native neuron kernel: the stand-in for "an operator that falls back".
-def nextafter_calls(report):
-    """Calls counted for torch.nextafter, whichever overload (.default / .out) reached the fallback."""
-    return sum(n for name, n in report.items() if re.fullmatch(r"aten::nextafter(\.\w+)?", name))
+# gcd and lcm (integers) and renorm (floating point) have no native neuron kernel: the stand-ins for
+# "an operator that falls back" (when one of them gets a kernel, pick another from fallback_report()
+# of a conformance run).
+def calls(report, op):
+    """Calls counted for aten::<op>, whichever overload (.default / .out) reached the fallback."""
+    return sum(n for name, n in report.items() if re.fullmatch(rf"aten::{op}(\.\w+)?", name))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bfloat16], ids=str)
-def test_fallback_op_matches_cpu(dtype):
+def ints(*shape):
+    return torch.ones(*shape, dtype=torch.int64, device="neuron") * 6
+
+
+def test_fallback_binary_op_matches_cpu():
+    dtype = torch.int64
     g = torch.Generator().manual_seed(0)
     a = (torch.randn(7, 5, generator=g) * 10).to(dtype)
     b = (torch.randn(5, generator=g) * 10).to(dtype)
-    name = "gcd" if dtype == torch.int64 else "nextafter"  # gcd: integers only; nextafter: floats only
-    op = getattr(torch, name)
-    result = op(a.to("neuron"), b.to("neuron"))
+    result = torch.gcd(a.to("neuron"), b.to("neuron"))
     assert result.device == torch.device("neuron:0")
     assert result.dtype == dtype
-    assert torch.equal(result.cpu(), op(a, b))
+    assert torch.equal(result.cpu(), torch.gcd(a, b))
     # Non-contiguous inputs, an out= tensor on the device, and an in-place op.
     t = a.t().to("neuron")
     out = torch.empty(5, 7, dtype=dtype, device="neuron")
-    op(t, b[:, None].to("neuron"), out=out)
-    assert torch.equal(out.cpu(), op(a.t(), b[:, None]))
+    torch.gcd(t, b[:, None].to("neuron"), out=out)
+    assert torch.equal(out.cpu(), torch.gcd(a.t(), b[:, None]))
     inplace = a.to("neuron")
-    getattr(inplace, name + "_")(b.to("neuron"))
-    assert torch.equal(inplace.cpu(), op(a, b))
+    inplace.gcd_(b.to("neuron"))
+    assert torch.equal(inplace.cpu(), torch.gcd(a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_fallback_float_op_matches_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(7, 5, generator=g) * 10).to(dtype)
+    result = torch.renorm(a.to("neuron"), 2, 0, 5.0)
+    assert result.device == torch.device("neuron:0")
+    assert result.dtype == dtype
+    assert torch.equal(result.cpu(), torch.renorm(a, 2, 0, 5.0))
+    # A non-contiguous input, an out= tensor on the device, and an in-place op.
+    out = torch.empty(5, 7, dtype=dtype, device="neuron")
+    torch.renorm(a.t().to("neuron"), 2, 1, 5.0, out=out)
+    assert torch.equal(out.cpu(), torch.renorm(a.t(), 2, 1, 5.0))
+    inplace = a.to("neuron")
+    inplace.renorm_(2, 0, 5.0)
+    assert torch.equal(inplace.cpu(), torch.renorm(a, 2, 0, 5.0))
 
 
 def test_fallback_on_second_device():
-    a = torch.arange(6.0) - 3
-    result = torch.nextafter(a.to("neuron:1"), a.flip(0).to("neuron:1"))
+    a = torch.arange(6) - 3
+    result = torch.gcd(a.to("neuron:1"), a.flip(0).to("neuron:1"))
     assert result.device == torch.device("neuron:1")
-    assert torch.equal(result.cpu(), torch.nextafter(a, a.flip(0)))
+    assert torch.equal(result.cpu(), torch.gcd(a, a.flip(0)))
 
 
 def test_fallback_is_counted():
     torchneuron.reset_fallback_report()
     assert torchneuron.fallback_report() == {}
-    x = torch.ones(3, device="neuron")
-    torch.nextafter(x, x)
+    x = ints(3)
+    torch.gcd(x, x)
     report = torchneuron.fallback_report()
-    assert nextafter_calls(report) == 1, report
-    torch.nextafter(x, x)
-    torch.nextafter(x, x)
-    assert nextafter_calls(torchneuron.fallback_report()) == 3
+    assert calls(report, "gcd") == 1, report
+    torch.gcd(x, x)
+    torch.gcd(x, x)
+    assert calls(torchneuron.fallback_report(), "gcd") == 3
     # Native ops are not counted.
-    y = torch.empty(3, device="neuron")
+    y = torch.empty(3, dtype=torch.int64, device="neuron")
     y.copy_(x)
-    y.fill_(2.0)
+    y.fill_(2)
     assert sum(torchneuron.fallback_report().values()) == 3
     torchneuron.reset_fallback_report()
     assert torchneuron.fallback_report() == {}
@@ -71,54 +92,54 @@ def test_fallback_is_counted():
 def test_fallback_warns_once_per_op():
     torchneuron.set_fallback_mode("warn")
     torchneuron.reset_fallback_report()  # the once-per-op memory starts over
-    x = torch.ones(4, device="neuron")
+    x = ints(4)
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        torch.nextafter(x, x)
-        torch.nextafter(x, x)
-        torch.nextafter(x, x[:1])
+        torch.gcd(x, x)
+        torch.gcd(x, x)
+        torch.gcd(x, x[:1])
     messages = fallback_warnings(records)
     assert len(messages) == 1, messages
-    assert re.search(r"'aten::nextafter(\.\w+)?'", messages[0]), messages[0]
+    assert re.search(r"'aten::gcd(\.\w+)?'", messages[0]), messages[0]
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        torch.special.zeta(x + 1, x)  # another op warns once on its own
-        torch.special.zeta(x + 1, x)
+        torch.lcm(x + 1, x)  # another op warns once on its own
+        torch.lcm(x + 1, x)
     messages = fallback_warnings(records)
-    assert len(messages) == 1 and "aten::special_zeta" in messages[0], messages
+    assert len(messages) == 1 and "aten::lcm" in messages[0], messages
 
 
 def test_fallback_warning_with_pytest_warns():
     torchneuron.set_fallback_mode("warn")
     torchneuron.reset_fallback_report()
-    with pytest.warns(UserWarning, match=r"aten::special_zeta.*no native neuron kernel"):
-        torch.special.zeta(torch.full((2,), 2.0, device="neuron"), 1.0)
+    with pytest.warns(UserWarning, match=r"aten::lcm.*no native neuron kernel"):
+        torch.lcm(ints(2), ints(2) - 2)
 
 
 def test_silent_mode_counts_without_warning():
     torchneuron.reset_fallback_report()
     torchneuron.set_fallback_mode("silent")
     assert torchneuron.fallback_mode() == "silent"
-    x = torch.arange(3.0).to("neuron")
+    x = torch.arange(3).to("neuron")
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        result = torch.nextafter(x - 1, x)
+        result = torch.gcd(x + 4, x)
     assert fallback_warnings(records) == []
-    assert torch.equal(result.cpu(), torch.nextafter(torch.arange(3.0) - 1, torch.arange(3.0)))
-    assert nextafter_calls(torchneuron.fallback_report()) == 1
+    assert torch.equal(result.cpu(), torch.gcd(torch.arange(3) + 4, torch.arange(3)))
+    assert calls(torchneuron.fallback_report(), "gcd") == 1
 
 
 def test_error_mode_raises_not_implemented():
     torchneuron.set_fallback_mode("error")
     assert torchneuron.fallback_mode() == "error"
-    x = torch.ones(3, device="neuron")
-    with pytest.raises(NotImplementedError, match=r"aten::nextafter") as info:
-        torch.nextafter(x, x)
+    x = ints(3)
+    with pytest.raises(NotImplementedError, match=r"aten::gcd") as info:
+        torch.gcd(x, x)
     assert "TORCHNEURON_FALLBACK" in str(info.value)
     # Native ops still run.
-    y = torch.empty(3, device="neuron")
+    y = torch.empty(3, dtype=torch.int64, device="neuron")
     y.copy_(x)
-    assert torch.equal(y.cpu(), torch.ones(3))
+    assert torch.equal(y.cpu(), torch.full((3,), 6))
 
 
 def test_set_fallback_mode_rejects_unknown():
@@ -131,9 +152,9 @@ def test_error_mode_from_env(run_python):
     code = (
         "import torch, torchneuron\n"
         "print(torchneuron.fallback_mode())\n"
-        "x = torch.ones(2, device='neuron')\n"
+        "x = torch.ones(2, dtype=torch.int64, device='neuron')\n"
         "try:\n"
-        "    torch.nextafter(x, x)\n"
+        "    torch.gcd(x, x)\n"
         "except NotImplementedError as e:\n"
         "    print('NotImplementedError', e)\n"
     )
@@ -141,7 +162,7 @@ def test_error_mode_from_env(run_python):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "error"
-    assert lines[1].startswith("NotImplementedError") and "aten::nextafter" in lines[1]
+    assert lines[1].startswith("NotImplementedError") and "aten::gcd" in lines[1]
 
 
 def test_silent_mode_from_env(run_python):
@@ -170,7 +191,7 @@ def test_native_ops_listing():
                  "aten::fill_.Scalar", "aten::_local_scalar_dense"):
         assert name in ops
     assert "aten::add.Tensor" in ops
-    assert "aten::nextafter" not in ops
+    assert "aten::gcd" not in ops and "aten::gcd.out" not in ops
     assert all(name.startswith("aten::") for name in ops)
 
 
