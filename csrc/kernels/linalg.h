@@ -1,6 +1,7 @@
 // Dense linear algebra over contiguous batches: triangular solves and pairwise distances
 // (row-major), and LU, Cholesky and QR factorizations, LU solves and inverses through LAPACK
-// (OpenBLAS's, column-major matrices; float32 and float64).
+// (OpenBLAS's, column-major matrices; float32 and float64); singular value and symmetric
+// eigenvalue decompositions (linalg_spectral.cpp; complex dtypes too).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,20 @@ void cholesky(DType dtype, int64_t batch, int64_t n, bool upper, void* a, int32_
 // triangle. When q is not null, Q's first q_cols columns (k = min(m, n) for the reduced form,
 // m for the complete one) are formed there (orgqr), column-major m x q_cols per matrix.
 void qr(DType dtype, int64_t batch, int64_t m, int64_t n, void* a, void* q, int64_t q_cols);
+
+// Singular value decomposition (gesdd) of `batch` column-major m x n matrices, destroyed: s
+// [batch, k] (k = min(m, n), real, descending); with vectors, u [batch] column-major m x k (kFull:
+// m x m) and vt [batch] column-major k x n (kFull: n x n), else u and vt unused. info [batch]: 0,
+// > 0 where it did not converge, -4 where the matrix has a NaN or infinity (not decomposed).
+// Float and complex dtypes; m, n > 0.
+enum class SvdVectors { kNone, kReduced, kFull };
+void svd(DType dtype, int64_t batch, int64_t m, int64_t n, SvdVectors vectors, void* a, void* s, void* u, void* vt,
+         int32_t* info);
+
+// Eigenvalues (ascending, real) of `batch` column-major symmetric / Hermitian n x n matrices
+// (syevd / heevd) read from their lower (or upper) triangle, into w [batch, n]; with `vectors`, a
+// is overwritten by the orthonormal eigenvectors (columns). info as svd's.
+void eigh(DType dtype, int64_t batch, int64_t n, bool upper, bool vectors, void* a, void* w, int32_t* info);
 
 // The row permutation getrf's pivots [batch, k] (1-based) describe, as permutation [batch, m]:
 // A = P L U with P[permutation[i], i] = 1. Throws KernelError for a pivot outside [1, m].

@@ -85,12 +85,15 @@ def compare(actual, expected, dtype):
 
 def _grads(op, sample, device, call=None, host_leaves=frozenset()):
     """Runs op (through `call`, default op itself) on `device` copies of sample and returns
-    (output, grads of the sum of float outputs)."""
+    (output, grads of the sum of the float outputs output_process_fn_grad keeps)."""
     import torch
     inp, args, kwargs = _to_device((sample.input, sample.args, sample.kwargs), device, True, host_leaves)
     out = (call or op)(inp, *args, **kwargs)
     leaves = [x for x in _leaves((inp, args, kwargs)) if x.requires_grad]
-    outs = [o for o in _leaves(out) if o.requires_grad and o.grad_fn is not None]
+    # The part of the output the OpInfo declares well defined for gradients, as PyTorch's own
+    # gradient tests take it (a singular vector's sign is not: U.abs() is).
+    processed = getattr(sample, "output_process_fn_grad", None)
+    outs = [o for o in _leaves(processed(out) if processed else out) if o.requires_grad and o.grad_fn is not None]
     if not leaves or not outs:
         return out, None
     loss = sum(o.float().sum() for o in outs)
@@ -99,6 +102,11 @@ def _grads(op, sample, device, call=None, host_leaves=frozenset()):
 
 
 FLOAT64_ARBITRATED = "differs from CPU, matches the float64 reference"
+GAUGE_MATCHED = "differs from CPU only in the vectors' signs (phases), which the op leaves free"
+# Decompositions whose singular vectors / eigenvectors are unique only up to sign (phase, for
+# complex): LAPACK implementations choose differently (MKL's and OpenBLAS's gesdd do), so their
+# outputs are compared through the OpInfo's output_process_fn_grad (|U|, S, |Vh|, U @ Vh, ...).
+GAUGE_FREE_OPS = frozenset({"svd", "linalg.svd", "linalg.eigh"})
 # The sample dtypes a float64 run can arbitrate (float64 itself has nothing wider to ask, except
 # SciPy for the special functions below).
 ARBITRATED_DTYPES = ("float32", "bfloat16", "float16", "complex64") + INTEGRAL_DTYPES

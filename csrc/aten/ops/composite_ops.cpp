@@ -463,6 +463,14 @@ at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
   return at::index(self.reshape({-1}), indices).view(index.sizes());
 }
 
+at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "take(): self and out expected to have the same dtype, but got "
+              "self.dtype = ", self.scalar_type(), " and out.dtype = ", out.scalar_type());
+  const at::Tensor taken = composite::take(self, index);
+  at::native::resize_output(out, taken.sizes());
+  return out.copy_(taken);
+}
+
 // kaiser_window: I0(beta sqrt(1 - ((n - a) / a)^2)) / I0(beta) over n = 0 .. N-1, a = (N - 1) / 2
 // (N one more, and the last point dropped, when periodic). CPU PyTorch computes it with a
 // kernel stub that has no entry for other devices: without this, torch.kaiser_window on neuron
@@ -602,6 +610,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("complex.out", TORCH_FN(composite::complex_out));
   m.impl("polar.out", TORCH_FN(composite::polar_out));
   m.impl("take", TORCH_FN(composite::take));
+  m.impl("take.out", TORCH_FN(composite::take_out));
   m.impl("kaiser_window.beta", TORCH_FN(composite::kaiser_window));
   m.impl("kaiser_window.periodic", TORCH_FN(composite::kaiser_window_periodic));
   m.impl("kaiser_window", TORCH_FN(composite::kaiser_window_default));

@@ -1,15 +1,20 @@
 // Convolution, which reaches backends as convolution_overrideable: 1-D and 2-D convolutions,
 // plain and transposed, run natively by im2col + GEMM in float32 (bfloat16 and float16 are
-// converted to float on the device and back, accumulating in float as CPU PyTorch does); 3-D
-// ones, plain and transposed, as sums of 2-D ones over depth slices. Other cases (float64,
-// output padding past the stride) take an explicit host route, counted like any fallback, since the
-// boxed fallback has no CPU kernel for this op.
+// converted to float on the device and back, accumulating in float as CPU PyTorch does); float64
+// ones, and transposed ones whose output padding reaches the stride, by the device's im2col /
+// col2im and matmul; 3-D ones as sums of 2-D ones over depth slices (conv3d_ops.cpp). Other
+// dtypes take an explicit host route, counted like any fallback, since the boxed fallback has no
+// CPU kernel for this op.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/convolution.h>
+#include <ATen/ops/col2im.h>
+#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/im2col.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/mm.h>
@@ -22,6 +27,7 @@
 
 #include "aten/fallback/cpu_fallback.h"
 #include "aten/device/neuron_tensor.h"
+#include "aten/ops/conv3d.h"
 #include "kernels/conv.h"
 
 namespace torchneuron::aten {
@@ -34,6 +40,12 @@ at::Tensor to_device_of(const at::Tensor& t, const at::Tensor& like) {
 }
 
 bool kernel_dtype(c10::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+bool unfold_dtype(c10::ScalarType t) { return t == at::kDouble || kernel_dtype(t); }
+
+// The dtype the composed paths compute in: float64 as it is, the others in float32.
+at::Tensor as_compute(const at::Tensor& t) {
+  return t.defined() ? t.to(t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat).contiguous() : t;
+}
 
 // The native path: 1-D or 2-D, float32 or a half type, one dtype for every operand.
 bool native_convolution(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
@@ -41,9 +53,9 @@ bool native_convolution(const at::Tensor& input, const at::Tensor& weight, const
          weight.scalar_type() == input.scalar_type() && (!bias.defined() || bias.scalar_type() == input.scalar_type());
 }
 
-// 3-D convolutions run as 2-D ones over depth slices (convolution_3d, convolution_transpose_3d).
+// 3-D convolutions run as 2-D ones over depth slices (conv3d.h), float64 included.
 bool native_convolution_3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
-  return input.dim() == 5 && kernel_dtype(input.scalar_type()) && weight.scalar_type() == input.scalar_type() &&
+  return input.dim() == 5 && unfold_dtype(input.scalar_type()) && weight.scalar_type() == input.scalar_type() &&
          (!bias.defined() || bias.scalar_type() == input.scalar_type());
 }
 
@@ -261,144 +273,129 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_native(
   return {back(grad_input, format), back(grad_weight, format), back(grad_bias, c10::MemoryFormat::Contiguous)};
 }
 
-// ---- 3-D convolution: a sum over the kernel's depth taps of 2-D convolutions ---------------
-// Tap kd reads input depth t * stride + kd * dilation - padding for every output depth t (zeros
-// outside): those slices, batched as [batch * out_depth, channels, H, W] images, convolved with
-// weight[:, :, kd] by the native 2-D path. The same multiplies as a direct 3-D convolution; the
-// slices cost kernel-depth copies of the input.
+// ---- float64, and transposed ones whose output padding reaches the stride: unfold + GEMM -------
+// The convolution as products of the weight with the input's columns (im2col), grouped as
+// [batch, groups, K, L] (K = channels per group x taps, L = output pixels), in the operands' own
+// dtype (float32 for half types), through the device's im2col / col2im and matmul. 1-D runs as
+// 2-D of height 1. A transposed convolution is the input gradient of the forward one from its
+// output to its input: its columns are folded (col2im) over the unpadded frame of
+// (in - 1) * stride + dilation * (kernel - 1) + 1 pixels, which every output padding fits by
+// cropping or zero-filling, and cropped to the output.
 
-struct DepthWindow {
-  int64_t kernel, stride, padding, dilation, in_depth, out_depth;
-};
+at::Tensor as_image(const at::Tensor& t) { return t.dim() == 3 ? t.unsqueeze(2) : t; }
 
-DepthWindow depth_window(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-                         c10::IntArrayRef padding, c10::IntArrayRef dilation) {
-  auto first = [](c10::IntArrayRef values, int64_t neutral) { return values.empty() ? neutral : values[0]; };
-  DepthWindow d{weight.size(2), first(stride, 1), first(padding, 0), first(dilation, 1), input.size(2), 0};
-  d.out_depth = (d.in_depth + 2 * d.padding - d.dilation * (d.kernel - 1) - 1) / d.stride + 1;
-  return d;
+// Operands the unfold path takes: 1-D or 2-D, one floating dtype for every operand.
+bool unfold_convolution(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
+  return (input.dim() == 3 || input.dim() == 4) && unfold_dtype(input.scalar_type()) &&
+         weight.scalar_type() == input.scalar_type() && (!bias.defined() || bias.scalar_type() == input.scalar_type());
 }
 
-// The last two entries of a 3-D convolution's per-dimension argument (height and width).
-std::vector<int64_t> spatial(c10::IntArrayRef values) {
-  return values.size() == 1 ? std::vector<int64_t>{values[0], values[0]} : std::vector<int64_t>{values[1], values[2]};
+// [N, groups * K, L] columns of an image, as [N, groups, K, L].
+at::Tensor grouped_columns(const at::Tensor& image, const kernels::Conv2dShape& s, int64_t pad_h, int64_t pad_w) {
+  const at::Tensor columns = at::im2col(image, {s.kernel_h, s.kernel_w}, {s.dilation_h, s.dilation_w}, {pad_h, pad_w},
+                                        {s.stride_h, s.stride_w});
+  return columns.view({image.size(0), s.groups, columns.size(1) / s.groups, columns.size(2)});
 }
 
-// The depth slices of a zero-padded [batch, channels, padded depth, H, W] tensor that tap kd
-// pairs with depths 0 .. count - 1 of the other side (a convolution's output, a transposed
-// one's input): [batch, channels, count, H, W], a strided view.
-at::Tensor tap_view(const at::Tensor& padded, const DepthWindow& d, int64_t kd, int64_t count) {
-  return padded.narrow(2, kd * d.dilation, (count - 1) * d.stride + 1).slice(2, 0, c10::nullopt, d.stride);
+// A [O, C / groups, kh, kw] weight as [groups, O / groups, K].
+at::Tensor grouped_weight(const at::Tensor& weight, int64_t groups) {
+  return weight.reshape({groups, weight.size(0) / groups, -1});
 }
 
-// [batch, channels, depth, H, W] <-> [batch * depth, channels, H, W].
-at::Tensor depth_to_batch(const at::Tensor& t) {
-  return t.permute({0, 2, 1, 3, 4}).reshape({t.size(0) * t.size(2), t.size(1), t.size(3), t.size(4)});
+// The unpadded frame a transposed convolution's columns fold over.
+int64_t frame(int64_t in, int64_t kernel, int64_t stride, int64_t dilation) {
+  return (in - 1) * stride + dilation * (kernel - 1) + 1;
 }
-at::Tensor batch_to_depth(const at::Tensor& t, int64_t batch) {
-  return t.view({batch, t.size(0) / batch, t.size(1), t.size(2), t.size(3)}).permute({0, 2, 1, 3, 4});
-}
-
-at::Tensor padded_input(const at::Tensor& input, const DepthWindow& d) {
-  if (d.padding == 0) return input;
-  std::vector<int64_t> sizes = input.sizes().vec();
-  sizes[2] += 2 * d.padding;
-  at::Tensor padded = at::zeros(sizes, input.options());
-  padded.narrow(2, d.padding, d.in_depth).copy_(input);
-  return padded;
+// The pads (negative: crops) that take an image between a transposed convolution's output
+// [.., height, width] and its frame, `to_frame` saying which way.
+std::vector<int64_t> frame_pads(const kernels::Conv2dShape& s, int64_t frame_h, int64_t frame_w, bool to_frame) {
+  const int64_t sign = to_frame ? 1 : -1;
+  return {sign * s.pad_w, sign * (frame_w - s.pad_w - s.width), sign * s.pad_h, sign * (frame_h - s.pad_h - s.height)};
 }
 
-at::Tensor convolution_3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, c10::IntArrayRef stride,
-                          c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, c10::MemoryFormat format) {
-  TORCH_CHECK(weight.dim() == 5, "Expected 5-dimensional weight for 5-dimensional input, but got weight of size ", weight.sizes());
-  // Checked here, where the message can name the 5-D shapes rather than a depth slice's.
-  TORCH_CHECK(groups > 0 && weight.size(1) * groups == input.size(1), "Given groups=", groups, ", weight of size ",
-              weight.sizes(), ", expected input", input.sizes(), " to have ", weight.size(1) * groups,
-              " channels, but got ", input.size(1), " channels instead");
-  const DepthWindow d = depth_window(input, weight, stride, padding, dilation);
-  TORCH_CHECK(d.out_depth > 0, "Calculated output size is too small for input ", input.sizes(), " and kernel ", weight.sizes());
-  const at::Tensor padded = padded_input(input, d);
-  at::Tensor sum;
-  for (int64_t kd = 0; kd < d.kernel; ++kd) {
-    const at::Tensor images = depth_to_batch(tap_view(padded, d, kd, d.out_depth));
-    const std::optional<at::Tensor> tap_bias = kd == 0 && bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt;
-    const at::Tensor part = at::convolution(images, weight.select(2, kd), tap_bias, spatial(stride), spatial(padding),
-                                            spatial(dilation), false, {0, 0}, groups);
-    sum = kd == 0 ? part : sum.add_(part);
-  }
-  return batch_to_depth(sum, input.size(0)).contiguous(format);
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_3d(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask,
-    c10::MemoryFormat format) {
-  const DepthWindow d = depth_window(input, weight, stride, padding, dilation);
-  const at::Tensor padded = padded_input(input, d);
-  const at::Tensor grad_images = depth_to_batch(grad_output);
-  at::Tensor grad_padded = output_mask[0] ? at::zeros(padded.sizes(), input.options()) : at::Tensor();
-  at::Tensor grad_weight = output_mask[1] ? at::empty(weight.sizes(), weight.options()) : at::Tensor();
-  for (int64_t kd = 0; kd < d.kernel && (output_mask[0] || output_mask[1]); ++kd) {
-    const at::Tensor images = depth_to_batch(tap_view(padded, d, kd, d.out_depth));
-    auto [grad_images_in, grad_tap_weight, unused] = at::convolution_backward(
-        grad_images, images, weight.select(2, kd), std::nullopt, spatial(stride), spatial(padding), spatial(dilation),
-        false, {0, 0}, groups, {output_mask[0], output_mask[1], false});
-    if (output_mask[0]) tap_view(grad_padded, d, kd, d.out_depth).add_(batch_to_depth(grad_images_in, input.size(0)));
-    if (output_mask[1]) grad_weight.select(2, kd).copy_(grad_tap_weight);
-  }
-  at::Tensor grad_input = output_mask[0] ? grad_padded.narrow(2, d.padding, d.in_depth).contiguous(format) : at::Tensor();
-  at::Tensor grad_bias = output_mask[2] ? at::sum(grad_output, {0, 2, 3, 4}) : at::Tensor();
-  return {grad_input, output_mask[1] ? grad_weight.contiguous(format) : grad_weight, grad_bias};
-}
-
-// A transposed 3-D convolution: for each tap, the transposed 2-D convolution of every input
-// depth slice, added into output depths t * stride + kd * dilation (before cropping the padding).
-at::Tensor convolution_transpose_3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                                    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                    c10::IntArrayRef output_padding, int64_t groups, c10::MemoryFormat format) {
-  TORCH_CHECK(weight.dim() == 5, "Expected 5-dimensional weight for 5-dimensional input, but got weight of size ", weight.sizes());
-  DepthWindow d = depth_window(input, weight, stride, padding, dilation);
-  const int64_t extra = output_padding.empty() ? 0 : output_padding[0];
-  const int64_t out_depth = (d.in_depth - 1) * d.stride - 2 * d.padding + d.dilation * (d.kernel - 1) + extra + 1;
-  TORCH_CHECK(out_depth > 0, "Calculated output size is too small for transposed convolution of input ", input.sizes(),
-              " and kernel ", weight.sizes());
-  const at::Tensor images = depth_to_batch(input);
-  at::Tensor buffer;
-  for (int64_t kd = 0; kd < d.kernel; ++kd) {
-    const at::Tensor part = at::convolution(images, weight.select(2, kd), std::nullopt, spatial(stride), spatial(padding),
-                                            spatial(dilation), true, spatial(output_padding), groups);
-    if (kd == 0) {
-      buffer = at::zeros({input.size(0), part.size(1), out_depth + 2 * d.padding, part.size(2), part.size(3)}, part.options());
+at::Tensor convolution_unfold(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                              c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                              bool transposed, c10::IntArrayRef output_padding, int64_t groups, c10::MemoryFormat format) {
+  const at::Tensor x = as_image(as_compute(input)).contiguous(), w = as_image(as_compute(weight));
+  const int64_t n = x.size(0);
+  at::Tensor out;
+  if (!transposed) {
+    const kernels::Conv2dShape s = conv_shape(input, weight, stride, padding, dilation, groups);
+    check_conv_args(input, weight, s);
+    if (x.numel() == 0 || w.numel() == 0) {
+      out = at::zeros({n, s.out_channels, s.out_h(), s.out_w()}, x.options());
+    } else {
+      const at::Tensor columns = grouped_columns(x, s, s.pad_h, s.pad_w);
+      out = at::matmul(grouped_weight(w, groups), columns).view({n, s.out_channels, s.out_h(), s.out_w()});
     }
-    tap_view(buffer, d, kd, d.in_depth).add_(batch_to_depth(part, input.size(0)));
+  } else {
+    const kernels::Conv2dShape s = transposed_shape(input, weight, stride, padding, dilation, output_padding, groups);
+    const int64_t frame_h = frame(x.size(2), s.kernel_h, s.stride_h, s.dilation_h);
+    const int64_t frame_w = frame(x.size(3), s.kernel_w, s.stride_w, s.dilation_w);
+    if (x.numel() == 0 || w.numel() == 0) {
+      out = at::zeros({n, s.in_channels, s.height, s.width}, x.options());
+    } else {
+      const at::Tensor rows = x.view({n, groups, s.out_channels / groups, -1});
+      const at::Tensor columns = at::matmul(grouped_weight(w, groups).transpose(1, 2), rows);
+      const at::Tensor folded = at::col2im(columns.reshape({n, -1, columns.size(3)}), {frame_h, frame_w},
+                                           {s.kernel_h, s.kernel_w}, {s.dilation_h, s.dilation_w}, {0, 0},
+                                           {s.stride_h, s.stride_w});
+      out = at::constant_pad_nd(folded, frame_pads(s, frame_h, frame_w, false));
+    }
   }
-  at::Tensor out = buffer.narrow(2, d.padding, out_depth).contiguous(format);
-  if (bias.defined()) out.add_(bias.view({1, -1, 1, 1, 1}));
-  return out;
+  if (bias.defined()) out = out.add_(as_compute(bias).view({1, -1, 1, 1}));
+  if (input.dim() == 3) out = out.squeeze(2);
+  return out.to(input.scalar_type(), false, false, format);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_transpose_backward_3d(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_unfold(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, c10::IntArrayRef output_padding, int64_t groups,
-    std::array<bool, 3> output_mask, c10::MemoryFormat format) {
-  DepthWindow d = depth_window(input, weight, stride, padding, dilation);
-  d.in_depth = grad_output.size(2);  // the transposed convolution's output, padded like an input
-  const at::Tensor grad_padded = padded_input(grad_output, d);
-  const at::Tensor images = depth_to_batch(input);
-  at::Tensor grad_images_sum;
-  at::Tensor grad_weight = output_mask[1] ? at::empty(weight.sizes(), weight.options()) : at::Tensor();
-  for (int64_t kd = 0; kd < d.kernel && (output_mask[0] || output_mask[1]); ++kd) {
-    const at::Tensor grad_images = depth_to_batch(tap_view(grad_padded, d, kd, input.size(2)));
-    auto [grad_images_in, grad_tap_weight, unused] = at::convolution_backward(
-        grad_images, images, weight.select(2, kd), std::nullopt, spatial(stride), spatial(padding), spatial(dilation),
-        true, spatial(output_padding), groups, {output_mask[0], output_mask[1], false});
-    if (output_mask[0]) grad_images_sum = kd == 0 ? grad_images_in : grad_images_sum.add_(grad_images_in);
-    if (output_mask[1]) grad_weight.select(2, kd).copy_(grad_tap_weight);
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask, c10::MemoryFormat format) {
+  const at::Tensor go = as_image(as_compute(grad_output)).contiguous(), x = as_image(as_compute(input)).contiguous(),
+                   w = as_image(as_compute(weight));
+  const int64_t n = x.size(0);
+  at::Tensor grad_input, grad_weight;
+  const bool empty = go.numel() == 0 || x.numel() == 0 || w.numel() == 0;
+  if (!transposed) {
+    // go [N, O, oh, ow]: the columns' gradient is W^T go, folded; the weight's, go x columns^T.
+    const kernels::Conv2dShape s = conv_shape(input, weight, stride, padding, dilation, groups);
+    const at::Tensor rows = go.view({n, groups, s.out_channels / groups, -1});
+    if (output_mask[0]) {
+      grad_input = empty ? at::zeros(x.sizes(), x.options())
+                         : at::col2im(at::matmul(grouped_weight(w, groups).transpose(1, 2), rows).reshape({n, -1, rows.size(3)}),
+                                      {x.size(2), x.size(3)}, {s.kernel_h, s.kernel_w}, {s.dilation_h, s.dilation_w},
+                                      {s.pad_h, s.pad_w}, {s.stride_h, s.stride_w});
+    }
+    if (output_mask[1]) {
+      grad_weight = empty ? at::zeros(w.sizes(), w.options())
+                          : at::matmul(rows, grouped_columns(x, s, s.pad_h, s.pad_w).transpose(2, 3)).sum(0).view(w.sizes());
+    }
+  } else {
+    // The forward convolution's roles swapped: grad_output is its image (in the frame), input its output.
+    const kernels::Conv2dShape s = transposed_shape(input, weight, stride, padding, dilation, output_padding, groups);
+    const int64_t frame_h = frame(x.size(2), s.kernel_h, s.stride_h, s.dilation_h);
+    const int64_t frame_w = frame(x.size(3), s.kernel_w, s.stride_w, s.dilation_w);
+    const at::Tensor columns =
+        empty ? at::Tensor()
+              : grouped_columns(at::constant_pad_nd(go, frame_pads(s, frame_h, frame_w, true)), s, 0, 0);
+    if (output_mask[0]) {
+      grad_input = empty ? at::zeros(x.sizes(), x.options())
+                         : at::matmul(grouped_weight(w, groups), columns).view(x.sizes());
+    }
+    if (output_mask[1]) {
+      const at::Tensor rows = x.view({n, groups, s.out_channels / groups, -1});
+      grad_weight = empty ? at::zeros(w.sizes(), w.options())
+                          : at::matmul(rows, columns.transpose(2, 3)).sum(0).view(w.sizes());
+    }
   }
-  at::Tensor grad_input =
-      output_mask[0] ? batch_to_depth(grad_images_sum, input.size(0)).contiguous(format) : at::Tensor();
-  at::Tensor grad_bias = output_mask[2] ? at::sum(grad_output, {0, 2, 3, 4}) : at::Tensor();
-  return {grad_input, output_mask[1] ? grad_weight.contiguous(format) : grad_weight, grad_bias};
+  at::Tensor grad_bias = output_mask[2] ? at::sum(go, {0, 2, 3}) : at::Tensor();
+  auto back = [&](at::Tensor t, c10::MemoryFormat f) {
+    if (!t.defined()) return t;
+    if (input.dim() == 3 && t.dim() == 4) t = t.squeeze(2);
+    return t.to(input.scalar_type(), false, false, f);
+  };
+  return {back(grad_input, format), back(grad_weight, format), back(grad_bias, c10::MemoryFormat::Contiguous)};
 }
 
 // ---- 1x1 channels-last convolutions: one matrix product over the pixels -----------------------
@@ -457,10 +454,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   if (native_convolution_3d(input, weight, bias)) {
     const c10::MemoryFormat format = result_format(input, weight, stride, dilation, transposed, output_padding, groups);
     // In float for half types: the taps' partial sums rounded to bfloat16 were 0.9 off.
-    const at::Tensor x = as_float(input), w = as_float(weight), b = as_float(bias);
+    const at::Tensor x = as_compute(input), w = as_compute(weight), b = as_compute(bias);
     const at::Tensor out =
-        transposed ? convolution_transpose_3d(x, w, b, stride, padding, dilation, output_padding, groups, format)
-                   : convolution_3d(x, w, b, stride, padding, dilation, groups, format);
+        transposed ? conv3d::convolution_transpose_3d(x, w, b, stride, padding, dilation, output_padding, groups, format)
+                   : conv3d::convolution_3d(x, w, b, stride, padding, dilation, groups, format);
     return out.to(input.scalar_type());  // keeps the layout
   }
   if (native_convolution(input, weight, bias) && (!transposed || padding_below_stride(output_padding, stride))) {
@@ -469,6 +466,10 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
       return pointwise_forward(input, weight, bias);
     }
     return convolution_native(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, format);
+  }
+  if (unfold_convolution(input, weight, bias)) {
+    const c10::MemoryFormat format = result_format(input, weight, stride, dilation, transposed, output_padding, groups);
+    return convolution_unfold(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, format);
   }
   note_cpu_fallback("aten::convolution_overrideable");
   std::optional<at::Tensor> host_bias;
@@ -485,11 +486,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   check_same_device("aten::convolution_backward", input.device(), {&grad_output, &weight});
   const c10::MemoryFormat format = result_format(input, weight, stride, dilation, transposed, output_padding, groups);
   if (native_convolution_3d(input, weight, at::Tensor()) && grad_output.scalar_type() == input.scalar_type()) {
-    const at::Tensor go = as_float(grad_output), x = as_float(input), w = as_float(weight);
+    const at::Tensor go = as_compute(grad_output), x = as_compute(input), w = as_compute(weight);
     auto [grad_input, grad_weight, grad_bias] =
-        transposed ? convolution_transpose_backward_3d(go, x, w, stride, padding, dilation, output_padding, groups,
-                                                       output_mask, format)
-                   : convolution_backward_3d(go, x, w, stride, padding, dilation, groups, output_mask, format);
+        transposed ? conv3d::convolution_transpose_backward_3d(go, x, w, stride, padding, dilation, output_padding,
+                                                               groups, output_mask, format)
+                   : conv3d::convolution_backward_3d(go, x, w, stride, padding, dilation, groups, output_mask, format);
     auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
     return {back(grad_input), back(grad_weight), back(grad_bias)};
   }
@@ -499,6 +500,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
       return pointwise_backward(grad_output, input, weight, output_mask);
     }
     return convolution_backward_native(grad_output, input, weight, stride, padding, dilation, transposed,
+                                       output_padding, groups, output_mask, format);
+  }
+  if (unfold_convolution(input, weight, at::Tensor()) && grad_output.scalar_type() == input.scalar_type()) {
+    return convolution_backward_unfold(grad_output, input, weight, stride, padding, dilation, transposed,
                                        output_padding, groups, output_mask, format);
   }
   note_cpu_fallback("aten::convolution_backward_overrideable");

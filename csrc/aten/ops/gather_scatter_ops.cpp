@@ -266,6 +266,15 @@ at::Tensor& scatter_reduce_into(const at::Tensor& self, int64_t dim, const at::T
                                 c10::string_view reduce, bool include_self, at::Tensor& result, const char* name) {
   TORCH_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
               "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+  if (self.scalar_type() == c10::kBool && src.scalar_type() == c10::kBool && result.scalar_type() == c10::kBool &&
+      reduce != "mean" && self.dim() > 0 && index.dim() > 0 && index.device() == self.device() &&
+      src.device() == self.device()) {
+    // Truth values as 0 / 1 in int64 (no wrap-around): sum and amax are or, prod and amin and.
+    at::Tensor wide = self.to(c10::kLong);
+    scatter_reduce_into(wide, dim, index, src.to(c10::kLong), reduce, include_self, wide, name);
+    at::native::resize_output(result, self.sizes());
+    return result.copy_(wide.ne(0));
+  }
   const bool supported = self.dim() > 0 && index.dim() > 0 && has_kernel_dtype(self.scalar_type()) &&
                          !c10::isComplexType(self.scalar_type()) && self.scalar_type() != c10::kBool &&
                          src.scalar_type() == self.scalar_type() && result.scalar_type() == self.scalar_type() &&
@@ -348,6 +357,18 @@ at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tens
                              c10::string_view reduce, bool include_self, at::Tensor& result) {
   TORCH_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
               "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ", reduce, ".");
+  if (self.dim() == 0 && index.dim() <= 1 && source.dim() <= 1 && (dim == 0 || dim == -1) &&
+      index.numel() == source.numel()) {
+    // A scalar as a one-element vector (its view, so that the in-place form writes it).
+    const at::Tensor vector = self.reshape({1});
+    at::Tensor vector_result = result.is_same(self) ? vector : at::empty({0}, result.options());
+    index_reduce_out(vector, 0, index.reshape({-1}), source.reshape({-1}), reduce, include_self, vector_result);
+    if (!result.is_same(self)) {
+      at::native::resize_output(result, {});
+      result.copy_(vector_result.squeeze(0));
+    }
+    return result;
+  }
   bool shaped = self.dim() > 0 && index.dim() == 1 && source.dim() == self.dim() &&
                 (index.scalar_type() == c10::kLong || index.scalar_type() == c10::kInt);
   const int64_t wrapped = shaped ? at::maybe_wrap_dim(dim, self.dim()) : 0;

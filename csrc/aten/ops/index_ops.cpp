@@ -1,9 +1,10 @@
 // Advanced indexing on neuron: index (x[idx]) and index_put_ (x[idx] = v, x.index_put_(...,
-// accumulate=True), the backward of indexing), and writes along one dim (index_add,
-// index_copy, index_fill, scatter with a value), masked_scatter and bincount. Boolean masks become coordinate lists (a sync,
-// as on CUDA); the index tensors broadcast together and csrc/kernels/index turns them into one
-// flat row number per element of the indexed dimensions, moved to the front. Rows are then
-// gathered (index_select) or written (index_put_rows) on the queue.
+// accumulate=True), the backward of indexing; complex tensors as (real, imaginary) pairs), and
+// writes along one dim (index_add, index_copy, index_fill, scatter with a value), masked_scatter
+// and bincount. Boolean masks become coordinate lists (a sync, as on CUDA); the index tensors
+// broadcast together and csrc/kernels/index turns them into one flat row number per element of
+// the indexed dimensions, moved to the front. Rows are then gathered (index_select) or written
+// (index_put_rows) on the queue.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
@@ -16,6 +17,8 @@
 #include <ATen/ops/min.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/index_add_ops.h>
@@ -188,6 +191,10 @@ int64_t indexed_rows(const at::Tensor& self, const IndexPlan& plan) {
 }  // namespace
 
 at::Tensor index(const at::Tensor& self, const IndexList& indices) {
+  if (self.is_complex() && has_kernel_dtype(self.scalar_type())) {
+    // As (real, imaginary) pairs: the indices address the leading dims, the pair dim follows.
+    return at::view_as_complex(indexing::index(at::view_as_real(self.resolve_conj()), indices));
+  }
   // index_select below moves uint16/32/64 rows as bytes.
   if ((!has_kernel_dtype(self.scalar_type()) && !is_wide_unsigned(self.scalar_type())) || self.is_complex()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(index, Tensor)>::call(self, indices);
@@ -219,6 +226,12 @@ at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Ten
   at::assert_no_overlap(self, values);
   for (const std::optional<at::Tensor>& index : indices) {
     if (index.has_value() && index->defined()) at::assert_no_overlap(self, *index);
+  }
+  if (self.is_complex() && has_kernel_dtype(self.scalar_type()) && !self.is_conj() &&
+      values.scalar_type() == self.scalar_type()) {
+    at::Tensor pairs = at::view_as_real(self);
+    index_put_(pairs, indices, at::view_as_real(values.to(self.device()).resolve_conj()), accumulate, unsafe);
+    return self;
   }
   if (!has_kernel_dtype(self.scalar_type()) || self.is_complex()) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(self, indices, values,

@@ -1,7 +1,7 @@
-// Batch norm (train and eval, with the _native_batch_norm_legit forms) and group norm on neuron,
-// with their backward ops. The host checks arguments and picks the statistics' dtype (float for
-// a half-type input with float parameters); csrc/kernels/norm runs on the queue over contiguous
-// N x C x inner buffers.
+// Batch norm (train and eval, with the _native_batch_norm_legit and _batch_norm_with_update forms
+// and out= forms) and group norm on neuron, with their backward ops. The host checks arguments
+// and picks the statistics' dtype (float for a half-type input with float parameters);
+// csrc/kernels/norm runs on the queue over contiguous N x C x inner buffers.
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -183,6 +183,58 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_training(
   return batch_norm(input, weight, bias, running_mean, running_var, false, momentum, eps);
 }
 
+// The out= forms: the functional results written into the given tensors.
+using NormResults = std::tuple<at::Tensor&, at::Tensor&, at::Tensor&>;
+NormResults write_norm_results(std::tuple<at::Tensor, at::Tensor, at::Tensor> results, at::Tensor& out,
+                               at::Tensor& save_mean, at::Tensor& save_invstd) {
+  write_out(std::get<0>(results), out);
+  write_out(std::get<1>(results), save_mean);
+  write_out(std::get<2>(results), save_invstd);
+  return {out, save_mean, save_invstd};
+}
+
+NormResults batch_norm_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                           const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+                           const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps,
+                           at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  return write_norm_results(batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps), out,
+                            save_mean, save_invstd);
+}
+
+NormResults batch_norm_legit_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                 const std::optional<at::Tensor>& bias, at::Tensor& running_mean,
+                                 at::Tensor& running_var, bool training, double momentum, double eps, at::Tensor& out,
+                                 at::Tensor& save_mean, at::Tensor& save_invstd) {
+  return write_norm_results(batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps), out,
+                            save_mean, save_invstd);
+}
+
+NormResults batch_norm_legit_no_stats_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                          const std::optional<at::Tensor>& bias, bool training, double momentum,
+                                          double eps, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  return write_norm_results(batch_norm(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps), out,
+                            save_mean, save_invstd);
+}
+
+// Training-mode batch norm that updates the running statistics; `reserve` is empty, as on CPU
+// (cuDNN's workspace elsewhere).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_with_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+  auto [out, save_mean, save_invstd] = batch_norm(input, weight, bias, running_mean, running_var, true, momentum, eps);
+  return {out, save_mean, save_invstd, at::empty({0}, input.options().dtype(c10::kByte))};
+}
+
+// _batch_norm_with_update's backward (`update` is training mode); `reserve` is unused.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_update_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool update, double eps,
+    std::array<bool, 3> output_mask, const at::Tensor& /*reserve*/) {
+  return batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, update, eps,
+                             output_mask);
+}
+
 // ---- group norm ----------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
@@ -253,6 +305,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(const at::Ten
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", TORCH_FN(vision::batch_norm));
+  m.impl("native_batch_norm.out", TORCH_FN(vision::batch_norm_out));
+  m.impl("_native_batch_norm_legit.out", TORCH_FN(vision::batch_norm_legit_out));
+  m.impl("_native_batch_norm_legit.no_stats_out", TORCH_FN(vision::batch_norm_legit_no_stats_out));
+  m.impl("_batch_norm_with_update", TORCH_FN(vision::batch_norm_with_update));
+  m.impl("batch_norm_backward", TORCH_FN(vision::batch_norm_update_backward));
   m.impl("native_batch_norm_backward", TORCH_FN(vision::batch_norm_backward));
   m.impl("_native_batch_norm_legit", TORCH_FN(vision::batch_norm_legit));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(vision::batch_norm_legit_no_stats));

@@ -1,6 +1,7 @@
 // Pooling on neuron: 2-D and 3-D max / average pooling and adaptive average / max pooling
-// (2-D), with their backward ops and out= forms. The host checks arguments and computes output
-// sizes as CPU PyTorch does; csrc/kernels/pool runs on the queue over contiguous NC(D)HW buffers.
+// (2-D), with their backward ops and out= forms; max unpooling (2-D, 3-D), composed. The host
+// checks arguments and computes output sizes as CPU PyTorch does; csrc/kernels/pool runs on the
+// queue over contiguous NC(D)HW buffers.
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/adaptive_max_pool2d_ops.h>
@@ -9,6 +10,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/max_pool3d_with_indices_ops.h>
+#include <ATen/ops/scatter.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -18,6 +21,7 @@
 
 #include "aten/device/neuron_tensor.h"
 #include "aten/fallback/cpu_fallback.h"
+#include "aten/ops/index_checks.h"
 #include "aten/ops/vision_common.h"
 #include "kernels/pool.h"
 
@@ -400,6 +404,68 @@ at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad_out, const a
   return write_out(vision::adaptive_max_pool2d_backward(grad_out, input, indices), grad_in);
 }
 
+// ---- max unpooling: each value written to the position its index records ----------------------
+
+namespace {
+
+at::Tensor max_unpool(const char* name, const at::Tensor& input, const at::Tensor& indices, c10::IntArrayRef output_size,
+                      c10::MemoryFormat format) {
+  const int64_t dims = static_cast<int64_t>(output_size.size());
+  check_same_device(name, input.device(), {&indices});
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "elements in indices should be type int64 but got: ", indices.scalar_type());
+  TORCH_CHECK(input.dim() == dims + 1 || input.dim() == dims + 2, "Input to ", name, " should be a ", dims + 1, "d or ",
+              dims + 2, "d Tensor, but got a tensor with ", input.dim(), " dimensions.");
+  TORCH_CHECK(input.sizes() == indices.sizes(), "Expected shape of indices to be same as that of the input tensor (",
+              input.sizes(), ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t d = 1; d < input.dim(); ++d) {
+    TORCH_CHECK(input.size(d) > 0, name, "_forward_out_cpu(): Expected input to have non-zero size for non-batch "
+                "dimensions, but got ", input.sizes(), " with dimension ", d, " being empty.");
+  }
+  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end() - dims);
+  int64_t volume = 1;
+  for (int64_t d = 0; d < dims; ++d) {
+    TORCH_CHECK(output_size[d] >= 0, name, "(): output_size must contain non-negative spatial dimensions, but got output_size[",
+                d, "]=", output_size[d]);
+    sizes.push_back(output_size[d]);
+    volume *= output_size[d];
+  }
+  at::Tensor out = at::zeros(sizes, input.options());
+  if (input.numel() > 0) {
+    if (const auto bad = first_out_of_range(indices, 0, volume)) {
+      std::string size = std::to_string(output_size[0]);
+      for (int64_t d = 1; d < dims; ++d) {
+        size += 'x';
+        size += std::to_string(output_size[d]);
+      }
+      TORCH_CHECK(false, "Found an invalid max index: ", bad->value, " (output volumes are of size ", size);
+    }
+    int64_t planes = 1;  // the leading (batch and channel) dims
+    for (int64_t d = 0; d < input.dim() - dims; ++d) planes *= input.size(d);
+    out.view({planes, volume}).scatter_(1, indices.reshape({planes, -1}), input.reshape({planes, -1}));
+  }
+  return out.contiguous(format);
+}
+
+}  // namespace
+
+at::Tensor max_unpool2d(const at::Tensor& input, const at::Tensor& indices, c10::IntArrayRef output_size) {
+  TORCH_CHECK(output_size.size() == 2, "There should be exactly two elements (height, width) in output_size, but got ",
+              output_size.size(), " elements.");
+  return max_unpool("max_unpooling2d", input, indices, output_size, input.suggest_memory_format());
+}
+
+at::Tensor max_unpool3d(const at::Tensor& input, const at::Tensor& indices, c10::IntArrayRef output_size,
+                        c10::IntArrayRef stride, c10::IntArrayRef padding) {
+  TORCH_CHECK(output_size.size() == 3, "There should be exactly three elements (depth, height, width) in output_size, but got: ",
+              output_size.size(), " elements.");
+  TORCH_CHECK(stride.size() == 3, "There should be exactly three elements (depth, height, width) in stride, but got: ",
+              stride.size(), " elements.");
+  TORCH_CHECK(padding.size() == 3, "There should be exactly three elements (depth, height, width) in padding, but got: ",
+              padding.size(), " elements.");
+  TORCH_CHECK(stride[0] > 0 && stride[1] > 0 && stride[2] > 0, "strides should be greater than zero, but got stride: ", stride);
+  return max_unpool("max_unpooling3d", input, indices, output_size, c10::MemoryFormat::Contiguous);
+}
+
 }  // namespace vision
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -425,6 +491,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("adaptive_max_pool2d.out", TORCH_FN(vision::adaptive_max_pool2d_out));
   m.impl("adaptive_max_pool2d_backward", TORCH_FN(vision::adaptive_max_pool2d_backward));
   m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(vision::adaptive_max_pool2d_backward_out));
+  m.impl("max_unpool2d", TORCH_FN(vision::max_unpool2d));
+  m.impl("max_unpool2d.out", TORCH_FN(vision::OutForm<&vision::max_unpool2d>::call));
+  m.impl("max_unpool3d", TORCH_FN(vision::max_unpool3d));
+  m.impl("max_unpool3d.out", TORCH_FN(vision::OutForm<&vision::max_unpool3d>::call));
 }
 
 }  // namespace torchneuron::aten

@@ -1,5 +1,5 @@
-// Reductions on neuron (sum, mean, prod, amax, amin, full max/min, vector norms; var / std
-// composed from them): the host resolves dims, keepdim and the output dtype, lays the reduced
+// Reductions on neuron (sum, mean, prod, amax, amin, full max/min, vector norms, hash_tensor;
+// var / std composed from them): the host resolves dims, keepdim and the output dtype, lays the reduced
 // dimensions last, and csrc/kernels/reduce runs.
 #include <ATen/Dispatch.h>
 #include <ATen/WrapDimUtilsMulti.h>
@@ -9,7 +9,9 @@
 #include <ATen/ops/amax_ops.h>
 #include <ATen/ops/view_as_real.h>
 #include <ATen/ops/amin_ops.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/hash_tensor_ops.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/norm_ops.h>
@@ -113,12 +115,17 @@ bool launch_reduce(ReduceOp op, const char* name, const at::Tensor& self, const 
   return true;
 }
 
-// uint16/32/64: sums and products of the int64 values into an integer result, max and min of
-// the order keys (unsigned_dtypes.h) into the input's dtype.
+// uint16/32/64: sums and products of the int64 values into an integer result (of the values
+// converted to a floating one), max and min of the order keys (unsigned_dtypes.h) into the
+// input's dtype.
 bool launch_unsigned_reduce(ReduceOp op, const char* name, const at::Tensor& self, const DimMask& mask,
                             bool keepdim, const at::Tensor& result) {
   const c10::ScalarType type = self.scalar_type(), out_type = result.scalar_type();
   at::Tensor input, staged;
+  if ((op == ReduceOp::kSum || op == ReduceOp::kProd) && at::isFloatingType(out_type)) {
+    // A floating result (sum(dtype=torch.float32)): the values converted to it, then reduced.
+    return launch_reduce(op, name, self.to(out_type), mask, keepdim, result);
+  }
   if (op == ReduceOp::kSum || op == ReduceOp::kProd) {
     if (out_type != c10::kLong && !is_wide_unsigned(out_type)) return false;
     input = unsigned_as_long(self);
@@ -138,18 +145,25 @@ bool launch_unsigned_reduce(ReduceOp op, const char* name, const at::Tensor& sel
 }
 
 // Sum or mean of a complex tensor into a complex `result` of its dtype: its (real, imaginary)
-// pairs reduced with the pair dim kept. False, with nothing enqueued, for what the kernels
-// cannot take (0-dim inputs, lazy conjugates, another result dtype).
+// pairs reduced with the pair dim kept (a lazy conjugate resolved first; a 0-dim input is its own
+// sum). False, with nothing enqueued, for what the kernels cannot take (another result dtype, a
+// conjugate result).
 bool launch_complex_reduce(ReduceOp op, const char* name, const at::Tensor& self, const DimMask& mask, bool keepdim,
                            const at::Tensor& result) {
-  if (!self.is_complex() || self.dim() == 0 || result.scalar_type() != self.scalar_type() || self.is_conj() ||
-      result.is_conj() || self.dim() + 1 > kernels::kMaxDims) {
+  if (!self.is_complex() || result.scalar_type() != self.scalar_type() || result.is_conj() ||
+      self.dim() + 1 > kernels::kMaxDims) {
     return false;
   }
-  at::native::resize_output(result, output_shape(self, mask, keepdim));
+  if (self.dim() == 0) {
+    at::native::resize_output(result, {});
+    result.copy_(self);
+    return true;
+  }
+  const at::Tensor input = self.is_conj() ? self.resolve_conj() : self;
+  at::native::resize_output(result, output_shape(input, mask, keepdim));
   DimMask pair_mask;
-  for (int64_t d = 0; d < self.dim(); ++d) pair_mask[d] = mask[d];
-  return launch_reduce(op, name, at::view_as_real(self), pair_mask, keepdim, at::view_as_real(result));
+  for (int64_t d = 0; d < input.dim(); ++d) pair_mask[d] = mask[d];
+  return launch_reduce(op, name, at::view_as_real(input), pair_mask, keepdim, at::view_as_real(result));
 }
 
 c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
@@ -339,7 +353,7 @@ at::Tensor& norm_dtype_out(const at::Tensor& self, const std::optional<c10::Scal
 
 at::Tensor& norm_out(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim, bool keepdim,
                      at::Tensor& result) {
-  if (!at::isFloatingType(self.scalar_type())) {
+  if (!at::isFloatingType(self.scalar_type()) && !at::isComplexType(self.scalar_type())) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(norm, out)>::call(self, p, dim, keepdim, result);
   }
   return reductions::linalg_vector_norm_out(self, p.value_or(2.0), dim, keepdim, std::nullopt, result);
@@ -447,11 +461,58 @@ std::tuple<at::Tensor, at::Tensor> std_mean(const at::Tensor& self, at::Optional
   return var_and_mean(self, dim, correction, keepdim, true);
 }
 
+// hash_tensor (mode 0): the xor of the elements' 64-bit words (floating values widened to
+// float64, integers to int64, and their bits taken as uint64), folded in halves with native xors.
+at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& result) {
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  const c10::ScalarType type = self.scalar_type();
+  if (at::isComplexType(type) || self.dim() > kernels::kMaxDims || result.scalar_type() != c10::kUInt64) {
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(hash_tensor, out)>::call(self, dim, keepdim,
+                                                                                               mode, result);
+  }
+  const DimMask mask = reduced_dims(self, dim);
+  std::vector<int64_t> order, kept_sizes;
+  int64_t count = 1;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!mask[d]) {
+      order.push_back(d);
+      kept_sizes.push_back(self.size(d));
+    }
+  }
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!mask[d]) continue;
+    TORCH_CHECK_INDEX(self.size(d) > 0, "hash_tensor: Expected reduction dim ", d, " to have non-zero size.");
+    order.push_back(d);
+    count *= self.size(d);
+  }
+  at::Tensor words = at::isFloatingType(type)            ? self.to(c10::kDouble).view(c10::kLong)
+                     : type == c10::kUInt64              ? self.view(c10::kLong)
+                                                         : self.to(c10::kLong);
+  std::vector<int64_t> rows = kept_sizes;
+  rows.push_back(count);
+  words = words.permute(order).reshape(rows);
+  while (words.size(-1) > 1) {
+    const int64_t half = words.size(-1) / 2;
+    at::Tensor folded = words.narrow(-1, 0, half).bitwise_xor(words.narrow(-1, half, half));
+    words = words.size(-1) % 2 == 0 ? folded : at::cat({folded, words.narrow(-1, 2 * half, 1)}, -1);
+  }
+  const at::Tensor hashed = words.squeeze(-1).reshape(output_shape(self, mask, keepdim)).view(c10::kUInt64);
+  at::native::resize_output(result, hashed.sizes());
+  return result.copy_(hashed);
+}
+
+at::Tensor hash_tensor(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode) {
+  at::Tensor result = at::empty({0}, self.options().dtype(c10::kUInt64));
+  return hash_tensor_out(self, dim, keepdim, mode, result);
+}
+
 }  // namespace reductions
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.dim_IntList", TORCH_FN(reductions::sum_dim));
   m.impl("sum.IntList_out", TORCH_FN(reductions::sum_out));
+  m.impl("hash_tensor", TORCH_FN(reductions::hash_tensor));
+  m.impl("hash_tensor.out", TORCH_FN(reductions::hash_tensor_out));
   m.impl("mean.dim", TORCH_FN(reductions::mean_dim));
   m.impl("mean.out", TORCH_FN(reductions::mean_out));
   m.impl("amax", TORCH_FN(reductions::amax));

@@ -1,6 +1,7 @@
 // Scans and counts on neuron: cumsum / cumprod, cummax / cummin and logcumsumexp along a dim,
-// histc, and the ops whose output size depends on the data (masked_select, nonzero: the count
-// is read back, a sync, then the kernel compacts). csrc/kernels/nn runs on the queue.
+// histc, and the ops whose output size depends on the data (masked_select, nonzero and
+// nonzero_static: the count is read back, a sync, then the kernel compacts). csrc/kernels/nn runs
+// on the queue.
 // Kernels take raw pointers: a temporary freed here can only be reused by later commands,
 // which the in-order queue runs after this one.
 #include <ATen/ExpandUtils.h>
@@ -13,8 +14,11 @@
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -146,7 +150,20 @@ c10::ScalarType scan_dtype(const at::Tensor& self, std::optional<c10::ScalarType
   return dtype.value_or(at::isIntegralType(self.scalar_type(), true) ? c10::kLong : self.scalar_type());
 }
 
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype);
+
 at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& result) {
+  if (self.is_complex() && has_kernel_dtype(self.scalar_type()) && result.scalar_type() == self.scalar_type() &&
+      (!dtype.has_value() || *dtype == self.scalar_type())) {
+    // The real and imaginary parts' sums, side by side.
+    const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim());
+    const at::Tensor sums =
+        self.dim() == 0 ? self.resolve_conj()
+                        : at::view_as_complex(nn::cumsum(at::view_as_real(self.resolve_conj()), wrapped, std::nullopt));
+    at::native::resize_output(result, sums.sizes());
+    result.copy_(sums);
+    return result;
+  }
   if (!cumulative_into(kernels::ScanOp::kSum, "aten::cumsum", self, dim, dtype, result)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(cumsum, out)>::call(self, dim, dtype, result);
   }
@@ -272,6 +289,24 @@ at::Tensor nonzero(const at::Tensor& self) {
   return nonzero_out(self, result);
 }
 
+// nonzero_static: nonzero's first `size` coordinates, padded with rows of fill_value.
+at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor& result) {
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  TORCH_CHECK(result.scalar_type() == c10::kLong,
+              "nonzero_static: Expected out tensor to have scalar type Long but got scalar type", result.scalar_type());
+  const at::Tensor found = nn::nonzero(self);
+  const int64_t kept = std::min(size, found.size(0));
+  at::native::resize_output(result, {size, self.dim()});
+  result.narrow(0, 0, kept).copy_(found.narrow(0, 0, kept));
+  if (kept < size) result.narrow(0, kept, size - kept).fill_(fill_value);
+  return result;
+}
+
+at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  at::Tensor result = at::empty({0}, self.options().dtype(c10::kLong));
+  return nonzero_static_out(self, size, fill_value, result);
+}
+
 }  // namespace nn
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -291,6 +326,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", TORCH_FN(nn::masked_select_out));
   m.impl("nonzero", TORCH_FN(nn::nonzero));
   m.impl("nonzero.out", TORCH_FN(nn::nonzero_out));
+  m.impl("nonzero_static", TORCH_FN(nn::nonzero_static));
+  m.impl("nonzero_static.out", TORCH_FN(nn::nonzero_static_out));
 }
 
 }  // namespace torchneuron::aten
