@@ -203,7 +203,7 @@ def test_bfloat16_conv3d_native():
     torch.testing.assert_close(got.float(), expected.float(), atol=0.1, rtol=2e-2)
 
 
-def test_float64_conv3d_takes_the_counted_host_route():
+def test_float64_conv3d_is_native_and_an_integer_one_takes_the_counted_host_route():
     torch.manual_seed(1)
     conv = nn.Conv3d(2, 3, 2).double()
     x = torch.randn(1, 2, 4, 4, 4, dtype=torch.float64)
@@ -211,4 +211,8 @@ def test_float64_conv3d_takes_the_counted_host_route():
     conv.to("neuron")
     torchneuron.reset_fallback_report()
     torch.testing.assert_close(conv(x.to("neuron")).cpu(), expected)
+    assert torchneuron.fallback_report() == {}
+    xi, wi = torch.randint(-5, 5, (1, 2, 4, 4, 4)), torch.randint(-5, 5, (3, 2, 2, 2, 2))
+    got = torch.nn.functional.conv3d(xi.to("neuron"), wi.to("neuron"))
+    assert torch.equal(got.cpu(), torch.nn.functional.conv3d(xi, wi))
     assert torchneuron.fallback_report() == {"aten::convolution_overrideable": 1}
