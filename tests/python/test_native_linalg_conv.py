@@ -78,10 +78,20 @@ def test_channels_last_float64_convolution_keeps_the_layout(no_fallback):
     close(got, expected, 1e-10)
 
 
-def test_empty_batch_float64_convolution(no_fallback):
-    x, w = torch.randn(0, 3, 5, 5, dtype=torch.float64), torch.randn(4, 3, 3, 3, dtype=torch.float64)
-    got = F.conv2d(x.to(DEV), w.to(DEV))
-    assert got.shape == F.conv2d(x, w).shape
+@pytest.mark.parametrize("transposed", [False, True])
+def test_empty_batch_float64_convolution_and_gradients(transposed, no_fallback):
+    fn = F.conv_transpose2d if transposed else F.conv2d
+    x = torch.randn(0, 3, 5, 5, dtype=torch.float64)
+    w = torch.randn(3, 4, 3, 3, dtype=torch.float64) if transposed else torch.randn(4, 3, 3, 3, dtype=torch.float64)
+    leaves = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    expected = fn(*leaves)
+    expected_grads = torch.autograd.grad(expected.sum(), leaves)
+    device_leaves = [t.detach().to(DEV).requires_grad_() for t in leaves]
+    got = fn(*device_leaves)
+    got_grads = torch.autograd.grad(got.sum(), device_leaves)
+    assert got.shape == expected.shape
+    for g, e in zip(got_grads, expected_grads):
+        close(g, e, 0)
 
 
 # ---- max unpooling -----------------------------------------------------------------------------

@@ -360,7 +360,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_unfold(
   if (!transposed) {
     // go [N, O, oh, ow]: the columns' gradient is W^T go, folded; the weight's, go x columns^T.
     const kernels::Conv2dShape s = conv_shape(input, weight, stride, padding, dilation, groups);
-    const at::Tensor rows = go.view({n, groups, s.out_channels / groups, -1});
+    const at::Tensor rows = go.view({n, groups, s.out_channels / groups, go.size(2) * go.size(3)});
     if (output_mask[0]) {
       grad_input = empty ? at::zeros(x.sizes(), x.options())
                          : at::col2im(at::matmul(grouped_weight(w, groups).transpose(1, 2), rows).reshape({n, -1, rows.size(3)}),
@@ -384,7 +384,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_unfold(
                          : at::matmul(grouped_weight(w, groups), columns).view(x.sizes());
     }
     if (output_mask[1]) {
-      const at::Tensor rows = x.view({n, groups, s.out_channels / groups, -1});
+      const at::Tensor rows = x.view({n, groups, s.out_channels / groups, x.size(2) * x.size(3)});
       grad_weight = empty ? at::zeros(w.sizes(), w.options())
                           : at::matmul(rows, columns.transpose(2, 3)).sum(0).view(w.sizes());
     }
