@@ -381,3 +381,39 @@ def test_batch_norm_out_forms_and_with_update(no_fallback):
     (grad,) = torch.autograd.grad(got[0].sin().sum(), device_leaf)
     (expected_grad,) = torch.autograd.grad(want[0].sin().sum(), leaf)
     close(grad, expected_grad, 1e-5)
+
+
+# ---- 3-D adaptive pooling ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,out", [((2, 3, 5, 7, 6), (2, 3, 4)), ((3, 4, 4, 4), (3, 1, 2)), ((1, 2, 3, 5, 4), (5, 7, 4))])
+def test_adaptive_pool3d_and_gradients_match_cpu(dtype, shape, out, no_fallback):
+    torch.manual_seed(10)
+    x = torch.randn(shape, dtype=dtype)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    for pool in (F.adaptive_avg_pool3d, F.adaptive_max_pool3d):
+        leaf = x.clone().requires_grad_()
+        expected = pool(leaf, out)
+        (expected_grad,) = torch.autograd.grad((expected * expected).sum(), leaf)
+        device_leaf = x.to(DEV).requires_grad_()
+        got = pool(device_leaf, out)
+        (got_grad,) = torch.autograd.grad((got * got).sum(), device_leaf)
+        assert got.shape == expected.shape and got.dtype == dtype
+        close(got, expected.detach(), tol)
+        close(got_grad, expected_grad, tol)
+    values, indices = F.adaptive_max_pool3d(x, out, return_indices=True)
+    got_values, got_indices = F.adaptive_max_pool3d(x.to(DEV), out, return_indices=True)
+    assert torch.equal(got_indices.cpu(), indices)  # the first maximum in (depth, row, column) order, as CPU
+
+
+def test_adaptive_pool3d_ties_empty_batch_and_errors(no_fallback):
+    x = torch.zeros(1, 2, 4, 4, 4)
+    x[0, 0, 1:, :, :] = 1.0  # ties across depths and rows
+    assert torch.equal(F.adaptive_max_pool3d(x.to(DEV), 2, return_indices=True)[1].cpu(),
+                       F.adaptive_max_pool3d(x, 2, return_indices=True)[1])
+    empty = torch.randn(0, 3, 4, 4, 4)
+    assert F.adaptive_avg_pool3d(empty.to(DEV), 2).shape == F.adaptive_avg_pool3d(empty, 2).shape
+    with pytest.raises(RuntimeError, match="Expected input to have non-zero size for non-batch dimensions"):
+        F.adaptive_avg_pool3d(torch.randn(2, 3, 0, 4, 4, device=DEV), 2)
+    with pytest.raises(RuntimeError, match="Expected 4D or 5D tensor"):
+        F.adaptive_max_pool3d(torch.randn(3, 4, 4, device=DEV), 2)
