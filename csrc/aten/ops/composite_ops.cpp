@@ -1,7 +1,7 @@
 // Operators composed on the host from native neuron operators, for ATen ops whose own kernels
 // are backend-specific: dropout, addbmm (as one addmm), all/any and isposinf/isneginf, flip, half-type
 // addr, weight norm, equal, nansum, aminmax, count_nonzero, isin, repeat_interleave's indices,
-// channel_shuffle, linalg.cross, vdot, torch.complex / polar, take, put_ and unique_consecutive. Every step dispatches to
+// channel_shuffle, linalg.cross, vdot, torch.complex / polar and unique_consecutive. Every step dispatches to
 // a native kernel; nothing runs on the CPU.
 #include <ATen/Context.h>
 #include <ATen/MemoryOverlap.h>
@@ -454,23 +454,6 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
   return write_complex_parts(at::mul(abs, at::cos(angle)), at::mul(abs, at::sin(angle)), result);
 }
 
-// take: elements of the flattened input at (possibly negative) flat indices.
-at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
-  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ", index.scalar_type());
-  TORCH_CHECK(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
-  // Advanced indexing takes negative indices and names the one out of range as the user gave it.
-  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(index.reshape({-1}))};
-  return at::index(self.reshape({-1}), indices).view(index.sizes());
-}
-
-at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "take(): self and out expected to have the same dtype, but got "
-              "self.dtype = ", self.scalar_type(), " and out.dtype = ", out.scalar_type());
-  const at::Tensor taken = composite::take(self, index);
-  at::native::resize_output(out, taken.sizes());
-  return out.copy_(taken);
-}
-
 // kaiser_window: I0(beta sqrt(1 - ((n - a) / a)^2)) / I0(beta) over n = 0 .. N-1, a = (N - 1) / 2
 // (N one more, and the last point dropped, when periodic). CPU PyTorch computes it with a
 // kernel stub that has no entry for other devices: without this, torch.kaiser_window on neuron
@@ -502,31 +485,6 @@ at::Tensor kaiser_window_default(int64_t window_length, std::optional<at::Scalar
                                  std::optional<at::Layout> layout, std::optional<at::Device> device,
                                  std::optional<bool> pin_memory) {
   return kaiser_window(window_length, true, 12.0, dtype, layout, device, pin_memory);
-}
-
-// put_: writes (or adds) source at flat, possibly negative, indices of self.
-at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
-  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ", index.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, ",
-              "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
-  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, ",
-              "but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
-  at::assert_no_internal_overlap(self);  // CPU's checks
-  at::assert_no_overlap(self, index);
-  at::assert_no_overlap(self, source);
-  // As on CPU: which of several writes to one index wins is unspecified.
-  if (!accumulate) at::globalContext().alertNotDeterministic("put_");
-  if (index.numel() == 0) return self;
-  TORCH_CHECK(self.numel() > 0, "put_(): Tried to put elements into an empty tensor");
-  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(index.reshape({-1}))};
-  if (self.is_contiguous()) {
-    self.view({-1}).index_put_(indices, source.reshape({-1}), accumulate);
-  } else {
-    at::Tensor flat = self.reshape({-1}).clone();
-    flat.index_put_(indices, source.reshape({-1}), accumulate);
-    self.copy_(flat.view(self.sizes()));
-  }
-  return self;
 }
 
 // unique_consecutive: where a run starts (the first element, and each one that differs from
@@ -609,13 +567,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("vdot", TORCH_FN(composite::vdot));
   m.impl("complex.out", TORCH_FN(composite::complex_out));
   m.impl("polar.out", TORCH_FN(composite::polar_out));
-  m.impl("take", TORCH_FN(composite::take));
-  m.impl("take.out", TORCH_FN(composite::take_out));
   m.impl("kaiser_window.beta", TORCH_FN(composite::kaiser_window));
   m.impl("kaiser_window.periodic", TORCH_FN(composite::kaiser_window_periodic));
   m.impl("kaiser_window", TORCH_FN(composite::kaiser_window_default));
   m.impl("unique_consecutive", TORCH_FN(composite::unique_consecutive));
-  m.impl("put_", TORCH_FN(composite::put_));
 }
 
 }  // namespace torchneuron::aten

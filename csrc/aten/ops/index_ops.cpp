@@ -1,10 +1,10 @@
 // Advanced indexing on neuron: index (x[idx]) and index_put_ (x[idx] = v, x.index_put_(...,
-// accumulate=True), the backward of indexing; complex tensors as (real, imaginary) pairs), and
-// writes along one dim (index_add, index_copy, index_fill, scatter with a value), masked_scatter
-// and bincount. Boolean masks become coordinate lists (a sync, as on CUDA); the index tensors
-// broadcast together and csrc/kernels/index turns them into one flat row number per element of
-// the indexed dimensions, moved to the front. Rows are then gathered (index_select) or written
-// (index_put_rows) on the queue.
+// accumulate=True), the backward of indexing; complex tensors as (real, imaginary) pairs), take
+// and put_ (flat indices, composed of those), writes along one dim (index_add, index_copy,
+// index_fill, scatter with a value), masked_scatter and bincount. Boolean masks become coordinate
+// lists (a sync, as on CUDA); the index tensors broadcast together and csrc/kernels/index turns
+// them into one flat row number per element of the indexed dimensions, moved to the front. Rows
+// are then gathered (index_select) or written (index_put_rows) on the queue.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
@@ -215,6 +215,49 @@ at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tens
   at::native::resize_output(out, value.sizes());
   return out.copy_(value);
 }
+
+// take: elements of the flattened input at (possibly negative) flat indices.
+at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
+  // Advanced indexing takes negative indices and names the one out of range as the user gave it.
+  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(index.reshape({-1}))};
+  return at::index(self.reshape({-1}), indices).view(index.sizes());
+}
+
+at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "take(): self and out expected to have the same dtype, but got "
+              "self.dtype = ", self.scalar_type(), " and out.dtype = ", out.scalar_type());
+  const at::Tensor taken = indexing::take(self, index);
+  at::native::resize_output(out, taken.sizes());
+  return out.copy_(taken);
+}
+
+// put_: writes (or adds) source at flat, possibly negative, indices of self.
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same dtype, ",
+              "but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of elements, ",
+              "but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  at::assert_no_internal_overlap(self);  // CPU's checks
+  at::assert_no_overlap(self, index);
+  at::assert_no_overlap(self, source);
+  // As on CPU: which of several writes to one index wins is unspecified.
+  if (!accumulate) at::globalContext().alertNotDeterministic("put_");
+  if (index.numel() == 0) return self;
+  TORCH_CHECK(self.numel() > 0, "put_(): Tried to put elements into an empty tensor");
+  const c10::List<std::optional<at::Tensor>> indices{std::optional<at::Tensor>(index.reshape({-1}))};
+  if (self.is_contiguous()) {
+    self.view({-1}).index_put_(indices, source.reshape({-1}), accumulate);
+  } else {
+    at::Tensor flat = self.reshape({-1}).clone();
+    flat.index_put_(indices, source.reshape({-1}), accumulate);
+    self.copy_(flat.view(self.sizes()));
+  }
+  return self;
+}
+
 
 at::Tensor& index_put_(at::Tensor& self, const IndexList& indices, const at::Tensor& values, bool accumulate,
                        bool unsafe) {
@@ -462,6 +505,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bincount", TORCH_FN(indexing::bincount));
   m.impl("index.Tensor", TORCH_FN(indexing::index));
   m.impl("index.Tensor_out", TORCH_FN(indexing::index_out));
+  m.impl("take", TORCH_FN(indexing::take));
+  m.impl("take.out", TORCH_FN(indexing::take_out));
+  m.impl("put_", TORCH_FN(indexing::put_));
   m.impl("_index_put_impl_", TORCH_FN(indexing::index_put_));
   m.impl("index_add.out", TORCH_FN(indexing::index_add_out));
   m.impl("index_copy.out", TORCH_FN(indexing::index_copy_out));
