@@ -116,14 +116,6 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool3d(const at::Tensor& input, 
   return {volume_max.view(sizes), index.view(sizes)};
 }
 
-std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool3d_out(const at::Tensor& input, c10::IntArrayRef output_size,
-                                                             at::Tensor& out, at::Tensor& indices) {
-  auto [values, positions] = pool3d::adaptive_max_pool3d(input, output_size);
-  write_out(values, out);
-  write_out(positions, indices);
-  return {out, indices};
-}
-
 // Each output's gradient added at the input position its index records.
 at::Tensor adaptive_max_pool3d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& indices) {
   check_same_device("aten::adaptive_max_pool3d_backward", input.device(), {&grad_out, &indices});
@@ -151,7 +143,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(pool3d::adaptive_avg_pool3d_backward));
   m.impl("_adaptive_avg_pool3d_backward.out", TORCH_FN(pool3d::adaptive_avg_pool3d_backward_out));
   m.impl("adaptive_max_pool3d", TORCH_FN(pool3d::adaptive_max_pool3d));
-  m.impl("adaptive_max_pool3d.out", TORCH_FN(pool3d::adaptive_max_pool3d_out));
+  m.impl("adaptive_max_pool3d.out", TORCH_FN(vision::OutForm<&pool3d::adaptive_max_pool3d>::call));
   m.impl("adaptive_max_pool3d_backward", TORCH_FN(pool3d::adaptive_max_pool3d_backward));
   m.impl("adaptive_max_pool3d_backward.grad_input", TORCH_FN(pool3d::adaptive_max_pool3d_backward_out));
 }

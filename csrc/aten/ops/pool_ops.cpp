@@ -278,18 +278,6 @@ at::Tensor avg_pool3d_backward(const at::Tensor& grad_out, const at::Tensor& inp
                            count_include_pad, divisor_override);
 }
 
-// The out= forms of the pair-returning max pools; the others go through OutForm.
-template <auto functional>
-std::tuple<at::Tensor&, at::Tensor&> max_pool_out(const at::Tensor& input, c10::IntArrayRef kernel,
-                                                  c10::IntArrayRef stride, c10::IntArrayRef padding,
-                                                  c10::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
-                                                  at::Tensor& indices) {
-  auto [values, positions] = functional(input, kernel, stride, padding, dilation, ceil_mode);
-  write_out(values, out);
-  write_out(positions, indices);
-  return {out, indices};
-}
-
 at::Tensor adaptive_avg_pool2d(const at::Tensor& input, c10::IntArrayRef output_size) {
   if (!floating(input)) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_adaptive_avg_pool2d)>::call(
@@ -362,14 +350,6 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& input, 
             [=] { kernels::adaptive_max_pool2d(dtype, shape, px, po, pi); });
   }
   return {like_input_layout(out, input), like_input_layout(indices, input)};
-}
-
-std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& input, c10::IntArrayRef output_size,
-                                                             at::Tensor& out, at::Tensor& indices) {
-  auto [values, positions] = vision::adaptive_max_pool2d(input, output_size);
-  write_out(values, out);
-  write_out(positions, indices);
-  return {out, indices};
 }
 
 // The gradient goes to the recorded positions, as max_pool2d's does.
@@ -470,11 +450,11 @@ at::Tensor max_unpool3d(const at::Tensor& input, const at::Tensor& indices, c10:
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool2d_with_indices", TORCH_FN(vision::max_pool2d));
-  m.impl("max_pool2d_with_indices.out", TORCH_FN(vision::max_pool_out<&vision::max_pool2d>));
+  m.impl("max_pool2d_with_indices.out", TORCH_FN(vision::OutForm<&vision::max_pool2d>::call));
   m.impl("max_pool2d_with_indices_backward", TORCH_FN(vision::max_pool2d_backward));
   m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(vision::OutForm<&vision::max_pool2d_backward>::call));
   m.impl("max_pool3d_with_indices", TORCH_FN(vision::max_pool3d));
-  m.impl("max_pool3d_with_indices.out", TORCH_FN(vision::max_pool_out<&vision::max_pool3d>));
+  m.impl("max_pool3d_with_indices.out", TORCH_FN(vision::OutForm<&vision::max_pool3d>::call));
   m.impl("max_pool3d_with_indices_backward", TORCH_FN(vision::max_pool3d_backward));
   m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(vision::OutForm<&vision::max_pool3d_backward>::call));
   m.impl("avg_pool2d", TORCH_FN(vision::avg_pool2d));
@@ -488,7 +468,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool2d", TORCH_FN(vision::adaptive_avg_pool2d));
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(vision::adaptive_avg_pool2d_backward));
   m.impl("adaptive_max_pool2d", TORCH_FN(vision::adaptive_max_pool2d));
-  m.impl("adaptive_max_pool2d.out", TORCH_FN(vision::adaptive_max_pool2d_out));
+  m.impl("adaptive_max_pool2d.out", TORCH_FN(vision::OutForm<&vision::adaptive_max_pool2d>::call));
   m.impl("adaptive_max_pool2d_backward", TORCH_FN(vision::adaptive_max_pool2d_backward));
   m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(vision::adaptive_max_pool2d_backward_out));
   m.impl("max_unpool2d", TORCH_FN(vision::max_unpool2d));

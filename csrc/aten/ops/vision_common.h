@@ -5,6 +5,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 
+#include <tuple>
+
 #include "aten/device/neuron_tensor.h"
 #include "kernels/floating.h"
 
@@ -39,13 +41,23 @@ inline at::Tensor& write_out(const at::Tensor& value, at::Tensor& out) {
   return out;
 }
 
-// out= forms: OutForm<f>::call takes f's arguments and `out`, and copies f's result into it (one
-// definition for the upsampling and pooling out= and grad_input= overloads).
+// out= forms: OutForm<f>::call takes f's arguments and `out` (`out` and `indices` for a function
+// returning values and indices), and copies f's results into them (one definition for the
+// upsampling and pooling out= and grad_input= overloads).
 template <auto functional, typename Signature = decltype(functional)>
 struct OutForm;
 template <auto functional, typename... Args>
 struct OutForm<functional, at::Tensor (*)(Args...)> {
   static at::Tensor& call(Args... args, at::Tensor& out) { return write_out(functional(args...), out); }
+};
+template <auto functional, typename... Args>
+struct OutForm<functional, std::tuple<at::Tensor, at::Tensor> (*)(Args...)> {
+  static std::tuple<at::Tensor&, at::Tensor&> call(Args... args, at::Tensor& out, at::Tensor& indices) {
+    auto [values, positions] = functional(args...);
+    write_out(values, out);
+    write_out(positions, indices);
+    return {out, indices};
+  }
 };
 
 }  // namespace torchneuron::aten::vision
